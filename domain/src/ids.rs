@@ -1,0 +1,259 @@
+//! Identifiers, parsed once where they enter the system.
+//!
+//! Each newtype can only hold a value that satisfies its rule, so code past
+//! the edge never re-checks them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::limits::{
+    MAX_BUYER_ID_CHARS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_SEAT_ID_CHARS, MAX_SHOW_ID_CHARS,
+};
+
+/// Why an identifier was refused; the message names the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("{what} must be 1..={max} characters of {alphabet}")]
+    Malformed {
+        what: &'static str,
+        max: usize,
+        alphabet: &'static str,
+    },
+}
+
+fn check(
+    value: &str,
+    what: &'static str,
+    max: usize,
+    alphabet: &'static str,
+    allowed: impl Fn(char) -> bool,
+) -> Result<(), IdError> {
+    let chars = value.chars().count();
+    if chars == 0 || chars > max || !value.chars().all(allowed) {
+        return Err(IdError::Malformed {
+            what,
+            max,
+            alphabet,
+        });
+    }
+    Ok(())
+}
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $max:expr, $alphabet:literal, $allowed:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(value: &str) -> Result<Self, IdError> {
+                check(value, $what, $max, $alphabet, $allowed)?;
+                Ok(Self(value.to_owned()))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = String::deserialize(d)?;
+                Self::parse(&raw).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+fn is_show_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+fn is_seat_char(c: char) -> bool {
+    is_show_char(c) || c == '.' || c == ':'
+}
+
+string_id!(
+    /// `[A-Za-z0-9_-]{1,64}`. It never contains `/`, which is what makes
+    /// `show/seat` stream ids unambiguous.
+    ShowId,
+    "show_id",
+    MAX_SHOW_ID_CHARS,
+    "[A-Za-z0-9_-]",
+    is_show_char
+);
+
+string_id!(
+    /// `[A-Za-z0-9_.:-]{1,32}`, unique within a show.
+    SeatId,
+    "seat_id",
+    MAX_SEAT_ID_CHARS,
+    "[A-Za-z0-9_.:-]",
+    is_seat_char
+);
+
+string_id!(
+    /// Same alphabet and length as a seat id, unique within a show.
+    PoolId,
+    "pool_id",
+    MAX_SEAT_ID_CHARS,
+    "[A-Za-z0-9_.:-]",
+    is_seat_char
+);
+
+string_id!(
+    /// The buyer: the `sub` claim of a bearer token, 1..=64 characters.
+    BuyerId,
+    "sub",
+    MAX_BUYER_ID_CHARS,
+    "any non-control character",
+    |c: char| !c.is_control()
+);
+
+string_id!(
+    /// `Idempotency-Key`: 1..=255 printable ASCII characters.
+    IdempotencyKey,
+    "Idempotency-Key",
+    MAX_IDEMPOTENCY_KEY_BYTES,
+    "printable ASCII",
+    |c: char| c.is_ascii_graphic() || c == ' '
+);
+
+/// A hold: one buyer's claim on some seats (or pool places) until it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HoldId(pub Uuid);
+
+/// Namespace of hold ids derived from idempotency keys (UUIDv5). Fixed forever:
+/// changing it would make a retry after an upgrade create a second hold.
+const HOLD_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a4e_0b5d_4c1e_9a77_3f0e_8d21_b6c4);
+
+impl HoldId {
+    pub fn random() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// The hold id a buyer's idempotency key stands for. Two requests with the
+    /// same buyer and key decide with the same hold id, so the second one finds
+    /// the seats already held by "its" hold and succeeds without a new event.
+    pub fn for_idempotency_key(buyer: &BuyerId, key: &IdempotencyKey) -> Self {
+        // The separator cannot occur in a buyer id (no control characters).
+        let name = format!("{}\u{0}{}", buyer.as_str(), key.as_str());
+        Self(Uuid::new_v5(&HOLD_ID_NAMESPACE, name.as_bytes()))
+    }
+}
+
+impl fmt::Display for HoldId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A confirmed purchase of the seats of one hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BookingId(pub Uuid);
+
+impl fmt::Display for BookingId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The id of a seat's event stream: `show_id/seat_id`.
+pub fn seat_stream_id(show: &ShowId, seat: &SeatId) -> String {
+    format!("{}/{}", show.as_str(), seat.as_str())
+}
+
+/// Splits a seat stream id back into its show and seat.
+pub fn parse_seat_stream_id(stream: &str) -> Option<(ShowId, SeatId)> {
+    let (show, seat) = stream.split_once('/')?;
+    Some((ShowId::parse(show).ok()?, SeatId::parse(seat).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_show_id_allows_letters_digits_dash_and_underscore() {
+        assert!(ShowId::parse("New_Year-2026").is_ok());
+    }
+
+    #[test]
+    fn a_show_id_refuses_a_slash_and_a_dot() {
+        assert!(ShowId::parse("a/b").is_err());
+        assert!(ShowId::parse("a.b").is_err());
+    }
+
+    #[test]
+    fn a_show_id_refuses_empty_and_65_characters() {
+        assert!(ShowId::parse("").is_err());
+        assert!(ShowId::parse(&"a".repeat(64)).is_ok());
+        assert!(ShowId::parse(&"a".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn a_seat_id_allows_dot_and_colon_up_to_32_characters() {
+        assert!(SeatId::parse("A.1:b-2_c").is_ok());
+        assert!(SeatId::parse(&"s".repeat(32)).is_ok());
+        assert!(SeatId::parse(&"s".repeat(33)).is_err());
+        assert!(SeatId::parse("A 1").is_err());
+    }
+
+    #[test]
+    fn an_idempotency_key_is_printable_ascii_up_to_255() {
+        assert!(IdempotencyKey::parse("retry-1 of order #7").is_ok());
+        assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
+        assert!(IdempotencyKey::parse(&"k".repeat(256)).is_err());
+        assert!(IdempotencyKey::parse("caf\u{e9}").is_err());
+        assert!(IdempotencyKey::parse("tab\there").is_err());
+    }
+
+    #[test]
+    fn a_buyer_id_is_one_to_64_characters_without_controls() {
+        assert!(BuyerId::parse("alice@example.com").is_ok());
+        assert!(BuyerId::parse(&"b".repeat(65)).is_err());
+        assert!(BuyerId::parse("a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn the_same_buyer_and_key_give_the_same_hold_id_and_others_differ() {
+        let alice = BuyerId::parse("alice").unwrap();
+        let bob = BuyerId::parse("bob").unwrap();
+        let key = IdempotencyKey::parse("k1").unwrap();
+        let other = IdempotencyKey::parse("k2").unwrap();
+        assert_eq!(
+            HoldId::for_idempotency_key(&alice, &key),
+            HoldId::for_idempotency_key(&alice, &key)
+        );
+        assert_ne!(
+            HoldId::for_idempotency_key(&alice, &key),
+            HoldId::for_idempotency_key(&bob, &key)
+        );
+        assert_ne!(
+            HoldId::for_idempotency_key(&alice, &key),
+            HoldId::for_idempotency_key(&alice, &other)
+        );
+    }
+
+    #[test]
+    fn a_seat_stream_id_round_trips() {
+        let show = ShowId::parse("rock").unwrap();
+        let seat = SeatId::parse("A:1/").err();
+        assert!(seat.is_some(), "a slash is not a seat character");
+        let seat = SeatId::parse("A:1").unwrap();
+        let stream = seat_stream_id(&show, &seat);
+        assert_eq!(stream, "rock/A:1");
+        assert_eq!(parse_seat_stream_id(&stream), Some((show, seat)));
+    }
+}

@@ -1,0 +1,23 @@
+//! The pure heart of the booking service.
+//!
+//! # Layout
+//!
+//! - [`ids`]: identifiers parsed once at the edge ("parse, don't validate").
+//! - [`limits`]: every limit of the product, each beside the rule it protects.
+//! - [`show`]: a show definition (seats and pools) and its validation.
+//! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
+//!   events, errors and the pure `decide` function.
+//!
+//! Nothing here performs IO, reads a clock or touches a database: time is
+//! passed in as `now`, so every decision is a plain function of its inputs
+//! and is tested with given/when/then.
+
+pub mod ids;
+pub mod limits;
+pub mod seat;
+pub mod show;
+
+/// The version written beside every event we emit. Events are forever: a
+/// change of an event's shape gets a new version and an upcaster, never an
+/// edit of the old one.
+pub const EVENT_VERSION: &str = "1.0";

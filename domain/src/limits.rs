@@ -1,0 +1,52 @@
+//! Every limit of the product, in one place, each with the reason it exists.
+//!
+//! A limit bounds the work one request can cause, so that one client cannot
+//! make an onsale slow for everybody else. The HTTP edge enforces the body
+//! sizes; the rest are checked where the value is parsed.
+
+/// Seats in one hold. An all-or-nothing hold appends to every seat stream in
+/// one transaction; 50 bounds that transaction and the lock set it takes,
+/// and is more than any real party books at once.
+pub const MAX_SEATS_PER_HOLD: usize = 50;
+
+/// Places in one general-admission hold (quantity 1..=20): a hold is for one
+/// party, and the cap keeps one buyer from draining a pool in one request.
+pub const MAX_POOL_HOLD_QUANTITY: u32 = 20;
+
+/// Seats in one show: a stadium. Availability answers a whole show in one
+/// response, so this also bounds that response.
+pub const MAX_SEATS_PER_SHOW: usize = 100_000;
+
+/// General-admission pools in one show.
+pub const MAX_POOLS_PER_SHOW: usize = 100;
+
+/// Places in one pool: a large festival day. Bounds shard arithmetic.
+pub const MAX_POOL_CAPACITY: u32 = 1_000_000;
+
+/// Show names, sections and rows: characters, not bytes.
+pub const MAX_TEXT_CHARS: usize = 200;
+
+/// Price of a seat or pool place, in cents (100,000.00 in any currency).
+/// Sums of 50 such prices stay far inside an i64.
+pub const MAX_PRICE_CENTS: i64 = 10_000_000;
+
+/// How long a hold may last, in seconds: at least one second, at most two
+/// hours. Longer holds would keep inventory away from other buyers for
+/// longer than any checkout needs.
+pub const MIN_HOLD_TTL_SECONDS: u32 = 1;
+pub const MAX_HOLD_TTL_SECONDS: u32 = 7_200;
+
+/// `[A-Za-z0-9_-]{1,64}`.
+pub const MAX_SHOW_ID_CHARS: usize = 64;
+
+/// `[A-Za-z0-9_.:-]{1,32}`, also for pool ids.
+pub const MAX_SEAT_ID_CHARS: usize = 32;
+
+/// The `sub` claim of a token.
+pub const MAX_BUYER_ID_CHARS: usize = 64;
+
+/// `Idempotency-Key`: 1..=255 printable ASCII characters.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+
+/// Seat numbers: positive and below this bound (no venue has a row of a million).
+pub const MAX_SEAT_NUMBER: u32 = 1_000_000;

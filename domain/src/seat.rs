@@ -1,0 +1,479 @@
+//! The Seat stream: one event stream per show and seat.
+//!
+//! A seat is available, held by one hold until its `expires_at`, or booked.
+//! Expiry needs no event to take effect: a hold whose `expires_at` has passed
+//! no longer holds the seat, whatever the stream says. `HoldExpired` is
+//! recorded when someone acts on the seat after that instant, as the audit
+//! record of what happened.
+//!
+//! The stream version is the unit of concurrency: a decision is appended at
+//! the version it was made on, and the store refuses it if anyone appended
+//! first. [`decide`] is therefore pure and cheap, and is simply run again
+//! after a conflict.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::event_sink::EventSink;
+use cqrs_es::{Aggregate, DomainEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{BookingId, BuyerId, HoldId};
+use crate::EVENT_VERSION;
+
+/// The expiry rule, written once: a hold is active strictly before its
+/// `expires_at` and has expired from that instant on. Commands and queries
+/// both ask this, with the `now` they captured.
+pub fn has_expired(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    now >= expires_at
+}
+
+/// A hold as a seat sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatHold {
+    pub hold_id: HoldId,
+    pub buyer: BuyerId,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl SeatHold {
+    /// A hold is active strictly before `expires_at`; at that instant it has expired.
+    pub fn is_active_at(&self, now: DateTime<Utc>) -> bool {
+        !has_expired(self.expires_at, now)
+    }
+}
+
+/// What the stream's events add up to. `Held` records the last hold placed,
+/// even after it expired: whether it still holds the seat is a question
+/// asked with a `now` ([`Seat::status_at`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SeatState {
+    #[default]
+    Available,
+    Held(SeatHold),
+    Booked {
+        hold_id: HoldId,
+        booking_id: BookingId,
+        buyer: BuyerId,
+    },
+}
+
+/// What a reader sees at an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeatStatus {
+    Available,
+    Held,
+    Booked,
+}
+
+impl SeatStatus {
+    /// The status a reader sees at `now`: a seat recorded as held reads as
+    /// available once its hold's `expires_at` has passed. This is the one
+    /// place the expiry rule for reads is written; queries call it.
+    pub fn at(recorded: SeatStatus, expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Self {
+        match (recorded, expires_at) {
+            (SeatStatus::Held, Some(expires_at)) if has_expired(expires_at, now) => SeatStatus::Available,
+            (recorded, _) => recorded,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeatStatus::Available => "available",
+            SeatStatus::Held => "held",
+            SeatStatus::Booked => "booked",
+        }
+    }
+}
+
+/// The Seat aggregate (the fold of a seat stream).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seat {
+    pub state: SeatState,
+}
+
+impl Seat {
+    /// The status the stream records, before expiry is applied.
+    pub fn recorded_status(&self) -> SeatStatus {
+        match &self.state {
+            SeatState::Available => SeatStatus::Available,
+            SeatState::Held(_) => SeatStatus::Held,
+            SeatState::Booked { .. } => SeatStatus::Booked,
+        }
+    }
+
+    pub fn status_at(&self, now: DateTime<Utc>) -> SeatStatus {
+        let expires_at = match &self.state {
+            SeatState::Held(hold) => Some(hold.expires_at),
+            _ => None,
+        };
+        SeatStatus::at(self.recorded_status(), expires_at, now)
+    }
+
+    /// The hold that holds this seat at `now`, if any.
+    pub fn active_hold(&self, now: DateTime<Utc>) -> Option<&SeatHold> {
+        match &self.state {
+            SeatState::Held(hold) if hold.is_active_at(now) => Some(hold),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeatCommand {
+    /// Hold the seat for `hold_id` until `expires_at`.
+    PlaceHold {
+        hold_id: HoldId,
+        buyer: BuyerId,
+        expires_at: DateTime<Utc>,
+    },
+    /// The buyer gives the seat back.
+    ReleaseHold { hold_id: HoldId },
+    /// Record that the hold has expired (the sweeper, or a release after expiry).
+    ExpireHold { hold_id: HoldId },
+}
+
+/// Events are forever: add variants, never change one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SeatEvent {
+    HoldPlaced {
+        hold_id: HoldId,
+        buyer: BuyerId,
+        expires_at: DateTime<Utc>,
+    },
+    HoldReleased {
+        hold_id: HoldId,
+    },
+    HoldExpired {
+        hold_id: HoldId,
+    },
+}
+
+impl SeatEvent {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SeatEvent::HoldPlaced { .. } => "HoldPlaced",
+            SeatEvent::HoldReleased { .. } => "HoldReleased",
+            SeatEvent::HoldExpired { .. } => "HoldExpired",
+        }
+    }
+}
+
+impl DomainEvent for SeatEvent {
+    fn event_type(&self) -> String {
+        self.name().to_owned()
+    }
+
+    fn event_version(&self) -> String {
+        EVENT_VERSION.to_owned()
+    }
+}
+
+/// Why a seat refuses a command. Compared by value in tests; mapped to an
+/// HTTP answer at the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SeatError {
+    #[error("the seat is held by another hold")]
+    HeldByAnother,
+    #[error("the seat is booked")]
+    Booked,
+    #[error("the hold has been converted into a booking")]
+    HoldConverted,
+    #[error("a hold must expire after the moment it is placed")]
+    ExpiryNotInFuture,
+}
+
+/// The one decision function of the Seat stream.
+pub fn decide(
+    seat: &Seat,
+    command: &SeatCommand,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    match command {
+        SeatCommand::PlaceHold {
+            hold_id,
+            buyer,
+            expires_at,
+        } => {
+            if *expires_at <= now {
+                return Err(SeatError::ExpiryNotInFuture);
+            }
+            let placed = SeatEvent::HoldPlaced {
+                hold_id: *hold_id,
+                buyer: buyer.clone(),
+                expires_at: *expires_at,
+            };
+            match &seat.state {
+                SeatState::Available => Ok(vec![placed]),
+                // The same hold asking again (a retried request): nothing to do.
+                SeatState::Held(current) if current.hold_id == *hold_id && current.is_active_at(now) => {
+                    Ok(vec![])
+                }
+                SeatState::Held(current) if current.is_active_at(now) => {
+                    Err(SeatError::HeldByAnother)
+                }
+                SeatState::Held(expired) => Ok(vec![
+                    SeatEvent::HoldExpired {
+                        hold_id: expired.hold_id,
+                    },
+                    placed,
+                ]),
+                SeatState::Booked { .. } => Err(SeatError::Booked),
+            }
+        }
+        SeatCommand::ReleaseHold { hold_id } => match &seat.state {
+            SeatState::Held(current) if current.hold_id == *hold_id => {
+                if current.is_active_at(now) {
+                    Ok(vec![SeatEvent::HoldReleased { hold_id: *hold_id }])
+                } else {
+                    Ok(vec![SeatEvent::HoldExpired { hold_id: *hold_id }])
+                }
+            }
+            SeatState::Booked {
+                hold_id: booked_by, ..
+            } if booked_by == hold_id => Err(SeatError::HoldConverted),
+            // The hold no longer holds this seat: releasing again is a no-op.
+            _ => Ok(vec![]),
+        },
+        SeatCommand::ExpireHold { hold_id } => match &seat.state {
+            SeatState::Held(current) if current.hold_id == *hold_id && !current.is_active_at(now) => {
+                Ok(vec![SeatEvent::HoldExpired { hold_id: *hold_id }])
+            }
+            _ => Ok(vec![]),
+        },
+    }
+}
+
+impl Seat {
+    /// Folds one event into the state. Never fails: events are facts.
+    pub fn apply_event(&mut self, event: &SeatEvent) {
+        match event {
+            SeatEvent::HoldPlaced {
+                hold_id,
+                buyer,
+                expires_at,
+            } => {
+                self.state = SeatState::Held(SeatHold {
+                    hold_id: *hold_id,
+                    buyer: buyer.clone(),
+                    expires_at: *expires_at,
+                });
+            }
+            SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
+                if matches!(&self.state, SeatState::Held(h) if h.hold_id == *hold_id) {
+                    self.state = SeatState::Available;
+                }
+            }
+        }
+    }
+}
+
+/// A command with the instant it is decided at, captured once per request so
+/// that every seat of a multi-seat command sees the same `now`.
+#[derive(Debug, Clone)]
+pub struct Timed<C> {
+    pub command: C,
+    pub now: DateTime<Utc>,
+}
+
+impl Aggregate for Seat {
+    const TYPE: &'static str = "Seat";
+    type Command = Timed<SeatCommand>;
+    type Event = SeatEvent;
+    type Error = SeatError;
+    type Services = ();
+
+    async fn handle(
+        &mut self,
+        command: Self::Command,
+        _services: &Self::Services,
+        sink: &EventSink<Self>,
+    ) -> Result<(), Self::Error> {
+        for event in decide(self, &command.command, command.now)? {
+            sink.write(event, self).await;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, event: Self::Event) {
+        self.apply_event(&event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+    use uuid::Uuid;
+
+    fn t(seconds: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(1_800_000_000 + seconds)
+    }
+    fn hold(n: u128) -> HoldId {
+        HoldId(Uuid::from_u128(n))
+    }
+    fn buyer(name: &str) -> BuyerId {
+        BuyerId::parse(name).unwrap()
+    }
+    fn placed(n: u128, who: &str, until: i64) -> SeatEvent {
+        SeatEvent::HoldPlaced {
+            hold_id: hold(n),
+            buyer: buyer(who),
+            expires_at: t(until),
+        }
+    }
+    fn place(n: u128, who: &str, until: i64) -> SeatCommand {
+        SeatCommand::PlaceHold {
+            hold_id: hold(n),
+            buyer: buyer(who),
+            expires_at: t(until),
+        }
+    }
+
+    /// given these events, when this command is decided at `now`, then ...
+    fn given(events: &[SeatEvent]) -> Seat {
+        let mut seat = Seat::default();
+        for e in events {
+            seat.apply_event(e);
+        }
+        seat
+    }
+
+    #[test]
+    fn it_should_hold_an_available_seat() {
+        let seat = given(&[]);
+        assert_eq!(
+            decide(&seat, &place(1, "alice", 480), t(0)),
+            Ok(vec![placed(1, "alice", 480)])
+        );
+    }
+
+    #[test]
+    fn it_should_not_hold_a_seat_held_by_another_active_hold() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(
+            decide(&seat, &place(2, "bob", 500), t(10)),
+            Err(SeatError::HeldByAnother)
+        );
+    }
+
+    #[test]
+    fn it_should_treat_the_same_hold_again_as_a_no_op() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(decide(&seat, &place(1, "alice", 490), t(10)), Ok(vec![]));
+    }
+
+    #[test]
+    fn it_should_expire_the_old_hold_and_place_the_new_one_after_expiry() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(
+            decide(&seat, &place(2, "bob", 960), t(480)),
+            Ok(vec![
+                SeatEvent::HoldExpired { hold_id: hold(1) },
+                placed(2, "bob", 960)
+            ])
+        );
+    }
+
+    #[test]
+    fn it_should_consider_a_hold_active_until_the_instant_before_expires_at() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        let just_before = t(480) - Duration::microseconds(1);
+        assert_eq!(seat.status_at(just_before), SeatStatus::Held);
+        assert_eq!(seat.status_at(t(480)), SeatStatus::Available);
+        assert_eq!(
+            decide(&seat, &place(2, "bob", 960), just_before),
+            Err(SeatError::HeldByAnother)
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_a_hold_that_expires_at_or_before_now() {
+        let seat = given(&[]);
+        assert_eq!(
+            decide(&seat, &place(1, "alice", 0), t(0)),
+            Err(SeatError::ExpiryNotInFuture)
+        );
+    }
+
+    #[test]
+    fn it_should_release_an_active_hold() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(
+            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(5)),
+            Ok(vec![SeatEvent::HoldReleased { hold_id: hold(1) }])
+        );
+    }
+
+    #[test]
+    fn it_should_record_expiry_when_releasing_an_expired_hold() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(
+            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(500)),
+            Ok(vec![SeatEvent::HoldExpired { hold_id: hold(1) }])
+        );
+    }
+
+    #[test]
+    fn it_should_do_nothing_when_releasing_a_released_hold() {
+        let seat = given(&[
+            placed(1, "alice", 480),
+            SeatEvent::HoldReleased { hold_id: hold(1) },
+        ]);
+        assert_eq!(
+            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(5)),
+            Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn it_should_not_let_a_stale_release_touch_the_next_hold() {
+        let seat = given(&[
+            placed(1, "alice", 480),
+            SeatEvent::HoldExpired { hold_id: hold(1) },
+            placed(2, "bob", 960),
+        ]);
+        assert_eq!(
+            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(500)),
+            Ok(vec![])
+        );
+        assert_eq!(seat.active_hold(t(500)).map(|h| h.hold_id), Some(hold(2)));
+    }
+
+    #[test]
+    fn it_should_make_a_released_seat_available_again() {
+        let seat = given(&[
+            placed(1, "alice", 480),
+            SeatEvent::HoldReleased { hold_id: hold(1) },
+        ]);
+        assert_eq!(seat.status_at(t(5)), SeatStatus::Available);
+        assert_eq!(
+            decide(&seat, &place(2, "bob", 500), t(5)),
+            Ok(vec![placed(2, "bob", 500)])
+        );
+    }
+
+    #[test]
+    fn it_should_expire_only_a_hold_past_its_expiry() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        let expire = SeatCommand::ExpireHold { hold_id: hold(1) };
+        assert_eq!(decide(&seat, &expire, t(479)), Ok(vec![]));
+        assert_eq!(
+            decide(&seat, &expire, t(480)),
+            Ok(vec![SeatEvent::HoldExpired { hold_id: hold(1) }])
+        );
+    }
+
+    #[test]
+    fn it_should_not_expire_another_hold() {
+        let seat = given(&[placed(2, "bob", 480)]);
+        let expire = SeatCommand::ExpireHold { hold_id: hold(1) };
+        assert_eq!(decide(&seat, &expire, t(900)), Ok(vec![]));
+    }
+
+    #[test]
+    fn it_should_name_events_by_their_variant_with_a_version() {
+        let event = placed(1, "alice", 480);
+        assert_eq!(event.event_type(), "HoldPlaced");
+        assert_eq!(event.event_version(), EVENT_VERSION);
+    }
+}

@@ -1,0 +1,247 @@
+//! A show: what can be sold (seats and general-admission pools), at what
+//! price, and how long a hold on it lasts. A show is immutable once created,
+//! which is what lets every instance cache it without invalidation.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::ids::{PoolId, SeatId, ShowId};
+use crate::limits::{
+    MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_PRICE_CENTS,
+    MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
+};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatSpec {
+    pub seat_id: SeatId,
+    pub section: String,
+    pub row: String,
+    pub number: u32,
+    pub price_cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSpec {
+    pub pool_id: PoolId,
+    pub capacity: u32,
+    pub price_cents: i64,
+}
+
+/// Everything a show definition can be refused for. The message names the
+/// field and the limit, because it goes back to the client as `detail`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShowError {
+    #[error("{field} must be 1..={MAX_TEXT_CHARS} characters")]
+    TextLength { field: String },
+    #[error("hold_ttl_seconds must be {MIN_HOLD_TTL_SECONDS}..={MAX_HOLD_TTL_SECONDS}")]
+    HoldTtl,
+    #[error("{field} must be 0..={MAX_PRICE_CENTS} cents")]
+    Price { field: String },
+    #[error("{field} must be 1..{MAX_SEAT_NUMBER}")]
+    SeatNumber { field: String },
+    #[error("{field} must be 1..={MAX_POOL_CAPACITY}")]
+    Capacity { field: String },
+    #[error("a show has at most {MAX_SEATS_PER_SHOW} seats")]
+    TooManySeats,
+    #[error("a show has at most {MAX_POOLS_PER_SHOW} pools")]
+    TooManyPools,
+    #[error("a show needs at least one seat or one pool")]
+    Empty,
+    #[error("seat_id {0} appears more than once")]
+    DuplicateSeat(SeatId),
+    #[error("pool_id {0} appears more than once")]
+    DuplicatePool(PoolId),
+}
+
+#[derive(Debug, Clone)]
+pub struct Show {
+    pub show_id: ShowId,
+    pub name: String,
+    pub starts_at: DateTime<Utc>,
+    pub hold_ttl_seconds: u32,
+    pub seats: Vec<SeatSpec>,
+    pub pools: Vec<PoolSpec>,
+    seat_index: HashMap<SeatId, usize>,
+}
+
+fn check_text(value: &str, field: impl Fn() -> String) -> Result<(), ShowError> {
+    let chars = value.chars().count();
+    if chars == 0 || chars > MAX_TEXT_CHARS {
+        return Err(ShowError::TextLength { field: field() });
+    }
+    Ok(())
+}
+
+fn check_price(price_cents: i64, field: impl Fn() -> String) -> Result<(), ShowError> {
+    if !(0..=MAX_PRICE_CENTS).contains(&price_cents) {
+        return Err(ShowError::Price { field: field() });
+    }
+    Ok(())
+}
+
+impl Show {
+    /// Validates a definition against every rule of a show.
+    pub fn new(
+        show_id: ShowId,
+        name: String,
+        starts_at: DateTime<Utc>,
+        hold_ttl_seconds: u32,
+        seats: Vec<SeatSpec>,
+        pools: Vec<PoolSpec>,
+    ) -> Result<Self, ShowError> {
+        check_text(&name, || "name".into())?;
+        if !(MIN_HOLD_TTL_SECONDS..=MAX_HOLD_TTL_SECONDS).contains(&hold_ttl_seconds) {
+            return Err(ShowError::HoldTtl);
+        }
+        if seats.is_empty() && pools.is_empty() {
+            return Err(ShowError::Empty);
+        }
+        if seats.len() > MAX_SEATS_PER_SHOW {
+            return Err(ShowError::TooManySeats);
+        }
+        if pools.len() > MAX_POOLS_PER_SHOW {
+            return Err(ShowError::TooManyPools);
+        }
+        let mut seat_index = HashMap::with_capacity(seats.len());
+        for (i, seat) in seats.iter().enumerate() {
+            check_text(&seat.section, || format!("seats[{i}].section"))?;
+            check_text(&seat.row, || format!("seats[{i}].row"))?;
+            check_price(seat.price_cents, || format!("seats[{i}].price_cents"))?;
+            if seat.number == 0 || seat.number >= MAX_SEAT_NUMBER {
+                return Err(ShowError::SeatNumber {
+                    field: format!("seats[{i}].number"),
+                });
+            }
+            if seat_index.insert(seat.seat_id.clone(), i).is_some() {
+                return Err(ShowError::DuplicateSeat(seat.seat_id.clone()));
+            }
+        }
+        let mut pool_ids = std::collections::HashSet::with_capacity(pools.len());
+        for (i, pool) in pools.iter().enumerate() {
+            check_price(pool.price_cents, || format!("pools[{i}].price_cents"))?;
+            if pool.capacity == 0 || pool.capacity > MAX_POOL_CAPACITY {
+                return Err(ShowError::Capacity {
+                    field: format!("pools[{i}].capacity"),
+                });
+            }
+            if !pool_ids.insert(pool.pool_id.clone()) {
+                return Err(ShowError::DuplicatePool(pool.pool_id.clone()));
+            }
+        }
+        Ok(Self {
+            show_id,
+            name,
+            starts_at,
+            hold_ttl_seconds,
+            seats,
+            pools,
+            seat_index,
+        })
+    }
+
+    /// The seat and its position in the show's order (the order of the
+    /// definition, which is also the order every lock set is taken in).
+    pub fn seat(&self, seat_id: &SeatId) -> Option<(usize, &SeatSpec)> {
+        let ordinal = *self.seat_index.get(seat_id)?;
+        Some((ordinal, &self.seats[ordinal]))
+    }
+
+    pub fn hold_ttl(&self) -> chrono::Duration {
+        chrono::Duration::seconds(i64::from(self.hold_ttl_seconds))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seat(id: &str) -> SeatSpec {
+        SeatSpec {
+            seat_id: SeatId::parse(id).unwrap(),
+            section: "A".into(),
+            row: "1".into(),
+            number: 1,
+            price_cents: 5000,
+        }
+    }
+
+    fn show(seats: Vec<SeatSpec>, pools: Vec<PoolSpec>, ttl: u32) -> Result<Show, ShowError> {
+        Show::new(
+            ShowId::parse("s").unwrap(),
+            "Show".into(),
+            DateTime::<Utc>::UNIX_EPOCH,
+            ttl,
+            seats,
+            pools,
+        )
+    }
+
+    #[test]
+    fn it_should_index_seats_in_definition_order() {
+        let show = show(vec![seat("B"), seat("A")], vec![], 60).unwrap();
+        assert_eq!(show.seat(&SeatId::parse("A").unwrap()).unwrap().0, 1);
+        assert!(show.seat(&SeatId::parse("C").unwrap()).is_none());
+    }
+
+    #[test]
+    fn it_should_refuse_a_duplicate_seat() {
+        let err = show(vec![seat("A"), seat("A")], vec![], 60).unwrap_err();
+        assert_eq!(err, ShowError::DuplicateSeat(SeatId::parse("A").unwrap()));
+    }
+
+    #[test]
+    fn it_should_refuse_a_show_with_nothing_to_sell() {
+        assert_eq!(show(vec![], vec![], 60).unwrap_err(), ShowError::Empty);
+    }
+
+    #[test]
+    fn it_should_refuse_a_ttl_outside_one_second_to_two_hours() {
+        assert_eq!(show(vec![seat("A")], vec![], 0).unwrap_err(), ShowError::HoldTtl);
+        assert_eq!(show(vec![seat("A")], vec![], 7201).unwrap_err(), ShowError::HoldTtl);
+        assert!(show(vec![seat("A")], vec![], 7200).is_ok());
+    }
+
+    #[test]
+    fn it_should_refuse_a_price_above_the_limit_naming_the_field() {
+        let mut expensive = seat("A");
+        expensive.price_cents = MAX_PRICE_CENTS + 1;
+        assert_eq!(
+            show(vec![expensive], vec![], 60).unwrap_err(),
+            ShowError::Price {
+                field: "seats[0].price_cents".into()
+            }
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_an_empty_section() {
+        let mut s = seat("A");
+        s.section = String::new();
+        assert_eq!(
+            show(vec![s], vec![], 60).unwrap_err(),
+            ShowError::TextLength {
+                field: "seats[0].section".into()
+            }
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_a_pool_without_capacity_and_a_duplicate_pool() {
+        let pool = |id: &str, capacity| PoolSpec {
+            pool_id: PoolId::parse(id).unwrap(),
+            capacity,
+            price_cents: 100,
+        };
+        assert_eq!(
+            show(vec![], vec![pool("floor", 0)], 60).unwrap_err(),
+            ShowError::Capacity {
+                field: "pools[0].capacity".into()
+            }
+        );
+        assert_eq!(
+            show(vec![], vec![pool("floor", 5), pool("floor", 5)], 60).unwrap_err(),
+            ShowError::DuplicatePool(PoolId::parse("floor").unwrap())
+        );
+    }
+}

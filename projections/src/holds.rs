@@ -1,0 +1,118 @@
+//! The hold record: which seats a hold has, whose it is, and how it ended.
+//!
+//! A hold has no stream of its own: it is the set of seat events that carry
+//! its id. Each seat event maps to one [`HoldChange`], and applying a change
+//! twice leaves the record as it was (seats are a set; a hold's state only
+//! moves from `held` to a final state, once).
+
+use chrono::{DateTime, Utc};
+use domain::ids::{BuyerId, HoldId, SeatId, ShowId};
+use domain::seat::{has_expired, SeatEvent};
+use serde::Serialize;
+
+/// The state a hold record stores. `Held` becomes `expired` for readers once
+/// `expires_at` has passed (see [`HoldStatus::at`]), without any write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldState {
+    Held,
+    Released,
+    Expired,
+}
+
+impl HoldState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldState::Held => "held",
+            HoldState::Released => "released",
+            HoldState::Expired => "expired",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "held" => Some(HoldState::Held),
+            "released" => Some(HoldState::Released),
+            "expired" => Some(HoldState::Expired),
+            _ => None,
+        }
+    }
+}
+
+/// What a reader sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldStatus {
+    Held,
+    Expired,
+    Released,
+}
+
+impl HoldStatus {
+    pub fn at(state: HoldState, expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Self {
+        match state {
+            HoldState::Held if has_expired(expires_at, now) => HoldStatus::Expired,
+            HoldState::Held => HoldStatus::Held,
+            HoldState::Released => HoldStatus::Released,
+            HoldState::Expired => HoldStatus::Expired,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldChange {
+    /// The hold now covers this seat (insert the record if new, add the seat).
+    SeatHeld {
+        hold_id: HoldId,
+        show_id: ShowId,
+        seat_id: SeatId,
+        buyer: BuyerId,
+        expires_at: DateTime<Utc>,
+    },
+    /// The hold ended; the first final state recorded wins.
+    Ended { hold_id: HoldId, state: HoldState },
+}
+
+pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> HoldChange {
+    match event {
+        SeatEvent::HoldPlaced {
+            hold_id,
+            buyer,
+            expires_at,
+        } => HoldChange::SeatHeld {
+            hold_id: *hold_id,
+            show_id: show_id.clone(),
+            seat_id: seat_id.clone(),
+            buyer: buyer.clone(),
+            expires_at: *expires_at,
+        },
+        SeatEvent::HoldReleased { hold_id } => HoldChange::Ended {
+            hold_id: *hold_id,
+            state: HoldState::Released,
+        },
+        SeatEvent::HoldExpired { hold_id } => HoldChange::Ended {
+            hold_id: *hold_id,
+            state: HoldState::Expired,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_hold_reads_expired_at_its_expiry_and_final_states_stay() {
+        let at = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let before = at - chrono::Duration::seconds(1);
+        assert_eq!(HoldStatus::at(HoldState::Held, at, before), HoldStatus::Held);
+        assert_eq!(HoldStatus::at(HoldState::Held, at, at), HoldStatus::Expired);
+        assert_eq!(HoldStatus::at(HoldState::Released, at, before), HoldStatus::Released);
+    }
+
+    #[test]
+    fn states_round_trip_through_their_column_text() {
+        for state in [HoldState::Held, HoldState::Released, HoldState::Expired] {
+            assert_eq!(HoldState::parse(state.as_str()), Some(state));
+        }
+    }
+}

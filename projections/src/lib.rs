@@ -1,0 +1,14 @@
+//! Read models: how events become the rows that availability and hold
+//! queries read.
+//!
+//! Everything here is pure. The store (in `src/`) writes what these
+//! functions return, in the same transaction as the events they come from,
+//! and guards each seat row by the stream sequence it last applied, so
+//! applying an event twice (a replay, a retried batch) changes nothing.
+//!
+//! Expiry is never written here: rows keep `expires_at`, and the status a
+//! reader sees is computed at query time with [`domain::seat::SeatStatus::at`].
+
+pub mod availability;
+pub mod holds;
+pub mod time;
