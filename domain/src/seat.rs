@@ -71,7 +71,9 @@ impl SeatStatus {
     /// place the expiry rule for reads is written; queries call it.
     pub fn at(recorded: SeatStatus, expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Self {
         match (recorded, expires_at) {
-            (SeatStatus::Held, Some(expires_at)) if has_expired(expires_at, now) => SeatStatus::Available,
+            (SeatStatus::Held, Some(expires_at)) if has_expired(expires_at, now) => {
+                SeatStatus::Available
+            }
             (recorded, _) => recorded,
         }
     }
@@ -205,7 +207,9 @@ pub fn decide(
             match &seat.state {
                 SeatState::Available => Ok(vec![placed]),
                 // The same hold asking again (a retried request): nothing to do.
-                SeatState::Held(current) if current.hold_id == *hold_id && current.is_active_at(now) => {
+                SeatState::Held(current)
+                    if current.hold_id == *hold_id && current.is_active_at(now) =>
+                {
                     Ok(vec![])
                 }
                 SeatState::Held(current) if current.is_active_at(now) => {
@@ -235,7 +239,9 @@ pub fn decide(
             _ => Ok(vec![]),
         },
         SeatCommand::ExpireHold { hold_id } => match &seat.state {
-            SeatState::Held(current) if current.hold_id == *hold_id && !current.is_active_at(now) => {
+            SeatState::Held(current)
+                if current.hold_id == *hold_id && !current.is_active_at(now) =>
+            {
                 Ok(vec![SeatEvent::HoldExpired { hold_id: *hold_id }])
             }
             _ => Ok(vec![]),
@@ -408,7 +414,11 @@ mod tests {
     fn it_should_record_expiry_when_releasing_an_expired_hold() {
         let seat = given(&[placed(1, "alice", 480)]);
         assert_eq!(
-            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(500)),
+            decide(
+                &seat,
+                &SeatCommand::ReleaseHold { hold_id: hold(1) },
+                t(500)
+            ),
             Ok(vec![SeatEvent::HoldExpired { hold_id: hold(1) }])
         );
     }
@@ -433,7 +443,11 @@ mod tests {
             placed(2, "bob", 960),
         ]);
         assert_eq!(
-            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(500)),
+            decide(
+                &seat,
+                &SeatCommand::ReleaseHold { hold_id: hold(1) },
+                t(500)
+            ),
             Ok(vec![])
         );
         assert_eq!(seat.active_hold(t(500)).map(|h| h.hold_id), Some(hold(2)));

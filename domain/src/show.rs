@@ -197,8 +197,14 @@ mod tests {
 
     #[test]
     fn it_should_refuse_a_ttl_outside_one_second_to_two_hours() {
-        assert_eq!(show(vec![seat("A")], vec![], 0).unwrap_err(), ShowError::HoldTtl);
-        assert_eq!(show(vec![seat("A")], vec![], 7201).unwrap_err(), ShowError::HoldTtl);
+        assert_eq!(
+            show(vec![seat("A")], vec![], 0).unwrap_err(),
+            ShowError::HoldTtl
+        );
+        assert_eq!(
+            show(vec![seat("A")], vec![], 7201).unwrap_err(),
+            ShowError::HoldTtl
+        );
         assert!(show(vec![seat("A")], vec![], 7200).is_ok());
     }
 

@@ -76,7 +76,10 @@ mod tests {
                 expires_at: at
             })
         );
-        assert_eq!(row.status_at(at - chrono::Duration::seconds(1)), SeatStatus::Held);
+        assert_eq!(
+            row.status_at(at - chrono::Duration::seconds(1)),
+            SeatStatus::Held
+        );
         assert_eq!(row.status_at(at), SeatStatus::Available);
     }
 }

@@ -104,9 +104,15 @@ mod tests {
     fn a_held_hold_reads_expired_at_its_expiry_and_final_states_stay() {
         let at = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
         let before = at - chrono::Duration::seconds(1);
-        assert_eq!(HoldStatus::at(HoldState::Held, at, before), HoldStatus::Held);
+        assert_eq!(
+            HoldStatus::at(HoldState::Held, at, before),
+            HoldStatus::Held
+        );
         assert_eq!(HoldStatus::at(HoldState::Held, at, at), HoldStatus::Expired);
-        assert_eq!(HoldStatus::at(HoldState::Released, at, before), HoldStatus::Released);
+        assert_eq!(
+            HoldStatus::at(HoldState::Released, at, before),
+            HoldStatus::Released
+        );
     }
 
     #[test]

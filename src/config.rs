@@ -1,0 +1,66 @@
+//! Configuration: every setting is a flag and an environment variable.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::auth::Role;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "booking",
+    version,
+    about = "Event-sourced seat reservation service"
+)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `booking` alone runs the service, as `booking serve` does.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service (the default).
+    Serve(ServeArgs),
+    /// Print a bearer token signed with BOOKING_JWT_SECRET.
+    Token(TokenArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Listen address.
+    #[arg(long, env = "BOOKING_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// `sqlite://PATH` (embedded, created if missing) or `postgres://...`.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://booking.db")]
+    pub database_url: String,
+    /// HS256 secret for bearer tokens; a random one per start if unset.
+    #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// Log format.
+    #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenArgs {
+    /// The buyer id (the `sub` claim), 1..=64 characters.
+    #[arg(long)]
+    pub sub: String,
+    #[arg(long, value_enum)]
+    pub role: Role,
+    /// How long the token is valid.
+    #[arg(long, default_value_t = 86_400)]
+    pub ttl_seconds: i64,
+    #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: String,
+}

@@ -1,0 +1,217 @@
+//! Request parsing with problem+json rejections: JSON bodies (415, 413, 400,
+//! 422 naming the field), query strings, the bearer token, and the request
+//! metadata stamped on events.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use domain::ids::IdempotencyKey;
+use serde::de::DeserializeOwned;
+
+use super::problem::ApiError;
+use super::AppState;
+use crate::auth::{Actor, AuthError};
+use crate::holds::RequestContext;
+
+/// Request bodies up to this size, except show definitions.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// A show definition of 100,000 seats is about 10 MiB of JSON.
+pub const MAX_SHOW_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Longest `x-request-id` kept in event metadata; longer ones are replaced.
+pub const MAX_REQUEST_ID_CHARS: usize = 128;
+
+fn is_json(content_type: Option<&str>) -> bool {
+    let Some(value) = content_type else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+/// A JSON body of `T`, refused with the problem the API promises.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        if !is_json(content_type) {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(format!(
+                    "the body exceeds the limit: {MAX_SHOW_BODY_BYTES} bytes for a show \
+                     (MAX_SHOW_BODY_BYTES), {MAX_BODY_BYTES} bytes otherwise (MAX_BODY_BYTES)"
+                ))
+            } else {
+                ApiError::MalformedJson(rejection.body_text())
+            }
+        })?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses JSON, naming the path of the first bad field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Data => {
+                if path == "." {
+                    ApiError::Validation(inner.to_string())
+                } else {
+                    ApiError::Validation(format!("{path}: {inner}"))
+                }
+            }
+            _ => ApiError::MalformedJson(inner.to_string()),
+        }
+    })?;
+    deserializer
+        .end()
+        .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    Ok(value)
+}
+
+/// A query string of `T`; an unparsable one is 422 naming the problem.
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or("");
+        serde_urlencoded::from_str(query)
+            .map(QueryParams)
+            .map_err(|e| ApiError::Validation(format!("query string: {e}")))
+    }
+}
+
+impl FromRequestParts<AppState> for Actor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or(""));
+        state.keys.verify_header(header).map_err(|e| match e {
+            AuthError::Missing => {
+                ApiError::Unauthorized("send Authorization: Bearer <token>".into())
+            }
+            AuthError::Invalid(why) => ApiError::Unauthorized(why),
+        })
+    }
+}
+
+/// An admin, or 403.
+pub struct Admin(pub Actor);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let actor = Actor::from_request_parts(parts, state).await?;
+        if !actor.is_admin() {
+            return Err(ApiError::Forbidden);
+        }
+        Ok(Admin(actor))
+    }
+}
+
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The actor with the request id and idempotency key of this request.
+impl FromRequestParts<AppState> for RequestContext {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let actor = Actor::from_request_parts(parts, state).await?;
+        let idempotency_key = match parts.headers.get(IDEMPOTENCY_KEY) {
+            None => None,
+            Some(value) => {
+                let text = value.to_str().unwrap_or("\u{0}");
+                Some(IdempotencyKey::parse(text).map_err(|e| ApiError::Validation(e.to_string()))?)
+            }
+        };
+        let request_id = parts
+            .headers
+            .get(REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| !id.is_empty() && id.chars().count() <= MAX_REQUEST_ID_CHARS)
+            .map(str::to_owned)
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        Ok(RequestContext {
+            actor,
+            request_id,
+            idempotency_key,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types_are_recognised_with_parameters() {
+        assert!(is_json(Some("application/json")));
+        assert!(is_json(Some("Application/JSON; charset=utf-8")));
+        assert!(!is_json(Some("text/plain")));
+        assert!(!is_json(None));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        seats: Vec<u32>,
+    }
+
+    #[test]
+    fn a_wrong_type_is_a_validation_error_naming_the_path() {
+        match parse_json::<Body>(br#"{"seats": [1, "x"]}"#) {
+            Err(ApiError::Validation(detail)) => {
+                assert!(detail.starts_with("seats[1]"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_is_named() {
+        match parse_json::<Body>(br#"{"seats": [], "extra": 1}"#) {
+            Err(ApiError::Validation(detail)) => assert!(detail.contains("extra"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn broken_json_and_trailing_bytes_are_malformed() {
+        assert!(matches!(
+            parse_json::<Body>(b"{\"seats\": ["),
+            Err(ApiError::MalformedJson(_))
+        ));
+        assert!(matches!(
+            parse_json::<Body>(b"{\"seats\": []} x"),
+            Err(ApiError::MalformedJson(_))
+        ));
+    }
+}

@@ -1,0 +1,51 @@
+//! The HTTP edge: routes, extractors and the error contract. A handler
+//! parses, calls one application function, and maps the result.
+
+pub mod extract;
+pub mod problem;
+
+mod availability;
+mod holds;
+mod ops;
+mod shows;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::Router;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::auth::TokenKeys;
+use crate::clock::Clock;
+use crate::holds::HoldService;
+use crate::shows::ShowCatalog;
+use crate::store::Store;
+use extract::MAX_BODY_BYTES;
+use problem::ApiError;
+
+/// What every handler can reach.
+pub struct Services {
+    pub store: Arc<Store>,
+    pub catalog: Arc<ShowCatalog>,
+    pub holds: HoldService,
+    pub keys: TokenKeys,
+    pub clock: Arc<dyn Clock>,
+}
+
+pub type AppState = Arc<Services>;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(shows::router())
+        .merge(availability::router())
+        .merge(holds::router())
+        .merge(ops::router())
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .with_state(state)
+}

@@ -1,0 +1,205 @@
+//! The error contract: every error is `application/problem+json` with a
+//! stable snake_case `code`. Each variant says its status; database and
+//! unexpected errors are logged here and answered as an opaque 500.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+use crate::holds::HoldError;
+use crate::shows::CreateShowError;
+use crate::store::StoreError;
+
+/// Seconds a client should wait before retrying a 503.
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the body is not JSON.
+    MalformedJson(String),
+    /// 401: no token, or one that does not verify.
+    Unauthorized(String),
+    /// 403: a valid token that may not do this.
+    Forbidden,
+    /// 404: no such route.
+    NotFound,
+    /// 404
+    ShowNotFound,
+    /// 404
+    HoldNotFound,
+    /// 405
+    MethodNotAllowed,
+    /// 409: a different show exists under this id.
+    ShowExists,
+    /// 409: some seats are held or booked; nothing was held.
+    SeatTaken(Vec<String>),
+    /// 409
+    HoldConverted,
+    /// 413: the body is larger than the limit named in the detail.
+    PayloadTooLarge(String),
+    /// 415: the body is not `application/json`.
+    UnsupportedMediaType,
+    /// 422: well-formed but invalid; the detail names the field or limit.
+    Validation(String),
+    /// 422: seats the show does not have.
+    UnknownSeat(Vec<String>),
+    /// 422: the idempotency key was used for a different request.
+    IdempotencyKeyReused,
+    /// 503: the database did not answer in time, or contention did not settle.
+    Busy,
+    /// 500: a bug or a broken database; logged, never described to the client.
+    Internal(String),
+}
+
+impl ApiError {
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use ApiError::*;
+        match self {
+            MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json", "Malformed JSON"),
+            Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+            NotFound => (StatusCode::NOT_FOUND, "not_found", "Not found"),
+            ShowNotFound => (StatusCode::NOT_FOUND, "show_not_found", "Show not found"),
+            HoldNotFound => (StatusCode::NOT_FOUND, "hold_not_found", "Hold not found"),
+            MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Method not allowed",
+            ),
+            ShowExists => (StatusCode::CONFLICT, "show_exists", "Show exists"),
+            SeatTaken(_) => (StatusCode::CONFLICT, "seat_taken", "Seat taken"),
+            HoldConverted => (StatusCode::CONFLICT, "hold_converted", "Hold converted"),
+            PayloadTooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Payload too large",
+            ),
+            UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Unsupported media type",
+            ),
+            Validation(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation_failed",
+                "Validation failed",
+            ),
+            UnknownSeat(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown_seat",
+                "Unknown seat",
+            ),
+            IdempotencyKeyReused => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "Idempotency key reused",
+            ),
+            Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy"),
+            Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "Internal error",
+            ),
+        }
+    }
+
+    fn detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            MalformedJson(d) | Unauthorized(d) | PayloadTooLarge(d) | Validation(d) => d.clone(),
+            Forbidden => "this token may not do that".into(),
+            NotFound => "no such route".into(),
+            ShowNotFound => "no show has this id".into(),
+            HoldNotFound => "no hold has this id".into(),
+            MethodNotAllowed => "this route does not take that method".into(),
+            ShowExists => "a different show already has this id".into(),
+            SeatTaken(_) => "some seats are held or booked; nothing was held".into(),
+            HoldConverted => "the hold has been converted into a booking".into(),
+            UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
+            UnknownSeat(_) => "the show has no seats with these ids".into(),
+            IdempotencyKeyReused => "this Idempotency-Key was used with a different request".into(),
+            Busy => "the service is busy; retry after the Retry-After delay".into(),
+            Internal(_) => "an unexpected error occurred".into(),
+        }
+    }
+
+    fn extra(&self) -> Map<String, Value> {
+        let mut extra = Map::new();
+        match self {
+            ApiError::SeatTaken(seats) | ApiError::UnknownSeat(seats) => {
+                extra.insert("seats".into(), json!(seats));
+            }
+            _ => {}
+        }
+        extra
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, title) = self.parts();
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(%cause, "internal error");
+        }
+        let mut body = Map::new();
+        body.insert("type".into(), format!("/problems/{code}").into());
+        body.insert("title".into(), title.into());
+        body.insert("status".into(), status.as_u16().into());
+        body.insert("detail".into(), self.detail().into());
+        body.insert("code".into(), code.into());
+        body.extend(self.extra());
+        let mut response = (status, Value::Object(body).to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(%cause, "database unavailable");
+                ApiError::Busy
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<HoldError> for ApiError {
+    fn from(err: HoldError) -> Self {
+        match err {
+            HoldError::ShowNotFound => ApiError::ShowNotFound,
+            HoldError::Invalid(detail) => ApiError::Validation(detail),
+            HoldError::UnknownSeats(seats) => {
+                ApiError::UnknownSeat(seats.iter().map(ToString::to_string).collect())
+            }
+            HoldError::SeatsTaken(seats) => {
+                ApiError::SeatTaken(seats.iter().map(ToString::to_string).collect())
+            }
+            HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
+            HoldError::HoldNotFound => ApiError::HoldNotFound,
+            HoldError::Forbidden => ApiError::Forbidden,
+            HoldError::HoldConverted => ApiError::HoldConverted,
+            HoldError::Busy => ApiError::Busy,
+            HoldError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<CreateShowError> for ApiError {
+    fn from(err: CreateShowError) -> Self {
+        match err {
+            CreateShowError::Invalid(e) => ApiError::Validation(e.to_string()),
+            CreateShowError::Exists => ApiError::ShowExists,
+            CreateShowError::Store(e) => e.into(),
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! `PUT /v1/shows/{id}` (admin) and `GET /v1/shows/{id}` (public).
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use domain::ids::ShowId;
+
+use super::extract::{Admin, JsonBody, MAX_SHOW_BODY_BYTES};
+use super::problem::ApiError;
+use super::AppState;
+use crate::shows::{CatalogEntry, Created, ShowDefinition};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route(
+        "/v1/shows/{show_id}",
+        get(get_show)
+            .put(put_show)
+            .layer(DefaultBodyLimit::max(MAX_SHOW_BODY_BYTES)),
+    )
+}
+
+pub(super) fn json_response(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {
+    json_response(status, entry.to_json())
+}
+
+async fn put_show(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    Path(show_id): Path<String>,
+    JsonBody(definition): JsonBody<ShowDefinition>,
+) -> Result<Response, ApiError> {
+    let show_id = ShowId::parse(&show_id).map_err(|e| ApiError::Validation(e.to_string()))?;
+    let now = state.clock.now();
+    let (created, entry) = state
+        .catalog
+        .create(&state.store, show_id, &definition, now)
+        .await?;
+    let status = match created {
+        Created::New => StatusCode::CREATED,
+        Created::Same => StatusCode::OK,
+    };
+    Ok(show_response(status, &entry))
+}
+
+async fn get_show(
+    State(state): State<AppState>,
+    Path(show_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
+    let entry = state
+        .catalog
+        .get(&state.store, &show_id)
+        .await?
+        .ok_or(ApiError::ShowNotFound)?;
+    Ok(show_response(StatusCode::OK, &entry))
+}

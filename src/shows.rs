@@ -1,0 +1,209 @@
+//! Shows: created once by an admin, immutable after, cached by every instance.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+use domain::ids::{PoolId, SeatId, ShowId};
+use domain::show::{PoolSpec, SeatSpec, Show, ShowError};
+use projections::time::to_micros;
+use serde::{Deserialize, Serialize};
+
+use crate::store::{ShowInsert, Store, StoreError};
+
+/// Shows kept parsed in memory. A 100,000-seat show takes some tens of
+/// megabytes parsed; an onsale has a handful of hot shows.
+pub const SHOW_CACHE_CAPACITY: usize = 64;
+
+/// A show definition as it travels: the body of `PUT /v1/shows/{id}`, and
+/// the canonical form stored (re-serialized from this type, so two bodies
+/// that mean the same show store the same text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowDefinition {
+    pub name: String,
+    pub starts_at: DateTime<Utc>,
+    pub hold_ttl_seconds: u32,
+    #[serde(default)]
+    pub seats: Vec<SeatDefinition>,
+    #[serde(default)]
+    pub pools: Vec<PoolDefinition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeatDefinition {
+    pub seat_id: SeatId,
+    pub section: String,
+    pub row: String,
+    pub number: u32,
+    pub price_cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolDefinition {
+    pub pool_id: PoolId,
+    pub capacity: u32,
+    pub price_cents: i64,
+}
+
+impl ShowDefinition {
+    pub fn to_show(&self, show_id: ShowId) -> Result<Show, ShowError> {
+        Show::new(
+            show_id,
+            self.name.clone(),
+            self.starts_at,
+            self.hold_ttl_seconds,
+            self.seats
+                .iter()
+                .map(|s| SeatSpec {
+                    seat_id: s.seat_id.clone(),
+                    section: s.section.clone(),
+                    row: s.row.clone(),
+                    number: s.number,
+                    price_cents: s.price_cents,
+                })
+                .collect(),
+            self.pools
+                .iter()
+                .map(|p| PoolSpec {
+                    pool_id: p.pool_id.clone(),
+                    capacity: p.capacity,
+                    price_cents: p.price_cents,
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A show as the service holds it: validated, plus its canonical JSON.
+pub struct CatalogEntry {
+    pub show: Show,
+    pub definition_json: String,
+}
+
+impl CatalogEntry {
+    /// The show as `GET /v1/shows/{id}` answers it: the definition with its id.
+    pub fn to_json(&self) -> String {
+        // The canonical definition is a JSON object (serialized from
+        // `ShowDefinition`), so it starts with '{'; the id goes first.
+        let rest = self.definition_json.strip_prefix('{').unwrap_or("}");
+        let id = serde_json::Value::String(self.show.show_id.to_string());
+        format!("{{\"show_id\":{id},{rest}")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreateShowError {
+    #[error(transparent)]
+    Invalid(#[from] ShowError),
+    #[error("a different show with this id exists")]
+    Exists,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    New,
+    /// The same definition was already stored (a retried PUT).
+    Same,
+}
+
+#[derive(Default)]
+pub struct ShowCatalog {
+    cache: RwLock<HashMap<ShowId, Arc<CatalogEntry>>>,
+}
+
+fn parse_entry(show_id: &ShowId, json: String) -> Result<CatalogEntry, StoreError> {
+    let definition: ShowDefinition = serde_json::from_str(&json)
+        .map_err(|e| StoreError::Corrupt(format!("show {show_id}: {e}")))?;
+    let show = definition
+        .to_show(show_id.clone())
+        .map_err(|e| StoreError::Corrupt(format!("show {show_id}: {e}")))?;
+    Ok(CatalogEntry {
+        show,
+        definition_json: json,
+    })
+}
+
+impl ShowCatalog {
+    fn cached(&self, show_id: &ShowId) -> Option<Arc<CatalogEntry>> {
+        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
+        cache.get(show_id).cloned()
+    }
+
+    fn remember(&self, entry: CatalogEntry) -> Arc<CatalogEntry> {
+        let entry = Arc::new(entry);
+        let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= SHOW_CACHE_CAPACITY {
+            // Shows are immutable and cheap to reload: dropping any one is safe.
+            if let Some(victim) = cache.keys().next().cloned() {
+                cache.remove(&victim);
+            }
+        }
+        cache.insert(entry.show.show_id.clone(), entry.clone());
+        entry
+    }
+
+    pub async fn get(
+        &self,
+        store: &Store,
+        show_id: &ShowId,
+    ) -> Result<Option<Arc<CatalogEntry>>, StoreError> {
+        if let Some(entry) = self.cached(show_id) {
+            return Ok(Some(entry));
+        }
+        let Some(json) = store.show_definition(show_id.as_str()).await? else {
+            return Ok(None);
+        };
+        Ok(Some(self.remember(parse_entry(show_id, json)?)))
+    }
+
+    pub async fn create(
+        &self,
+        store: &Store,
+        show_id: ShowId,
+        definition: &ShowDefinition,
+        now: DateTime<Utc>,
+    ) -> Result<(Created, Arc<CatalogEntry>), CreateShowError> {
+        let show = definition.to_show(show_id.clone())?;
+        let json = serde_json::to_string(definition)
+            .map_err(|e| StoreError::Corrupt(format!("cannot serialize show: {e}")))?;
+        let seats: Vec<(&str, i32, &str)> = show
+            .seats
+            .iter()
+            .enumerate()
+            .map(|(ordinal, seat)| {
+                // Ordinals fit: a show has at most MAX_SEATS_PER_SHOW seats.
+                let ordinal = i32::try_from(ordinal).unwrap_or(i32::MAX);
+                (seat.seat_id.as_str(), ordinal, seat.section.as_str())
+            })
+            .collect();
+        match store
+            .insert_show(show_id.as_str(), &json, &seats, to_micros(now))
+            .await?
+        {
+            ShowInsert::Created => {
+                let entry = self.remember(CatalogEntry {
+                    show,
+                    definition_json: json,
+                });
+                Ok((Created::New, entry))
+            }
+            ShowInsert::Exists(stored) => {
+                let same = serde_json::from_str::<serde_json::Value>(&stored).ok()
+                    == serde_json::from_str::<serde_json::Value>(&json).ok();
+                if !same {
+                    return Err(CreateShowError::Exists);
+                }
+                let entry = match self.cached(&show_id) {
+                    Some(entry) => entry,
+                    None => self.remember(parse_entry(&show_id, stored)?),
+                };
+                Ok((Created::Same, entry))
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Hold records and idempotency keys.
+
+use projections::holds::HoldState;
+
+use super::{on_store, Store, StoreError, StoreResult};
+
+#[derive(Debug, Clone)]
+pub struct HoldRecord {
+    pub hold_id: String,
+    pub show_id: String,
+    pub buyer: String,
+    pub expires_at_us: i64,
+    pub state: HoldState,
+    /// In show order.
+    pub seats: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IdempotencyEntry {
+    pub request_hash: String,
+    pub hold_id: String,
+}
+
+const SELECT_HOLD: &str =
+    "SELECT show_id, buyer, expires_at_us, state FROM holds WHERE hold_id = $1";
+const SELECT_HOLD_SEATS: &str = "SELECT hs.seat_id FROM hold_seats hs \
+     JOIN holds h ON h.hold_id = hs.hold_id \
+     JOIN seat_availability a ON a.show_id = h.show_id AND a.seat_id = hs.seat_id \
+     WHERE hs.hold_id = $1 ORDER BY a.ordinal";
+const SELECT_IDEMPOTENCY: &str =
+    "SELECT request_hash, hold_id FROM idempotency_keys WHERE buyer = $1 AND key = $2";
+
+impl Store {
+    pub async fn hold(&self, hold_id: &str) -> StoreResult<Option<HoldRecord>> {
+        on_store!(self, read pool => {
+            let row: Option<(String, String, i64, String)> = sqlx::query_as(SELECT_HOLD)
+                .bind(hold_id)
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            let Some((show_id, buyer, expires_at_us, state)) = row else {
+                return Ok(None);
+            };
+            let state = HoldState::parse(&state)
+                .ok_or_else(|| StoreError::Corrupt(format!("hold state {state:?}")))?;
+            let seats: Vec<String> = sqlx::query_scalar(SELECT_HOLD_SEATS)
+                .bind(hold_id)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            Ok(Some(HoldRecord { hold_id: hold_id.to_owned(), show_id, buyer, expires_at_us, state, seats }))
+        })
+    }
+
+    pub async fn idempotency_entry(
+        &self,
+        buyer: &str,
+        key: &str,
+    ) -> StoreResult<Option<IdempotencyEntry>> {
+        on_store!(self, read pool => {
+            let row: Option<(String, String)> = sqlx::query_as(SELECT_IDEMPOTENCY)
+                .bind(buyer)
+                .bind(key)
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            Ok(row.map(|(request_hash, hold_id)| IdempotencyEntry { request_hash, hold_id }))
+        })
+    }
+}

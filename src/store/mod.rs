@@ -1,0 +1,239 @@
+//! Persistence: the event log, the read models and the few command-side
+//! tables, on PostgreSQL (production) or SQLite (embedded default).
+//!
+//! Streams are loaded through the cqrs-es repositories of postgres-es and
+//! sqlite-es. Appends are our own: one transaction writes the events of every
+//! stream a command touched, at the sequences it decided on, together with
+//! the read-model rows those events produce (DESIGN.md §4 and §6). A
+//! duplicate `(aggregate_type, aggregate_id, sequence)` anywhere in the batch
+//! refuses the whole batch, which is what makes a multi-seat hold all or
+//! nothing; and a projection written in the same transaction can never be
+//! left behind by a crash.
+//!
+//! Both stores share their SQL where the dialects agree (`$n` parameters
+//! work in both); the [`on_store!`] macro expands one body for each pool type.
+
+mod append;
+mod holds;
+mod shows;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use cqrs_es::persist::{PersistedEventRepository, PersistenceError, SerializedEvent};
+use cqrs_es::Aggregate;
+use postgres_es::PostgresEventRepository;
+use sqlite_es::SqliteEventRepository;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+
+pub use append::{AppendBatch, AppendOutcome, IdempotencyRecord, NewEvent, SeatRowWrite};
+pub use holds::{HoldRecord, IdempotencyEntry};
+pub use shows::ShowInsert;
+
+/// Connections in the PostgreSQL pool. Commands hold a connection only for
+/// their reads and their one append transaction, never while waiting on a
+/// lock or a payment, so a few dozen serve thousands of concurrent requests.
+pub const PG_POOL_CONNECTIONS: u32 = 32;
+
+/// Read connections to a SQLite file. Reads run in parallel beside the single
+/// writer (WAL mode); more than the cores add nothing.
+pub const SQLITE_READ_CONNECTIONS: u32 = 4;
+
+/// How long a request waits for a database connection before the answer is
+/// 503 `busy`. Past this the database is not answering in time, and a quick
+/// refusal with `Retry-After` beats a client timeout.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database did not answer in time or cannot be reached.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("bad database url: {0}")]
+    BadUrl(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub fn classify(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+                StoreError::Unavailable(err.to_string())
+            }
+            other => StoreError::Database(other),
+        }
+    }
+
+    fn from_persistence(err: PersistenceError) -> Self {
+        match err {
+            PersistenceError::ConnectionError(e) => StoreError::Unavailable(e.to_string()),
+            other => StoreError::Corrupt(other.to_string()),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+pub struct PgStore {
+    pool: PgPool,
+    repo: PostgresEventRepository,
+}
+
+pub struct SqliteStore {
+    /// The one connection that writes: SQLite has a single writer, and
+    /// queueing writers here (FIFO) beats SQLite's sleep-and-retry busy handler.
+    write: SqlitePool,
+    read: SqlitePool,
+    repo: SqliteEventRepository,
+}
+
+pub enum Store {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+/// Expands `$body` once per store with `$pool` bound to the pool for reads
+/// (`read`) or writes (`write`); on PostgreSQL both are the one pool.
+macro_rules! on_store {
+    ($store:expr, read $pool:ident => $body:expr) => {
+        match $store {
+            $crate::store::Store::Postgres(s) => {
+                let $pool = &s.pool;
+                $body
+            }
+            $crate::store::Store::Sqlite(s) => {
+                let $pool = &s.read;
+                $body
+            }
+        }
+    };
+    ($store:expr, write $pool:ident => $body:expr) => {
+        match $store {
+            $crate::store::Store::Postgres(s) => {
+                let $pool = &s.pool;
+                $body
+            }
+            $crate::store::Store::Sqlite(s) => {
+                let $pool = &s.write;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_store;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Postgres,
+    Sqlite,
+}
+
+impl Store {
+    /// Opens the store a `DATABASE_URL` names: `postgres://` or `postgresql://`
+    /// for PostgreSQL, `sqlite://PATH` for a SQLite file (created if missing).
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options =
+                PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
+            let pool = PgPoolOptions::new()
+                .max_connections(PG_POOL_CONNECTIONS)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                // A ping on every acquire doubles the round trips of a short
+                // command; a dead connection surfaces as an error instead.
+                .test_before_acquire(false)
+                .connect_with(options)
+                .await
+                .map_err(StoreError::classify)?;
+            let repo = PostgresEventRepository::new(pool.clone());
+            Ok(Store::Postgres(PgStore { pool, repo }))
+        } else if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(|e| StoreError::BadUrl(e.to_string()))?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                // FULL: a commit is on disk before the buyer is told "held"
+                // or "booked"; NORMAL could lose the last commits on power loss.
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(ACQUIRE_TIMEOUT);
+            let write = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .test_before_acquire(false)
+                .connect_with(options.clone())
+                .await
+                .map_err(StoreError::classify)?;
+            let read = SqlitePoolOptions::new()
+                .max_connections(SQLITE_READ_CONNECTIONS)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .test_before_acquire(false)
+                .connect_with(options.read_only(true))
+                .await
+                .map_err(StoreError::classify)?;
+            let repo = SqliteEventRepository::new(read.clone());
+            Ok(Store::Sqlite(SqliteStore { write, read, repo }))
+        } else {
+            Err(StoreError::BadUrl(format!(
+                "DATABASE_URL must start with sqlite:// or postgres://, got {:?}",
+                url.split(':').next().unwrap_or_default()
+            )))
+        }
+    }
+
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            Store::Postgres(_) => StoreKind::Postgres,
+            Store::Sqlite(_) => StoreKind::Sqlite,
+        }
+    }
+
+    /// Applies the migrations of this store's dialect (idempotent).
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match self {
+            Store::Postgres(s) => sqlx::migrate!("./migrations/postgres").run(&s.pool).await?,
+            Store::Sqlite(s) => sqlx::migrate!("./migrations/sqlite").run(&s.write).await?,
+        }
+        Ok(())
+    }
+
+    /// Does the database answer?
+    pub async fn ping(&self) -> StoreResult<()> {
+        on_store!(self, read pool => {
+            sqlx::query("SELECT 1").execute(pool).await.map_err(StoreError::classify)?;
+        });
+        Ok(())
+    }
+
+    /// Events of one stream with a sequence above `after`, in order, through
+    /// the cqrs-es repository of the store.
+    pub async fn stream_events<A: Aggregate>(
+        &self,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>> {
+        let result = match (self, after) {
+            (Store::Postgres(s), 0) => s.repo.get_events::<A>(aggregate_id).await,
+            (Store::Postgres(s), n) => s.repo.get_last_events::<A>(aggregate_id, n).await,
+            (Store::Sqlite(s), 0) => s.repo.get_events::<A>(aggregate_id).await,
+            (Store::Sqlite(s), n) => s.repo.get_last_events::<A>(aggregate_id, n).await,
+        };
+        result.map_err(StoreError::from_persistence)
+    }
+
+    /// Number of events in the log (for tests and diagnostics).
+    pub async fn count_events(&self) -> StoreResult<i64> {
+        on_store!(self, read pool => {
+            let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+                .fetch_one(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            Ok(count)
+        })
+    }
+}

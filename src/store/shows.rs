@@ -1,0 +1,149 @@
+//! Shows and the availability read model.
+
+use domain::seat::SeatStatus;
+
+use super::{on_store, Store, StoreError, StoreResult};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShowInsert {
+    Created,
+    /// A show with this id exists; this is its stored definition.
+    Exists(String),
+}
+
+/// A seat to create with the show: `(seat_id, ordinal, section)`.
+pub type NewSeat<'a> = (&'a str, i32, &'a str);
+
+/// One row of availability as stored (expiry not yet applied).
+#[derive(Debug, Clone)]
+pub struct AvailabilityRow {
+    pub seat_id: String,
+    pub section: String,
+    pub recorded: SeatStatus,
+    pub expires_at_us: Option<i64>,
+}
+
+const INSERT_SHOW: &str =
+    "INSERT INTO shows (show_id, definition, created_at_us) VALUES ($1, $2, $3) \
+     ON CONFLICT DO NOTHING";
+const SELECT_SHOW: &str = "SELECT definition FROM shows WHERE show_id = $1";
+const PG_INSERT_SEATS: &str = "INSERT INTO seat_availability (show_id, seat_id, ordinal, section) \
+     SELECT $1, s, o, c FROM UNNEST($2::text[], $3::int[], $4::text[]) AS u(s, o, c)";
+const SQLITE_INSERT_SEAT: &str =
+    "INSERT INTO seat_availability (show_id, seat_id, ordinal, section) VALUES ($1, $2, $3, $4)";
+const SELECT_AVAILABILITY: &str = "SELECT seat_id, section, status, expires_at_us \
+     FROM seat_availability \
+     WHERE show_id = $1 AND (CAST($2 AS TEXT) IS NULL OR section = $2) \
+     ORDER BY ordinal";
+
+fn parse_status(value: &str) -> StoreResult<SeatStatus> {
+    match value {
+        "available" => Ok(SeatStatus::Available),
+        "held" => Ok(SeatStatus::Held),
+        "booked" => Ok(SeatStatus::Booked),
+        other => Err(StoreError::Corrupt(format!("seat status {other:?}"))),
+    }
+}
+
+impl Store {
+    /// Creates the show and an available row for each of its seats, in one
+    /// transaction; or, if the id is taken, returns the stored definition.
+    pub async fn insert_show(
+        &self,
+        show_id: &str,
+        definition: &str,
+        seats: &[NewSeat<'_>],
+        created_at_us: i64,
+    ) -> StoreResult<ShowInsert> {
+        let inserted = match self {
+            Store::Postgres(s) => {
+                let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
+                let done = sqlx::query(INSERT_SHOW)
+                    .bind(show_id)
+                    .bind(definition)
+                    .bind(created_at_us)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::classify)?;
+                if done.rows_affected() == 1 {
+                    let ids: Vec<&str> = seats.iter().map(|s| s.0).collect();
+                    let ordinals: Vec<i32> = seats.iter().map(|s| s.1).collect();
+                    let sections: Vec<&str> = seats.iter().map(|s| s.2).collect();
+                    sqlx::query(PG_INSERT_SEATS)
+                        .bind(show_id)
+                        .bind(&ids)
+                        .bind(&ordinals)
+                        .bind(&sections)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::classify)?;
+                }
+                tx.commit().await.map_err(StoreError::classify)?;
+                done.rows_affected() == 1
+            }
+            Store::Sqlite(s) => {
+                let mut tx = s.write.begin().await.map_err(StoreError::classify)?;
+                let done = sqlx::query(INSERT_SHOW)
+                    .bind(show_id)
+                    .bind(definition)
+                    .bind(created_at_us)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::classify)?;
+                if done.rows_affected() == 1 {
+                    for (seat_id, ordinal, section) in seats {
+                        sqlx::query(SQLITE_INSERT_SEAT)
+                            .bind(show_id)
+                            .bind(seat_id)
+                            .bind(ordinal)
+                            .bind(section)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(StoreError::classify)?;
+                    }
+                }
+                tx.commit().await.map_err(StoreError::classify)?;
+                done.rows_affected() == 1
+            }
+        };
+        if inserted {
+            return Ok(ShowInsert::Created);
+        }
+        let existing = self.show_definition(show_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("show {show_id} conflicted but cannot be read"))
+        })?;
+        Ok(ShowInsert::Exists(existing))
+    }
+
+    /// The stored definition of a show (canonical JSON), if it exists.
+    pub async fn show_definition(&self, show_id: &str) -> StoreResult<Option<String>> {
+        on_store!(self, read pool => {
+            sqlx::query_scalar(SELECT_SHOW)
+                .bind(show_id)
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
+    }
+
+    /// Availability rows of a show in show order, optionally of one section.
+    pub async fn availability(
+        &self,
+        show_id: &str,
+        section: Option<&str>,
+    ) -> StoreResult<Vec<AvailabilityRow>> {
+        on_store!(self, read pool => {
+            let rows: Vec<(String, String, String, Option<i64>)> = sqlx::query_as(SELECT_AVAILABILITY)
+                .bind(show_id)
+                .bind(section)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            rows.into_iter()
+                .map(|(seat_id, section, status, expires_at_us)| {
+                    Ok(AvailabilityRow { seat_id, section, recorded: parse_status(&status)?, expires_at_us })
+                })
+                .collect()
+        })
+    }
+}

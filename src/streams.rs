@@ -1,0 +1,200 @@
+//! Loaded streams, kept in memory, one in-process writer at a time.
+//!
+//! The store decides every append by stream version, so nothing here is
+//! needed for correctness: a stale cache entry only costs a conflict and a
+//! reload. What it buys is speed under contention. When thousands of buyers
+//! want one seat, the requests of this instance queue on the seat's mutex
+//! instead of all deciding on the same version and all but one failing an
+//! insert. The first appends; the others decide on the state it left, which
+//! is known to be current as of an instant after they arrived, and are
+//! answered "taken" without touching the database.
+//!
+//! That last step is the freshness rule. Each request takes a ticket from the
+//! stream's counter before it waits for the lock. The cached state records
+//! the highest ticket issued before the instant it was known to equal the
+//! database (the start of a reload, or the moment before an append that then
+//! committed). A request whose ticket is covered may decide on the cache: the
+//! state it sees was true at some instant after it arrived, so its answer is
+//! linearizable. Any other request reloads the events after the cached
+//! version first (`get_last_events`), so a stream is never replayed whole
+//! twice.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cqrs_es::Aggregate;
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+use crate::store::{Store, StoreError, StoreResult};
+
+/// Streams kept loaded per aggregate type. A seat stream costs a few hundred
+/// bytes, so this is tens of megabytes at most; when it is full, idle streams
+/// are dropped (and simply reloaded when next used).
+pub const STREAM_CACHE_CAPACITY: usize = 200_000;
+
+struct Slot<A> {
+    tickets: AtomicU64,
+    loaded: Arc<AsyncMutex<Loaded<A>>>,
+}
+
+struct Loaded<A> {
+    aggregate: A,
+    version: usize,
+    /// Tickets up to this one were issued before the state was last known
+    /// to be current. 0: never loaded (tickets start at 1).
+    fresh_through: u64,
+}
+
+pub struct StreamCache<A> {
+    slots: Mutex<HashMap<String, Arc<Slot<A>>>>,
+    capacity: usize,
+}
+
+/// A stream this request holds the in-process lock of.
+pub struct LockedStream<A> {
+    id: String,
+    slot: Arc<Slot<A>>,
+    guard: OwnedMutexGuard<Loaded<A>>,
+    ticket: u64,
+    /// Ticket watermark read just before the append in flight.
+    watermark: u64,
+}
+
+impl<A: Aggregate> Default for StreamCache<A> {
+    fn default() -> Self {
+        Self::with_capacity(STREAM_CACHE_CAPACITY)
+    }
+}
+
+impl<A: Aggregate> StreamCache<A> {
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            slots: Mutex::new(HashMap::new()),
+            capacity,
+        }
+    }
+
+    fn slot(&self, id: &str) -> Arc<Slot<A>> {
+        // A poisoned map only means another thread panicked mid-insert; the
+        // map itself is still a valid cache.
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(id) {
+            return slot.clone();
+        }
+        if slots.len() >= self.capacity {
+            slots.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        let slot = Arc::new(Slot {
+            tickets: AtomicU64::new(0),
+            loaded: Arc::new(AsyncMutex::new(Loaded {
+                aggregate: A::default(),
+                version: 0,
+                fresh_through: 0,
+            })),
+        });
+        slots.insert(id.to_owned(), slot.clone());
+        slot
+    }
+
+    /// Locks the streams in the order given, which must be one global order
+    /// (callers sort stream ids) so that two commands never wait on each other.
+    pub async fn lock(&self, ids: &[String]) -> Vec<LockedStream<A>> {
+        let mut locked = Vec::with_capacity(ids.len());
+        for id in ids {
+            let slot = self.slot(id);
+            let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+            let guard = slot.loaded.clone().lock_owned().await;
+            locked.push(LockedStream {
+                id: id.clone(),
+                slot,
+                guard,
+                ticket,
+                watermark: 0,
+            });
+        }
+        locked
+    }
+}
+
+impl<A: Aggregate> LockedStream<A> {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn aggregate(&self) -> &A {
+        &self.guard.aggregate
+    }
+
+    pub fn version(&self) -> usize {
+        self.guard.version
+    }
+
+    fn is_fresh(&self) -> bool {
+        self.guard.fresh_through >= self.ticket
+    }
+
+    /// Brings the stream up to date unless the cache is known to be current
+    /// as of an instant after this request arrived.
+    async fn refresh(&mut self, store: &Store) -> StoreResult<()> {
+        if self.is_fresh() {
+            return Ok(());
+        }
+        let watermark = self.slot.tickets.load(Ordering::SeqCst);
+        let events = store
+            .stream_events::<A>(&self.id, self.guard.version)
+            .await?;
+        for event in events {
+            if event.sequence != self.guard.version + 1 {
+                return Err(StoreError::Corrupt(format!(
+                    "stream {} jumps from {} to {}",
+                    self.id, self.guard.version, event.sequence
+                )));
+            }
+            let payload: A::Event = serde_json::from_value(event.payload).map_err(|e| {
+                StoreError::Corrupt(format!("event {}#{}: {e}", self.id, event.sequence))
+            })?;
+            self.guard.aggregate.apply(payload);
+            self.guard.version = event.sequence;
+        }
+        self.guard.fresh_through = watermark;
+        Ok(())
+    }
+
+    /// Call just before sending an append that includes this stream.
+    pub fn before_append(&mut self) {
+        self.watermark = self.slot.tickets.load(Ordering::SeqCst);
+    }
+
+    /// The append committed: fold in its events.
+    pub fn appended(&mut self, events: impl IntoIterator<Item = A::Event>) {
+        for event in events {
+            self.guard.aggregate.apply(event);
+            self.guard.version += 1;
+        }
+        self.guard.fresh_through = self.watermark;
+    }
+
+    /// The append was refused or its outcome is unknown: reload next time.
+    pub fn invalidate(&mut self) {
+        self.guard.fresh_through = 0;
+    }
+}
+
+/// Refreshes every stream that needs it, concurrently.
+pub async fn refresh_all<A: Aggregate>(
+    store: &Store,
+    streams: &mut [LockedStream<A>],
+) -> StoreResult<()> {
+    let pending = streams
+        .iter_mut()
+        .filter(|s| !s.is_fresh())
+        .map(|s| s.refresh(store));
+    futures::future::try_join_all(pending).await?;
+    Ok(())
+}
+
+/// Marks every stream stale (after a conflict or an unknown outcome).
+pub fn invalidate_all<A: Aggregate>(streams: &mut [LockedStream<A>]) {
+    streams.iter_mut().for_each(LockedStream::invalidate);
+}
