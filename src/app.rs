@@ -26,6 +26,8 @@ pub struct Settings {
     pub addr: SocketAddr,
     pub database_url: String,
     pub jwt_secret: String,
+    /// PostgreSQL connections in the pool (SQLite: read connections).
+    pub database_connections: u32,
 }
 
 pub struct Application {
@@ -49,7 +51,7 @@ impl Application {
     /// Connects to the store, runs migrations and binds the listener.
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         let store = Arc::new(
-            Store::connect(&settings.database_url)
+            Store::connect(&settings.database_url, settings.database_connections)
                 .await
                 .context("cannot open the database")?,
         );

@@ -43,12 +43,19 @@ pub struct ServeArgs {
     /// `sqlite://PATH` (embedded, created if missing) or `postgres://...`.
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://booking.db")]
     pub database_url: String,
+    /// Database connections in the pool (SQLite: read connections beside the one writer).
+    #[arg(long, env = "BOOKING_DB_CONNECTIONS", default_value_t = booking_default_connections())]
+    pub db_connections: u32,
     /// HS256 secret for bearer tokens; a random one per start if unset.
     #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+fn booking_default_connections() -> u32 {
+    crate::store::DEFAULT_POOL_CONNECTIONS
 }
 
 #[derive(Debug, Clone, Args)]

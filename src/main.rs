@@ -40,6 +40,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         addr: args.addr,
         database_url: args.database_url,
         jwt_secret,
+        database_connections: args.db_connections,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(addr = %app.local_addr()?, "booking is listening");

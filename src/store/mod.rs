@@ -32,14 +32,12 @@ pub use append::{AppendBatch, AppendOutcome, IdempotencyRecord, NewEvent, SeatRo
 pub use holds::{HoldRecord, IdempotencyEntry};
 pub use shows::ShowInsert;
 
-/// Connections in the PostgreSQL pool. Commands hold a connection only for
-/// their reads and their one append transaction, never while waiting on a
-/// lock or a payment, so a few dozen serve thousands of concurrent requests.
-pub const PG_POOL_CONNECTIONS: u32 = 32;
-
-/// Read connections to a SQLite file. Reads run in parallel beside the single
-/// writer (WAL mode); more than the cores add nothing.
-pub const SQLITE_READ_CONNECTIONS: u32 = 4;
+/// Default size of the connection pool: PostgreSQL connections, or read
+/// connections to a SQLite file (beside its one writer). Commands hold a
+/// connection only for their reads and their one append transaction, never
+/// while waiting on a lock or a payment, so a few dozen serve thousands of
+/// concurrent requests.
+pub const DEFAULT_POOL_CONNECTIONS: u32 = 16;
 
 /// How long a request waits for a database connection before the answer is
 /// 503 `busy`. Past this the database is not answering in time, and a quick
@@ -138,12 +136,13 @@ pub enum StoreKind {
 impl Store {
     /// Opens the store a `DATABASE_URL` names: `postgres://` or `postgresql://`
     /// for PostgreSQL, `sqlite://PATH` for a SQLite file (created if missing).
-    pub async fn connect(url: &str) -> StoreResult<Self> {
+    pub async fn connect(url: &str, connections: u32) -> StoreResult<Self> {
+        let connections = connections.max(1);
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options =
                 PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
             let pool = PgPoolOptions::new()
-                .max_connections(PG_POOL_CONNECTIONS)
+                .max_connections(connections)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 // A ping on every acquire doubles the round trips of a short
                 // command; a dead connection surfaces as an error instead.
@@ -170,7 +169,7 @@ impl Store {
                 .await
                 .map_err(StoreError::classify)?;
             let read = SqlitePoolOptions::new()
-                .max_connections(SQLITE_READ_CONNECTIONS)
+                .max_connections(connections)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .test_before_acquire(false)
                 .connect_with(options.read_only(true))
@@ -224,6 +223,16 @@ impl Store {
             (Store::Sqlite(s), n) => s.repo.get_last_events::<A>(aggregate_id, n).await,
         };
         result.map_err(StoreError::from_persistence)
+    }
+
+    /// `(position, recorded_at_us)` of every event in global order (diagnostics).
+    pub async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
+        on_store!(self, read pool => {
+            sqlx::query_as("SELECT position, recorded_at_us FROM events ORDER BY position")
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
     }
 
     /// Number of events in the log (for tests and diagnostics).

@@ -1,1 +1,119 @@
-fn main() {}
+//! The behavioural suite: every test runs once on SQLite and once on
+//! PostgreSQL, each against the real service on port 0 with its own database.
+//!
+//! This binary has its own harness (libtest-mimic) so that it can say, in the
+//! test output, when the PostgreSQL half is skipped and why. Under `CI=true`
+//! an unreachable PostgreSQL fails the suite instead.
+
+mod support;
+
+mod bad_input;
+mod holds;
+mod shows;
+mod store;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use support::{Backend, TestEnv};
+
+pub type TestFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub type TestFn = fn(TestEnv) -> TestFuture;
+
+/// Registers async test functions by name.
+#[macro_export]
+macro_rules! tests {
+    ($($name:path),* $(,)?) => {
+        vec![$((stringify!($name), (|env| Box::pin($name(env))) as $crate::TestFn)),*]
+    };
+}
+
+fn all_tests() -> Vec<(&'static str, TestFn)> {
+    let mut all = Vec::new();
+    all.extend(store::tests());
+    all.extend(shows::tests());
+    all.extend(holds::tests());
+    all.extend(bad_input::tests());
+    all
+}
+
+/// Tests that open thousands of connections run one at a time, so that two
+/// storms never share the machine's file descriptors and cores.
+pub static HEAVY: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(1));
+
+fn run(backend: Backend, test: TestFn) -> Result<(), Failed> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failed::from(e.to_string()))?;
+    let env = TestEnv::new(backend);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(test(env.clone()))
+    }));
+    runtime.block_on(env.cleanup());
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "test panicked".into());
+            Err(message.into())
+        }
+    }
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let postgres = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(support::postgres_reachable());
+    let skip_reason = postgres.err().map(Arc::new);
+    let banner = skip_reason.as_ref().map(|reason| {
+        let url = support::test_database_url();
+        if ci {
+            format!(
+                "\nERROR: PostgreSQL is unreachable at {url} ({reason}); under CI=true the \
+                 PostgreSQL suite must run, so its tests fail.\n"
+            )
+        } else {
+            format!(
+                "\nNOTE: the PostgreSQL suite is SKIPPED: cannot connect to {url} ({reason}).\n      \
+                 Start PostgreSQL, or set TEST_DATABASE_URL=postgres://user@host:port/db, to run it.\n"
+            )
+        }
+    });
+    if let Some(banner) = &banner {
+        println!("{banner}");
+    }
+
+    let mut trials = Vec::new();
+    for (name, test) in all_tests() {
+        trials.push(Trial::test(format!("sqlite::{name}"), move || {
+            run(Backend::Sqlite, test)
+        }));
+        let pg_name = format!("postgres::{name}");
+        match &skip_reason {
+            None => trials.push(Trial::test(pg_name, move || run(Backend::Postgres, test))),
+            Some(reason) if ci => {
+                let reason = reason.clone();
+                trials.push(Trial::test(pg_name, move || {
+                    Err(format!("PostgreSQL unreachable under CI=true: {reason}").into())
+                }));
+            }
+            Some(_) => trials.push(Trial::test(pg_name, || Ok(())).with_ignored_flag(true)),
+        }
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(banner) = &banner {
+        println!("{banner}");
+    }
+    conclusion.exit();
+}

@@ -1,0 +1,398 @@
+//! The test harness: a real service on port 0 over a real database, one
+//! database per test, and an HTTP client that speaks to it.
+
+use std::sync::{Arc, Mutex};
+
+use booking::app::{Application, Settings};
+use booking::auth::{Role, TokenKeys};
+use booking::clock::ShiftedClock;
+use booking::store::Store;
+use domain::ids::BuyerId;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+pub const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Connections each test's service may open to PostgreSQL. Tests run in
+/// parallel against one server with `max_connections = 100`.
+const TEST_POOL_CONNECTIONS: u32 = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+pub fn test_database_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.to_owned())
+}
+
+/// The URL with its database name replaced.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_part = match base[scheme_end..].find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{host_part}/{database}?{query}"),
+        None => format!("{host_part}/{database}"),
+    }
+}
+
+/// Can we reach the PostgreSQL server the suite should use?
+pub async fn postgres_reachable() -> Result<(), String> {
+    let url = test_database_url();
+    let connect = sqlx::PgConnection::connect(&url);
+    match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out after 5 s".into()),
+    }
+}
+
+/// What one test owns: databases to drop when it ends.
+#[derive(Clone)]
+pub struct TestEnv {
+    pub backend: Backend,
+    databases: Arc<Mutex<Vec<String>>>,
+}
+
+impl TestEnv {
+    pub fn new(backend: Backend) -> Self {
+        Self {
+            backend,
+            databases: Arc::default(),
+        }
+    }
+
+    /// A fresh, empty database URL for this test.
+    pub async fn database_url(&self) -> (String, Option<tempfile::TempDir>) {
+        match self.backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("booking.db").display());
+                (url, Some(dir))
+            }
+            Backend::Postgres => {
+                let name = format!("booking_test_{}", uuid::Uuid::new_v4().simple());
+                let admin = test_database_url();
+                let mut conn = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .expect("connect to TEST_DATABASE_URL");
+                sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create test database");
+                let _ = conn.close().await;
+                self.databases.lock().unwrap().push(name.clone());
+                (with_database(&admin, &name), None)
+            }
+        }
+    }
+
+    /// Drops the databases this test created.
+    pub async fn cleanup(&self) {
+        let names: Vec<String> = std::mem::take(&mut *self.databases.lock().unwrap());
+        if names.is_empty() {
+            return;
+        }
+        let Ok(mut conn) = sqlx::PgConnection::connect(&test_database_url()).await else {
+            return;
+        };
+        for name in names {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                .execute(&mut conn)
+                .await;
+        }
+        let _ = conn.close().await;
+    }
+
+    pub async fn spawn(&self) -> TestApp {
+        let (database_url, dir) = self.database_url().await;
+        TestApp::start(database_url, dir, uuid::Uuid::new_v4().to_string()).await
+    }
+
+    /// Two instances of the service sharing one database and one secret, as
+    /// two replicas behind a load balancer would.
+    pub async fn spawn_pair(&self) -> (TestApp, TestApp) {
+        let (database_url, dir) = self.database_url().await;
+        let secret = uuid::Uuid::new_v4().to_string();
+        let first = TestApp::start(database_url.clone(), dir, secret.clone()).await;
+        let second = TestApp::start(database_url, None, secret).await;
+        (first, second)
+    }
+}
+
+/// A running service and a client for it.
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub clock: Arc<ShiftedClock>,
+    pub store: Arc<Store>,
+    keys: TokenKeys,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The problem `code`, if this is a problem+json answer.
+    pub fn code(&self) -> Option<&str> {
+        if self.content_type != "application/problem+json" {
+            return None;
+        }
+        self.body.get("code").and_then(Value::as_str)
+    }
+
+    pub fn expect_problem(&self, status: u16, code: &str) {
+        assert_eq!(
+            (self.status.as_u16(), self.code()),
+            (status, Some(code)),
+            "body: {}",
+            self.body
+        );
+        assert_eq!(
+            self.body["status"],
+            json!(status),
+            "status member of the problem"
+        );
+    }
+
+    pub fn str(&self, field: &str) -> String {
+        self.body[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field} missing in {}", self.body))
+            .to_owned()
+    }
+}
+
+impl TestApp {
+    async fn start(database_url: String, dir: Option<tempfile::TempDir>, secret: String) -> Self {
+        let clock = Arc::new(ShiftedClock::default());
+        let settings = Settings {
+            addr: "127.0.0.1:0".parse().expect("address"),
+            database_url,
+            jwt_secret: secret.clone(),
+            database_connections: TEST_POOL_CONNECTIONS,
+        };
+        let app = Application::build(settings, clock.clone())
+            .await
+            .expect("service starts");
+        let addr = app.local_addr().expect("bound address");
+        let store = app.state().store.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let _ = app
+                .run_until_stopped(async move {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        let client = reqwest::Client::builder()
+            .http1_only()
+            .timeout(std::time::Duration::from_secs(120))
+            .build()
+            .expect("client");
+        Self {
+            base: format!("http://{addr}"),
+            client,
+            clock,
+            store,
+            keys: TokenKeys::new(&secret),
+            shutdown: Some(tx),
+            server: Some(server),
+            _dir: dir,
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+
+    pub fn token(&self, sub: &str, role: Role) -> String {
+        self.token_lasting(sub, role, chrono::Duration::hours(1))
+    }
+
+    pub fn token_lasting(&self, sub: &str, role: Role, ttl: chrono::Duration) -> String {
+        self.keys
+            .issue(&BuyerId::parse(sub).expect("sub"), role, ttl)
+            .expect("token")
+    }
+
+    pub fn buyer(&self, sub: &str) -> String {
+        self.token(sub, Role::Buyer)
+    }
+
+    pub fn admin(&self) -> String {
+        self.token("ops", Role::Admin)
+    }
+
+    /// Sends a request; `body` is sent as JSON when given.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Self::answer(request.send().await.expect("request is answered")).await
+    }
+
+    pub async fn answer(response: reqwest::Response) -> Answer {
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let bytes = response.bytes().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        Answer {
+            status,
+            content_type,
+            body,
+        }
+    }
+
+    /// Creates a show of `seats` seats named S1..Sn in sections of 10 (A, B, ...).
+    pub async fn create_show(&self, show_id: &str, seats: usize, hold_ttl_seconds: u32) -> Answer {
+        let answer = self
+            .call(
+                Method::PUT,
+                &format!("/v1/shows/{show_id}"),
+                Some(&self.admin()),
+                Some(&show_body(seats, hold_ttl_seconds)),
+                &[],
+            )
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "create show: {}",
+            answer.body
+        );
+        answer
+    }
+
+    pub async fn hold(
+        &self,
+        token: &str,
+        show_id: &str,
+        seats: &[&str],
+        key: Option<&str>,
+    ) -> Answer {
+        let headers: Vec<(&str, &str)> = key
+            .map(|k| vec![("idempotency-key", k)])
+            .unwrap_or_default();
+        self.call(
+            Method::POST,
+            &format!("/v1/shows/{show_id}/holds"),
+            Some(token),
+            Some(&json!({ "seats": seats })),
+            &headers,
+        )
+        .await
+    }
+
+    pub async fn availability(&self, show_id: &str) -> Answer {
+        let answer = self
+            .call(
+                Method::GET,
+                &format!("/v1/shows/{show_id}/availability"),
+                None,
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        answer
+    }
+
+    /// seat id -> status, from the availability answer.
+    pub async fn seat_statuses(&self, show_id: &str) -> std::collections::BTreeMap<String, String> {
+        let answer = self.availability(show_id).await;
+        answer.body["seats"]
+            .as_array()
+            .expect("seats")
+            .iter()
+            .map(|s| {
+                (
+                    s["seat_id"].as_str().unwrap().to_owned(),
+                    s["status"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    pub async fn event_count(&self) -> i64 {
+        self.store.count_events().await.expect("count events")
+    }
+}
+
+pub fn seat_id(n: usize) -> String {
+    format!("S{n}")
+}
+
+pub fn show_body(seats: usize, hold_ttl_seconds: u32) -> Value {
+    let seats: Vec<Value> = (1..=seats)
+        .map(|n| {
+            let section = ((b'A' + ((n - 1) / 10 % 26) as u8) as char).to_string();
+            json!({"seat_id": seat_id(n), "section": section, "row": "1", "number": n, "price_cents": 5000})
+        })
+        .collect();
+    json!({
+        "name": "Test show",
+        "starts_at": "2026-12-31T20:00:00Z",
+        "hold_ttl_seconds": hold_ttl_seconds,
+        "seats": seats,
+        "pools": [{"pool_id": "floor", "capacity": 100, "price_cents": 3000}]
+    })
+}
