@@ -10,11 +10,15 @@ use axum::Router;
 use tokio::net::{TcpListener, TcpSocket};
 
 use crate::auth::TokenKeys;
+use crate::checkout::CheckoutService;
 use crate::clock::Clock;
 use crate::holds::HoldService;
 use crate::http::{router, AppState, Services};
+use crate::payment::simulator::Simulator;
+use crate::recovery::{Recovery, RECOVERY_INTERVAL};
 use crate::shows::ShowCatalog;
 use crate::store::Store;
+use crate::streams::StreamCache;
 
 /// Pending connections the kernel queues before we accept them. An onsale
 /// opens thousands of connections in the same second; the usual 128 or 1024
@@ -28,12 +32,15 @@ pub struct Settings {
     pub jwt_secret: String,
     /// PostgreSQL connections in the pool (SQLite: read connections).
     pub database_connections: u32,
+    /// Base latency of the built-in payment simulator.
+    pub payment_latency: std::time::Duration,
 }
 
 pub struct Application {
     listener: TcpListener,
     router: Router,
     state: AppState,
+    recovery: Recovery,
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -57,11 +64,36 @@ impl Application {
         );
         store.migrate().await.context("cannot apply migrations")?;
         let catalog = Arc::new(ShowCatalog::default());
-        let holds = HoldService::new(store.clone(), catalog.clone(), clock.clone());
+        // One cache of seat streams per process: every in-process writer of
+        // a seat must go through the same slot (see streams.rs).
+        let seats = Arc::new(StreamCache::default());
+        let holds = HoldService::new(store.clone(), catalog.clone(), clock.clone(), seats.clone());
+        let payments = Arc::new(Simulator::new(
+            store.clone(),
+            clock.clone(),
+            settings.payment_latency,
+        ));
+        let checkout = Arc::new(CheckoutService::new(
+            store.clone(),
+            catalog.clone(),
+            clock.clone(),
+            payments,
+            seats,
+        ));
+        let recovery = Recovery::new(checkout.clone());
+        // Finish what a previous run left half way before taking requests.
+        let report = recovery
+            .run_once()
+            .await
+            .context("recovery of unfinished checkouts failed")?;
+        if report.finished() > 0 {
+            tracing::info!(?report, "finished checkouts left by the previous run");
+        }
         let state: AppState = Arc::new(Services {
             store,
             catalog,
             holds,
+            checkout,
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
         });
@@ -71,6 +103,7 @@ impl Application {
             listener,
             router: router(state.clone()),
             state,
+            recovery,
         })
     }
 
@@ -82,13 +115,29 @@ impl Application {
         &self.state
     }
 
-    /// Serves until `shutdown` completes, then lets in-flight requests finish.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Serves until `shutdown` completes, then lets in-flight requests
+    /// finish; the recovery worker runs beside it until then.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(self.listener, self.router)
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let worker = tokio::spawn(self.recovery.clone().run_periodically(
+            RECOVERY_INTERVAL,
+            async move {
+                let mut stop_rx = stop_rx;
+                let _ = stop_rx.wait_for(|stopped| *stopped).await;
+            },
+        ));
+        let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
-            .await
+            .await;
+        let _ = stop_tx.send(true);
+        let _ = worker.await;
+        served
     }
 }

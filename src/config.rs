@@ -49,6 +49,9 @@ pub struct ServeArgs {
     /// HS256 secret for bearer tokens; a random one per start if unset.
     #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
+    /// Base latency of the built-in payment simulator, in milliseconds.
+    #[arg(long, env = "BOOKING_PAYMENT_LATENCY_MS", default_value_t = crate::payment::simulator::DEFAULT_LATENCY_MS)]
+    pub payment_latency_ms: u64,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

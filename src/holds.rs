@@ -10,24 +10,20 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{seat_stream_id, HoldId, IdempotencyKey, SeatId, ShowId};
+use domain::ids::{seat_stream_id, BookingId, HoldId, IdempotencyKey, SeatId, ShowId};
 use domain::limits::MAX_SEATS_PER_HOLD;
 use domain::seat::{decide, Seat, SeatCommand, SeatError, SeatEvent};
-use domain::EVENT_VERSION;
-use projections::availability::SeatRow;
-use projections::holds::{hold_change, HoldState, HoldStatus};
+use projections::holds::{HoldState, HoldStatus};
 use projections::time::from_micros;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::auth::Actor;
+use crate::batch::push_seat;
 use crate::clock::Clock;
 use crate::shows::{CatalogEntry, ShowCatalog};
-use crate::store::{
-    AppendBatch, AppendOutcome, HoldRecord, IdempotencyRecord, NewEvent, SeatRowWrite, Store,
-    StoreError,
-};
-use crate::streams::{invalidate_all, refresh_all, LockedStream, StreamCache};
+use crate::store::{AppendBatch, AppendOutcome, HoldRecord, IdempotencyRecord, Store, StoreError};
+use crate::streams::{append_locked, refresh_all, LockedStream, StreamCache};
 
 /// Decisions per command before giving up with 503 `busy`. Each retry follows
 /// a conflict with another instance that did commit, so five in a row means
@@ -43,7 +39,7 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
-    fn metadata(&self) -> String {
+    pub fn metadata(&self) -> String {
         let mut meta = serde_json::Map::new();
         meta.insert("actor".into(), self.actor.id.as_str().into());
         meta.insert("role".into(), self.actor.role.as_str().into());
@@ -89,6 +85,8 @@ pub struct HoldView {
     pub quantity: Option<u32>,
     pub expires_at: DateTime<Utc>,
     pub status: HoldStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub booking_id: Option<BookingId>,
 }
 
 #[derive(Debug)]
@@ -103,7 +101,7 @@ pub struct HoldService {
     store: Arc<Store>,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
-    seats: StreamCache<Seat>,
+    seats: Arc<StreamCache<Seat>>,
 }
 
 /// The seats of one command, sorted by stream id: the global lock order.
@@ -136,12 +134,17 @@ impl SeatStreams {
 type Decided = Vec<Vec<SeatEvent>>;
 
 impl HoldService {
-    pub fn new(store: Arc<Store>, catalog: Arc<ShowCatalog>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<ShowCatalog>,
+        clock: Arc<dyn Clock>,
+        seats: Arc<StreamCache<Seat>>,
+    ) -> Self {
         Self {
             store,
             catalog,
             clock,
-            seats: StreamCache::default(),
+            seats,
         }
     }
 
@@ -256,6 +259,7 @@ impl HoldService {
                         quantity: None,
                         expires_at,
                         status: HoldStatus::Held,
+                        booking_id: None,
                     }));
                 }
                 AppendOutcome::Conflict => continue,
@@ -311,59 +315,23 @@ impl HoldService {
         idempotency: Option<IdempotencyRecord>,
     ) -> Result<AppendOutcome, HoldError> {
         let metadata = ctx.metadata();
-        let mut batch = AppendBatch {
-            recorded_at: now,
-            events: Vec::new(),
-            seat_rows: Vec::new(),
-            hold_changes: Vec::new(),
-            idempotency,
-        };
-        for ((stream, (stream_id, seat_id)), events) in
-            locked.iter().zip(&streams.streams).zip(&decided)
-        {
-            if events.is_empty() {
-                continue;
-            }
-            let mut after = stream.aggregate().clone();
-            for (i, event) in events.iter().enumerate() {
-                after.apply_event(event);
-                batch.events.push(NewEvent {
-                    aggregate_type: <Seat as cqrs_es::Aggregate>::TYPE,
-                    aggregate_id: stream_id.clone(),
-                    sequence: (stream.version() + i + 1) as i64,
-                    event_type: event.name(),
-                    event_version: EVENT_VERSION,
-                    payload: serde_json::to_string(event)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                    metadata: metadata.clone(),
-                    show_id: Some(streams.show_id.to_string()),
-                });
-                batch
-                    .hold_changes
-                    .push(hold_change(&streams.show_id, seat_id, event));
-            }
-            batch.seat_rows.push(SeatRowWrite {
-                show_id: streams.show_id.to_string(),
-                seat_id: seat_id.to_string(),
-                last_seq: (stream.version() + events.len()) as i64,
-                row: SeatRow::of(&after),
-            });
+        let mut batch = AppendBatch::new(now);
+        batch.idempotency = idempotency;
+        for ((stream, (_, seat_id)), events) in locked.iter().zip(&streams.streams).zip(&decided) {
+            push_seat(
+                &mut batch,
+                &streams.show_id,
+                seat_id,
+                stream,
+                events,
+                &metadata,
+            )?;
         }
-        locked.iter_mut().for_each(LockedStream::before_append);
-        let outcome = match self.store.append(&batch).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                // The outcome is unknown (the commit may have landed): reload.
-                invalidate_all(locked);
-                return Err(e.into());
-            }
-        };
+        let outcome = append_locked(&self.store, &batch, locked).await?;
         if outcome == AppendOutcome::Appended {
             for (stream, events) in locked.iter_mut().zip(decided) {
                 stream.appended(events);
             }
-        } else {
-            invalidate_all(locked);
         }
         Ok(outcome)
     }
@@ -376,6 +344,12 @@ impl HoldService {
             .parse()
             .map(HoldId)
             .map_err(|e| StoreError::Corrupt(format!("hold id {}: {e}", record.hold_id)))?;
+        let booking_id = match &record.booking_id {
+            Some(id) => Some(BookingId(id.parse().map_err(|e| {
+                StoreError::Corrupt(format!("booking id of hold {}: {e}", record.hold_id))
+            })?)),
+            None => None,
+        };
         Ok(HoldView {
             hold_id,
             show_id: record.show_id,
@@ -384,6 +358,7 @@ impl HoldService {
             quantity: None,
             expires_at,
             status: HoldStatus::at(record.state, expires_at, self.clock.now()),
+            booking_id,
         })
     }
 
@@ -409,8 +384,10 @@ impl HoldService {
     /// a released or expired hold succeeds and changes nothing more.
     pub async fn release(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
         let record = self.owned_record(&ctx.actor, hold_id).await?;
-        if record.state != HoldState::Held {
-            return Ok(());
+        match record.state {
+            HoldState::Held => {}
+            HoldState::Converted => return Err(HoldError::HoldConverted),
+            HoldState::Released | HoldState::Expired => return Ok(()),
         }
         let show_id = ShowId::parse(&record.show_id)
             .map_err(|e| StoreError::Corrupt(format!("hold {}: {e}", record.hold_id)))?;

@@ -18,10 +18,14 @@
 
 pub mod app;
 pub mod auth;
+pub mod batch;
+pub mod checkout;
 pub mod clock;
 pub mod config;
 pub mod holds;
 pub mod http;
+pub mod payment;
+pub mod recovery;
 pub mod shows;
 pub mod store;
 pub mod streams;

@@ -41,6 +41,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         database_url: args.database_url,
         jwt_secret,
         database_connections: args.db_connections,
+        payment_latency: std::time::Duration::from_millis(args.payment_latency_ms),
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(addr = %app.local_addr()?, "booking is listening");

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use cqrs_es::Aggregate;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::store::{Store, StoreError, StoreResult};
+use crate::store::{AppendBatch, AppendOutcome, Store, StoreError, StoreResult};
 
 /// Streams kept loaded per aggregate type. A seat stream costs a few hundred
 /// bytes, so this is tens of megabytes at most; when it is full, idle streams
@@ -95,6 +95,20 @@ impl<A: Aggregate> StreamCache<A> {
         });
         slots.insert(id.to_owned(), slot.clone());
         slot
+    }
+
+    /// Locks one stream if no request of this process holds it.
+    pub fn try_lock(&self, id: &str) -> Option<LockedStream<A>> {
+        let slot = self.slot(id);
+        let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+        let guard = slot.loaded.clone().try_lock_owned().ok()?;
+        Some(LockedStream {
+            id: id.to_owned(),
+            slot,
+            guard,
+            ticket,
+            watermark: 0,
+        })
     }
 
     /// Locks the streams in the order given, which must be one global order
@@ -194,7 +208,48 @@ pub async fn refresh_all<A: Aggregate>(
     Ok(())
 }
 
-/// Marks every stream stale (after a conflict or an unknown outcome).
-pub fn invalidate_all<A: Aggregate>(streams: &mut [LockedStream<A>]) {
-    streams.iter_mut().for_each(LockedStream::invalidate);
+/// A locked stream whose cache must follow the outcome of an append.
+pub trait Tracked {
+    fn before_append(&mut self);
+    fn invalidate(&mut self);
+}
+
+impl<A: Aggregate> Tracked for LockedStream<A> {
+    fn before_append(&mut self) {
+        LockedStream::before_append(self);
+    }
+
+    fn invalidate(&mut self) {
+        LockedStream::invalidate(self);
+    }
+}
+
+/// Appends a batch that covers the given locked streams. On anything but
+/// success the streams are marked stale: after a conflict, or an error whose
+/// outcome is unknown (the commit may have landed), they reload. On success
+/// the caller folds its events in with [`LockedStream::appended`].
+pub async fn append_tracked(
+    store: &Store,
+    batch: &AppendBatch,
+    mut streams: Vec<&mut (dyn Tracked + Send)>,
+) -> StoreResult<AppendOutcome> {
+    streams.iter_mut().for_each(|s| s.before_append());
+    let result = store.append(batch).await;
+    if !matches!(result, Ok(AppendOutcome::Appended)) {
+        streams.iter_mut().for_each(|s| s.invalidate());
+    }
+    result
+}
+
+/// [`append_tracked`] for streams of one type.
+pub async fn append_locked<A: Aggregate>(
+    store: &Store,
+    batch: &AppendBatch,
+    streams: &mut [LockedStream<A>],
+) -> StoreResult<AppendOutcome> {
+    let tracked = streams
+        .iter_mut()
+        .map(|s| s as &mut (dyn Tracked + Send))
+        .collect();
+    append_tracked(store, batch, tracked).await
 }

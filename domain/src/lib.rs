@@ -5,6 +5,7 @@
 //! - [`ids`]: identifiers parsed once at the edge ("parse, don't validate").
 //! - [`limits`]: every limit of the product, each beside the rule it protects.
 //! - [`show`]: a show definition (seats and pools) and its validation.
+//! - [`checkout`]: the Checkout stream: the purchase process of one hold.
 //! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
 //!   events, errors and the pure `decide` function.
 //!
@@ -12,6 +13,7 @@
 //! passed in as `now`, so every decision is a plain function of its inputs
 //! and is tested with given/when/then.
 
+pub mod checkout;
 pub mod ids;
 pub mod limits;
 pub mod seat;

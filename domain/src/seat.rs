@@ -132,6 +132,13 @@ pub enum SeatCommand {
     ReleaseHold { hold_id: HoldId },
     /// Record that the hold has expired (the sweeper, or a release after expiry).
     ExpireHold { hold_id: HoldId },
+    /// The hold was paid for: book the seat, if the hold still holds it at `now`.
+    ConvertHold {
+        hold_id: HoldId,
+        booking_id: BookingId,
+    },
+    /// The booking was cancelled (and refunded): the seat is free again.
+    CancelBooking { booking_id: BookingId },
 }
 
 /// Events are forever: add variants, never change one.
@@ -148,6 +155,13 @@ pub enum SeatEvent {
     HoldExpired {
         hold_id: HoldId,
     },
+    HoldConverted {
+        hold_id: HoldId,
+        booking_id: BookingId,
+    },
+    BookingCancelled {
+        booking_id: BookingId,
+    },
 }
 
 impl SeatEvent {
@@ -156,6 +170,8 @@ impl SeatEvent {
             SeatEvent::HoldPlaced { .. } => "HoldPlaced",
             SeatEvent::HoldReleased { .. } => "HoldReleased",
             SeatEvent::HoldExpired { .. } => "HoldExpired",
+            SeatEvent::HoldConverted { .. } => "HoldConverted",
+            SeatEvent::BookingCancelled { .. } => "BookingCancelled",
         }
     }
 }
@@ -182,6 +198,10 @@ pub enum SeatError {
     HoldConverted,
     #[error("a hold must expire after the moment it is placed")]
     ExpiryNotInFuture,
+    #[error("the hold has expired")]
+    HoldExpired,
+    #[error("the hold no longer holds this seat")]
+    HoldLost,
 }
 
 /// The one decision function of the Seat stream.
@@ -246,6 +266,37 @@ pub fn decide(
             }
             _ => Ok(vec![]),
         },
+        SeatCommand::ConvertHold {
+            hold_id,
+            booking_id,
+        } => match &seat.state {
+            SeatState::Held(current) if current.hold_id == *hold_id => {
+                if current.is_active_at(now) {
+                    Ok(vec![SeatEvent::HoldConverted {
+                        hold_id: *hold_id,
+                        booking_id: *booking_id,
+                    }])
+                } else {
+                    Err(SeatError::HoldExpired)
+                }
+            }
+            // Converted already (a retried conversion): nothing to do.
+            SeatState::Booked {
+                hold_id: booked_by,
+                booking_id: booked_as,
+                ..
+            } if booked_by == hold_id && booked_as == booking_id => Ok(vec![]),
+            _ => Err(SeatError::HoldLost),
+        },
+        SeatCommand::CancelBooking { booking_id } => match &seat.state {
+            SeatState::Booked {
+                booking_id: current,
+                ..
+            } if current == booking_id => Ok(vec![SeatEvent::BookingCancelled {
+                booking_id: *booking_id,
+            }]),
+            _ => Ok(vec![]),
+        },
     }
 }
 
@@ -266,6 +317,26 @@ impl Seat {
             }
             SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
                 if matches!(&self.state, SeatState::Held(h) if h.hold_id == *hold_id) {
+                    self.state = SeatState::Available;
+                }
+            }
+            SeatEvent::HoldConverted {
+                hold_id,
+                booking_id,
+            } => {
+                if let SeatState::Held(hold) = &self.state {
+                    if hold.hold_id == *hold_id {
+                        self.state = SeatState::Booked {
+                            hold_id: *hold_id,
+                            booking_id: *booking_id,
+                            buyer: hold.buyer.clone(),
+                        };
+                    }
+                }
+            }
+            SeatEvent::BookingCancelled { booking_id } => {
+                if matches!(&self.state, SeatState::Booked { booking_id: b, .. } if b == booking_id)
+                {
                     self.state = SeatState::Available;
                 }
             }
@@ -482,6 +553,112 @@ mod tests {
         let seat = given(&[placed(2, "bob", 480)]);
         let expire = SeatCommand::ExpireHold { hold_id: hold(1) };
         assert_eq!(decide(&seat, &expire, t(900)), Ok(vec![]));
+    }
+
+    fn booking(n: u128) -> BookingId {
+        BookingId(Uuid::from_u128(1000 + n))
+    }
+    fn convert(n: u128) -> SeatCommand {
+        SeatCommand::ConvertHold {
+            hold_id: hold(n),
+            booking_id: booking(n),
+        }
+    }
+    fn converted(n: u128) -> SeatEvent {
+        SeatEvent::HoldConverted {
+            hold_id: hold(n),
+            booking_id: booking(n),
+        }
+    }
+
+    #[test]
+    fn it_should_convert_an_active_hold_into_a_booking() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(decide(&seat, &convert(1), t(479)), Ok(vec![converted(1)]));
+        let booked = given(&[placed(1, "alice", 480), converted(1)]);
+        assert_eq!(booked.status_at(t(10_000)), SeatStatus::Booked);
+    }
+
+    #[test]
+    fn it_should_not_convert_an_expired_hold() {
+        let seat = given(&[placed(1, "alice", 480)]);
+        assert_eq!(
+            decide(&seat, &convert(1), t(480)),
+            Err(SeatError::HoldExpired)
+        );
+    }
+
+    #[test]
+    fn it_should_not_convert_a_hold_that_lost_the_seat() {
+        let taken = given(&[
+            placed(1, "alice", 480),
+            SeatEvent::HoldExpired { hold_id: hold(1) },
+            placed(2, "bob", 960),
+        ]);
+        assert_eq!(
+            decide(&taken, &convert(1), t(500)),
+            Err(SeatError::HoldLost)
+        );
+        let released = given(&[
+            placed(1, "alice", 480),
+            SeatEvent::HoldReleased { hold_id: hold(1) },
+        ]);
+        assert_eq!(
+            decide(&released, &convert(1), t(5)),
+            Err(SeatError::HoldLost)
+        );
+        let sold = given(&[placed(2, "bob", 480), converted(2)]);
+        assert_eq!(decide(&sold, &convert(1), t(5)), Err(SeatError::HoldLost));
+    }
+
+    #[test]
+    fn it_should_treat_a_repeated_conversion_as_a_no_op() {
+        let seat = given(&[placed(1, "alice", 480), converted(1)]);
+        assert_eq!(decide(&seat, &convert(1), t(10_000)), Ok(vec![]));
+    }
+
+    #[test]
+    fn it_should_not_hold_or_release_a_booked_seat() {
+        let seat = given(&[placed(1, "alice", 480), converted(1)]);
+        assert_eq!(
+            decide(&seat, &place(2, "bob", 960), t(500)),
+            Err(SeatError::Booked)
+        );
+        assert_eq!(
+            decide(&seat, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(5)),
+            Err(SeatError::HoldConverted)
+        );
+    }
+
+    #[test]
+    fn it_should_free_a_seat_when_its_booking_is_cancelled_and_only_then() {
+        let seat = given(&[placed(1, "alice", 480), converted(1)]);
+        let cancel = SeatCommand::CancelBooking {
+            booking_id: booking(1),
+        };
+        let cancelled = SeatEvent::BookingCancelled {
+            booking_id: booking(1),
+        };
+        assert_eq!(decide(&seat, &cancel, t(5)), Ok(vec![cancelled.clone()]));
+        let freed = given(&[placed(1, "alice", 480), converted(1), cancelled]);
+        assert_eq!(freed.status_at(t(5)), SeatStatus::Available);
+        assert_eq!(
+            decide(&freed, &cancel, t(5)),
+            Ok(vec![]),
+            "cancelling again"
+        );
+        assert_eq!(
+            decide(&freed, &place(2, "bob", 960), t(6)),
+            Ok(vec![placed(2, "bob", 960)])
+        );
+        let other = SeatCommand::CancelBooking {
+            booking_id: booking(9),
+        };
+        assert_eq!(
+            decide(&seat, &other, t(5)),
+            Ok(vec![]),
+            "another booking's cancel"
+        );
     }
 
     #[test]

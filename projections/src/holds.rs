@@ -6,7 +6,7 @@
 //! moves from `held` to a final state, once).
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BuyerId, HoldId, SeatId, ShowId};
+use domain::ids::{BookingId, BuyerId, HoldId, SeatId, ShowId};
 use domain::seat::{has_expired, SeatEvent};
 use serde::Serialize;
 
@@ -17,6 +17,7 @@ pub enum HoldState {
     Held,
     Released,
     Expired,
+    Converted,
 }
 
 impl HoldState {
@@ -25,6 +26,7 @@ impl HoldState {
             HoldState::Held => "held",
             HoldState::Released => "released",
             HoldState::Expired => "expired",
+            HoldState::Converted => "converted",
         }
     }
 
@@ -33,6 +35,7 @@ impl HoldState {
             "held" => Some(HoldState::Held),
             "released" => Some(HoldState::Released),
             "expired" => Some(HoldState::Expired),
+            "converted" => Some(HoldState::Converted),
             _ => None,
         }
     }
@@ -45,6 +48,7 @@ pub enum HoldStatus {
     Held,
     Expired,
     Released,
+    Converted,
 }
 
 impl HoldStatus {
@@ -54,6 +58,7 @@ impl HoldStatus {
             HoldState::Held => HoldStatus::Held,
             HoldState::Released => HoldStatus::Released,
             HoldState::Expired => HoldStatus::Expired,
+            HoldState::Converted => HoldStatus::Converted,
         }
     }
 }
@@ -70,10 +75,17 @@ pub enum HoldChange {
     },
     /// The hold ended; the first final state recorded wins.
     Ended { hold_id: HoldId, state: HoldState },
+    /// The hold was paid for and became this booking.
+    Converted {
+        hold_id: HoldId,
+        booking_id: BookingId,
+    },
 }
 
-pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> HoldChange {
-    match event {
+/// The change a seat event makes to its hold's record, if any (a cancelled
+/// booking changes the booking, not the hold it came from).
+pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Option<HoldChange> {
+    Some(match event {
         SeatEvent::HoldPlaced {
             hold_id,
             buyer,
@@ -93,7 +105,15 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Hol
             hold_id: *hold_id,
             state: HoldState::Expired,
         },
-    }
+        SeatEvent::HoldConverted {
+            hold_id,
+            booking_id,
+        } => HoldChange::Converted {
+            hold_id: *hold_id,
+            booking_id: *booking_id,
+        },
+        SeatEvent::BookingCancelled { .. } => return None,
+    })
 }
 
 #[cfg(test)]
@@ -117,7 +137,12 @@ mod tests {
 
     #[test]
     fn states_round_trip_through_their_column_text() {
-        for state in [HoldState::Held, HoldState::Released, HoldState::Expired] {
+        for state in [
+            HoldState::Held,
+            HoldState::Released,
+            HoldState::Expired,
+            HoldState::Converted,
+        ] {
             assert_eq!(HoldState::parse(state.as_str()), Some(state));
         }
     }

@@ -10,5 +10,6 @@
 //! reader sees is computed at query time with [`domain::seat::SeatStatus::at`].
 
 pub mod availability;
+pub mod checkouts;
 pub mod holds;
 pub mod time;

@@ -5,6 +5,7 @@ pub mod extract;
 pub mod problem;
 
 mod availability;
+mod bookings;
 mod holds;
 mod ops;
 mod shows;
@@ -17,6 +18,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::auth::TokenKeys;
+use crate::checkout::CheckoutService;
 use crate::clock::Clock;
 use crate::holds::HoldService;
 use crate::shows::ShowCatalog;
@@ -29,6 +31,7 @@ pub struct Services {
     pub store: Arc<Store>,
     pub catalog: Arc<ShowCatalog>,
     pub holds: HoldService,
+    pub checkout: Arc<CheckoutService>,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }
@@ -40,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .merge(shows::router())
         .merge(availability::router())
         .merge(holds::router())
+        .merge(bookings::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -6,6 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
+use crate::checkout::CheckoutError;
 use crate::holds::HoldError;
 use crate::shows::CreateShowError;
 use crate::store::StoreError;
@@ -35,6 +36,16 @@ pub enum ApiError {
     SeatTaken(Vec<String>),
     /// 409
     HoldConverted,
+    /// 409: the hold expired before (refunded: false) or during (true) the payment.
+    HoldExpired { refunded: bool },
+    /// 409: the hold was released.
+    HoldReleased { refunded: bool },
+    /// 402: nothing was charged; another payment method may follow.
+    PaymentDeclined(String),
+    /// 503: the payment provider failed; safe to retry.
+    PaymentUnavailable(String),
+    /// 404
+    BookingNotFound,
     /// 413: the body is larger than the limit named in the detail.
     PayloadTooLarge(String),
     /// 415: the body is not `application/json`.
@@ -69,6 +80,23 @@ impl ApiError {
             ShowExists => (StatusCode::CONFLICT, "show_exists", "Show exists"),
             SeatTaken(_) => (StatusCode::CONFLICT, "seat_taken", "Seat taken"),
             HoldConverted => (StatusCode::CONFLICT, "hold_converted", "Hold converted"),
+            HoldExpired { .. } => (StatusCode::CONFLICT, "hold_expired", "Hold expired"),
+            HoldReleased { .. } => (StatusCode::CONFLICT, "hold_released", "Hold released"),
+            PaymentDeclined(_) => (
+                StatusCode::PAYMENT_REQUIRED,
+                "payment_declined",
+                "Payment declined",
+            ),
+            PaymentUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "payment_unavailable",
+                "Payment unavailable",
+            ),
+            BookingNotFound => (
+                StatusCode::NOT_FOUND,
+                "booking_not_found",
+                "Booking not found",
+            ),
             PayloadTooLarge(_) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
@@ -107,6 +135,17 @@ impl ApiError {
         use ApiError::*;
         match self {
             MalformedJson(d) | Unauthorized(d) | PayloadTooLarge(d) | Validation(d) => d.clone(),
+            HoldExpired { refunded: true } => {
+                "the hold expired while the payment ran; the charge was refunded".into()
+            }
+            HoldExpired { refunded: false } => "the hold has expired; nothing was charged".into(),
+            HoldReleased { refunded: true } => {
+                "the hold was released while the payment ran; the charge was refunded".into()
+            }
+            HoldReleased { refunded: false } => "the hold was released; nothing was charged".into(),
+            PaymentDeclined(reason) => format!("{reason}; nothing was charged"),
+            PaymentUnavailable(reason) => format!("{reason}; safe to retry"),
+            BookingNotFound => "no booking has this id".into(),
             Forbidden => "this token may not do that".into(),
             NotFound => "no such route".into(),
             ShowNotFound => "no show has this id".into(),
@@ -128,6 +167,9 @@ impl ApiError {
         match self {
             ApiError::SeatTaken(seats) | ApiError::UnknownSeat(seats) => {
                 extra.insert("seats".into(), json!(seats));
+            }
+            ApiError::HoldExpired { refunded } | ApiError::HoldReleased { refunded } => {
+                extra.insert("refunded".into(), json!(refunded));
             }
             _ => {}
         }
@@ -190,6 +232,23 @@ impl From<HoldError> for ApiError {
             HoldError::HoldConverted => ApiError::HoldConverted,
             HoldError::Busy => ApiError::Busy,
             HoldError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<CheckoutError> for ApiError {
+    fn from(err: CheckoutError) -> Self {
+        match err {
+            CheckoutError::HoldNotFound => ApiError::HoldNotFound,
+            CheckoutError::BookingNotFound => ApiError::BookingNotFound,
+            CheckoutError::Forbidden => ApiError::Forbidden,
+            CheckoutError::HoldExpired { refunded } => ApiError::HoldExpired { refunded },
+            CheckoutError::HoldReleased { refunded } => ApiError::HoldReleased { refunded },
+            CheckoutError::PaymentDeclined(reason) => ApiError::PaymentDeclined(reason),
+            CheckoutError::PaymentUnavailable(reason) => ApiError::PaymentUnavailable(reason),
+            CheckoutError::Invalid(detail) => ApiError::Validation(detail),
+            CheckoutError::Busy => ApiError::Busy,
+            CheckoutError::Store(e) => e.into(),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use projections::availability::SeatRow;
+use projections::checkouts::CheckoutRow;
 use projections::holds::{HoldChange, HoldState};
 use projections::time::to_micros;
 
@@ -13,8 +14,8 @@ pub struct NewEvent {
     pub aggregate_type: &'static str,
     pub aggregate_id: String,
     pub sequence: i64,
-    pub event_type: &'static str,
-    pub event_version: &'static str,
+    pub event_type: String,
+    pub event_version: String,
     /// The event as JSON, serialized once.
     pub payload: String,
     pub metadata: String,
@@ -28,6 +29,13 @@ pub struct SeatRowWrite {
     pub seat_id: String,
     pub last_seq: i64,
     pub row: SeatRow,
+}
+
+/// A checkout's row as of stream sequence `last_seq`.
+#[derive(Debug, Clone)]
+pub struct CheckoutRowWrite {
+    pub last_seq: i64,
+    pub row: CheckoutRow,
 }
 
 /// Remembers a buyer's idempotency key with the hold it produced.
@@ -46,7 +54,21 @@ pub struct AppendBatch {
     pub events: Vec<NewEvent>,
     pub seat_rows: Vec<SeatRowWrite>,
     pub hold_changes: Vec<HoldChange>,
+    pub checkout_rows: Vec<CheckoutRowWrite>,
     pub idempotency: Option<IdempotencyRecord>,
+}
+
+impl AppendBatch {
+    pub fn new(recorded_at: DateTime<Utc>) -> Self {
+        Self {
+            recorded_at,
+            events: Vec::new(),
+            seat_rows: Vec::new(),
+            hold_changes: Vec::new(),
+            checkout_rows: Vec::new(),
+            idempotency: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +94,18 @@ const INSERT_HOLD_SEAT: &str =
 
 /// A hold's state moves from `held` to a final state once; the first wins.
 const END_HOLD: &str = "UPDATE holds SET state = $2 WHERE hold_id = $1 AND state = 'held'";
+
+const CONVERT_HOLD: &str =
+    "UPDATE holds SET state = 'converted', booking_id = $2 WHERE hold_id = $1 AND state = 'held'";
+
+const UPSERT_CHECKOUT: &str = "INSERT INTO checkouts \
+       (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id, refund_reason, amount_cents, last_seq, updated_at_us) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT (hold_id) DO UPDATE SET \
+       phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id, \
+       refund_id = excluded.refund_id, refund_reason = excluded.refund_reason, \
+       amount_cents = excluded.amount_cents, last_seq = excluded.last_seq, updated_at_us = excluded.updated_at_us \
+     WHERE checkouts.last_seq < excluded.last_seq";
 
 const PG_INSERT_EVENTS: &str = "INSERT INTO events \
      (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
@@ -116,7 +150,7 @@ impl SeatColumns {
     }
 }
 
-/// Writes the idempotency key, then the hold record changes; shared by both
+/// Writes the idempotency key, then the hold and checkout rows; shared by both
 /// stores (the SQL is the same), expanded per transaction type.
 macro_rules! write_idempotency_and_holds {
     ($tx:expr, $batch:expr, $recorded_at_us:expr) => {{
@@ -163,7 +197,34 @@ macro_rules! write_idempotency_and_holds {
                             .execute(&mut *$tx)
                             .await?;
                     }
+                    HoldChange::Converted {
+                        hold_id,
+                        booking_id,
+                    } => {
+                        sqlx::query(CONVERT_HOLD)
+                            .bind(hold_id.to_string())
+                            .bind(booking_id.to_string())
+                            .execute(&mut *$tx)
+                            .await?;
+                    }
                 }
+            }
+            for write in &$batch.checkout_rows {
+                let row = &write.row;
+                sqlx::query(UPSERT_CHECKOUT)
+                    .bind(&row.hold_id)
+                    .bind(&row.show_id)
+                    .bind(&row.buyer)
+                    .bind(row.phase)
+                    .bind(&row.booking_id)
+                    .bind(&row.charge_id)
+                    .bind(&row.refund_id)
+                    .bind(row.refund_reason)
+                    .bind(row.amount_cents)
+                    .bind(write.last_seq)
+                    .bind($recorded_at_us)
+                    .execute(&mut *$tx)
+                    .await?;
             }
         }
         key_taken
@@ -198,8 +259,8 @@ async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOut
         types.push(e.aggregate_type);
         ids.push(e.aggregate_id.as_str());
         seqs.push(e.sequence);
-        event_types.push(e.event_type);
-        versions.push(e.event_version);
+        event_types.push(e.event_type.as_str());
+        versions.push(e.event_version.as_str());
         payloads.push(e.payload.as_str());
         metadata.push(e.metadata.as_str());
         shows.push(e.show_id.as_deref());
@@ -273,8 +334,8 @@ async fn append_sqlite(
             .bind(e.aggregate_type)
             .bind(&e.aggregate_id)
             .bind(e.sequence)
-            .bind(e.event_type)
-            .bind(e.event_version)
+            .bind(&e.event_type)
+            .bind(&e.event_version)
             .bind(&e.payload)
             .bind(&e.metadata)
             .bind(recorded_at_us)

@@ -11,6 +11,7 @@ pub struct HoldRecord {
     pub buyer: String,
     pub expires_at_us: i64,
     pub state: HoldState,
+    pub booking_id: Option<String>,
     /// In show order.
     pub seats: Vec<String>,
 }
@@ -22,7 +23,7 @@ pub struct IdempotencyEntry {
 }
 
 const SELECT_HOLD: &str =
-    "SELECT show_id, buyer, expires_at_us, state FROM holds WHERE hold_id = $1";
+    "SELECT show_id, buyer, expires_at_us, state, booking_id FROM holds WHERE hold_id = $1";
 const SELECT_HOLD_SEATS: &str = "SELECT hs.seat_id FROM hold_seats hs \
      JOIN holds h ON h.hold_id = hs.hold_id \
      JOIN seat_availability a ON a.show_id = h.show_id AND a.seat_id = hs.seat_id \
@@ -33,12 +34,12 @@ const SELECT_IDEMPOTENCY: &str =
 impl Store {
     pub async fn hold(&self, hold_id: &str) -> StoreResult<Option<HoldRecord>> {
         on_store!(self, read pool => {
-            let row: Option<(String, String, i64, String)> = sqlx::query_as(SELECT_HOLD)
+            let row: Option<(String, String, i64, String, Option<String>)> = sqlx::query_as(SELECT_HOLD)
                 .bind(hold_id)
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::classify)?;
-            let Some((show_id, buyer, expires_at_us, state)) = row else {
+            let Some((show_id, buyer, expires_at_us, state, booking_id)) = row else {
                 return Ok(None);
             };
             let state = HoldState::parse(&state)
@@ -48,7 +49,7 @@ impl Store {
                 .fetch_all(pool)
                 .await
                 .map_err(StoreError::classify)?;
-            Ok(Some(HoldRecord { hold_id: hold_id.to_owned(), show_id, buyer, expires_at_us, state, seats }))
+            Ok(Some(HoldRecord { hold_id: hold_id.to_owned(), show_id, buyer, expires_at_us, state, booking_id, seats }))
         })
     }
 

@@ -14,7 +14,9 @@
 //! work in both); the [`on_store!`] macro expands one body for each pool type.
 
 mod append;
+mod checkouts;
 mod holds;
+mod payments;
 mod shows;
 
 use std::str::FromStr;
@@ -28,8 +30,12 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
-pub use append::{AppendBatch, AppendOutcome, IdempotencyRecord, NewEvent, SeatRowWrite};
+pub use append::{
+    AppendBatch, AppendOutcome, CheckoutRowWrite, IdempotencyRecord, NewEvent, SeatRowWrite,
+};
+pub use checkouts::CheckoutRecord;
 pub use holds::{HoldRecord, IdempotencyEntry};
+pub use payments::{LedgerCharge, SimCharge};
 pub use shows::ShowInsert;
 
 /// Default size of the connection pool: PostgreSQL connections, or read

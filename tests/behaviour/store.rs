@@ -20,8 +20,8 @@ fn event(stream: &str, sequence: i64) -> NewEvent {
         aggregate_type: Seat::TYPE,
         aggregate_id: stream.to_owned(),
         sequence,
-        event_type: "HoldReleased",
-        event_version: "1.0",
+        event_type: "HoldReleased".into(),
+        event_version: "1.0".into(),
         payload: r#"{"HoldReleased":{"hold_id":"00000000-0000-0000-0000-000000000001"}}"#.into(),
         metadata: "{}".into(),
         show_id: Some("atomic".into()),
@@ -30,11 +30,8 @@ fn event(stream: &str, sequence: i64) -> NewEvent {
 
 fn batch(events: Vec<NewEvent>) -> AppendBatch {
     AppendBatch {
-        recorded_at: Utc::now(),
         events,
-        seat_rows: vec![],
-        hold_changes: vec![],
-        idempotency: None,
+        ..AppendBatch::new(Utc::now())
     }
 }
 

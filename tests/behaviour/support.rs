@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use booking::app::{Application, Settings};
 use booking::auth::{Role, TokenKeys};
 use booking::clock::ShiftedClock;
+use booking::recovery::Recovery;
 use booking::store::Store;
 use domain::ids::BuyerId;
 use reqwest::{Method, StatusCode};
@@ -17,6 +18,10 @@ pub const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/
 /// Connections each test's service may open to PostgreSQL. Tests run in
 /// parallel against one server with `max_connections = 100`.
 const TEST_POOL_CONNECTIONS: u32 = 8;
+
+/// The simulator's base latency in tests: short, but not zero, so that
+/// concurrent purchases really overlap with a payment in flight.
+pub const TEST_PAYMENT_LATENCY_MS: u64 = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -147,6 +152,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub clock: Arc<ShiftedClock>,
     pub store: Arc<Store>,
+    pub recovery: Recovery,
     keys: TokenKeys,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -198,12 +204,14 @@ impl TestApp {
             database_url,
             jwt_secret: secret.clone(),
             database_connections: TEST_POOL_CONNECTIONS,
+            payment_latency: std::time::Duration::from_millis(TEST_PAYMENT_LATENCY_MS),
         };
         let app = Application::build(settings, clock.clone())
             .await
             .expect("service starts");
         let addr = app.local_addr().expect("bound address");
         let store = app.state().store.clone();
+        let recovery = app.recovery().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = app
@@ -222,6 +230,7 @@ impl TestApp {
             client,
             clock,
             store,
+            recovery,
             keys: TokenKeys::new(&secret),
             shutdown: Some(tx),
             server: Some(server),
@@ -338,6 +347,17 @@ impl TestApp {
             Some(token),
             Some(&json!({ "seats": seats })),
             &headers,
+        )
+        .await
+    }
+
+    pub async fn purchase(&self, token: &str, hold_id: &str, method: &str) -> Answer {
+        self.call(
+            Method::POST,
+            &format!("/v1/holds/{hold_id}/purchase"),
+            Some(token),
+            Some(&json!({ "payment_method": method })),
+            &[],
         )
         .await
     }

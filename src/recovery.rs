@@ -1,0 +1,89 @@
+//! The recovery worker: finishes checkouts left between charge and
+//! completion (a crash, a lost connection, a provider timeout), so that no
+//! charged buyer needs to retry to end with a booking or a refund.
+//!
+//! It runs once at start, before the service accepts requests, and then
+//! periodically. Tests call [`Recovery::run_once`] directly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::checkout::{CheckoutError, CheckoutService, Recovered};
+
+/// Time between two runs. A checkout left half way is found within this
+/// (plus its own payment latency); a run does nothing when none is.
+pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Checkouts looked at per run; a larger backlog drains over several runs.
+pub const RECOVERY_BATCH: i64 = 500;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub completed: usize,
+    pub refunded: usize,
+    pub cancelled: usize,
+    pub closed: usize,
+    /// Still waiting on the provider, or driven by a live request.
+    pub pending: usize,
+    pub failed: usize,
+}
+
+impl RecoveryReport {
+    pub fn finished(&self) -> usize {
+        self.completed + self.refunded + self.cancelled + self.closed
+    }
+}
+
+#[derive(Clone)]
+pub struct Recovery {
+    checkout: Arc<CheckoutService>,
+}
+
+impl Recovery {
+    pub fn new(checkout: Arc<CheckoutService>) -> Self {
+        Self { checkout }
+    }
+
+    /// One pass over the checkouts waiting on the provider.
+    pub async fn run_once(&self) -> Result<RecoveryReport, CheckoutError> {
+        let mut report = RecoveryReport::default();
+        for hold_id in self.checkout.pending(RECOVERY_BATCH).await? {
+            match self.checkout.recover(hold_id).await {
+                Ok(Recovered::Completed) => report.completed += 1,
+                Ok(Recovered::Refunded) => report.refunded += 1,
+                Ok(Recovered::Cancelled) => report.cancelled += 1,
+                Ok(Recovered::Closed) => report.closed += 1,
+                Ok(Recovered::Busy | Recovered::Pending) => report.pending += 1,
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::error!(%hold_id, %error, "recovery of a checkout failed");
+                }
+            }
+        }
+        if report != RecoveryReport::default() {
+            tracing::info!(?report, "recovery pass");
+        }
+        Ok(report)
+    }
+
+    /// Runs a pass every `interval` until `stop` resolves.
+    pub async fn run_periodically(
+        self,
+        interval: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = ticker.tick() => {
+                    if let Err(error) = self.run_once().await {
+                        tracing::warn!(%error, "recovery pass failed; retrying next interval");
+                    }
+                }
+            }
+        }
+    }
+}
