@@ -8,6 +8,7 @@
 mod support;
 
 mod bad_input;
+mod checkout;
 mod holds;
 mod shows;
 mod store;
@@ -35,6 +36,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(store::tests());
     all.extend(shows::tests());
     all.extend(holds::tests());
+    all.extend(checkout::tests());
     all.extend(bad_input::tests());
     all
 }
