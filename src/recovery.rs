@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use crate::checkout::{CheckoutError, CheckoutService, Recovered};
 
 /// Time between two runs. A checkout left half way is found within this
@@ -16,6 +18,11 @@ pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Checkouts looked at per run; a larger backlog drains over several runs.
 pub const RECOVERY_BATCH: i64 = 500;
+
+/// Checkouts driven at once: each mostly waits on the payment provider, so
+/// a crash that left hundreds half way is finished in a few provider round
+/// trips, without flooding the provider or the connection pool.
+pub const RECOVERY_CONCURRENCY: usize = 16;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -47,8 +54,12 @@ impl Recovery {
     /// One pass over the checkouts waiting on the provider.
     pub async fn run_once(&self) -> Result<RecoveryReport, CheckoutError> {
         let mut report = RecoveryReport::default();
-        for hold_id in self.checkout.pending(RECOVERY_BATCH).await? {
-            match self.checkout.recover(hold_id).await {
+        let pending = self.checkout.pending(RECOVERY_BATCH).await?;
+        let mut outcomes = futures::stream::iter(pending)
+            .map(|hold_id| async move { (hold_id, self.checkout.recover(hold_id).await) })
+            .buffer_unordered(RECOVERY_CONCURRENCY);
+        while let Some((hold_id, outcome)) = outcomes.next().await {
+            match outcome {
                 Ok(Recovered::Completed) => report.completed += 1,
                 Ok(Recovered::Refunded) => report.refunded += 1,
                 Ok(Recovered::Cancelled) => report.cancelled += 1,

@@ -9,6 +9,7 @@ mod support;
 
 mod bad_input;
 mod checkout;
+mod crash;
 mod holds;
 mod shows;
 mod store;
@@ -37,6 +38,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(shows::tests());
     all.extend(holds::tests());
     all.extend(checkout::tests());
+    all.extend(crash::tests());
     all.extend(bad_input::tests());
     all
 }
