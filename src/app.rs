@@ -14,11 +14,11 @@ use crate::checkout::CheckoutService;
 use crate::clock::Clock;
 use crate::holds::HoldService;
 use crate::http::{router, AppState, Services};
+use crate::inventory::Inventory;
 use crate::payment::simulator::Simulator;
 use crate::recovery::{Recovery, RECOVERY_INTERVAL};
 use crate::shows::ShowCatalog;
 use crate::store::Store;
-use crate::streams::StreamCache;
 
 /// Pending connections the kernel queues before we accept them. An onsale
 /// opens thousands of connections in the same second; the usual 128 or 1024
@@ -64,10 +64,15 @@ impl Application {
         );
         store.migrate().await.context("cannot apply migrations")?;
         let catalog = Arc::new(ShowCatalog::default());
-        // One cache of seat streams per process: every in-process writer of
-        // a seat must go through the same slot (see streams.rs).
-        let seats = Arc::new(StreamCache::default());
-        let holds = HoldService::new(store.clone(), catalog.clone(), clock.clone(), seats.clone());
+        // One cache of inventory streams per process: every in-process
+        // writer of a stream must go through the same slot (see streams.rs).
+        let inventory = Arc::new(Inventory::default());
+        let holds = HoldService::new(
+            store.clone(),
+            catalog.clone(),
+            clock.clone(),
+            inventory.clone(),
+        );
         let payments = Arc::new(Simulator::new(
             store.clone(),
             clock.clone(),
@@ -78,7 +83,7 @@ impl Application {
             catalog.clone(),
             clock.clone(),
             payments,
-            seats,
+            inventory,
         ));
         let recovery = Recovery::new(checkout.clone());
         // Finish what a previous run left half way before taking requests.

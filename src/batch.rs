@@ -12,7 +12,7 @@ use projections::holds::hold_change;
 use crate::store::{AppendBatch, CheckoutRowWrite, NewEvent, SeatRowWrite, StoreError};
 use crate::streams::LockedStream;
 
-fn push_events<A: Aggregate>(
+pub fn push_events<A: Aggregate>(
     batch: &mut AppendBatch,
     stream: &LockedStream<A>,
     events: &[A::Event],

@@ -17,16 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use domain::checkout::{decide, Checkout, CheckoutCommand, Phase, RefundReason};
-use domain::ids::{seat_stream_id, BookingId, BuyerId, HoldId, SeatId, ShowId};
-use domain::seat::{self, Seat, SeatCommand, SeatError, SeatEvent};
+use domain::ids::{BookingId, BuyerId, HoldId, ShowId};
 use projections::holds::{HoldState, HoldStatus};
 use projections::time::from_micros;
 use serde::Serialize;
 
 use crate::auth::{Actor, Role};
-use crate::batch::{push_checkout, push_seat};
+use crate::batch::push_checkout;
 use crate::clock::Clock;
 use crate::holds::RequestContext;
+use crate::inventory::{units_of, HoldUnits, Inventory, Refusal, Unit};
 use crate::payment::{ChargeRequest, PaymentError, PaymentProvider};
 use crate::shows::ShowCatalog;
 use crate::store::{AppendBatch, AppendOutcome, CheckoutRecord, HoldRecord, Store, StoreError};
@@ -114,8 +114,14 @@ pub struct CheckoutService {
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     payments: Arc<dyn PaymentProvider>,
-    seats: Arc<StreamCache<Seat>>,
+    inventory: Arc<Inventory>,
     checkouts: StreamCache<Checkout>,
+}
+
+/// The last step of a checkout, on its units.
+enum Finish {
+    Convert,
+    Cancel { refund_id: String },
 }
 
 /// A request to start a payment attempt, when the checkout is idle.
@@ -132,14 +138,14 @@ impl CheckoutService {
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         payments: Arc<dyn PaymentProvider>,
-        seats: Arc<StreamCache<Seat>>,
+        inventory: Arc<Inventory>,
     ) -> Self {
         Self {
             store,
             catalog,
             clock,
             payments,
-            seats,
+            inventory,
             checkouts: StreamCache::default(),
         }
     }
@@ -177,15 +183,20 @@ impl CheckoutService {
             .get(&self.store, &show_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("show of hold {hold_id} is missing")))?;
-        let mut amount_cents = 0;
-        for seat in &record.seats {
-            let seat_id = corrupt_unless(SeatId::parse(seat), &record.hold_id)?;
-            let (_, spec) = entry
-                .show
-                .seat(&seat_id)
-                .ok_or_else(|| StoreError::Corrupt(format!("seat {seat} of hold {hold_id}")))?;
-            amount_cents += spec.price_cents;
-        }
+        let amount_cents = match units_of(&record, &entry.show)? {
+            HoldUnits::Seats(units) => units
+                .iter()
+                .filter_map(|(_, key)| entry.show.seat(&key.seat_id))
+                .map(|(_, spec)| spec.price_cents)
+                .sum(),
+            HoldUnits::Pool(units) => {
+                let price = units
+                    .first()
+                    .and_then(|(_, key)| entry.show.pool(&key.pool_id))
+                    .map_or(0, |pool| pool.price_cents);
+                price * i64::from(record.quantity().unwrap_or(0))
+            }
+        };
         let buyer = corrupt_unless(BuyerId::parse(&record.buyer), &record.hold_id)?;
         let attempt = Attempt {
             show_id,
@@ -297,14 +308,9 @@ impl CheckoutService {
                     let command = CheckoutCommand::RecordRefund { refund_id };
                     self.record(ctx, checkout, &command).await?;
                 }
-                Phase::CancelRequested {
-                    booking_id,
-                    charge_id,
-                    ..
-                } => {
+                Phase::CancelRequested { charge_id, .. } => {
                     let refund_id = self.refund(&charge_id).await?;
-                    self.free_seats(ctx, hold_id, booking_id, refund_id, checkout)
-                        .await?;
+                    self.free_units(ctx, hold_id, refund_id, checkout).await?;
                 }
                 Phase::Completed { .. } | Phase::Refunded { .. } | Phase::Cancelled { .. } => {
                     return Ok(completed_here);
@@ -372,27 +378,24 @@ impl CheckoutService {
         Ok(refund.refund_id)
     }
 
-    async fn hold_seats(
-        &self,
-        hold_id: HoldId,
-    ) -> Result<(ShowId, Vec<(String, SeatId)>), CheckoutError> {
+    /// The units of the hold, from its record and its show.
+    async fn hold_units(&self, hold_id: HoldId) -> Result<HoldUnits, CheckoutError> {
         let record = self
             .store
             .hold(&hold_id.to_string())
             .await?
             .ok_or(CheckoutError::HoldNotFound)?;
         let show_id = corrupt_unless(ShowId::parse(&record.show_id), &record.hold_id)?;
-        let mut streams = Vec::with_capacity(record.seats.len());
-        for seat in &record.seats {
-            let seat_id = corrupt_unless(SeatId::parse(seat), &record.hold_id)?;
-            streams.push((seat_stream_id(&show_id, &seat_id), seat_id));
-        }
-        streams.sort();
-        Ok((show_id, streams))
+        let entry = self
+            .catalog
+            .get(&self.store, &show_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("show of hold {hold_id} is missing")))?;
+        Ok(units_of(&record, &entry.show)?)
     }
 
-    /// Converts every seat of the hold and completes the checkout in one
-    /// append; or, if any seat refuses, asks for a refund. Returns whether
+    /// Converts every unit of the hold and completes the checkout in one
+    /// append; or, if any unit refuses, asks for a refund. Returns whether
     /// the completion was appended by this call.
     async fn convert(
         &self,
@@ -400,58 +403,123 @@ impl CheckoutService {
         hold_id: HoldId,
         checkout: &mut LockedStream<Checkout>,
     ) -> Result<bool, CheckoutError> {
-        let (show_id, streams) = self.hold_seats(hold_id).await?;
-        let ids: Vec<String> = streams.iter().map(|(id, _)| id.clone()).collect();
-        let mut seats = self.seats.lock(&ids).await;
-        refresh_all(&self.store, &mut seats).await?;
+        let inventory = &self.inventory;
+        match self.hold_units(hold_id).await? {
+            HoldUnits::Seats(units) => {
+                self.finish_units(
+                    ctx,
+                    hold_id,
+                    checkout,
+                    &inventory.seats,
+                    &units,
+                    Finish::Convert,
+                )
+                .await
+            }
+            HoldUnits::Pool(units) => {
+                self.finish_units(
+                    ctx,
+                    hold_id,
+                    checkout,
+                    &inventory.shards,
+                    &units,
+                    Finish::Convert,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Frees the units of a cancelled booking and records its refund, in one append.
+    async fn free_units(
+        &self,
+        ctx: &RequestContext,
+        hold_id: HoldId,
+        refund_id: String,
+        checkout: &mut LockedStream<Checkout>,
+    ) -> Result<bool, CheckoutError> {
+        let inventory = &self.inventory;
+        let finish = Finish::Cancel { refund_id };
+        match self.hold_units(hold_id).await? {
+            HoldUnits::Seats(units) => {
+                self.finish_units(ctx, hold_id, checkout, &inventory.seats, &units, finish)
+                    .await
+            }
+            HoldUnits::Pool(units) => {
+                self.finish_units(ctx, hold_id, checkout, &inventory.shards, &units, finish)
+                    .await
+            }
+        }
+    }
+
+    /// The last step of a purchase or a cancellation: every unit of the hold
+    /// and the checkout, appended together. For a purchase, a unit that no
+    /// longer holds the hold turns the step into a refund request. Returns
+    /// whether this call appended the step.
+    async fn finish_units<U: Unit>(
+        &self,
+        ctx: &RequestContext,
+        hold_id: HoldId,
+        checkout: &mut LockedStream<Checkout>,
+        cache: &StreamCache<U>,
+        units: &[(String, U::Key)],
+        finish: Finish,
+    ) -> Result<bool, CheckoutError> {
+        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
+        let mut locked = cache.lock(&ids).await;
+        refresh_all(&self.store, &mut locked).await?;
         let now = self.clock.now();
         let booking_id = Checkout::booking_id_for(hold_id);
-        let command = SeatCommand::ConvertHold {
-            hold_id,
-            booking_id,
+        let (decided, command) = match finish {
+            Finish::Convert => {
+                let mut decided = Vec::with_capacity(locked.len());
+                for (stream, (_, key)) in locked.iter().zip(units) {
+                    match stream.aggregate().convert(key, hold_id, booking_id, now) {
+                        Ok(events) => decided.push(events),
+                        Err(refusal) => {
+                            drop(locked);
+                            let reason = self.refund_reason(hold_id, refusal).await?;
+                            tracing::warn!(%hold_id, ?reason, "payment finished after the hold was lost; refunding");
+                            let command = CheckoutCommand::RequestRefund { reason };
+                            self.record(ctx, checkout, &command).await?;
+                            return Ok(false);
+                        }
+                    }
+                }
+                (decided, CheckoutCommand::Complete)
+            }
+            Finish::Cancel { refund_id } => {
+                let decided = locked
+                    .iter()
+                    .zip(units)
+                    .map(|(stream, (_, key))| stream.aggregate().cancel(key, booking_id, now))
+                    .collect();
+                (decided, CheckoutCommand::RecordRefund { refund_id })
+            }
         };
-        let mut decided = Vec::with_capacity(seats.len());
-        let mut refusal = None;
-        for stream in &seats {
-            match seat::decide(stream.aggregate(), &command, now) {
-                Ok(events) => decided.push(events),
-                Err(e) => refusal = Some(e),
-            }
-        }
-        if let Some(refusal) = refusal {
-            drop(seats);
-            let reason = self.refund_reason(hold_id, refusal).await?;
-            tracing::warn!(%hold_id, ?reason, "payment finished after the hold was lost; refunding");
-            self.record(ctx, checkout, &CheckoutCommand::RequestRefund { reason })
-                .await?;
+        let Ok(recorded) = decide(checkout.aggregate(), &command) else {
+            // The checkout moved on meanwhile; the drive reads it again.
+            checkout.invalidate();
             return Ok(false);
-        }
-        let completion = match decide(checkout.aggregate(), &CheckoutCommand::Complete) {
-            Ok(events) => events,
-            Err(_) => {
-                checkout.invalidate();
-                return Ok(false);
-            }
         };
         let metadata = ctx.metadata();
         let mut batch = AppendBatch::new(now);
-        for (stream, ((_, seat_id), events)) in seats.iter().zip(streams.iter().zip(&decided)) {
-            push_seat(&mut batch, &show_id, seat_id, stream, events, &metadata)?;
+        for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
+            U::push(&mut batch, key, stream, events, &metadata)?;
         }
-        push_checkout(&mut batch, checkout, &completion, &metadata)?;
-        let mut tracked: Vec<&mut (dyn Tracked + Send)> = seats
+        push_checkout(&mut batch, checkout, &recorded, &metadata)?;
+        let mut tracked: Vec<&mut (dyn Tracked + Send)> = locked
             .iter_mut()
             .map(|s| s as &mut (dyn Tracked + Send))
             .collect();
         tracked.push(checkout);
-        let outcome = append_tracked(&self.store, &batch, tracked).await?;
-        if outcome != AppendOutcome::Appended {
+        if append_tracked(&self.store, &batch, tracked).await? != AppendOutcome::Appended {
             return Ok(false);
         }
-        for (stream, events) in seats.iter_mut().zip(decided) {
+        for (stream, events) in locked.iter_mut().zip(decided) {
             stream.appended(events);
         }
-        checkout.appended(completion);
+        checkout.appended(recorded);
         Ok(true)
     }
 
@@ -460,7 +528,7 @@ impl CheckoutService {
     async fn refund_reason(
         &self,
         hold_id: HoldId,
-        refusal: SeatError,
+        refusal: Refusal,
     ) -> Result<RefundReason, CheckoutError> {
         let released = matches!(
             self.store
@@ -469,61 +537,11 @@ impl CheckoutService {
                 .map(|r| r.state),
             Some(HoldState::Released)
         );
-        Ok(if released && refusal == SeatError::HoldLost {
+        Ok(if released && refusal == Refusal::Lost {
             RefundReason::HoldReleased
         } else {
             RefundReason::HoldExpired
         })
-    }
-
-    /// Frees the seats of a cancelled booking and records its refund, in one append.
-    async fn free_seats(
-        &self,
-        ctx: &RequestContext,
-        hold_id: HoldId,
-        booking_id: BookingId,
-        refund_id: String,
-        checkout: &mut LockedStream<Checkout>,
-    ) -> Result<(), CheckoutError> {
-        let (show_id, streams) = self.hold_seats(hold_id).await?;
-        let ids: Vec<String> = streams.iter().map(|(id, _)| id.clone()).collect();
-        let mut seats = self.seats.lock(&ids).await;
-        refresh_all(&self.store, &mut seats).await?;
-        let now = self.clock.now();
-        let command = SeatCommand::CancelBooking { booking_id };
-        let decided = seats
-            .iter()
-            .map(|s| seat::decide(s.aggregate(), &command, now))
-            .collect::<Result<Vec<Vec<SeatEvent>>, SeatError>>()
-            .map_err(|e| CheckoutError::Invalid(e.to_string()))?;
-        let recorded = match decide(
-            checkout.aggregate(),
-            &CheckoutCommand::RecordRefund { refund_id },
-        ) {
-            Ok(events) => events,
-            Err(_) => {
-                checkout.invalidate();
-                return Ok(());
-            }
-        };
-        let metadata = ctx.metadata();
-        let mut batch = AppendBatch::new(now);
-        for (stream, ((_, seat_id), events)) in seats.iter().zip(streams.iter().zip(&decided)) {
-            push_seat(&mut batch, &show_id, seat_id, stream, events, &metadata)?;
-        }
-        push_checkout(&mut batch, checkout, &recorded, &metadata)?;
-        let mut tracked: Vec<&mut (dyn Tracked + Send)> = seats
-            .iter_mut()
-            .map(|s| s as &mut (dyn Tracked + Send))
-            .collect();
-        tracked.push(checkout);
-        if append_tracked(&self.store, &batch, tracked).await? == AppendOutcome::Appended {
-            for (stream, events) in seats.iter_mut().zip(decided) {
-                stream.appended(events);
-            }
-            checkout.appended(recorded);
-        }
-        Ok(())
     }
 
     /// The answer for a settled checkout: the booking, or why there is none.
@@ -584,10 +602,10 @@ impl CheckoutService {
         Ok(BookingView {
             booking_id,
             hold_id,
+            quantity: record.quantity(),
+            pool_id: record.pool.as_ref().map(|(pool_id, _)| pool_id.clone()),
             show_id: record.show_id,
             seats: record.seats,
-            pool_id: None,
-            quantity: None,
             amount_cents,
             charge_id: charge_id.to_owned(),
             status: if cancelled { "cancelled" } else { "confirmed" },

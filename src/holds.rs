@@ -1,4 +1,5 @@
-//! Holds: place, read and release, all or nothing across the seats of a hold.
+//! Holds: place, read and release, all or nothing across the units of a hold
+//! (seats, or places in the shards of a pool).
 //!
 //! Every command follows the same loop: lock the streams in-process (in one
 //! global order), bring them up to date, capture `now` once, decide each
@@ -10,20 +11,23 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{seat_stream_id, BookingId, HoldId, IdempotencyKey, SeatId, ShowId};
-use domain::limits::MAX_SEATS_PER_HOLD;
-use domain::seat::{decide, Seat, SeatCommand, SeatError, SeatEvent};
+use domain::ids::{seat_stream_id, BookingId, HoldId, IdempotencyKey, PoolId, SeatId, ShowId};
+use domain::limits::{MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD};
+use domain::pool::{self, shard_capacity, shard_stream_id, split, PoolCommand, PoolError};
+use domain::seat::{self, SeatCommand, SeatError};
+use domain::show::PoolSpec;
 use projections::holds::{HoldState, HoldStatus};
 use projections::time::from_micros;
+use rand::Rng;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::auth::Actor;
-use crate::batch::push_seat;
 use crate::clock::Clock;
+use crate::inventory::{units_of, HoldUnits, Inventory, Refusal, SeatKey, ShardKey, Unit};
 use crate::shows::{CatalogEntry, ShowCatalog};
 use crate::store::{AppendBatch, AppendOutcome, HoldRecord, IdempotencyRecord, Store, StoreError};
-use crate::streams::{append_locked, refresh_all, LockedStream, StreamCache};
+use crate::streams::{append_decided, refresh_all, LockedStream, StreamCache};
 
 /// Decisions per command before giving up with 503 `busy`. Each retry follows
 /// a conflict with another instance that did commit, so five in a row means
@@ -59,8 +63,12 @@ pub enum HoldError {
     Invalid(String),
     #[error("unknown seats")]
     UnknownSeats(Vec<SeatId>),
+    #[error("unknown pool")]
+    UnknownPool(PoolId),
     #[error("seats taken")]
     SeatsTaken(Vec<SeatId>),
+    #[error("sold out")]
+    SoldOut { available: u32 },
     #[error("idempotency key reused with another request")]
     IdempotencyKeyReused,
     #[error("hold not found")]
@@ -97,54 +105,93 @@ pub enum Placed {
     Existing(HoldView),
 }
 
+/// What a hold request asks for.
+#[derive(Debug, Clone)]
+pub enum HoldRequest {
+    Seats(Vec<SeatId>),
+    Pool { pool_id: PoolId, quantity: u32 },
+}
+
+impl HoldRequest {
+    /// The identity of the request for idempotency: the show and what it
+    /// asks for (the same seats in another order are the same request).
+    fn hash(&self, show_id: &ShowId) -> String {
+        let mut hasher = Sha256::new();
+        match self {
+            HoldRequest::Seats(seats) => {
+                let mut sorted: Vec<&str> = seats.iter().map(SeatId::as_str).collect();
+                sorted.sort_unstable();
+                hasher.update(b"seats\n");
+                hasher.update(show_id.as_str().as_bytes());
+                for seat in sorted {
+                    hasher.update(b"\n");
+                    hasher.update(seat.as_bytes());
+                }
+            }
+            HoldRequest::Pool { pool_id, quantity } => {
+                hasher.update(b"pool\n");
+                hasher.update(show_id.as_str().as_bytes());
+                hasher.update(b"\n");
+                hasher.update(pool_id.as_str().as_bytes());
+                hasher.update(format!("\n{quantity}").as_bytes());
+            }
+        }
+        hex::encode(hasher.finalize())
+    }
+}
+
 pub struct HoldService {
     store: Arc<Store>,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
-    seats: Arc<StreamCache<Seat>>,
+    inventory: Arc<Inventory>,
 }
 
-/// The seats of one command, sorted by stream id: the global lock order.
-struct SeatStreams {
-    show_id: ShowId,
-    /// (stream id, seat id), sorted by stream id.
-    streams: Vec<(String, SeatId)>,
+/// A hold being placed: its id, who for, and the idempotency record to write.
+struct Placement<'a> {
+    ctx: &'a RequestContext,
+    hold_id: HoldId,
+    request_hash: String,
 }
 
-impl SeatStreams {
-    fn new(show_id: &ShowId, seats: impl IntoIterator<Item = SeatId>) -> Self {
-        let mut streams: Vec<(String, SeatId)> = seats
-            .into_iter()
-            .map(|seat| (seat_stream_id(show_id, &seat), seat))
-            .collect();
-        streams.sort();
-        streams.dedup();
-        Self {
-            show_id: show_id.clone(),
-            streams,
-        }
-    }
-
-    fn ids(&self) -> Vec<String> {
-        self.streams.iter().map(|(id, _)| id.clone()).collect()
+impl Placement<'_> {
+    fn idempotency(&self) -> Option<IdempotencyRecord> {
+        self.ctx
+            .idempotency_key
+            .as_ref()
+            .map(|key| IdempotencyRecord {
+                buyer: self.ctx.actor.id.as_str().to_owned(),
+                key: key.as_str().to_owned(),
+                request_hash: self.request_hash.clone(),
+                hold_id: self.hold_id.to_string(),
+            })
     }
 }
 
-/// The events decided for each locked stream, in the same order.
-type Decided = Vec<Vec<SeatEvent>>;
+/// What one attempt at placing a hold came to.
+enum Attempt<T> {
+    Done(T),
+    /// Nothing new to write: every unit already holds this hold (a
+    /// concurrent request with the same idempotency key won).
+    AlreadyHeld,
+    /// Appending refused: this instance's view was stale; decide again.
+    Retry,
+    /// The idempotency key was taken meanwhile by another request.
+    KeyTaken,
+}
 
 impl HoldService {
     pub fn new(
         store: Arc<Store>,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
-        seats: Arc<StreamCache<Seat>>,
+        inventory: Arc<Inventory>,
     ) -> Self {
         Self {
             store,
             catalog,
             clock,
-            seats,
+            inventory,
         }
     }
 
@@ -155,121 +202,51 @@ impl HoldService {
             .ok_or(HoldError::ShowNotFound)
     }
 
-    /// `POST /v1/shows/{id}/holds` with seats.
+    /// `POST /v1/shows/{id}/holds`.
     pub async fn place(
         &self,
         ctx: &RequestContext,
         show_id: &ShowId,
-        seats: Vec<SeatId>,
+        request: HoldRequest,
     ) -> Result<Placed, HoldError> {
         let entry = self.show(show_id).await?;
-        let show = &entry.show;
-        if seats.is_empty() || seats.len() > MAX_SEATS_PER_HOLD {
-            return Err(HoldError::Invalid(format!(
-                "a hold has 1..={MAX_SEATS_PER_HOLD} seats (MAX_SEATS_PER_HOLD), got {}",
-                seats.len()
-            )));
-        }
-        let mut seen = std::collections::HashSet::with_capacity(seats.len());
-        if let Some(dup) = seats.iter().find(|s| !seen.insert(*s)) {
-            return Err(HoldError::Invalid(format!("seat {dup} is listed twice")));
-        }
-        let unknown: Vec<SeatId> = seats
-            .iter()
-            .filter(|s| show.seat(s).is_none())
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(HoldError::UnknownSeats(unknown));
-        }
-
-        let request_hash = request_hash(show_id, &seats);
+        validate(&entry, &request)?;
+        let request_hash = request.hash(show_id);
         if let Some(key) = &ctx.idempotency_key {
             if let Some(existing) = self.replay_idempotent(ctx, key, &request_hash).await? {
                 return Ok(Placed::Existing(existing));
             }
         }
-        let hold_id = match &ctx.idempotency_key {
-            Some(key) => HoldId::for_idempotency_key(&ctx.actor.id, key),
-            None => HoldId::random(),
+        let placement = Placement {
+            ctx,
+            hold_id: match &ctx.idempotency_key {
+                Some(key) => HoldId::for_idempotency_key(&ctx.actor.id, key),
+                None => HoldId::random(),
+            },
+            request_hash,
         };
-        let streams = SeatStreams::new(show_id, seats);
-
         for _ in 0..MAX_DECIDE_ATTEMPTS {
-            let mut locked = self.seats.lock(&streams.ids()).await;
-            refresh_all(&self.store, &mut locked).await?;
-            let now = self.clock.now();
-            let expires_at = now + show.hold_ttl();
-            let command = SeatCommand::PlaceHold {
-                hold_id,
-                buyer: ctx.actor.id.clone(),
-                expires_at,
+            let attempt = match &request {
+                HoldRequest::Seats(seats) => self.try_seats(&placement, &entry, seats).await?,
+                HoldRequest::Pool { pool_id, quantity } => {
+                    let spec = entry
+                        .show
+                        .pool(pool_id)
+                        .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
+                    self.try_pool(&placement, &entry, spec, *quantity).await?
+                }
             };
-            let mut taken = Vec::new();
-            let mut decided: Decided = Vec::with_capacity(locked.len());
-            for (stream, (_, seat_id)) in locked.iter().zip(&streams.streams) {
-                match decide(stream.aggregate(), &command, now) {
-                    Ok(events) => decided.push(events),
-                    Err(SeatError::HeldByAnother | SeatError::Booked) => {
-                        taken.push(seat_id.clone())
-                    }
-                    Err(other) => return Err(HoldError::Invalid(other.to_string())),
-                }
-            }
-            if !taken.is_empty() {
-                sort_in_show_order(&entry, &mut taken);
-                return Err(HoldError::SeatsTaken(taken));
-            }
-            if decided.iter().all(Vec::is_empty) {
-                // Every seat is already held by this very hold: a concurrent
-                // request with the same idempotency key won. Its answer is ours,
-                // if it asked for the same thing.
-                drop(locked);
-                return match &ctx.idempotency_key {
-                    Some(key) => self
-                        .replay_idempotent(ctx, key, &request_hash)
-                        .await?
-                        .map(Placed::Existing)
-                        .ok_or(HoldError::Busy),
-                    None => Err(HoldError::Busy),
-                };
-            }
-            let idempotency = ctx.idempotency_key.as_ref().map(|key| IdempotencyRecord {
-                buyer: ctx.actor.id.as_str().to_owned(),
-                key: key.as_str().to_owned(),
-                request_hash: request_hash.clone(),
-                hold_id: hold_id.to_string(),
-            });
-            match self
-                .append(ctx, &streams, &mut locked, decided, now, idempotency)
-                .await?
-            {
-                AppendOutcome::Appended => {
-                    let mut seats: Vec<SeatId> = streams
-                        .streams
-                        .iter()
-                        .map(|(_, seat)| seat.clone())
-                        .collect();
-                    sort_in_show_order(&entry, &mut seats);
-                    return Ok(Placed::New(HoldView {
-                        hold_id,
-                        show_id: show_id.to_string(),
-                        seats: seats.iter().map(SeatId::to_string).collect(),
-                        pool_id: None,
-                        quantity: None,
-                        expires_at,
-                        status: HoldStatus::Held,
-                        booking_id: None,
-                    }));
-                }
-                AppendOutcome::Conflict => continue,
-                AppendOutcome::IdempotencyKeyTaken => {
-                    drop(locked);
+            match attempt {
+                Attempt::Done(view) => return Ok(Placed::New(view)),
+                Attempt::Retry => continue,
+                Attempt::AlreadyHeld | Attempt::KeyTaken => {
+                    // Another request with this key got there first: its
+                    // answer is ours, if it asked for the same thing.
                     let Some(key) = &ctx.idempotency_key else {
                         return Err(HoldError::Busy);
                     };
                     return self
-                        .replay_idempotent(ctx, key, &request_hash)
+                        .replay_idempotent(ctx, key, &placement.request_hash)
                         .await?
                         .map(Placed::Existing)
                         .ok_or(HoldError::Busy);
@@ -277,6 +254,184 @@ impl HoldService {
             }
         }
         Err(HoldError::Busy)
+    }
+
+    /// One attempt at holding every listed seat, all or nothing.
+    async fn try_seats(
+        &self,
+        placement: &Placement<'_>,
+        entry: &CatalogEntry,
+        seats: &[SeatId],
+    ) -> Result<Attempt<HoldView>, HoldError> {
+        let show_id = &entry.show.show_id;
+        let mut units: Vec<(String, SeatKey)> = seats
+            .iter()
+            .map(|seat_id| {
+                let key = SeatKey {
+                    show_id: show_id.clone(),
+                    seat_id: seat_id.clone(),
+                };
+                (seat_stream_id(show_id, seat_id), key)
+            })
+            .collect();
+        units.sort_by(|a, b| a.0.cmp(&b.0));
+        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
+        let mut locked = self.inventory.seats.lock(&ids).await;
+        refresh_all(&self.store, &mut locked).await?;
+        let now = self.clock.now();
+        let expires_at = now + entry.show.hold_ttl();
+        let command = SeatCommand::PlaceHold {
+            hold_id: placement.hold_id,
+            buyer: placement.ctx.actor.id.clone(),
+            expires_at,
+        };
+        let mut taken = Vec::new();
+        let mut decided = Vec::with_capacity(locked.len());
+        for (stream, (_, key)) in locked.iter().zip(&units) {
+            match seat::decide(stream.aggregate(), &command, now) {
+                Ok(events) => decided.push(events),
+                Err(SeatError::HeldByAnother | SeatError::Booked) => {
+                    taken.push(key.seat_id.clone())
+                }
+                Err(other) => return Err(HoldError::Invalid(other.to_string())),
+            }
+        }
+        if !taken.is_empty() {
+            sort_in_show_order(entry, &mut taken);
+            return Err(HoldError::SeatsTaken(taken));
+        }
+        let outcome = self
+            .append_units(placement, &mut locked, &units, decided, now)
+            .await?;
+        Ok(outcome.map(|()| {
+            let mut seats = seats.to_vec();
+            sort_in_show_order(entry, &mut seats);
+            HoldView {
+                hold_id: placement.hold_id,
+                show_id: show_id.to_string(),
+                seats: seats.iter().map(SeatId::to_string).collect(),
+                pool_id: None,
+                quantity: None,
+                expires_at,
+                status: HoldStatus::Held,
+                booking_id: None,
+            }
+        }))
+    }
+
+    /// One attempt at holding `quantity` places of a pool. First one shard
+    /// with room, trying shards one at a time from a random one (buyers
+    /// spread over the shards and rarely wait on each other); if no single
+    /// shard has room, every shard, locked together, so that `sold_out` is
+    /// only answered when the whole pool cannot serve the quantity.
+    async fn try_pool(
+        &self,
+        placement: &Placement<'_>,
+        entry: &CatalogEntry,
+        spec: &PoolSpec,
+        quantity: u32,
+    ) -> Result<Attempt<HoldView>, HoldError> {
+        let show_id = &entry.show.show_id;
+        let units: Vec<(String, ShardKey)> = (0..spec.shards)
+            .map(|index| {
+                let key = ShardKey {
+                    show_id: show_id.clone(),
+                    pool_id: spec.pool_id.clone(),
+                    index,
+                    capacity: shard_capacity(spec.capacity, spec.shards, index),
+                };
+                (shard_stream_id(show_id, &spec.pool_id, index), key)
+            })
+            .collect();
+        let start = rand::thread_rng().gen_range(0..spec.shards) as usize;
+        let ring = (0..units.len()).map(|i| (start + i) % units.len());
+        let expires = |now: DateTime<Utc>| now + entry.show.hold_ttl();
+        let view = |expires_at| HoldView {
+            hold_id: placement.hold_id,
+            show_id: show_id.to_string(),
+            seats: Vec::new(),
+            pool_id: Some(spec.pool_id.to_string()),
+            quantity: Some(quantity),
+            expires_at,
+            status: HoldStatus::Held,
+            booking_id: None,
+        };
+
+        for index in ring.clone() {
+            let unit = std::slice::from_ref(&units[index]);
+            let mut locked = self.inventory.shards.lock(&[unit[0].0.clone()]).await;
+            refresh_all(&self.store, &mut locked).await?;
+            let now = self.clock.now();
+            let expires_at = expires(now);
+            let command = pool_place(placement, quantity, expires_at);
+            match pool::decide(locked[0].aggregate(), unit[0].1.capacity, &command, now) {
+                Ok(events) => {
+                    let outcome = self
+                        .append_units(placement, &mut locked, unit, vec![events], now)
+                        .await?;
+                    return Ok(outcome.map(|()| view(expires_at)));
+                }
+                Err(PoolError::NotEnough { .. }) => continue,
+                Err(other) => return Err(HoldError::Invalid(other.to_string())),
+            }
+        }
+
+        // No single shard has room: look at the whole pool at once.
+        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
+        let mut locked = self.inventory.shards.lock(&ids).await;
+        refresh_all(&self.store, &mut locked).await?;
+        let now = self.clock.now();
+        let free: Vec<(u32, u32)> = ring
+            .map(|i| {
+                (
+                    i as u32,
+                    locked[i].aggregate().available_at(units[i].1.capacity, now),
+                )
+            })
+            .collect();
+        let Some(parts) = split(&free, quantity) else {
+            let available = free.iter().map(|(_, n)| n).sum();
+            return Err(HoldError::SoldOut { available });
+        };
+        let expires_at = expires(now);
+        let mut decided: Vec<Vec<pool::PoolEvent>> = vec![Vec::new(); units.len()];
+        for (shard, part) in parts {
+            let i = shard as usize;
+            let command = pool_place(placement, part, expires_at);
+            decided[i] = pool::decide(locked[i].aggregate(), units[i].1.capacity, &command, now)
+                .map_err(|e| HoldError::Invalid(e.to_string()))?;
+        }
+        let outcome = self
+            .append_units(placement, &mut locked, &units, decided, now)
+            .await?;
+        Ok(outcome.map(|()| view(expires_at)))
+    }
+
+    /// Appends the decided events of a placement with its idempotency record.
+    async fn append_units<U: Unit>(
+        &self,
+        placement: &Placement<'_>,
+        locked: &mut [LockedStream<U>],
+        units: &[(String, U::Key)],
+        decided: Vec<Vec<U::Event>>,
+        now: DateTime<Utc>,
+    ) -> Result<Attempt<()>, HoldError> {
+        if decided.iter().all(Vec::is_empty) {
+            return Ok(Attempt::AlreadyHeld);
+        }
+        let metadata = placement.ctx.metadata();
+        let mut batch = AppendBatch::new(now);
+        batch.idempotency = placement.idempotency();
+        for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
+            U::push(&mut batch, key, stream, events, &metadata)?;
+        }
+        Ok(
+            match append_decided(&self.store, &batch, locked, decided).await? {
+                AppendOutcome::Appended => Attempt::Done(()),
+                AppendOutcome::Conflict => Attempt::Retry,
+                AppendOutcome::IdempotencyKeyTaken => Attempt::KeyTaken,
+            },
+        )
     }
 
     /// The hold an idempotency key already produced: `Ok(Some)` if the same
@@ -303,39 +458,6 @@ impl HoldService {
         Ok(Some(self.view(record)?))
     }
 
-    /// Builds and appends the batch for the decided events. On anything but
-    /// success the cached streams are marked stale.
-    async fn append(
-        &self,
-        ctx: &RequestContext,
-        streams: &SeatStreams,
-        locked: &mut [LockedStream<Seat>],
-        decided: Decided,
-        now: DateTime<Utc>,
-        idempotency: Option<IdempotencyRecord>,
-    ) -> Result<AppendOutcome, HoldError> {
-        let metadata = ctx.metadata();
-        let mut batch = AppendBatch::new(now);
-        batch.idempotency = idempotency;
-        for ((stream, (_, seat_id)), events) in locked.iter().zip(&streams.streams).zip(&decided) {
-            push_seat(
-                &mut batch,
-                &streams.show_id,
-                seat_id,
-                stream,
-                events,
-                &metadata,
-            )?;
-        }
-        let outcome = append_locked(&self.store, &batch, locked).await?;
-        if outcome == AppendOutcome::Appended {
-            for (stream, events) in locked.iter_mut().zip(decided) {
-                stream.appended(events);
-            }
-        }
-        Ok(outcome)
-    }
-
     fn view(&self, record: HoldRecord) -> Result<HoldView, HoldError> {
         let expires_at = from_micros(record.expires_at_us)
             .ok_or_else(|| StoreError::Corrupt(format!("hold {} expiry", record.hold_id)))?;
@@ -350,12 +472,13 @@ impl HoldService {
             })?)),
             None => None,
         };
+        let quantity = record.quantity();
         Ok(HoldView {
             hold_id,
             show_id: record.show_id,
             seats: record.seats,
-            pool_id: None,
-            quantity: None,
+            pool_id: record.pool.map(|(pool_id, _)| pool_id),
+            quantity,
             expires_at,
             status: HoldStatus::at(record.state, expires_at, self.clock.now()),
             booking_id,
@@ -380,7 +503,7 @@ impl HoldService {
         self.view(record)
     }
 
-    /// `DELETE /v1/holds/{id}`: gives every seat of the hold back. Releasing
+    /// `DELETE /v1/holds/{id}`: gives every unit of the hold back. Releasing
     /// a released or expired hold succeeds and changes nothing more.
     pub async fn release(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
         let record = self.owned_record(&ctx.actor, hold_id).await?;
@@ -391,54 +514,113 @@ impl HoldService {
         }
         let show_id = ShowId::parse(&record.show_id)
             .map_err(|e| StoreError::Corrupt(format!("hold {}: {e}", record.hold_id)))?;
-        let seats = record
-            .seats
-            .iter()
-            .map(|s| SeatId::parse(s))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| StoreError::Corrupt(format!("hold {}: {e}", record.hold_id)))?;
-        let streams = SeatStreams::new(&show_id, seats);
-        let command = SeatCommand::ReleaseHold { hold_id: *hold_id };
+        let entry = self.show(&show_id).await?;
+        match units_of(&record, &entry.show)? {
+            HoldUnits::Seats(units) => {
+                self.release_units(ctx, *hold_id, &self.inventory.seats, &units)
+                    .await
+            }
+            HoldUnits::Pool(units) => {
+                self.release_units(ctx, *hold_id, &self.inventory.shards, &units)
+                    .await
+            }
+        }
+    }
+
+    async fn release_units<U: Unit>(
+        &self,
+        ctx: &RequestContext,
+        hold_id: HoldId,
+        cache: &StreamCache<U>,
+        units: &[(String, U::Key)],
+    ) -> Result<(), HoldError> {
+        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
         for _ in 0..MAX_DECIDE_ATTEMPTS {
-            let mut locked = self.seats.lock(&streams.ids()).await;
+            let mut locked = cache.lock(&ids).await;
             refresh_all(&self.store, &mut locked).await?;
             let now = self.clock.now();
             let decided = locked
                 .iter()
-                .map(|stream| decide(stream.aggregate(), &command, now))
-                .collect::<Result<Decided, SeatError>>()
-                .map_err(|e| match e {
-                    SeatError::HoldConverted => HoldError::HoldConverted,
-                    other => HoldError::Invalid(other.to_string()),
+                .zip(units)
+                .map(|(stream, (_, key))| stream.aggregate().release(key, hold_id, now))
+                .collect::<Result<Vec<_>, Refusal>>()
+                .map_err(|refusal| match refusal {
+                    Refusal::Converted => HoldError::HoldConverted,
+                    other => HoldError::Invalid(format!("cannot release: {other:?}")),
                 })?;
             if decided.iter().all(Vec::is_empty) {
                 return Ok(());
             }
-            match self
-                .append(ctx, &streams, &mut locked, decided, now, None)
-                .await?
+            let metadata = ctx.metadata();
+            let mut batch = AppendBatch::new(now);
+            for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
+                U::push(&mut batch, key, stream, events, &metadata)?;
+            }
+            if append_decided(&self.store, &batch, &mut locked, decided).await?
+                == AppendOutcome::Appended
             {
-                AppendOutcome::Appended => return Ok(()),
-                AppendOutcome::Conflict | AppendOutcome::IdempotencyKeyTaken => continue,
+                return Ok(());
             }
         }
         Err(HoldError::Busy)
     }
 }
 
-/// The identity of a hold request for idempotency: the show and the set of
-/// seats (order does not matter; the same seats are the same request).
-fn request_hash(show_id: &ShowId, seats: &[SeatId]) -> String {
-    let mut sorted: Vec<&str> = seats.iter().map(SeatId::as_str).collect();
-    sorted.sort_unstable();
-    let mut hasher = Sha256::new();
-    hasher.update(b"seats\n");
-    hasher.update(show_id.as_str().as_bytes());
-    for seat in sorted {
-        hasher.update(b"\n");
-        hasher.update(seat.as_bytes());
+impl<T> Attempt<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Attempt<U> {
+        match self {
+            Attempt::Done(value) => Attempt::Done(f(value)),
+            Attempt::AlreadyHeld => Attempt::AlreadyHeld,
+            Attempt::Retry => Attempt::Retry,
+            Attempt::KeyTaken => Attempt::KeyTaken,
+        }
     }
-    hex::encode(hasher.finalize())
+}
+
+fn pool_place(placement: &Placement<'_>, quantity: u32, expires_at: DateTime<Utc>) -> PoolCommand {
+    PoolCommand::PlaceHold {
+        hold_id: placement.hold_id,
+        buyer: placement.ctx.actor.id.clone(),
+        quantity,
+        expires_at,
+    }
+}
+
+/// Checks a request against the show before anything is locked.
+fn validate(entry: &CatalogEntry, request: &HoldRequest) -> Result<(), HoldError> {
+    match request {
+        HoldRequest::Seats(seats) => {
+            if seats.is_empty() || seats.len() > MAX_SEATS_PER_HOLD {
+                return Err(HoldError::Invalid(format!(
+                    "a hold has 1..={MAX_SEATS_PER_HOLD} seats (MAX_SEATS_PER_HOLD), got {}",
+                    seats.len()
+                )));
+            }
+            let mut seen = std::collections::HashSet::with_capacity(seats.len());
+            if let Some(dup) = seats.iter().find(|s| !seen.insert(*s)) {
+                return Err(HoldError::Invalid(format!("seat {dup} is listed twice")));
+            }
+            let unknown: Vec<SeatId> = seats
+                .iter()
+                .filter(|s| entry.show.seat(s).is_none())
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                return Err(HoldError::UnknownSeats(unknown));
+            }
+        }
+        HoldRequest::Pool { pool_id, quantity } => {
+            if !(1..=MAX_POOL_HOLD_QUANTITY).contains(quantity) {
+                return Err(HoldError::Invalid(format!(
+                    "quantity must be 1..={MAX_POOL_HOLD_QUANTITY} (MAX_POOL_HOLD_QUANTITY), got {quantity}"
+                )));
+            }
+            if entry.show.pool(pool_id).is_none() {
+                return Err(HoldError::UnknownPool(pool_id.clone()));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn sort_in_show_order(entry: &CatalogEntry, seats: &mut [SeatId]) {
@@ -449,25 +631,30 @@ fn sort_in_show_order(entry: &CatalogEntry, seats: &mut [SeatId]) {
 mod tests {
     use super::*;
 
-    fn seats(ids: &[&str]) -> Vec<SeatId> {
-        ids.iter().map(|s| SeatId::parse(s).unwrap()).collect()
+    fn seats(ids: &[&str]) -> HoldRequest {
+        HoldRequest::Seats(ids.iter().map(|s| SeatId::parse(s).unwrap()).collect())
     }
 
     #[test]
     fn the_same_seats_in_another_order_are_the_same_request() {
         let show = ShowId::parse("s").unwrap();
         assert_eq!(
-            request_hash(&show, &seats(&["A", "B"])),
-            request_hash(&show, &seats(&["B", "A"]))
+            seats(&["A", "B"]).hash(&show),
+            seats(&["B", "A"]).hash(&show)
         );
     }
 
     #[test]
-    fn other_seats_or_another_show_are_another_request() {
+    fn other_seats_another_show_or_a_pool_are_another_request() {
         let show = ShowId::parse("s").unwrap();
         let other = ShowId::parse("t").unwrap();
-        let ab = request_hash(&show, &seats(&["A", "B"]));
-        assert_ne!(ab, request_hash(&show, &seats(&["A", "C"])));
-        assert_ne!(ab, request_hash(&other, &seats(&["A", "B"])));
+        let ab = seats(&["A", "B"]).hash(&show);
+        assert_ne!(ab, seats(&["A", "C"]).hash(&show));
+        assert_ne!(ab, seats(&["A", "B"]).hash(&other));
+        let pool = |q| HoldRequest::Pool {
+            pool_id: PoolId::parse("floor").unwrap(),
+            quantity: q,
+        };
+        assert_ne!(pool(2).hash(&show), pool(3).hash(&show));
     }
 }

@@ -24,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod holds;
 pub mod http;
+pub mod inventory;
 pub mod payment;
 pub mod recovery;
 pub mod shows;

@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
 use domain::ids::{PoolId, SeatId, ShowId};
+use domain::pool::{default_shards, shard_capacity};
 use domain::show::{PoolSpec, SeatSpec, Show, ShowError};
 use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,9 @@ pub struct PoolDefinition {
     pub pool_id: PoolId,
     pub capacity: u32,
     pub price_cents: i64,
+    /// Shards to split the capacity into; a default from the capacity if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
 }
 
 impl ShowDefinition {
@@ -71,6 +75,7 @@ impl ShowDefinition {
                     pool_id: p.pool_id.clone(),
                     capacity: p.capacity,
                     price_cents: p.price_cents,
+                    shards: p.shards.unwrap_or_else(|| default_shards(p.capacity)),
                 })
                 .collect(),
         )
@@ -181,8 +186,19 @@ impl ShowCatalog {
                 (seat.seat_id.as_str(), ordinal, seat.section.as_str())
             })
             .collect();
+        let shards: Vec<(&str, i32, i32)> = show
+            .pools
+            .iter()
+            .flat_map(|pool| {
+                (0..pool.shards).map(move |index| {
+                    let capacity = shard_capacity(pool.capacity, pool.shards, index);
+                    // Both fit: shards <= MAX_POOL_SHARDS, capacity <= MAX_POOL_CAPACITY.
+                    (pool.pool_id.as_str(), index as i32, capacity as i32)
+                })
+            })
+            .collect();
         match store
-            .insert_show(show_id.as_str(), &json, &seats, to_micros(now))
+            .insert_show(show_id.as_str(), &json, &seats, &shards, to_micros(now))
             .await?
         {
             ShowInsert::Created => {

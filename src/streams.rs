@@ -241,6 +241,23 @@ pub async fn append_tracked(
     result
 }
 
+/// Appends a batch made of `decided` events for each locked stream (in the
+/// same order) and, if it lands, folds them into the cache.
+pub async fn append_decided<A: Aggregate>(
+    store: &Store,
+    batch: &AppendBatch,
+    streams: &mut [LockedStream<A>],
+    decided: Vec<Vec<A::Event>>,
+) -> StoreResult<AppendOutcome> {
+    let outcome = append_locked(store, batch, streams).await?;
+    if outcome == AppendOutcome::Appended {
+        for (stream, events) in streams.iter_mut().zip(decided) {
+            stream.appended(events);
+        }
+    }
+    Ok(outcome)
+}
+
 /// [`append_tracked`] for streams of one type.
 pub async fn append_locked<A: Aggregate>(
     store: &Store,

@@ -159,7 +159,7 @@ impl fmt::Display for HoldId {
 }
 
 /// A confirmed purchase of the seats of one hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct BookingId(pub Uuid);
 

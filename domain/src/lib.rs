@@ -6,6 +6,7 @@
 //! - [`limits`]: every limit of the product, each beside the rule it protects.
 //! - [`show`]: a show definition (seats and pools) and its validation.
 //! - [`checkout`]: the Checkout stream: the purchase process of one hold.
+//! - [`pool`]: general-admission pool shards and their conditional decrement.
 //! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
 //!   events, errors and the pure `decide` function.
 //!
@@ -16,6 +17,7 @@
 pub mod checkout;
 pub mod ids;
 pub mod limits;
+pub mod pool;
 pub mod seat;
 pub mod show;
 

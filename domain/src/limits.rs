@@ -50,3 +50,13 @@ pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
 
 /// Seat numbers: positive and below this bound (no venue has a row of a million).
 pub const MAX_SEAT_NUMBER: u32 = 1_000_000;
+
+/// Default places per pool shard. A shard is one stream: every hold on it is
+/// appended in turn, so a hot pool needs several; but a hold that does not
+/// fit in one shard spans several streams, so shards must stay large enough
+/// for most parties (20 places) to fit in one.
+pub const PLACES_PER_SHARD: u32 = 64;
+
+/// Shards per pool at most (default or configured). Answering `sold_out`
+/// looks at every shard, so this bounds that work too.
+pub const MAX_POOL_SHARDS: u32 = 32;

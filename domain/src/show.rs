@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::ids::{PoolId, SeatId, ShowId};
 use crate::limits::{
-    MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_PRICE_CENTS,
+    MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS,
     MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
 };
 
@@ -26,6 +26,8 @@ pub struct PoolSpec {
     pub pool_id: PoolId,
     pub capacity: u32,
     pub price_cents: i64,
+    /// Streams the capacity is split into (see `pool::default_shards`).
+    pub shards: u32,
 }
 
 /// Everything a show definition can be refused for. The message names the
@@ -42,6 +44,8 @@ pub enum ShowError {
     SeatNumber { field: String },
     #[error("{field} must be 1..={MAX_POOL_CAPACITY}")]
     Capacity { field: String },
+    #[error("{field} must be 1..={MAX_POOL_SHARDS} and at most the capacity")]
+    Shards { field: String },
     #[error("a show has at most {MAX_SEATS_PER_SHOW} seats")]
     TooManySeats,
     #[error("a show has at most {MAX_POOLS_PER_SHOW} pools")]
@@ -125,6 +129,11 @@ impl Show {
                     field: format!("pools[{i}].capacity"),
                 });
             }
+            if pool.shards == 0 || pool.shards > MAX_POOL_SHARDS || pool.shards > pool.capacity {
+                return Err(ShowError::Shards {
+                    field: format!("pools[{i}].shards"),
+                });
+            }
             if !pool_ids.insert(pool.pool_id.clone()) {
                 return Err(ShowError::DuplicatePool(pool.pool_id.clone()));
             }
@@ -138,6 +147,10 @@ impl Show {
             pools,
             seat_index,
         })
+    }
+
+    pub fn pool(&self, pool_id: &PoolId) -> Option<&PoolSpec> {
+        self.pools.iter().find(|p| &p.pool_id == pool_id)
     }
 
     /// The seat and its position in the show's order (the order of the
@@ -238,6 +251,7 @@ mod tests {
             pool_id: PoolId::parse(id).unwrap(),
             capacity,
             price_cents: 100,
+            shards: 1,
         };
         assert_eq!(
             show(vec![], vec![pool("floor", 0)], 60).unwrap_err(),

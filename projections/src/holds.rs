@@ -6,7 +6,8 @@
 //! moves from `held` to a final state, once).
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, HoldId, SeatId, ShowId};
+use domain::ids::{BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
+use domain::pool::PoolEvent;
 use domain::seat::{has_expired, SeatEvent};
 use serde::Serialize;
 
@@ -73,6 +74,16 @@ pub enum HoldChange {
         buyer: BuyerId,
         expires_at: DateTime<Utc>,
     },
+    /// The hold now has `quantity` places of this pool shard.
+    PoolPartHeld {
+        hold_id: HoldId,
+        show_id: ShowId,
+        pool_id: PoolId,
+        shard: u32,
+        buyer: BuyerId,
+        quantity: u32,
+        expires_at: DateTime<Utc>,
+    },
     /// The hold ended; the first final state recorded wins.
     Ended { hold_id: HoldId, state: HoldState },
     /// The hold was paid for and became this booking.
@@ -113,6 +124,47 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             booking_id: *booking_id,
         },
         SeatEvent::BookingCancelled { .. } => return None,
+    })
+}
+
+/// The change a pool shard event makes to its hold's record, if any.
+pub fn pool_hold_change(
+    show_id: &ShowId,
+    pool_id: &PoolId,
+    shard: u32,
+    event: &PoolEvent,
+) -> Option<HoldChange> {
+    Some(match event {
+        PoolEvent::PoolHoldPlaced {
+            hold_id,
+            buyer,
+            quantity,
+            expires_at,
+        } => HoldChange::PoolPartHeld {
+            hold_id: *hold_id,
+            show_id: show_id.clone(),
+            pool_id: pool_id.clone(),
+            shard,
+            buyer: buyer.clone(),
+            quantity: *quantity,
+            expires_at: *expires_at,
+        },
+        PoolEvent::PoolHoldReleased { hold_id } => HoldChange::Ended {
+            hold_id: *hold_id,
+            state: HoldState::Released,
+        },
+        PoolEvent::PoolHoldExpired { hold_id } => HoldChange::Ended {
+            hold_id: *hold_id,
+            state: HoldState::Expired,
+        },
+        PoolEvent::PoolHoldConverted {
+            hold_id,
+            booking_id,
+        } => HoldChange::Converted {
+            hold_id: *hold_id,
+            booking_id: *booking_id,
+        },
+        PoolEvent::PoolBookingCancelled { .. } => return None,
     })
 }
 

@@ -9,7 +9,7 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use domain::ids::ShowId;
 use domain::seat::SeatStatus;
-use projections::time::from_micros;
+use projections::time::{from_micros, to_micros};
 use serde::{Deserialize, Serialize};
 
 use super::extract::QueryParams;
@@ -92,17 +92,31 @@ async fn availability(
             }
         })
         .collect();
-    // No general-admission hold can be placed yet, so every place is free.
+    let figures = if entry.show.pools.is_empty() {
+        Vec::new()
+    } else {
+        state
+            .store
+            .pool_figures(show_id.as_str(), to_micros(now))
+            .await?
+    };
+    // In the show's order; counts clamp at zero and at the capacity.
     let pools = entry
         .show
         .pools
         .iter()
-        .map(|pool| PoolAvailability {
-            pool_id: pool.pool_id.as_str(),
-            capacity: pool.capacity,
-            available: pool.capacity,
-            held: 0,
-            sold: 0,
+        .map(|pool| {
+            let stored = figures.iter().find(|f| f.pool_id == pool.pool_id.as_str());
+            let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+            let sold = stored.map_or(0, |f| count(f.sold));
+            let held = stored.map_or(0, |f| count(f.held));
+            PoolAvailability {
+                pool_id: pool.pool_id.as_str(),
+                capacity: pool.capacity,
+                available: pool.capacity.saturating_sub(sold + held),
+                held,
+                sold,
+            }
         })
         .collect();
     let body = AvailabilityResponse {

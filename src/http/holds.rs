@@ -13,7 +13,7 @@ use super::problem::ApiError;
 use super::shows::json_response;
 use super::AppState;
 use crate::auth::Actor;
-use crate::holds::{HoldView, Placed, RequestContext};
+use crate::holds::{HoldRequest, HoldView, Placed, RequestContext};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -46,30 +46,24 @@ async fn place_hold(
     JsonBody(body): JsonBody<HoldBody>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
-    let seats = match body {
-        HoldBody {
-            seats: Some(seats),
-            pool_id: None,
-            quantity: None,
-        } => seats,
-        HoldBody {
-            seats: None,
-            pool_id: Some(_),
-            ..
-        } => {
-            return Err(ApiError::Validation(
-                "general-admission holds (pool_id, quantity) are not available in this version"
+    let request =
+        match body {
+            HoldBody {
+                seats: Some(seats),
+                pool_id: None,
+                quantity: None,
+            } => HoldRequest::Seats(seats),
+            HoldBody {
+                seats: None,
+                pool_id: Some(pool_id),
+                quantity: Some(quantity),
+            } => HoldRequest::Pool { pool_id, quantity },
+            _ => return Err(ApiError::Validation(
+                "send either \"seats\", or \"pool_id\" with \"quantity\"; not both, not neither"
                     .into(),
-            ))
-        }
-        _ => {
-            return Err(ApiError::Validation(
-                "send either \"seats\" or \"pool_id\" with \"quantity\", not both or neither"
-                    .into(),
-            ))
-        }
-    };
-    match state.holds.place(&ctx, &show_id, seats).await? {
+            )),
+        };
+    match state.holds.place(&ctx, &show_id, request).await? {
         Placed::New(view) => hold_response(StatusCode::CREATED, &view),
         Placed::Existing(view) => hold_response(StatusCode::OK, &view),
     }

@@ -34,6 +34,10 @@ pub enum ApiError {
     ShowExists,
     /// 409: some seats are held or booked; nothing was held.
     SeatTaken(Vec<String>),
+    /// 409: the pool cannot serve the quantity; `available` places are free.
+    SoldOut { available: u32 },
+    /// 422: a pool the show does not have.
+    UnknownPool(String),
     /// 409
     HoldConverted,
     /// 409: the hold expired before (refunded: false) or during (true) the payment.
@@ -79,6 +83,12 @@ impl ApiError {
             ),
             ShowExists => (StatusCode::CONFLICT, "show_exists", "Show exists"),
             SeatTaken(_) => (StatusCode::CONFLICT, "seat_taken", "Seat taken"),
+            SoldOut { .. } => (StatusCode::CONFLICT, "sold_out", "Sold out"),
+            UnknownPool(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown_pool",
+                "Unknown pool",
+            ),
             HoldConverted => (StatusCode::CONFLICT, "hold_converted", "Hold converted"),
             HoldExpired { .. } => (StatusCode::CONFLICT, "hold_expired", "Hold expired"),
             HoldReleased { .. } => (StatusCode::CONFLICT, "hold_released", "Hold released"),
@@ -153,6 +163,10 @@ impl ApiError {
             MethodNotAllowed => "this route does not take that method".into(),
             ShowExists => "a different show already has this id".into(),
             SeatTaken(_) => "some seats are held or booked; nothing was held".into(),
+            SoldOut { available } => {
+                format!("only {available} places are free; nothing was held")
+            }
+            UnknownPool(pool) => format!("the show has no pool {pool}"),
             HoldConverted => "the hold has been converted into a booking".into(),
             UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
             UnknownSeat(_) => "the show has no seats with these ids".into(),
@@ -167,6 +181,9 @@ impl ApiError {
         match self {
             ApiError::SeatTaken(seats) | ApiError::UnknownSeat(seats) => {
                 extra.insert("seats".into(), json!(seats));
+            }
+            ApiError::SoldOut { available } => {
+                extra.insert("available".into(), json!(available));
             }
             ApiError::HoldExpired { refunded } | ApiError::HoldReleased { refunded } => {
                 extra.insert("refunded".into(), json!(refunded));
@@ -227,6 +244,8 @@ impl From<HoldError> for ApiError {
                 ApiError::SeatTaken(seats.iter().map(ToString::to_string).collect())
             }
             HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
+            HoldError::SoldOut { available } => ApiError::SoldOut { available },
+            HoldError::UnknownPool(pool) => ApiError::UnknownPool(pool.to_string()),
             HoldError::HoldNotFound => ApiError::HoldNotFound,
             HoldError::Forbidden => ApiError::Forbidden,
             HoldError::HoldConverted => ApiError::HoldConverted,

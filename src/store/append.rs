@@ -31,6 +31,16 @@ pub struct SeatRowWrite {
     pub row: SeatRow,
 }
 
+/// A pool shard's sold places as of stream sequence `last_seq`.
+#[derive(Debug, Clone)]
+pub struct ShardRowWrite {
+    pub show_id: String,
+    pub pool_id: String,
+    pub shard: i32,
+    pub last_seq: i64,
+    pub sold: i64,
+}
+
 /// A checkout's row as of stream sequence `last_seq`.
 #[derive(Debug, Clone)]
 pub struct CheckoutRowWrite {
@@ -53,6 +63,7 @@ pub struct AppendBatch {
     pub recorded_at: DateTime<Utc>,
     pub events: Vec<NewEvent>,
     pub seat_rows: Vec<SeatRowWrite>,
+    pub shard_rows: Vec<ShardRowWrite>,
     pub hold_changes: Vec<HoldChange>,
     pub checkout_rows: Vec<CheckoutRowWrite>,
     pub idempotency: Option<IdempotencyRecord>,
@@ -64,6 +75,7 @@ impl AppendBatch {
             recorded_at,
             events: Vec::new(),
             seat_rows: Vec::new(),
+            shard_rows: Vec::new(),
             hold_changes: Vec::new(),
             checkout_rows: Vec::new(),
             idempotency: None,
@@ -86,8 +98,19 @@ const INSERT_IDEMPOTENCY: &str =
     "INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
 
-const INSERT_HOLD: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state) \
-     VALUES ($1, $2, $3, $4, 'held') ON CONFLICT DO NOTHING";
+const INSERT_HOLD: &str =
+    "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, pool_id) \
+     VALUES ($1, $2, $3, $4, 'held', $5) ON CONFLICT DO NOTHING";
+
+const INSERT_POOL_HOLD: &str = "INSERT INTO pool_holds \
+       (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
+     VALUES ($1, $2, $3, $4, $5, $6, 'held') ON CONFLICT DO NOTHING";
+
+const END_POOL_HOLD: &str =
+    "UPDATE pool_holds SET state = $2 WHERE hold_id = $1 AND state = 'held'";
+
+const UPDATE_SHARD: &str = "UPDATE pool_shards SET sold = $4, last_seq = $5 \
+     WHERE show_id = $1 AND pool_id = $2 AND shard = $3 AND last_seq < $5";
 
 const INSERT_HOLD_SEAT: &str =
     "INSERT INTO hold_seats (hold_id, seat_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
@@ -182,6 +205,7 @@ macro_rules! write_idempotency_and_holds {
                             .bind(show_id.as_str())
                             .bind(buyer.as_str())
                             .bind(to_micros(*expires_at))
+                            .bind(None::<&str>)
                             .execute(&mut *$tx)
                             .await?;
                         sqlx::query(INSERT_HOLD_SEAT)
@@ -190,12 +214,42 @@ macro_rules! write_idempotency_and_holds {
                             .execute(&mut *$tx)
                             .await?;
                     }
-                    HoldChange::Ended { hold_id, state } => {
-                        sqlx::query(END_HOLD)
-                            .bind(hold_id.to_string())
-                            .bind(HoldState::as_str(*state))
+                    HoldChange::PoolPartHeld {
+                        hold_id,
+                        show_id,
+                        pool_id,
+                        shard,
+                        buyer,
+                        quantity,
+                        expires_at,
+                    } => {
+                        let hold_id = hold_id.to_string();
+                        sqlx::query(INSERT_HOLD)
+                            .bind(&hold_id)
+                            .bind(show_id.as_str())
+                            .bind(buyer.as_str())
+                            .bind(to_micros(*expires_at))
+                            .bind(pool_id.as_str())
                             .execute(&mut *$tx)
                             .await?;
+                        sqlx::query(INSERT_POOL_HOLD)
+                            .bind(&hold_id)
+                            .bind(show_id.as_str())
+                            .bind(pool_id.as_str())
+                            .bind(*shard as i32)
+                            .bind(*quantity as i32)
+                            .bind(to_micros(*expires_at))
+                            .execute(&mut *$tx)
+                            .await?;
+                    }
+                    HoldChange::Ended { hold_id, state } => {
+                        for sql in [END_HOLD, END_POOL_HOLD] {
+                            sqlx::query(sql)
+                                .bind(hold_id.to_string())
+                                .bind(HoldState::as_str(*state))
+                                .execute(&mut *$tx)
+                                .await?;
+                        }
                     }
                     HoldChange::Converted {
                         hold_id,
@@ -206,8 +260,23 @@ macro_rules! write_idempotency_and_holds {
                             .bind(booking_id.to_string())
                             .execute(&mut *$tx)
                             .await?;
+                        sqlx::query(END_POOL_HOLD)
+                            .bind(hold_id.to_string())
+                            .bind(HoldState::Converted.as_str())
+                            .execute(&mut *$tx)
+                            .await?;
                     }
                 }
+            }
+            for write in &$batch.shard_rows {
+                sqlx::query(UPDATE_SHARD)
+                    .bind(&write.show_id)
+                    .bind(&write.pool_id)
+                    .bind(write.shard)
+                    .bind(write.sold)
+                    .bind(write.last_seq)
+                    .execute(&mut *$tx)
+                    .await?;
             }
             for write in &$batch.checkout_rows {
                 let row = &write.row;

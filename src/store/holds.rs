@@ -12,8 +12,18 @@ pub struct HoldRecord {
     pub expires_at_us: i64,
     pub state: HoldState,
     pub booking_id: Option<String>,
-    /// In show order.
+    /// In show order; empty for a pool hold.
     pub seats: Vec<String>,
+    /// The pool of a pool hold, with `(shard, quantity)` of each part.
+    pub pool: Option<(String, Vec<(i32, i32)>)>,
+}
+
+impl HoldRecord {
+    pub fn quantity(&self) -> Option<u32> {
+        self.pool
+            .as_ref()
+            .map(|(_, parts)| parts.iter().map(|(_, q)| (*q).max(0) as u32).sum())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -22,8 +32,10 @@ pub struct IdempotencyEntry {
     pub hold_id: String,
 }
 
-const SELECT_HOLD: &str =
-    "SELECT show_id, buyer, expires_at_us, state, booking_id FROM holds WHERE hold_id = $1";
+const SELECT_HOLD: &str = "SELECT show_id, buyer, expires_at_us, state, booking_id, pool_id \
+     FROM holds WHERE hold_id = $1";
+const SELECT_POOL_PARTS: &str =
+    "SELECT shard, quantity FROM pool_holds WHERE hold_id = $1 ORDER BY shard";
 const SELECT_HOLD_SEATS: &str = "SELECT hs.seat_id FROM hold_seats hs \
      JOIN holds h ON h.hold_id = hs.hold_id \
      JOIN seat_availability a ON a.show_id = h.show_id AND a.seat_id = hs.seat_id \
@@ -34,22 +46,45 @@ const SELECT_IDEMPOTENCY: &str =
 impl Store {
     pub async fn hold(&self, hold_id: &str) -> StoreResult<Option<HoldRecord>> {
         on_store!(self, read pool => {
-            let row: Option<(String, String, i64, String, Option<String>)> = sqlx::query_as(SELECT_HOLD)
+            type Row = (String, String, i64, String, Option<String>, Option<String>);
+            let row: Option<Row> = sqlx::query_as(SELECT_HOLD)
                 .bind(hold_id)
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::classify)?;
-            let Some((show_id, buyer, expires_at_us, state, booking_id)) = row else {
+            let Some((show_id, buyer, expires_at_us, state, booking_id, pool_id)) = row else {
                 return Ok(None);
             };
             let state = HoldState::parse(&state)
                 .ok_or_else(|| StoreError::Corrupt(format!("hold state {state:?}")))?;
-            let seats: Vec<String> = sqlx::query_scalar(SELECT_HOLD_SEATS)
-                .bind(hold_id)
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)?;
-            Ok(Some(HoldRecord { hold_id: hold_id.to_owned(), show_id, buyer, expires_at_us, state, booking_id, seats }))
+            let (seats, parts) = match pool_id {
+                None => {
+                    let seats: Vec<String> = sqlx::query_scalar(SELECT_HOLD_SEATS)
+                        .bind(hold_id)
+                        .fetch_all(pool)
+                        .await
+                        .map_err(StoreError::classify)?;
+                    (seats, None)
+                }
+                Some(pool_id) => {
+                    let parts: Vec<(i32, i32)> = sqlx::query_as(SELECT_POOL_PARTS)
+                        .bind(hold_id)
+                        .fetch_all(pool)
+                        .await
+                        .map_err(StoreError::classify)?;
+                    (Vec::new(), Some((pool_id, parts)))
+                }
+            };
+            Ok(Some(HoldRecord {
+                hold_id: hold_id.to_owned(),
+                show_id,
+                buyer,
+                expires_at_us,
+                state,
+                booking_id,
+                seats,
+                pool: parts,
+            }))
         })
     }
 

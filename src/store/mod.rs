@@ -32,11 +32,12 @@ use sqlx::{PgPool, SqlitePool};
 
 pub use append::{
     AppendBatch, AppendOutcome, CheckoutRowWrite, IdempotencyRecord, NewEvent, SeatRowWrite,
+    ShardRowWrite,
 };
 pub use checkouts::CheckoutRecord;
 pub use holds::{HoldRecord, IdempotencyEntry};
 pub use payments::{LedgerCharge, SimCharge};
-pub use shows::ShowInsert;
+pub use shows::{PoolFigures, ShowInsert};
 
 /// Default size of the connection pool: PostgreSQL connections, or read
 /// connections to a SQLite file (beside its one writer). Commands hold a

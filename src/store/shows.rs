@@ -14,6 +14,18 @@ pub enum ShowInsert {
 /// A seat to create with the show: `(seat_id, ordinal, section)`.
 pub type NewSeat<'a> = (&'a str, i32, &'a str);
 
+/// A pool shard to create with the show: `(pool_id, shard, capacity)`.
+pub type NewShard<'a> = (&'a str, i32, i32);
+
+/// A pool's figures as stored (held places counted at the query's `now`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolFigures {
+    pub pool_id: String,
+    pub capacity: i64,
+    pub sold: i64,
+    pub held: i64,
+}
+
 /// One row of availability as stored (expiry not yet applied).
 #[derive(Debug, Clone)]
 pub struct AvailabilityRow {
@@ -31,6 +43,13 @@ const PG_INSERT_SEATS: &str = "INSERT INTO seat_availability (show_id, seat_id, 
      SELECT $1, s, o, c FROM UNNEST($2::text[], $3::int[], $4::text[]) AS u(s, o, c)";
 const SQLITE_INSERT_SEAT: &str =
     "INSERT INTO seat_availability (show_id, seat_id, ordinal, section) VALUES ($1, $2, $3, $4)";
+const INSERT_SHARD: &str =
+    "INSERT INTO pool_shards (show_id, pool_id, shard, capacity) VALUES ($1, $2, $3, $4)";
+const SELECT_POOLS: &str = "SELECT s.pool_id, SUM(s.capacity), SUM(s.sold), \
+       COALESCE((SELECT SUM(h.quantity) FROM pool_holds h \
+                 WHERE h.show_id = s.show_id AND h.pool_id = s.pool_id \
+                   AND h.state = 'held' AND h.expires_at_us > $2), 0) \
+     FROM pool_shards s WHERE s.show_id = $1 GROUP BY s.show_id, s.pool_id";
 const SELECT_AVAILABILITY: &str = "SELECT seat_id, section, status, expires_at_us \
      FROM seat_availability \
      WHERE show_id = $1 AND (CAST($2 AS TEXT) IS NULL OR section = $2) \
@@ -45,6 +64,22 @@ fn parse_status(value: &str) -> StoreResult<SeatStatus> {
     }
 }
 
+/// Pool shards are few (at most MAX_POOL_SHARDS per pool): one insert each.
+macro_rules! insert_shards {
+    ($tx:expr, $show_id:expr, $shards:expr) => {
+        for (pool_id, shard, capacity) in $shards {
+            sqlx::query(INSERT_SHARD)
+                .bind($show_id)
+                .bind(pool_id)
+                .bind(shard)
+                .bind(capacity)
+                .execute(&mut *$tx)
+                .await
+                .map_err(StoreError::classify)?;
+        }
+    };
+}
+
 impl Store {
     /// Creates the show and an available row for each of its seats, in one
     /// transaction; or, if the id is taken, returns the stored definition.
@@ -53,6 +88,7 @@ impl Store {
         show_id: &str,
         definition: &str,
         seats: &[NewSeat<'_>],
+        shards: &[NewShard<'_>],
         created_at_us: i64,
     ) -> StoreResult<ShowInsert> {
         let inserted = match self {
@@ -77,6 +113,7 @@ impl Store {
                         .execute(&mut *tx)
                         .await
                         .map_err(StoreError::classify)?;
+                    insert_shards!(tx, show_id, shards);
                 }
                 tx.commit().await.map_err(StoreError::classify)?;
                 done.rows_affected() == 1
@@ -101,6 +138,7 @@ impl Store {
                             .await
                             .map_err(StoreError::classify)?;
                     }
+                    insert_shards!(tx, show_id, shards);
                 }
                 tx.commit().await.map_err(StoreError::classify)?;
                 done.rows_affected() == 1
@@ -123,6 +161,22 @@ impl Store {
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::classify)
+        })
+    }
+
+    /// Capacity, sold and held places of each pool of a show, held counted at `now_us`.
+    pub async fn pool_figures(&self, show_id: &str, now_us: i64) -> StoreResult<Vec<PoolFigures>> {
+        on_store!(self, read pool => {
+            let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(SELECT_POOLS)
+                .bind(show_id)
+                .bind(now_us)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            Ok(rows
+                .into_iter()
+                .map(|(pool_id, capacity, sold, held)| PoolFigures { pool_id, capacity, sold, held })
+                .collect())
         })
     }
 

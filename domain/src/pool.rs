@@ -1,0 +1,591 @@
+//! General-admission pools: a capacity instead of seat ids, split into shards.
+//!
+//! One stream per pool would make every buyer of a hot pool conflict with
+//! every other, so a pool is split into shards (streams `show/pool#n`), each
+//! owning part of the capacity. A shard is the unit of the conditional
+//! decrement: a hold of `q` places succeeds on a shard only if
+//! `capacity - sold - active_holds(now) >= q`, with active holds filtered by
+//! `expires_at` at decision time. Expired holds give their places back
+//! without any event; `PoolHoldExpired` is recorded later as hygiene.
+//!
+//! A hold may span shards (the service splits it); each shard decides its
+//! part, and the parts are appended together or not at all.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use cqrs_es::event_sink::EventSink;
+use cqrs_es::{Aggregate, DomainEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{BookingId, BuyerId, HoldId, PoolId, ShowId};
+use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
+use crate::seat::has_expired;
+use crate::EVENT_VERSION;
+
+/// Expired holds recorded as `PoolHoldExpired` by one command at most. The
+/// rest are already ignored by time and get recorded by later commands; the
+/// bound keeps one buyer's append small.
+pub const MAX_EXPIRIES_PER_COMMAND: usize = 16;
+
+/// How many shards a pool of `capacity` places gets by default: one per
+/// `PLACES_PER_SHARD` places, at least one, at most `MAX_POOL_SHARDS`.
+pub fn default_shards(capacity: u32) -> u32 {
+    capacity
+        .div_ceil(PLACES_PER_SHARD)
+        .clamp(1, MAX_POOL_SHARDS)
+}
+
+/// The places shard `index` of `shards` owns: an even split, the first
+/// `capacity % shards` shards one place more.
+pub fn shard_capacity(capacity: u32, shards: u32, index: u32) -> u32 {
+    capacity / shards + u32::from(index < capacity % shards)
+}
+
+/// `show/pool#n`. Pool ids never contain `#` or `/`, show ids never `/`.
+pub fn shard_stream_id(show: &ShowId, pool: &PoolId, index: u32) -> String {
+    format!("{}/{}#{}", show.as_str(), pool.as_str(), index)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolHold {
+    pub buyer: BuyerId,
+    pub quantity: u32,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// One shard of a pool: its capacity is not in the stream (it comes from
+/// the immutable show definition and is set before deciding).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolShard {
+    pub sold: u32,
+    /// Holds not released, expired-by-event or converted (some may have
+    /// passed `expires_at`: they count for nothing).
+    pub holds: BTreeMap<HoldId, PoolHold>,
+    /// Places each booking took from this shard, for cancellation.
+    pub bookings: BTreeMap<BookingId, u32>,
+}
+
+impl PoolShard {
+    pub fn held_at(&self, now: DateTime<Utc>) -> u32 {
+        self.holds
+            .values()
+            .filter(|h| !has_expired(h.expires_at, now))
+            .map(|h| h.quantity)
+            .sum()
+    }
+
+    /// Places free at `now` in a shard of `capacity` places.
+    pub fn available_at(&self, capacity: u32, now: DateTime<Utc>) -> u32 {
+        capacity.saturating_sub(self.sold + self.held_at(now))
+    }
+
+    fn active(&self, hold_id: &HoldId, now: DateTime<Utc>) -> Option<&PoolHold> {
+        self.holds
+            .get(hold_id)
+            .filter(|h| !has_expired(h.expires_at, now))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolCommand {
+    PlaceHold {
+        hold_id: HoldId,
+        buyer: BuyerId,
+        quantity: u32,
+        expires_at: DateTime<Utc>,
+    },
+    ReleaseHold {
+        hold_id: HoldId,
+    },
+    ExpireHold {
+        hold_id: HoldId,
+    },
+    ConvertHold {
+        hold_id: HoldId,
+        booking_id: BookingId,
+    },
+    CancelBooking {
+        booking_id: BookingId,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PoolEvent {
+    PoolHoldPlaced {
+        hold_id: HoldId,
+        buyer: BuyerId,
+        quantity: u32,
+        expires_at: DateTime<Utc>,
+    },
+    PoolHoldReleased {
+        hold_id: HoldId,
+    },
+    PoolHoldExpired {
+        hold_id: HoldId,
+    },
+    PoolHoldConverted {
+        hold_id: HoldId,
+        booking_id: BookingId,
+    },
+    PoolBookingCancelled {
+        booking_id: BookingId,
+    },
+}
+
+impl PoolEvent {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PoolEvent::PoolHoldPlaced { .. } => "PoolHoldPlaced",
+            PoolEvent::PoolHoldReleased { .. } => "PoolHoldReleased",
+            PoolEvent::PoolHoldExpired { .. } => "PoolHoldExpired",
+            PoolEvent::PoolHoldConverted { .. } => "PoolHoldConverted",
+            PoolEvent::PoolBookingCancelled { .. } => "PoolBookingCancelled",
+        }
+    }
+}
+
+impl DomainEvent for PoolEvent {
+    fn event_type(&self) -> String {
+        self.name().to_owned()
+    }
+
+    fn event_version(&self) -> String {
+        EVENT_VERSION.to_owned()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    #[error("only {available} places are free in this shard")]
+    NotEnough { available: u32 },
+    #[error("a hold must take at least one place")]
+    ZeroQuantity,
+    #[error("a hold must expire after the moment it is placed")]
+    ExpiryNotInFuture,
+    #[error("the hold has expired")]
+    HoldExpired,
+    #[error("the hold no longer holds places here")]
+    HoldLost,
+    #[error("the hold has been converted into a booking")]
+    HoldConverted,
+}
+
+/// Decides a command on a shard of `capacity` places at `now`.
+pub fn decide(
+    shard: &PoolShard,
+    capacity: u32,
+    command: &PoolCommand,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    match command {
+        PoolCommand::PlaceHold {
+            hold_id,
+            buyer,
+            quantity,
+            expires_at,
+        } => {
+            if *quantity == 0 {
+                return Err(PoolError::ZeroQuantity);
+            }
+            if has_expired(*expires_at, now) {
+                return Err(PoolError::ExpiryNotInFuture);
+            }
+            if shard.active(hold_id, now).is_some() {
+                // The same hold asking again (a retried request).
+                return Ok(vec![]);
+            }
+            let available = shard.available_at(capacity, now);
+            if available < *quantity {
+                return Err(PoolError::NotEnough { available });
+            }
+            let mut events: Vec<PoolEvent> = shard
+                .holds
+                .iter()
+                .filter(|(_, h)| has_expired(h.expires_at, now))
+                .take(MAX_EXPIRIES_PER_COMMAND)
+                .map(|(id, _)| PoolEvent::PoolHoldExpired { hold_id: *id })
+                .collect();
+            events.push(PoolEvent::PoolHoldPlaced {
+                hold_id: *hold_id,
+                buyer: buyer.clone(),
+                quantity: *quantity,
+                expires_at: *expires_at,
+            });
+            Ok(events)
+        }
+        PoolCommand::ReleaseHold { hold_id } => match shard.holds.get(hold_id) {
+            Some(h) if has_expired(h.expires_at, now) => {
+                Ok(vec![PoolEvent::PoolHoldExpired { hold_id: *hold_id }])
+            }
+            Some(_) => Ok(vec![PoolEvent::PoolHoldReleased { hold_id: *hold_id }]),
+            None if shard.bookings.contains_key(&converted_booking(hold_id)) => {
+                Err(PoolError::HoldConverted)
+            }
+            None => Ok(vec![]),
+        },
+        PoolCommand::ExpireHold { hold_id } => match shard.holds.get(hold_id) {
+            Some(h) if has_expired(h.expires_at, now) => {
+                Ok(vec![PoolEvent::PoolHoldExpired { hold_id: *hold_id }])
+            }
+            _ => Ok(vec![]),
+        },
+        PoolCommand::ConvertHold {
+            hold_id,
+            booking_id,
+        } => match shard.holds.get(hold_id) {
+            Some(h) if has_expired(h.expires_at, now) => Err(PoolError::HoldExpired),
+            Some(_) => Ok(vec![PoolEvent::PoolHoldConverted {
+                hold_id: *hold_id,
+                booking_id: *booking_id,
+            }]),
+            None if shard.bookings.contains_key(booking_id) => Ok(vec![]),
+            None => Err(PoolError::HoldLost),
+        },
+        PoolCommand::CancelBooking { booking_id } => {
+            if shard.bookings.contains_key(booking_id) {
+                Ok(vec![PoolEvent::PoolBookingCancelled {
+                    booking_id: *booking_id,
+                }])
+            } else {
+                Ok(vec![])
+            }
+        }
+    }
+}
+
+/// The booking a hold converts into (the same derivation the checkout uses).
+fn converted_booking(hold_id: &HoldId) -> BookingId {
+    crate::checkout::Checkout::booking_id_for(*hold_id)
+}
+
+impl PoolShard {
+    pub fn apply_event(&mut self, event: &PoolEvent) {
+        match event {
+            PoolEvent::PoolHoldPlaced {
+                hold_id,
+                buyer,
+                quantity,
+                expires_at,
+            } => {
+                self.holds.insert(
+                    *hold_id,
+                    PoolHold {
+                        buyer: buyer.clone(),
+                        quantity: *quantity,
+                        expires_at: *expires_at,
+                    },
+                );
+            }
+            PoolEvent::PoolHoldReleased { hold_id } | PoolEvent::PoolHoldExpired { hold_id } => {
+                self.holds.remove(hold_id);
+            }
+            PoolEvent::PoolHoldConverted {
+                hold_id,
+                booking_id,
+            } => {
+                if let Some(hold) = self.holds.remove(hold_id) {
+                    self.sold += hold.quantity;
+                    self.bookings.insert(*booking_id, hold.quantity);
+                }
+            }
+            PoolEvent::PoolBookingCancelled { booking_id } => {
+                if let Some(quantity) = self.bookings.remove(booking_id) {
+                    self.sold = self.sold.saturating_sub(quantity);
+                }
+            }
+        }
+    }
+}
+
+impl Aggregate for PoolShard {
+    const TYPE: &'static str = "PoolShard";
+    /// A command with the shard's capacity and the instant it is decided at.
+    type Command = (PoolCommand, u32, DateTime<Utc>);
+    type Event = PoolEvent;
+    type Error = PoolError;
+    type Services = ();
+
+    async fn handle(
+        &mut self,
+        (command, capacity, now): Self::Command,
+        _services: &Self::Services,
+        sink: &EventSink<Self>,
+    ) -> Result<(), Self::Error> {
+        for event in decide(self, capacity, &command, now)? {
+            sink.write(event, self).await;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, event: Self::Event) {
+        self.apply_event(&event);
+    }
+}
+
+/// How a hold of `quantity` is split across shards, given each shard's free
+/// places in the order to draw from: greedily, from the first shard with
+/// room. `None` if the shards together cannot serve it.
+pub fn split(free: &[(u32, u32)], quantity: u32) -> Option<Vec<(u32, u32)>> {
+    let mut parts = Vec::new();
+    let mut remaining = quantity;
+    for &(shard, available) in free {
+        if remaining == 0 {
+            break;
+        }
+        let take = available.min(remaining);
+        if take > 0 {
+            parts.push((shard, take));
+            remaining -= take;
+        }
+    }
+    (remaining == 0).then_some(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+    use proptest::prelude::*;
+    use uuid::Uuid;
+
+    fn t(seconds: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(1_800_000_000 + seconds)
+    }
+    fn hold(n: u128) -> HoldId {
+        HoldId(Uuid::from_u128(n))
+    }
+    fn place(n: u128, quantity: u32, until: i64) -> PoolCommand {
+        PoolCommand::PlaceHold {
+            hold_id: hold(n),
+            buyer: BuyerId::parse("b").unwrap(),
+            quantity,
+            expires_at: t(until),
+        }
+    }
+    fn given(capacity: u32, commands: &[(PoolCommand, i64)]) -> PoolShard {
+        let mut shard = PoolShard::default();
+        for (command, at) in commands {
+            for event in decide(&shard, capacity, command, t(*at)).unwrap() {
+                shard.apply_event(&event);
+            }
+        }
+        shard
+    }
+
+    #[test]
+    fn it_should_hold_places_while_enough_are_free() {
+        let shard = given(5, &[(place(1, 3, 100), 0)]);
+        assert_eq!(shard.available_at(5, t(1)), 2);
+        assert_eq!(
+            decide(&shard, 5, &place(2, 3, 100), t(1)),
+            Err(PoolError::NotEnough { available: 2 })
+        );
+        assert!(decide(&shard, 5, &place(2, 2, 100), t(1)).is_ok());
+    }
+
+    #[test]
+    fn it_should_give_expired_places_back_without_an_event() {
+        let shard = given(5, &[(place(1, 5, 100), 0)]);
+        assert_eq!(shard.available_at(5, t(99)), 0);
+        assert_eq!(shard.available_at(5, t(100)), 5);
+        let events = decide(&shard, 5, &place(2, 5, 200), t(100)).unwrap();
+        assert_eq!(
+            events,
+            vec![
+                PoolEvent::PoolHoldExpired { hold_id: hold(1) },
+                PoolEvent::PoolHoldPlaced {
+                    hold_id: hold(2),
+                    buyer: BuyerId::parse("b").unwrap(),
+                    quantity: 5,
+                    expires_at: t(200)
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn it_should_treat_the_same_hold_again_as_a_no_op() {
+        let shard = given(5, &[(place(1, 2, 100), 0)]);
+        assert_eq!(decide(&shard, 5, &place(1, 2, 100), t(1)), Ok(vec![]));
+    }
+
+    #[test]
+    fn it_should_count_converted_places_as_sold_and_cancel_them_back() {
+        let booking = BookingId(Uuid::from_u128(99));
+        let convert = PoolCommand::ConvertHold {
+            hold_id: hold(1),
+            booking_id: booking,
+        };
+        let shard = given(5, &[(place(1, 2, 100), 0), (convert.clone(), 50)]);
+        assert_eq!((shard.sold, shard.held_at(t(51))), (2, 0));
+        assert_eq!(
+            shard.available_at(5, t(10_000)),
+            3,
+            "sold places never expire"
+        );
+        assert_eq!(
+            decide(&shard, 5, &convert, t(60)),
+            Ok(vec![]),
+            "converted again"
+        );
+        let cancel = PoolCommand::CancelBooking {
+            booking_id: booking,
+        };
+        let freed = given(
+            5,
+            &[(place(1, 2, 100), 0), (convert, 50), (cancel.clone(), 60)],
+        );
+        assert_eq!(freed.available_at(5, t(61)), 5);
+        assert_eq!(
+            decide(&freed, 5, &cancel, t(62)),
+            Ok(vec![]),
+            "cancelled again"
+        );
+    }
+
+    #[test]
+    fn it_should_not_convert_an_expired_or_released_hold() {
+        let shard = given(5, &[(place(1, 2, 100), 0)]);
+        let convert = PoolCommand::ConvertHold {
+            hold_id: hold(1),
+            booking_id: BookingId(Uuid::from_u128(9)),
+        };
+        assert_eq!(
+            decide(&shard, 5, &convert, t(100)),
+            Err(PoolError::HoldExpired)
+        );
+        let released = given(
+            5,
+            &[
+                (place(1, 2, 100), 0),
+                (PoolCommand::ReleaseHold { hold_id: hold(1) }, 5),
+            ],
+        );
+        assert_eq!(
+            decide(&released, 5, &convert, t(6)),
+            Err(PoolError::HoldLost)
+        );
+        assert_eq!(released.available_at(5, t(6)), 5);
+    }
+
+    #[test]
+    fn it_should_split_capacity_evenly_and_draw_greedily() {
+        assert_eq!(default_shards(1), 1);
+        assert_eq!(default_shards(500), 8);
+        assert_eq!(default_shards(1_000_000), MAX_POOL_SHARDS);
+        let parts: Vec<u32> = (0..8).map(|i| shard_capacity(500, 8, i)).collect();
+        assert_eq!(parts.iter().sum::<u32>(), 500);
+        assert_eq!(parts[0], 63);
+        assert_eq!(parts[7], 62);
+        assert_eq!(
+            split(&[(3, 1), (4, 0), (5, 4)], 4),
+            Some(vec![(3, 1), (5, 3)])
+        );
+        assert_eq!(split(&[(3, 1), (4, 2)], 4), None);
+    }
+
+    /// A plain model of one shard: a list of holds with their expiry and a
+    /// sold counter, with the rules written the obvious way.
+    #[derive(Default, Debug)]
+    struct Model {
+        holds: Vec<(u128, u32, i64, bool)>, // id, quantity, expires_at, live
+        sold: Vec<(u128, u32)>,             // booking (= hold id), quantity
+    }
+
+    impl Model {
+        fn free(&self, capacity: u32, now: i64) -> u32 {
+            let held: u32 = self
+                .holds
+                .iter()
+                .filter(|h| h.3 && h.2 > now)
+                .map(|h| h.1)
+                .sum();
+            let sold: u32 = self.sold.iter().map(|s| s.1).sum();
+            capacity - held - sold
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Hold(u128, u32, i64),
+        Release(u128),
+        Advance(i64),
+        Convert(u128),
+        Cancel(u128),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u128..12, 1u32..6, 1i64..30).prop_map(|(id, q, ttl)| Op::Hold(id, q, ttl)),
+            (1u128..12).prop_map(Op::Release),
+            (1i64..20).prop_map(Op::Advance),
+            (1u128..12).prop_map(Op::Convert),
+            (1u128..12).prop_map(Op::Cancel),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn decisions_agree_with_the_model_and_never_oversell(
+            capacity in 1u32..20,
+            ops in proptest::collection::vec(op(), 1..60),
+        ) {
+            let mut shard = PoolShard::default();
+            let mut model = Model::default();
+            let mut now = 0i64;
+            for op in ops {
+                let at = t(now);
+                match op {
+                    Op::Advance(by) => now += by,
+                    Op::Hold(id, q, ttl) => {
+                        let live = model.holds.iter().any(|h| h.0 == id && h.3 && h.2 > now);
+                        let used = model.holds.iter().any(|h| h.0 == id) || model.sold.iter().any(|s| s.0 == id);
+                        if used && !live {
+                            continue; // hold ids are never reused once finished
+                        }
+                        let result = decide(&shard, capacity, &place(id, q, now + ttl), at);
+                        if live {
+                            prop_assert_eq!(result.clone(), Ok(vec![]));
+                        } else if model.free(capacity, now) >= q {
+                            prop_assert!(result.is_ok(), "{:?}", result);
+                            model.holds.push((id, q, now + ttl, true));
+                        } else {
+                            prop_assert_eq!(result.clone(), Err(PoolError::NotEnough { available: model.free(capacity, now) }));
+                        }
+                        for e in result.unwrap_or_default() { shard.apply_event(&e); }
+                    }
+                    Op::Release(id) => {
+                        let result = decide(&shard, capacity, &PoolCommand::ReleaseHold { hold_id: hold(id) }, at);
+                        if let Some(h) = model.holds.iter_mut().find(|h| h.0 == id && h.3) { h.3 = false; }
+                        for e in result.unwrap_or_default() { shard.apply_event(&e); }
+                    }
+                    Op::Convert(id) => {
+                        let booking_id = crate::checkout::Checkout::booking_id_for(hold(id));
+                        let result = decide(&shard, capacity, &PoolCommand::ConvertHold { hold_id: hold(id), booking_id }, at);
+                        let pos = model.holds.iter().position(|h| h.0 == id && h.3);
+                        match pos {
+                            Some(i) if model.holds[i].2 > now => {
+                                prop_assert!(result.is_ok());
+                                let (_, q, _, _) = model.holds[i];
+                                model.holds[i].3 = false;
+                                model.sold.push((id, q));
+                            }
+                            _ => prop_assert!(result.is_err() || model.sold.iter().any(|s| s.0 == id)),
+                        }
+                        for e in result.unwrap_or_default() { shard.apply_event(&e); }
+                    }
+                    Op::Cancel(id) => {
+                        let booking_id = crate::checkout::Checkout::booking_id_for(hold(id));
+                        let result = decide(&shard, capacity, &PoolCommand::CancelBooking { booking_id }, at);
+                        model.sold.retain(|s| s.0 != id);
+                        for e in result.unwrap_or_default() { shard.apply_event(&e); }
+                    }
+                }
+                let at = t(now);
+                prop_assert_eq!(shard.available_at(capacity, at), model.free(capacity, now));
+                prop_assert!(shard.sold + shard.held_at(at) <= capacity);
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! What a hold holds: seats, or places in pool shards. Releasing, converting
+//! and cancelling work the same way on both, so the services drive them
+//! through one trait instead of two copies of every loop.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::Aggregate;
+use domain::ids::seat_stream_id;
+use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
+use domain::pool::{self, shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolShard};
+use domain::seat::{self, Seat, SeatCommand, SeatError};
+use domain::show::Show;
+use projections::holds::pool_hold_change;
+
+use crate::batch::{push_events, push_seat};
+use crate::store::{AppendBatch, HoldRecord, ShardRowWrite, StoreError};
+use crate::streams::{LockedStream, StreamCache};
+
+/// Why a unit refuses to move a hold on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The hold expired before this instant.
+    Expired,
+    /// The hold no longer holds this unit (released, or expired and taken).
+    Lost,
+    /// The hold was converted into a booking already.
+    Converted,
+}
+
+/// One unit of inventory a hold can hold, as a stream type.
+pub trait Unit: Aggregate + Clone {
+    /// What identifies the unit beyond its stream (show, seat or shard and capacity).
+    type Key: Clone + Send + Sync;
+
+    fn release(
+        &self,
+        key: &Self::Key,
+        hold_id: HoldId,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal>;
+    fn convert(
+        &self,
+        key: &Self::Key,
+        hold_id: HoldId,
+        booking_id: BookingId,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal>;
+    fn cancel(
+        &self,
+        key: &Self::Key,
+        booking_id: BookingId,
+        now: DateTime<Utc>,
+    ) -> Vec<Self::Event>;
+    /// Adds the unit's events and the read-model rows they produce.
+    fn push(
+        batch: &mut AppendBatch,
+        key: &Self::Key,
+        stream: &LockedStream<Self>,
+        events: &[Self::Event],
+        metadata: &str,
+    ) -> Result<(), StoreError>;
+}
+
+#[derive(Debug, Clone)]
+pub struct SeatKey {
+    pub show_id: ShowId,
+    pub seat_id: SeatId,
+}
+
+#[derive(Debug, Clone)]
+pub struct ShardKey {
+    pub show_id: ShowId,
+    pub pool_id: PoolId,
+    pub index: u32,
+    pub capacity: u32,
+}
+
+fn seat_refusal(e: SeatError) -> Refusal {
+    match e {
+        SeatError::HoldExpired => Refusal::Expired,
+        SeatError::HoldConverted => Refusal::Converted,
+        _ => Refusal::Lost,
+    }
+}
+
+fn pool_refusal(e: PoolError) -> Refusal {
+    match e {
+        PoolError::HoldExpired => Refusal::Expired,
+        PoolError::HoldConverted => Refusal::Converted,
+        _ => Refusal::Lost,
+    }
+}
+
+impl Unit for Seat {
+    type Key = SeatKey;
+
+    fn release(
+        &self,
+        _: &SeatKey,
+        hold_id: HoldId,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal> {
+        seat::decide(self, &SeatCommand::ReleaseHold { hold_id }, now).map_err(seat_refusal)
+    }
+
+    fn convert(
+        &self,
+        _: &SeatKey,
+        hold_id: HoldId,
+        booking_id: BookingId,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal> {
+        let command = SeatCommand::ConvertHold {
+            hold_id,
+            booking_id,
+        };
+        seat::decide(self, &command, now).map_err(seat_refusal)
+    }
+
+    fn cancel(&self, _: &SeatKey, booking_id: BookingId, now: DateTime<Utc>) -> Vec<Self::Event> {
+        seat::decide(self, &SeatCommand::CancelBooking { booking_id }, now).unwrap_or_default()
+    }
+
+    fn push(
+        batch: &mut AppendBatch,
+        key: &SeatKey,
+        stream: &LockedStream<Self>,
+        events: &[Self::Event],
+        metadata: &str,
+    ) -> Result<(), StoreError> {
+        push_seat(batch, &key.show_id, &key.seat_id, stream, events, metadata)
+    }
+}
+
+impl Unit for PoolShard {
+    type Key = ShardKey;
+
+    fn release(
+        &self,
+        key: &ShardKey,
+        hold_id: HoldId,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal> {
+        pool::decide(
+            self,
+            key.capacity,
+            &PoolCommand::ReleaseHold { hold_id },
+            now,
+        )
+        .map_err(pool_refusal)
+    }
+
+    fn convert(
+        &self,
+        key: &ShardKey,
+        hold_id: HoldId,
+        booking_id: BookingId,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal> {
+        let command = PoolCommand::ConvertHold {
+            hold_id,
+            booking_id,
+        };
+        pool::decide(self, key.capacity, &command, now).map_err(pool_refusal)
+    }
+
+    fn cancel(
+        &self,
+        key: &ShardKey,
+        booking_id: BookingId,
+        now: DateTime<Utc>,
+    ) -> Vec<Self::Event> {
+        pool::decide(
+            self,
+            key.capacity,
+            &PoolCommand::CancelBooking { booking_id },
+            now,
+        )
+        .unwrap_or_default()
+    }
+
+    fn push(
+        batch: &mut AppendBatch,
+        key: &ShardKey,
+        stream: &LockedStream<Self>,
+        events: &[Self::Event],
+        metadata: &str,
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        push_events(batch, stream, events, metadata, Some(key.show_id.as_str()))?;
+        let mut after = stream.aggregate().clone();
+        for event in events {
+            after.apply_event(event);
+            batch.hold_changes.extend(pool_hold_change(
+                &key.show_id,
+                &key.pool_id,
+                key.index,
+                event,
+            ));
+        }
+        batch.shard_rows.push(ShardRowWrite {
+            show_id: key.show_id.to_string(),
+            pool_id: key.pool_id.to_string(),
+            shard: key.index as i32,
+            last_seq: (stream.version() + events.len()) as i64,
+            sold: i64::from(after.sold),
+        });
+        Ok(())
+    }
+}
+
+/// The loaded streams of both unit types, one per process (see streams.rs:
+/// every in-process writer of a stream must go through the same slot).
+#[derive(Default)]
+pub struct Inventory {
+    pub seats: StreamCache<Seat>,
+    pub shards: StreamCache<PoolShard>,
+}
+
+/// The units a hold holds, each with its stream id, in lock order.
+pub enum HoldUnits {
+    Seats(Vec<(String, SeatKey)>),
+    Pool(Vec<(String, ShardKey)>),
+}
+
+fn corrupt(hold_id: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("hold {hold_id}: {e}"))
+}
+
+/// The units of a stored hold. Seats are locked in stream-id order, shards
+/// in index order: each type has one order, so two commands never wait on
+/// each other in a cycle.
+pub fn units_of(record: &HoldRecord, show: &Show) -> Result<HoldUnits, StoreError> {
+    let show_id = &show.show_id;
+    match &record.pool {
+        None => {
+            let mut units = Vec::with_capacity(record.seats.len());
+            for seat in &record.seats {
+                let seat_id = SeatId::parse(seat).map_err(|e| corrupt(&record.hold_id, e))?;
+                units.push((
+                    seat_stream_id(show_id, &seat_id),
+                    SeatKey {
+                        show_id: show_id.clone(),
+                        seat_id,
+                    },
+                ));
+            }
+            units.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(HoldUnits::Seats(units))
+        }
+        Some((pool_id, parts)) => {
+            let pool_id = PoolId::parse(pool_id).map_err(|e| corrupt(&record.hold_id, e))?;
+            let spec = show
+                .pool(&pool_id)
+                .ok_or_else(|| corrupt(&record.hold_id, "its pool is not in the show"))?;
+            let mut units: Vec<(String, ShardKey)> = parts
+                .iter()
+                .map(|(shard, _)| {
+                    let index = (*shard).max(0) as u32;
+                    (
+                        shard_stream_id(show_id, &pool_id, index),
+                        ShardKey {
+                            show_id: show_id.clone(),
+                            pool_id: pool_id.clone(),
+                            index,
+                            capacity: shard_capacity(spec.capacity, spec.shards, index),
+                        },
+                    )
+                })
+                .collect();
+            units.sort_by_key(|(_, key)| key.index);
+            Ok(HoldUnits::Pool(units))
+        }
+    }
+}
