@@ -11,6 +11,7 @@ mod bad_input;
 mod checkout;
 mod crash;
 mod holds;
+mod pools;
 mod shows;
 mod store;
 
@@ -37,6 +38,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(store::tests());
     all.extend(shows::tests());
     all.extend(holds::tests());
+    all.extend(pools::tests());
     all.extend(checkout::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());
