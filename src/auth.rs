@@ -56,6 +56,7 @@ pub enum AuthError {
 }
 
 /// Signs and verifies tokens with one shared secret.
+#[derive(Clone)]
 pub struct TokenKeys {
     encoding: EncodingKey,
     decoding: DecodingKey,

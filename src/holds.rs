@@ -357,7 +357,18 @@ impl HoldService {
             booking_id: None,
         };
 
-        for index in ring.clone() {
+        // Shards this instance last saw full are skipped here (a guess; the
+        // whole-pool look below decides if none of the others has room).
+        let now = self.clock.now();
+        let candidates = ring.clone().filter(|&i| {
+            let (id, key) = &units[i];
+            let free = self
+                .inventory
+                .shards
+                .peek(id, |shard| shard.available_at(key.capacity, now));
+            free.is_none_or(|free| free >= quantity)
+        });
+        for index in candidates {
             let unit = std::slice::from_ref(&units[index]);
             let mut locked = self.inventory.shards.lock(&[unit[0].0.clone()]).await;
             refresh_all(&self.store, &mut locked).await?;

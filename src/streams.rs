@@ -97,6 +97,18 @@ impl<A: Aggregate> StreamCache<A> {
         slot
     }
 
+    /// Looks at a loaded stream's cached state without waiting: `None` if the
+    /// stream is not loaded or a request holds it. The state may be stale;
+    /// use it only to choose where to look, never to answer.
+    pub fn peek<R>(&self, id: &str, look: impl FnOnce(&A) -> R) -> Option<R> {
+        let slot = {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.get(id)?.clone()
+        };
+        let loaded = slot.loaded.try_lock().ok()?;
+        (loaded.fresh_through > 0).then(|| look(&loaded.aggregate))
+    }
+
     /// Locks one stream if no request of this process holds it.
     pub fn try_lock(&self, id: &str) -> Option<LockedStream<A>> {
         let slot = self.slot(id);
@@ -114,10 +126,19 @@ impl<A: Aggregate> StreamCache<A> {
     /// Locks the streams in the order given, which must be one global order
     /// (callers sort stream ids) so that two commands never wait on each other.
     pub async fn lock(&self, ids: &[String]) -> Vec<LockedStream<A>> {
+        // Every ticket is taken on arrival, before waiting for any lock, so a
+        // reload that another request starts meanwhile covers this request on
+        // every stream, not only on the first it waits for.
+        let ticketed: Vec<(Arc<Slot<A>>, u64)> = ids
+            .iter()
+            .map(|id| {
+                let slot = self.slot(id);
+                let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+                (slot, ticket)
+            })
+            .collect();
         let mut locked = Vec::with_capacity(ids.len());
-        for id in ids {
-            let slot = self.slot(id);
-            let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+        for (id, (slot, ticket)) in ids.iter().zip(ticketed) {
             let guard = slot.loaded.clone().lock_owned().await;
             locked.push(LockedStream {
                 id: id.clone(),

@@ -36,10 +36,14 @@ const SELECT_HOLD: &str = "SELECT show_id, buyer, expires_at_us, state, booking_
      FROM holds WHERE hold_id = $1";
 const SELECT_POOL_PARTS: &str =
     "SELECT shard, quantity FROM pool_holds WHERE hold_id = $1 ORDER BY shard";
-const SELECT_HOLD_SEATS: &str = "SELECT hs.seat_id FROM hold_seats hs \
-     JOIN holds h ON h.hold_id = hs.hold_id \
-     JOIN seat_availability a ON a.show_id = h.show_id AND a.seat_id = hs.seat_id \
-     WHERE hs.hold_id = $1 ORDER BY a.ordinal";
+/// The seats of a hold in show order. CROSS JOIN fixes the join order on
+/// SQLite (the hold's few seats first, then each seat by primary key);
+/// otherwise its planner walks every seat of the show by ordinal.
+const SELECT_HOLD_SEATS: &str = "SELECT hs.seat_id \
+     FROM holds h CROSS JOIN hold_seats hs CROSS JOIN seat_availability a \
+     WHERE h.hold_id = $1 AND hs.hold_id = h.hold_id \
+       AND a.show_id = h.show_id AND a.seat_id = hs.seat_id \
+     ORDER BY a.ordinal";
 const SELECT_IDEMPOTENCY: &str =
     "SELECT request_hash, hold_id FROM idempotency_keys WHERE buyer = $1 AND key = $2";
 

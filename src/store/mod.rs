@@ -223,13 +223,53 @@ impl Store {
         aggregate_id: &str,
         after: usize,
     ) -> StoreResult<Vec<SerializedEvent>> {
-        let result = match (self, after) {
-            (Store::Postgres(s), 0) => s.repo.get_events::<A>(aggregate_id).await,
-            (Store::Postgres(s), n) => s.repo.get_last_events::<A>(aggregate_id, n).await,
-            (Store::Sqlite(s), 0) => s.repo.get_events::<A>(aggregate_id).await,
-            (Store::Sqlite(s), n) => s.repo.get_last_events::<A>(aggregate_id, n).await,
+        if after > 0 {
+            return self.events_after(A::TYPE, aggregate_id, after).await;
+        }
+        let result = match self {
+            Store::Postgres(s) => s.repo.get_events::<A>(aggregate_id).await,
+            Store::Sqlite(s) => s.repo.get_events::<A>(aggregate_id).await,
         };
         result.map_err(StoreError::from_persistence)
+    }
+
+    /// What `get_last_events` of the cqrs-es repositories returns, with the
+    /// sequence bound as a parameter: the crates format it into the SQL text,
+    /// so every call is a new statement to parse and plan, and the prepared
+    /// statement cache of each connection churns.
+    async fn events_after(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>> {
+        const SQL: &str =
+            "SELECT sequence, event_type, event_version, payload, metadata FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence";
+        type Row = (i64, String, String, serde_json::Value, serde_json::Value);
+        let rows: Vec<Row> = on_store!(self, read pool => {
+            sqlx::query_as(SQL)
+                .bind(aggregate_type)
+                .bind(aggregate_id)
+                .bind(after as i64)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(sequence, event_type, event_version, payload, metadata)| {
+                SerializedEvent::new(
+                    aggregate_id.to_owned(),
+                    sequence.max(0) as usize,
+                    aggregate_type.to_owned(),
+                    event_type,
+                    event_version,
+                    payload,
+                    metadata,
+                )
+            })
+            .collect())
     }
 
     /// `(position, recorded_at_us)` of every event in global order (diagnostics).

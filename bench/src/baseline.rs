@@ -1,0 +1,140 @@
+//! The physical limit: the seed design's raw SQL hold, on the same
+//! PostgreSQL, with the same concurrency, in the same run.
+//!
+//! ```sql
+//! INSERT INTO holds (seat_id, hold_id, expires_at) VALUES ($1, $2, now() + interval '8 minutes')
+//! ON CONFLICT (seat_id) DO UPDATE SET hold_id = excluded.hold_id, expires_at = excluded.expires_at
+//! WHERE holds.expires_at < now() RETURNING seat_id
+//! ```
+//!
+//! One statement per hold, no HTTP, no events: what a hold costs the
+//! database at the least. Every loser of a race on one seat takes the row
+//! lock and waits for the winner's commit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::Connection;
+
+use crate::report::Figures;
+
+const HOLD: &str = "INSERT INTO holds (seat_id, hold_id, expires_at) \
+     VALUES ($1, $2, now() + interval '8 minutes') \
+     ON CONFLICT (seat_id) DO UPDATE SET hold_id = excluded.hold_id, expires_at = excluded.expires_at \
+     WHERE holds.expires_at < now() RETURNING seat_id";
+
+pub struct Baseline {
+    pub holds: Figures,
+    pub storm: Figures,
+}
+
+pub async fn run(
+    admin_url: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Baseline> {
+    let database = format!("booking_baseline_{}", uuid::Uuid::new_v4().simple());
+    crate::admin_exec(admin_url, &format!("CREATE DATABASE \"{database}\"")).await?;
+    let url = crate::with_database(admin_url, &database);
+    let result = measure(&url, concurrency, duration).await;
+    crate::admin_exec(
+        admin_url,
+        &format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"),
+    )
+    .await?;
+    result
+}
+
+async fn measure(url: &str, concurrency: usize, duration: Duration) -> anyhow::Result<Baseline> {
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    sqlx::query("CREATE TABLE holds (seat_id text PRIMARY KEY, hold_id uuid NOT NULL, expires_at timestamptz NOT NULL)")
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(concurrency as u32)
+        .min_connections(concurrency as u32)
+        .test_before_acquire(false)
+        .connect(url)
+        .await?;
+
+    // Distinct seats, `concurrency` clients, for `duration`.
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (pool, next) = (pool.clone(), next.clone());
+        tasks.spawn(async move {
+            let mut answers = Vec::new();
+            while Instant::now() < deadline {
+                let seat = format!("S{}", next.fetch_add(1, Ordering::Relaxed));
+                let t = Instant::now();
+                let row: Result<Option<(String,)>, _> = sqlx::query_as(HOLD)
+                    .bind(&seat)
+                    .bind(uuid::Uuid::new_v4())
+                    .fetch_optional(&pool)
+                    .await;
+                let status = match row {
+                    Ok(Some(_)) => 201,
+                    Ok(None) => 409,
+                    Err(_) => 0,
+                };
+                answers.push((status, t.elapsed()));
+            }
+            answers
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(part) = tasks.join_next().await {
+        answers.extend(part?);
+    }
+    let holds = Figures::from_latencies(
+        "raw SQL hold (distinct seats)",
+        "postgres",
+        &answers,
+        started.elapsed(),
+    );
+
+    // The storm: 3,400 attempts on one seat through the same pool.
+    const BUYERS: usize = 3_400;
+    let gate = Arc::new(tokio::sync::Barrier::new(BUYERS + 1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..BUYERS {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        tasks.spawn(async move {
+            gate.wait().await;
+            let t = Instant::now();
+            let row: Result<Option<(String,)>, _> = sqlx::query_as(HOLD)
+                .bind("STORM")
+                .bind(uuid::Uuid::new_v4())
+                .fetch_optional(&pool)
+                .await;
+            let status = match row {
+                Ok(Some(_)) => 201,
+                Ok(None) => 409,
+                Err(_) => 0,
+            };
+            (status, t.elapsed())
+        });
+    }
+    gate.wait().await;
+    let released = Instant::now();
+    let mut answers = Vec::new();
+    while let Some(answer) = tasks.join_next().await {
+        answers.push(answer?);
+    }
+    let wall = released.elapsed();
+    let winners = answers.iter().filter(|(s, _)| *s == 201).count();
+    let mut storm = Figures::from_latencies(
+        "raw SQL storm (3,400 attempts, one seat)",
+        "postgres",
+        &answers,
+        wall,
+    );
+    storm.note = format!("winners: {winners}");
+    pool.close().await;
+    Ok(Baseline { holds, storm })
+}

@@ -1,0 +1,215 @@
+//! The benchmark harness: measures the booking service and the raw-SQL limit
+//! side by side, on the same machine, in the same run.
+//!
+//!     cargo run --release -p bench -- --store both
+//!
+//! It starts the service in-process on port 0 (on a fresh SQLite file or a
+//! fresh PostgreSQL database), drives it over real HTTP, then runs the seed
+//! design's raw SQL hold against the same PostgreSQL with the same
+//! concurrency, and writes a markdown table (BENCHMARKS.md) and JSON.
+//! Absolute times on a shared machine mean little; the ratios are the point.
+
+mod baseline;
+mod report;
+mod scenarios;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use booking::app::{Application, Settings};
+use booking::auth::{Role, TokenKeys};
+use booking::clock::SystemClock;
+use clap::{Parser, ValueEnum};
+use domain::ids::BuyerId;
+use sqlx::Connection;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stores {
+    Sqlite,
+    Postgres,
+    Both,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmark the booking service against the raw-SQL hold")]
+struct Args {
+    /// Which store(s) to run the service on.
+    #[arg(long, value_enum, default_value = "both")]
+    store: Stores,
+    /// The PostgreSQL server for the service and the baseline (a database is created per run).
+    #[arg(
+        long,
+        env = "BENCH_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    postgres_url: String,
+    /// Seconds each fixed-time scenario runs.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Concurrent connections of the fixed-time scenarios and the baseline.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Scenarios to run (default: all).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Where the markdown table goes.
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    markdown: String,
+    /// Where the JSON goes.
+    #[arg(long, default_value = "bench-results.json")]
+    json: String,
+}
+
+/// A service under test and a client for it.
+#[derive(Clone)]
+pub struct Target {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub store: &'static str,
+    keys: TokenKeys,
+}
+
+impl Target {
+    pub fn token(&self, sub: &str, role: Role) -> String {
+        self.keys
+            .issue(
+                &BuyerId::parse(sub).expect("sub"),
+                role,
+                chrono::Duration::hours(2),
+            )
+            .expect("token")
+    }
+}
+
+/// Replaces the database name of a PostgreSQL URL.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host = match base[scheme_end..].find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{host}/{database}?{query}"),
+        None => format!("{host}/{database}"),
+    }
+}
+
+async fn admin_exec(url: &str, sql: &str) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .context("connect to PostgreSQL")?;
+    sqlx::query(sql).execute(&mut conn).await?;
+    conn.close().await?;
+    Ok(())
+}
+
+async fn run_store(
+    args: &Args,
+    store: &'static str,
+    results: &mut Vec<report::Figures>,
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pg_database = format!("booking_bench_{}", uuid::Uuid::new_v4().simple());
+    let database_url = if store == "postgres" {
+        admin_exec(
+            &args.postgres_url,
+            &format!("CREATE DATABASE \"{pg_database}\""),
+        )
+        .await?;
+        with_database(&args.postgres_url, &pg_database)
+    } else {
+        format!("sqlite://{}", dir.path().join("bench.db").display())
+    };
+    let secret = uuid::Uuid::new_v4().to_string();
+    let settings = Settings {
+        addr: "127.0.0.1:0".parse()?,
+        database_url,
+        jwt_secret: secret.clone(),
+        database_connections: booking::store::DEFAULT_POOL_CONNECTIONS,
+        payment_latency: Duration::from_millis(booking::payment::simulator::DEFAULT_LATENCY_MS),
+    };
+    let app = Application::build(settings, Arc::new(SystemClock)).await?;
+    let addr = app.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    let target = Target {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .pool_max_idle_per_host(usize::MAX)
+            .build()?,
+        store,
+        keys: TokenKeys::new(&secret),
+    };
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    let seconds = Duration::from_secs(args.seconds);
+    if wanted("storm") {
+        results.push(scenarios::storm(&target).await?);
+    }
+    if wanted("holds") {
+        results.push(scenarios::holds(&target, args.concurrency, seconds, 1).await?);
+    }
+    if wanted("multi") {
+        results.push(scenarios::holds(&target, args.concurrency, seconds, 4).await?);
+    }
+    if wanted("checkout") {
+        results.push(scenarios::checkout(&target, args.concurrency, seconds).await?);
+    }
+    if wanted("ga") {
+        results.push(scenarios::ga_storm(&target, None).await?);
+        results.push(scenarios::ga_storm(&target, Some(1)).await?);
+    }
+    if wanted("availability") {
+        results.push(scenarios::availability(&target, args.concurrency, seconds).await?);
+    }
+    let _ = stop.send(());
+    server.await??;
+    if store == "postgres" {
+        admin_exec(
+            &args.postgres_url,
+            &format!("DROP DATABASE IF EXISTS \"{pg_database}\" WITH (FORCE)"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    // Quiet by default (logging costs CPU the service would use); RUST_LOG to look inside.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let mut results = Vec::new();
+    let stores: &[&'static str] = match args.store {
+        Stores::Sqlite => &["sqlite"],
+        Stores::Postgres => &["postgres"],
+        Stores::Both => &["sqlite", "postgres"],
+    };
+    for store in stores {
+        eprintln!("== service on {store}");
+        run_store(&args, store, &mut results).await?;
+    }
+    eprintln!("== raw SQL baseline on PostgreSQL");
+    let baseline = baseline::run(
+        &args.postgres_url,
+        args.concurrency,
+        Duration::from_secs(args.seconds),
+    )
+    .await?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    report::write(&args.markdown, &args.json, &command, &results, &baseline)?;
+    eprintln!("wrote {} and {}", args.markdown, args.json);
+    Ok(())
+}

@@ -1,0 +1,356 @@
+//! The scenarios, each measured over real HTTP.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use booking::auth::Role;
+use serde_json::{json, Value};
+
+use crate::report::Figures;
+use crate::Target;
+
+/// Seats in the show the fixed-time hold scenarios draw from.
+const BIG_SHOW_SEATS: usize = 100_000;
+
+async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()> {
+    let response = target
+        .client
+        .put(format!("{}/v1/shows/{show}", target.base))
+        .bearer_auth(target.token("bench-admin", Role::Admin))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "create show {show}: {}",
+        response.status()
+    );
+    Ok(())
+}
+
+async fn seat_show(target: &Target, show: &str, seats: usize) -> anyhow::Result<()> {
+    let seats: Vec<Value> = (1..=seats)
+        .map(|n| json!({"seat_id": format!("S{n}"), "section": format!("{}", n / 1000), "row": "1", "number": n, "price_cents": 5000}))
+        .collect();
+    put_show(
+        target,
+        show,
+        json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats}),
+    )
+    .await
+}
+
+/// Sends a JSON POST; returns the status and the time it took.
+async fn post(target: &Target, path: &str, token: &str, body: &Value) -> (u16, Duration, Value) {
+    let started = Instant::now();
+    let response = target
+        .client
+        .post(format!("{}{path}", target.base))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await;
+    match response {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let body = response.json::<Value>().await.unwrap_or(Value::Null);
+            (status, started.elapsed(), body)
+        }
+        Err(_) => (0, started.elapsed(), Value::Null),
+    }
+}
+
+/// `count` requests released at once; wall time from release to the last answer.
+async fn burst(
+    target: &Arc<Target>,
+    count: usize,
+    request: impl Fn(usize) -> (String, String, Value),
+) -> (Duration, Vec<(u16, Duration)>) {
+    let gate = Arc::new(tokio::sync::Barrier::new(count + 1));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let (path, token, body) = request(i);
+        let (gate, target) = (gate.clone(), target.clone());
+        tasks.spawn(async move {
+            gate.wait().await;
+            let (status, latency, _) = post(&target, &path, &token, &body).await;
+            (status, latency)
+        });
+    }
+    gate.wait().await;
+    let released = Instant::now();
+    let mut answers = Vec::with_capacity(count);
+    while let Some(answer) = tasks.join_next().await {
+        answers.push(answer.unwrap_or((0, Duration::ZERO)));
+    }
+    (released.elapsed(), answers)
+}
+
+pub async fn storm(target: &Target) -> anyhow::Result<Figures> {
+    const BUYERS: usize = 3_400;
+    seat_show(target, "storm", 10).await?;
+    let tokens: Vec<String> = (0..BUYERS)
+        .map(|i| target.token(&format!("s{i}"), Role::Buyer))
+        .collect();
+    let target = Arc::new(target.clone());
+    let (wall, answers) = burst(&target, BUYERS, |i| {
+        (
+            "/v1/shows/storm/holds".into(),
+            tokens[i].clone(),
+            json!({"seats": ["S1"]}),
+        )
+    })
+    .await;
+    let winners = answers.iter().filter(|(s, _)| *s == 201).count();
+    let mut figures = Figures::from_latencies(
+        "storm (3,400 buyers, one seat)",
+        target.store,
+        &answers,
+        wall,
+    );
+    figures.note = format!("winners: {winners}");
+    Ok(figures)
+}
+
+/// Holds of `seats_per_hold` adjacent seats at `concurrency` connections for `duration`.
+pub async fn holds(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+    seats_per_hold: usize,
+) -> anyhow::Result<Figures> {
+    let show = format!("holds{seats_per_hold}");
+    seat_show(target, &show, BIG_SHOW_SEATS).await?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let target = Arc::new(target.clone());
+    let (wall, answers) = for_duration(concurrency, duration, {
+        let (target, show) = (target.clone(), show.clone());
+        move |worker| {
+            let (target, show, next) = (target.clone(), show.clone(), next.clone());
+            let token = target.token(&format!("h{worker}"), Role::Buyer);
+            async move {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if (n + 1) * seats_per_hold > BIG_SHOW_SEATS {
+                    return None;
+                }
+                let seats: Vec<String> = (0..seats_per_hold)
+                    .map(|k| format!("S{}", n * seats_per_hold + k + 1))
+                    .collect();
+                let (status, latency, _) = post(
+                    &target,
+                    &format!("/v1/shows/{show}/holds"),
+                    &token,
+                    &json!({"seats": seats}),
+                )
+                .await;
+                Some((status, latency))
+            }
+        }
+    })
+    .await;
+    let name = if seats_per_hold == 1 {
+        "holds (distinct seats)".to_owned()
+    } else {
+        format!("multi-seat holds ({seats_per_hold} adjacent)")
+    };
+    Ok(Figures::from_latencies(&name, target.store, &answers, wall))
+}
+
+/// Hold a seat, then buy it with the simulator at its default latency.
+pub async fn checkout(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Figures> {
+    seat_show(target, "checkout", BIG_SHOW_SEATS).await?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let target = Arc::new(target.clone());
+    let (wall, answers) = for_duration(concurrency, duration, {
+        let target = target.clone();
+        move |worker| {
+            let (target, next) = (target.clone(), next.clone());
+            let token = target.token(&format!("c{worker}"), Role::Buyer);
+            async move {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= BIG_SHOW_SEATS {
+                    return None;
+                }
+                let started = Instant::now();
+                let (status, _, hold) = post(
+                    &target,
+                    "/v1/shows/checkout/holds",
+                    &token,
+                    &json!({"seats": [format!("S{}", n + 1)]}),
+                )
+                .await;
+                if status != 201 {
+                    return Some((status, started.elapsed()));
+                }
+                let hold_id = hold["hold_id"].as_str().unwrap_or_default();
+                let (status, _, _) = post(
+                    &target,
+                    &format!("/v1/holds/{hold_id}/purchase"),
+                    &token,
+                    &json!({"payment_method": "pm_sim_ok"}),
+                )
+                .await;
+                Some((status, started.elapsed()))
+            }
+        }
+    })
+    .await;
+    Ok(Figures::from_latencies(
+        "checkout (hold + purchase, 50 ms simulator)",
+        target.store,
+        &answers,
+        wall,
+    ))
+}
+
+pub async fn ga_storm(target: &Target, shards: Option<u32>) -> anyhow::Result<Figures> {
+    const BUYERS: usize = 5_000;
+    const CAPACITY: u32 = 500;
+    let show = format!("ga{}", shards.map_or("default".into(), |s| s.to_string()));
+    let mut pool = json!({"pool_id": "floor", "capacity": CAPACITY, "price_cents": 3000});
+    if let Some(shards) = shards {
+        pool["shards"] = json!(shards);
+    }
+    put_show(
+        target,
+        &show,
+        json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "pools": [pool]}),
+    )
+    .await?;
+    let tokens: Vec<String> = (0..BUYERS)
+        .map(|i| target.token(&format!("g{i}"), Role::Buyer))
+        .collect();
+    let target = Arc::new(target.clone());
+    let path = format!("/v1/shows/{show}/holds");
+    let (wall, answers) = burst(&target, BUYERS, |i| {
+        (
+            path.clone(),
+            tokens[i].clone(),
+            json!({"pool_id": "floor", "quantity": 1}),
+        )
+    })
+    .await;
+    let winners = answers.iter().filter(|(s, _)| *s == 201).count();
+    let name = match shards {
+        None => format!(
+            "GA storm (5,000 buyers, 500 places, {} shards)",
+            domain::pool::default_shards(CAPACITY)
+        ),
+        Some(n) => format!("GA storm (5,000 buyers, 500 places, {n} shard)"),
+    };
+    let mut figures = Figures::from_latencies(&name, target.store, &answers, wall);
+    figures.per_second = winners as f64 / wall.as_secs_f64();
+    figures.note = format!("winners: {winners}; per second = holds placed per second");
+    Ok(figures)
+}
+
+/// Availability of a 20,000-seat show, read while holds run in the background.
+pub async fn availability(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Figures> {
+    const SEATS: usize = 20_000;
+    const READERS: usize = 4;
+    seat_show(target, "avail", SEATS).await?;
+    let target = Arc::new(target.clone());
+    let next = Arc::new(AtomicUsize::new(0));
+    let background = tokio::spawn(for_duration(concurrency, duration, {
+        let target = target.clone();
+        move |worker| {
+            let (target, next) = (target.clone(), next.clone());
+            let token = target.token(&format!("a{worker}"), Role::Buyer);
+            async move {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= SEATS {
+                    return None;
+                }
+                let (status, latency, _) = post(
+                    &target,
+                    "/v1/shows/avail/holds",
+                    &token,
+                    &json!({"seats": [format!("S{}", n + 1)]}),
+                )
+                .await;
+                Some((status, latency))
+            }
+        }
+    }));
+    let (wall, reads) = for_duration(READERS, duration, {
+        let target = target.clone();
+        move |_| {
+            let target = target.clone();
+            async move {
+                let started = Instant::now();
+                let response = target
+                    .client
+                    .get(format!("{}/v1/shows/avail/availability", target.base))
+                    .send()
+                    .await;
+                let status = match response {
+                    Ok(r) => {
+                        let status = r.status().as_u16();
+                        let _ = r.bytes().await;
+                        status
+                    }
+                    Err(_) => 0,
+                };
+                Some((status, started.elapsed()))
+            }
+        }
+    })
+    .await;
+    let (_, holds) = background.await?;
+    let mut figures = Figures::from_latencies(
+        "availability of 20,000 seats under hold load",
+        target.store,
+        &reads,
+        wall,
+    );
+    let held = holds.iter().filter(|(s, _)| *s == 201).count();
+    figures.note =
+        format!("{READERS} readers; {held} holds placed meanwhile by {concurrency} writers");
+    Ok(figures)
+}
+
+/// Runs `concurrency` workers, each calling its request again and again
+/// until `duration` has passed (or it returns `None`).
+async fn for_duration<F, Fut>(
+    concurrency: usize,
+    duration: Duration,
+    make: F,
+) -> (Duration, Vec<(u16, Duration)>)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<(u16, Duration)>> + Send + 'static,
+{
+    let make = Arc::new(make);
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..concurrency {
+        let make = make.clone();
+        tasks.spawn(async move {
+            let mut answers = Vec::new();
+            while Instant::now() < deadline {
+                match make(worker).await {
+                    Some(answer) => answers.push(answer),
+                    None => break,
+                }
+            }
+            answers
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(answers) = tasks.join_next().await {
+        all.extend(answers.unwrap_or_default());
+    }
+    (started.elapsed(), all)
+}
