@@ -10,11 +10,19 @@ use projections::checkouts::CheckoutRow;
 use projections::holds::hold_change;
 
 use crate::store::{AppendBatch, CheckoutRowWrite, NewEvent, SeatRowWrite, StoreError};
-use crate::streams::LockedStream;
+
+/// A stream as of `version`: what the rows of its next events are computed
+/// from. Commands take it from a locked, loaded stream; the projector from
+/// the log.
+pub struct StreamView<'a, A> {
+    pub id: &'a str,
+    pub version: usize,
+    pub aggregate: &'a A,
+}
 
 pub fn push_events<A: Aggregate>(
     batch: &mut AppendBatch,
-    stream: &LockedStream<A>,
+    stream: &StreamView<'_, A>,
     events: &[A::Event],
     metadata: &str,
     show_id: Option<&str>,
@@ -22,8 +30,8 @@ pub fn push_events<A: Aggregate>(
     for (i, event) in events.iter().enumerate() {
         batch.events.push(NewEvent {
             aggregate_type: A::TYPE,
-            aggregate_id: stream.id().to_owned(),
-            sequence: (stream.version() + i + 1) as i64,
+            aggregate_id: stream.id.to_owned(),
+            sequence: (stream.version + i + 1) as i64,
             event_type: event.event_type(),
             event_version: event.event_version(),
             payload: serde_json::to_string(event)
@@ -40,7 +48,7 @@ pub fn push_seat(
     batch: &mut AppendBatch,
     show_id: &ShowId,
     seat_id: &SeatId,
-    stream: &LockedStream<Seat>,
+    stream: &StreamView<'_, Seat>,
     events: &[SeatEvent],
     metadata: &str,
 ) -> Result<(), StoreError> {
@@ -48,7 +56,7 @@ pub fn push_seat(
         return Ok(());
     }
     push_events(batch, stream, events, metadata, Some(show_id.as_str()))?;
-    let mut after = stream.aggregate().clone();
+    let mut after = stream.aggregate.clone();
     for event in events {
         after.apply_event(event);
         batch
@@ -58,7 +66,7 @@ pub fn push_seat(
     batch.seat_rows.push(SeatRowWrite {
         show_id: show_id.to_string(),
         seat_id: seat_id.to_string(),
-        last_seq: (stream.version() + events.len()) as i64,
+        last_seq: (stream.version + events.len()) as i64,
         row: SeatRow::of(&after),
     });
     Ok(())
@@ -67,14 +75,14 @@ pub fn push_seat(
 /// Adds a checkout's events and its row.
 pub fn push_checkout(
     batch: &mut AppendBatch,
-    stream: &LockedStream<Checkout>,
+    stream: &StreamView<'_, Checkout>,
     events: &[CheckoutEvent],
     metadata: &str,
 ) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
-    let mut after = stream.aggregate().clone();
+    let mut after = stream.aggregate.clone();
     for event in events {
         after.apply_event(event);
     }
@@ -82,7 +90,7 @@ pub fn push_checkout(
     push_events(batch, stream, events, metadata, show_id)?;
     if let Some(row) = CheckoutRow::of(&after) {
         batch.checkout_rows.push(CheckoutRowWrite {
-            last_seq: (stream.version() + events.len()) as i64,
+            last_seq: (stream.version + events.len()) as i64,
             row,
         });
     }

@@ -359,7 +359,7 @@ impl CheckoutService {
             return Ok(true);
         }
         let mut batch = AppendBatch::new(self.clock.now());
-        push_checkout(&mut batch, checkout, &events, &ctx.metadata())?;
+        push_checkout(&mut batch, &checkout.view(), &events, &ctx.metadata())?;
         let outcome = append_locked(&self.store, &batch, std::slice::from_mut(checkout)).await?;
         if outcome == AppendOutcome::Appended {
             checkout.appended(events);
@@ -505,9 +505,9 @@ impl CheckoutService {
         let metadata = ctx.metadata();
         let mut batch = AppendBatch::new(now);
         for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
-            U::push(&mut batch, key, stream, events, &metadata)?;
+            U::push(&mut batch, key, &stream.view(), events, &metadata)?;
         }
-        push_checkout(&mut batch, checkout, &recorded, &metadata)?;
+        push_checkout(&mut batch, &checkout.view(), &recorded, &metadata)?;
         let mut tracked: Vec<&mut (dyn Tracked + Send)> = locked
             .iter_mut()
             .map(|s| s as &mut (dyn Tracked + Send))
@@ -592,13 +592,18 @@ impl CheckoutService {
         amount_cents: i64,
         cancelled: bool,
     ) -> Result<BookingView, CheckoutError> {
-        let record = self
+        let mut record = self
             .store
             .hold(&hold_id.to_string())
             .await?
             .ok_or_else(|| {
                 StoreError::Corrupt(format!("hold {hold_id} of booking {booking_id}"))
             })?;
+        if let Ok(show_id) = ShowId::parse(&record.show_id) {
+            if let Some(entry) = self.catalog.get(&self.store, &show_id).await? {
+                entry.sort_seats(&mut record.seats);
+            }
+        }
         Ok(BookingView {
             booking_id,
             hold_id,

@@ -434,12 +434,12 @@ impl HoldService {
         let mut batch = AppendBatch::new(now);
         batch.idempotency = placement.idempotency();
         for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
-            U::push(&mut batch, key, stream, events, &metadata)?;
+            U::push(&mut batch, key, &stream.view(), events, &metadata)?;
         }
         Ok(
             match append_decided(&self.store, &batch, locked, decided).await? {
                 AppendOutcome::Appended => Attempt::Done(()),
-                AppendOutcome::Conflict => Attempt::Retry,
+                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => Attempt::Retry,
                 AppendOutcome::IdempotencyKeyTaken => Attempt::KeyTaken,
             },
         )
@@ -466,10 +466,15 @@ impl HoldService {
         let record = self.store.hold(&entry.hold_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("hold {} of a key is missing", entry.hold_id))
         })?;
-        Ok(Some(self.view(record)?))
+        Ok(Some(self.view(record).await?))
     }
 
-    fn view(&self, record: HoldRecord) -> Result<HoldView, HoldError> {
+    async fn view(&self, mut record: HoldRecord) -> Result<HoldView, HoldError> {
+        if record.seats.len() > 1 {
+            let show_id = ShowId::parse(&record.show_id)
+                .map_err(|e| StoreError::Corrupt(format!("hold {}: {e}", record.hold_id)))?;
+            self.show(&show_id).await?.sort_seats(&mut record.seats);
+        }
         let expires_at = from_micros(record.expires_at_us)
             .ok_or_else(|| StoreError::Corrupt(format!("hold {} expiry", record.hold_id)))?;
         let hold_id = record
@@ -511,7 +516,7 @@ impl HoldService {
     /// `GET /v1/holds/{id}`.
     pub async fn get(&self, actor: &Actor, hold_id: &HoldId) -> Result<HoldView, HoldError> {
         let record = self.owned_record(actor, hold_id).await?;
-        self.view(record)
+        self.view(record).await
     }
 
     /// `DELETE /v1/holds/{id}`: gives every unit of the hold back. Releasing
@@ -565,7 +570,7 @@ impl HoldService {
             let metadata = ctx.metadata();
             let mut batch = AppendBatch::new(now);
             for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
-                U::push(&mut batch, key, stream, events, &metadata)?;
+                U::push(&mut batch, key, &stream.view(), events, &metadata)?;
             }
             if append_decided(&self.store, &batch, &mut locked, decided).await?
                 == AppendOutcome::Appended

@@ -11,9 +11,9 @@ use domain::seat::{self, Seat, SeatCommand, SeatError};
 use domain::show::Show;
 use projections::holds::pool_hold_change;
 
-use crate::batch::{push_events, push_seat};
+use crate::batch::{push_events, push_seat, StreamView};
 use crate::store::{AppendBatch, HoldRecord, ShardRowWrite, StoreError};
-use crate::streams::{LockedStream, StreamCache};
+use crate::streams::StreamCache;
 
 /// Why a unit refuses to move a hold on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub trait Unit: Aggregate + Clone {
     fn push(
         batch: &mut AppendBatch,
         key: &Self::Key,
-        stream: &LockedStream<Self>,
+        stream: &StreamView<'_, Self>,
         events: &[Self::Event],
         metadata: &str,
     ) -> Result<(), StoreError>;
@@ -123,7 +123,7 @@ impl Unit for Seat {
     fn push(
         batch: &mut AppendBatch,
         key: &SeatKey,
-        stream: &LockedStream<Self>,
+        stream: &StreamView<'_, Self>,
         events: &[Self::Event],
         metadata: &str,
     ) -> Result<(), StoreError> {
@@ -181,7 +181,7 @@ impl Unit for PoolShard {
     fn push(
         batch: &mut AppendBatch,
         key: &ShardKey,
-        stream: &LockedStream<Self>,
+        stream: &StreamView<'_, Self>,
         events: &[Self::Event],
         metadata: &str,
     ) -> Result<(), StoreError> {
@@ -189,7 +189,7 @@ impl Unit for PoolShard {
             return Ok(());
         }
         push_events(batch, stream, events, metadata, Some(key.show_id.as_str()))?;
-        let mut after = stream.aggregate().clone();
+        let mut after = stream.aggregate.clone();
         for event in events {
             after.apply_event(event);
             batch.hold_changes.extend(pool_hold_change(
@@ -203,7 +203,7 @@ impl Unit for PoolShard {
             show_id: key.show_id.to_string(),
             pool_id: key.pool_id.to_string(),
             shard: key.index as i32,
-            last_seq: (stream.version() + events.len()) as i64,
+            last_seq: (stream.version + events.len()) as i64,
             sold: i64::from(after.sold),
         });
         Ok(())

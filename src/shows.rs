@@ -89,6 +89,16 @@ pub struct CatalogEntry {
 }
 
 impl CatalogEntry {
+    /// Puts seat ids in the show's order (unknown ids last).
+    pub fn sort_seats(&self, seats: &mut [String]) {
+        seats.sort_by_cached_key(|seat| {
+            SeatId::parse(seat)
+                .ok()
+                .and_then(|id| self.show.seat(&id).map(|(ordinal, _)| ordinal))
+                .unwrap_or(usize::MAX)
+        });
+    }
+
     /// The show as `GET /v1/shows/{id}` answers it: the definition with its id.
     pub fn to_json(&self) -> String {
         // The canonical definition is a JSON object (serialized from

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use cqrs_es::Aggregate;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
+use crate::batch::StreamView;
 use crate::store::{AppendBatch, AppendOutcome, Store, StoreError, StoreResult};
 
 /// Streams kept loaded per aggregate type. A seat stream costs a few hundred
@@ -155,6 +156,14 @@ impl<A: Aggregate> StreamCache<A> {
 impl<A: Aggregate> LockedStream<A> {
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    pub fn view(&self) -> StreamView<'_, A> {
+        StreamView {
+            id: &self.id,
+            version: self.guard.version,
+            aggregate: &self.guard.aggregate,
+        }
     }
 
     pub fn aggregate(&self) -> &A {

@@ -67,6 +67,16 @@ pub struct AppendBatch {
     pub hold_changes: Vec<HoldChange>,
     pub checkout_rows: Vec<CheckoutRowWrite>,
     pub idempotency: Option<IdempotencyRecord>,
+    /// Moves a projector's checkpoint in the same transaction (compare-and-set).
+    pub checkpoint: Option<CheckpointMove>,
+}
+
+/// Moves checkpoint `name` from `from` to `to`, only if it is still at `from`.
+#[derive(Debug, Clone)]
+pub struct CheckpointMove {
+    pub name: String,
+    pub from: i64,
+    pub to: i64,
 }
 
 impl AppendBatch {
@@ -79,6 +89,7 @@ impl AppendBatch {
             hold_changes: Vec::new(),
             checkout_rows: Vec::new(),
             idempotency: None,
+            checkpoint: None,
         }
     }
 }
@@ -92,6 +103,8 @@ pub enum AppendOutcome {
     /// The buyer's idempotency key was taken by another request meanwhile.
     /// Nothing was written.
     IdempotencyKeyTaken,
+    /// The checkpoint was moved by another projector meanwhile. Nothing was written.
+    CheckpointMoved,
 }
 
 const INSERT_IDEMPOTENCY: &str =
@@ -130,19 +143,8 @@ const UPSERT_CHECKOUT: &str = "INSERT INTO checkouts \
        amount_cents = excluded.amount_cents, last_seq = excluded.last_seq, updated_at_us = excluded.updated_at_us \
      WHERE checkouts.last_seq < excluded.last_seq";
 
-const PG_INSERT_EVENTS: &str = "INSERT INTO events \
-     (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
-     SELECT t, i, s, et, ev, p::jsonb, m::jsonb, r, sh FROM UNNEST( \
-       $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[]) \
-       AS u(t, i, s, et, ev, p, m, r, sh) \
-     ON CONFLICT DO NOTHING";
-
-const PG_UPDATE_SEATS: &str = "UPDATE seat_availability AS a SET \
-       status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us, \
-       booking_id = u.booking_id, last_seq = u.seq \
-     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bigint[]) \
-       AS u(show_id, seat_id, status, hold_id, buyer, expires_at_us, booking_id, seq) \
-     WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.seq";
+const MOVE_CHECKPOINT: &str = "UPDATE projector_checkpoints SET position = $3, updated_at_us = $4 \
+     WHERE name = $1 AND position = $2";
 
 const SQLITE_INSERT_EVENT: &str = "INSERT INTO events \
      (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
@@ -173,24 +175,29 @@ impl SeatColumns {
     }
 }
 
-/// Writes the idempotency key, then the hold and checkout rows; shared by both
-/// stores (the SQL is the same), expanded per transaction type.
-macro_rules! write_idempotency_and_holds {
-    ($tx:expr, $batch:expr, $recorded_at_us:expr) => {{
+/// Writes the idempotency key, then the hold, shard and checkout rows (SQLite:
+/// one statement each, in-process, so batching buys little). Returns whether
+/// the idempotency key was taken.
+async fn write_rows_sqlite(
+    tx: &mut sqlx::SqliteConnection,
+    batch: &AppendBatch,
+    recorded_at_us: i64,
+) -> Result<bool, sqlx::Error> {
+    {
         let mut key_taken = false;
-        if let Some(idem) = &$batch.idempotency {
+        if let Some(idem) = &batch.idempotency {
             let inserted = sqlx::query(INSERT_IDEMPOTENCY)
                 .bind(&idem.buyer)
                 .bind(&idem.key)
                 .bind(&idem.request_hash)
                 .bind(&idem.hold_id)
-                .bind($recorded_at_us)
-                .execute(&mut *$tx)
+                .bind(recorded_at_us)
+                .execute(&mut *tx)
                 .await?;
             key_taken = inserted.rows_affected() == 0;
         }
         if !key_taken {
-            for change in &$batch.hold_changes {
+            for change in &batch.hold_changes {
                 match change {
                     HoldChange::SeatHeld {
                         hold_id,
@@ -206,12 +213,12 @@ macro_rules! write_idempotency_and_holds {
                             .bind(buyer.as_str())
                             .bind(to_micros(*expires_at))
                             .bind(None::<&str>)
-                            .execute(&mut *$tx)
+                            .execute(&mut *tx)
                             .await?;
                         sqlx::query(INSERT_HOLD_SEAT)
                             .bind(&hold_id)
                             .bind(seat_id.as_str())
-                            .execute(&mut *$tx)
+                            .execute(&mut *tx)
                             .await?;
                     }
                     HoldChange::PoolPartHeld {
@@ -230,7 +237,7 @@ macro_rules! write_idempotency_and_holds {
                             .bind(buyer.as_str())
                             .bind(to_micros(*expires_at))
                             .bind(pool_id.as_str())
-                            .execute(&mut *$tx)
+                            .execute(&mut *tx)
                             .await?;
                         sqlx::query(INSERT_POOL_HOLD)
                             .bind(&hold_id)
@@ -239,7 +246,7 @@ macro_rules! write_idempotency_and_holds {
                             .bind(*shard as i32)
                             .bind(*quantity as i32)
                             .bind(to_micros(*expires_at))
-                            .execute(&mut *$tx)
+                            .execute(&mut *tx)
                             .await?;
                     }
                     HoldChange::Ended { hold_id, state } => {
@@ -247,7 +254,7 @@ macro_rules! write_idempotency_and_holds {
                             sqlx::query(sql)
                                 .bind(hold_id.to_string())
                                 .bind(HoldState::as_str(*state))
-                                .execute(&mut *$tx)
+                                .execute(&mut *tx)
                                 .await?;
                         }
                     }
@@ -258,27 +265,27 @@ macro_rules! write_idempotency_and_holds {
                         sqlx::query(CONVERT_HOLD)
                             .bind(hold_id.to_string())
                             .bind(booking_id.to_string())
-                            .execute(&mut *$tx)
+                            .execute(&mut *tx)
                             .await?;
                         sqlx::query(END_POOL_HOLD)
                             .bind(hold_id.to_string())
                             .bind(HoldState::Converted.as_str())
-                            .execute(&mut *$tx)
+                            .execute(&mut *tx)
                             .await?;
                     }
                 }
             }
-            for write in &$batch.shard_rows {
+            for write in &batch.shard_rows {
                 sqlx::query(UPDATE_SHARD)
                     .bind(&write.show_id)
                     .bind(&write.pool_id)
                     .bind(write.shard)
                     .bind(write.sold)
                     .bind(write.last_seq)
-                    .execute(&mut *$tx)
+                    .execute(&mut *tx)
                     .await?;
             }
-            for write in &$batch.checkout_rows {
+            for write in &batch.checkout_rows {
                 let row = &write.row;
                 sqlx::query(UPSERT_CHECKOUT)
                     .bind(&row.hold_id)
@@ -291,105 +298,319 @@ macro_rules! write_idempotency_and_holds {
                     .bind(row.refund_reason)
                     .bind(row.amount_cents)
                     .bind(write.last_seq)
-                    .bind($recorded_at_us)
-                    .execute(&mut *$tx)
+                    .bind(recorded_at_us)
+                    .execute(&mut *tx)
                     .await?;
             }
         }
-        key_taken
-    }};
+        Ok(key_taken)
+    }
 }
 
 impl Store {
     /// Appends the batch in one transaction. Returns `Conflict` (and writes
     /// nothing) if any stream already has an event at one of the sequences.
     pub async fn append(&self, batch: &AppendBatch) -> StoreResult<AppendOutcome> {
-        let result = match self {
+        match self {
             Store::Postgres(s) => append_pg(&s.pool, batch).await,
-            Store::Sqlite(s) => append_sqlite(&s.write, batch).await,
-        };
-        result.map_err(StoreError::classify)
+            Store::Sqlite(s) => append_sqlite(&s.write, batch)
+                .await
+                .map_err(StoreError::classify),
+        }
     }
 }
 
-async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOutcome, sqlx::Error> {
-    let recorded_at_us = to_micros(batch.recorded_at);
-    let mut tx = pool.begin().await?;
-    let n = batch.events.len();
-    let mut types = Vec::with_capacity(n);
-    let mut ids = Vec::with_capacity(n);
-    let mut seqs = Vec::with_capacity(n);
-    let mut event_types = Vec::with_capacity(n);
-    let mut versions = Vec::with_capacity(n);
-    let mut payloads = Vec::with_capacity(n);
-    let mut metadata = Vec::with_capacity(n);
-    let mut shows = Vec::with_capacity(n);
+/// The batch as the `booking_append` function of the PostgreSQL migrations
+/// reads it: one JSON document, one statement, one round trip.
+mod pg {
+    use serde::Serialize;
+    use serde_json::value::RawValue;
+
+    #[derive(Serialize)]
+    pub struct Batch<'a> {
+        pub events: Vec<Event<'a>>,
+        pub seats: Vec<Seat<'a>>,
+        pub shards: Vec<Shard<'a>>,
+        pub holds: Vec<Hold<'a>>,
+        pub hold_seats: Vec<HoldSeat<'a>>,
+        pub pool_holds: Vec<PoolHold<'a>>,
+        pub ends: Vec<End<'a>>,
+        pub converts: Vec<Convert>,
+        pub checkouts: Vec<Checkout<'a>>,
+        pub idempotency: Option<Idempotency<'a>>,
+        pub checkpoint: Option<Checkpoint<'a>>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Event<'a> {
+        pub t: &'a str,
+        pub i: &'a str,
+        pub s: i64,
+        pub et: &'a str,
+        pub ev: &'a str,
+        pub p: &'a RawValue,
+        pub m: &'a RawValue,
+        pub r: i64,
+        pub sh: Option<&'a str>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Seat<'a> {
+        pub show_id: &'a str,
+        pub seat_id: &'a str,
+        pub status: &'static str,
+        pub hold_id: Option<String>,
+        pub buyer: Option<String>,
+        pub expires_at_us: Option<i64>,
+        pub booking_id: Option<String>,
+        pub seq: i64,
+    }
+
+    #[derive(Serialize)]
+    pub struct Shard<'a> {
+        pub show_id: &'a str,
+        pub pool_id: &'a str,
+        pub shard: i32,
+        pub sold: i64,
+        pub seq: i64,
+    }
+
+    #[derive(Serialize)]
+    pub struct Hold<'a> {
+        pub hold_id: String,
+        pub show_id: &'a str,
+        pub buyer: &'a str,
+        pub expires_at_us: i64,
+        pub pool_id: Option<&'a str>,
+    }
+
+    #[derive(Serialize)]
+    pub struct HoldSeat<'a> {
+        pub hold_id: String,
+        pub seat_id: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub struct PoolHold<'a> {
+        pub hold_id: String,
+        pub show_id: &'a str,
+        pub pool_id: &'a str,
+        pub shard: u32,
+        pub quantity: u32,
+        pub expires_at_us: i64,
+    }
+
+    #[derive(Serialize)]
+    pub struct End<'a> {
+        pub hold_id: String,
+        pub state: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub struct Convert {
+        pub hold_id: String,
+        pub booking_id: String,
+    }
+
+    #[derive(Serialize)]
+    pub struct Checkout<'a> {
+        pub hold_id: &'a str,
+        pub show_id: &'a str,
+        pub buyer: &'a str,
+        pub phase: &'a str,
+        pub booking_id: Option<&'a str>,
+        pub charge_id: Option<&'a str>,
+        pub refund_id: Option<&'a str>,
+        pub refund_reason: Option<&'a str>,
+        pub amount_cents: Option<i64>,
+        pub seq: i64,
+        pub updated_at_us: i64,
+    }
+
+    #[derive(Serialize)]
+    pub struct Idempotency<'a> {
+        pub buyer: &'a str,
+        pub key: &'a str,
+        pub request_hash: &'a str,
+        pub hold_id: &'a str,
+        pub created_at_us: i64,
+    }
+
+    #[derive(Serialize)]
+    pub struct Checkpoint<'a> {
+        pub name: &'a str,
+        pub from_position: i64,
+        pub to_position: i64,
+        pub at_us: i64,
+    }
+}
+
+fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
+    let at_us = to_micros(batch.recorded_at);
+    fn raw(json: &str) -> Result<&serde_json::value::RawValue, StoreError> {
+        serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("event JSON: {e}")))
+    }
+    let mut doc = pg::Batch {
+        events: Vec::with_capacity(batch.events.len()),
+        seats: Vec::with_capacity(batch.seat_rows.len()),
+        shards: Vec::with_capacity(batch.shard_rows.len()),
+        holds: Vec::new(),
+        hold_seats: Vec::new(),
+        pool_holds: Vec::new(),
+        ends: Vec::new(),
+        converts: Vec::new(),
+        checkouts: Vec::with_capacity(batch.checkout_rows.len()),
+        idempotency: batch.idempotency.as_ref().map(|k| pg::Idempotency {
+            buyer: &k.buyer,
+            key: &k.key,
+            request_hash: &k.request_hash,
+            hold_id: &k.hold_id,
+            created_at_us: at_us,
+        }),
+        checkpoint: batch.checkpoint.as_ref().map(|c| pg::Checkpoint {
+            name: &c.name,
+            from_position: c.from,
+            to_position: c.to,
+            at_us,
+        }),
+    };
     for e in &batch.events {
-        types.push(e.aggregate_type);
-        ids.push(e.aggregate_id.as_str());
-        seqs.push(e.sequence);
-        event_types.push(e.event_type.as_str());
-        versions.push(e.event_version.as_str());
-        payloads.push(e.payload.as_str());
-        metadata.push(e.metadata.as_str());
-        shows.push(e.show_id.as_deref());
+        doc.events.push(pg::Event {
+            t: e.aggregate_type,
+            i: &e.aggregate_id,
+            s: e.sequence,
+            et: &e.event_type,
+            ev: &e.event_version,
+            p: raw(&e.payload)?,
+            m: raw(&e.metadata)?,
+            r: at_us,
+            sh: e.show_id.as_deref(),
+        });
     }
-    let inserted = sqlx::query(PG_INSERT_EVENTS)
-        .bind(&types)
-        .bind(&ids)
-        .bind(&seqs)
-        .bind(&event_types)
-        .bind(&versions)
-        .bind(&payloads)
-        .bind(&metadata)
-        .bind(vec![recorded_at_us; n])
-        .bind(&shows)
-        .execute(&mut *tx)
-        .await?;
-    if inserted.rows_affected() != n as u64 {
-        tx.rollback().await?;
-        return Ok(AppendOutcome::Conflict);
+    for w in &batch.seat_rows {
+        let c = SeatColumns::of(&w.row);
+        doc.seats.push(pg::Seat {
+            show_id: &w.show_id,
+            seat_id: &w.seat_id,
+            status: c.status,
+            hold_id: c.hold_id,
+            buyer: c.buyer,
+            expires_at_us: c.expires_at_us,
+            booking_id: c.booking_id,
+            seq: w.last_seq,
+        });
     }
-    if !batch.seat_rows.is_empty() {
-        let m = batch.seat_rows.len();
-        let mut show_ids = Vec::with_capacity(m);
-        let mut seat_ids = Vec::with_capacity(m);
-        let mut statuses = Vec::with_capacity(m);
-        let mut hold_ids = Vec::with_capacity(m);
-        let mut buyers = Vec::with_capacity(m);
-        let mut expiries = Vec::with_capacity(m);
-        let mut bookings = Vec::with_capacity(m);
-        let mut last_seqs = Vec::with_capacity(m);
-        for w in &batch.seat_rows {
-            let c = SeatColumns::of(&w.row);
-            show_ids.push(w.show_id.as_str());
-            seat_ids.push(w.seat_id.as_str());
-            statuses.push(c.status);
-            hold_ids.push(c.hold_id);
-            buyers.push(c.buyer);
-            expiries.push(c.expires_at_us);
-            bookings.push(c.booking_id);
-            last_seqs.push(w.last_seq);
+    for w in &batch.shard_rows {
+        doc.shards.push(pg::Shard {
+            show_id: &w.show_id,
+            pool_id: &w.pool_id,
+            shard: w.shard,
+            sold: w.sold,
+            seq: w.last_seq,
+        });
+    }
+    for change in &batch.hold_changes {
+        match change {
+            HoldChange::SeatHeld {
+                hold_id,
+                show_id,
+                seat_id,
+                buyer,
+                expires_at,
+            } => {
+                doc.holds.push(pg::Hold {
+                    hold_id: hold_id.to_string(),
+                    show_id: show_id.as_str(),
+                    buyer: buyer.as_str(),
+                    expires_at_us: to_micros(*expires_at),
+                    pool_id: None,
+                });
+                doc.hold_seats.push(pg::HoldSeat {
+                    hold_id: hold_id.to_string(),
+                    seat_id: seat_id.as_str(),
+                });
+            }
+            HoldChange::PoolPartHeld {
+                hold_id,
+                show_id,
+                pool_id,
+                shard,
+                buyer,
+                quantity,
+                expires_at,
+            } => {
+                doc.holds.push(pg::Hold {
+                    hold_id: hold_id.to_string(),
+                    show_id: show_id.as_str(),
+                    buyer: buyer.as_str(),
+                    expires_at_us: to_micros(*expires_at),
+                    pool_id: Some(pool_id.as_str()),
+                });
+                doc.pool_holds.push(pg::PoolHold {
+                    hold_id: hold_id.to_string(),
+                    show_id: show_id.as_str(),
+                    pool_id: pool_id.as_str(),
+                    shard: *shard,
+                    quantity: *quantity,
+                    expires_at_us: to_micros(*expires_at),
+                });
+            }
+            HoldChange::Ended { hold_id, state } => doc.ends.push(pg::End {
+                hold_id: hold_id.to_string(),
+                state: state.as_str(),
+            }),
+            HoldChange::Converted {
+                hold_id,
+                booking_id,
+            } => doc.converts.push(pg::Convert {
+                hold_id: hold_id.to_string(),
+                booking_id: booking_id.to_string(),
+            }),
         }
-        sqlx::query(PG_UPDATE_SEATS)
-            .bind(&show_ids)
-            .bind(&seat_ids)
-            .bind(&statuses)
-            .bind(&hold_ids)
-            .bind(&buyers)
-            .bind(&expiries)
-            .bind(&bookings)
-            .bind(&last_seqs)
-            .execute(&mut *tx)
-            .await?;
     }
-    let key_taken = write_idempotency_and_holds!(tx, batch, recorded_at_us);
-    if key_taken {
-        tx.rollback().await?;
-        return Ok(AppendOutcome::IdempotencyKeyTaken);
+    for w in &batch.checkout_rows {
+        let row = &w.row;
+        doc.checkouts.push(pg::Checkout {
+            hold_id: &row.hold_id,
+            show_id: &row.show_id,
+            buyer: &row.buyer,
+            phase: row.phase,
+            booking_id: row.booking_id.as_deref(),
+            charge_id: row.charge_id.as_deref(),
+            refund_id: row.refund_id.as_deref(),
+            refund_reason: row.refund_reason,
+            amount_cents: row.amount_cents,
+            seq: w.last_seq,
+            updated_at_us: at_us,
+        });
     }
-    tx.commit().await?;
-    Ok(AppendOutcome::Appended)
+    serde_json::to_string(&doc).map_err(|e| StoreError::Corrupt(format!("batch JSON: {e}")))
+}
+
+/// The SQLSTATEs `booking_append` raises for refusals (not errors).
+fn pg_refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
+    let code = err.as_database_error()?.code()?;
+    match code.as_ref() {
+        "BK409" => Some(AppendOutcome::Conflict),
+        "BK422" => Some(AppendOutcome::IdempotencyKeyTaken),
+        "BK412" => Some(AppendOutcome::CheckpointMoved),
+        _ => None,
+    }
+}
+
+async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOutcome, StoreError> {
+    let document = pg_document(batch)?;
+    match sqlx::query("SELECT booking_append($1::jsonb)")
+        .bind(document)
+        .execute(pool)
+        .await
+    {
+        Ok(_) => Ok(AppendOutcome::Appended),
+        Err(err) => match pg_refusal(&err) {
+            Some(outcome) => Ok(outcome),
+            None => Err(StoreError::classify(err)),
+        },
+    }
 }
 
 async fn append_sqlite(
@@ -430,10 +651,23 @@ async fn append_sqlite(
             .execute(&mut *tx)
             .await?;
     }
-    let key_taken = write_idempotency_and_holds!(tx, batch, recorded_at_us);
+    let key_taken = write_rows_sqlite(&mut tx, batch, recorded_at_us).await?;
     if key_taken {
         tx.rollback().await?;
         return Ok(AppendOutcome::IdempotencyKeyTaken);
+    }
+    if let Some(checkpoint) = &batch.checkpoint {
+        let moved = sqlx::query(MOVE_CHECKPOINT)
+            .bind(&checkpoint.name)
+            .bind(checkpoint.from)
+            .bind(checkpoint.to)
+            .bind(recorded_at_us)
+            .execute(&mut *tx)
+            .await?;
+        if moved.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(AppendOutcome::CheckpointMoved);
+        }
     }
     tx.commit().await?;
     Ok(AppendOutcome::Appended)

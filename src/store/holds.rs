@@ -12,7 +12,7 @@ pub struct HoldRecord {
     pub expires_at_us: i64,
     pub state: HoldState,
     pub booking_id: Option<String>,
-    /// In show order; empty for a pool hold.
+    /// Unordered (see `CatalogEntry::sort_seats`); empty for a pool hold.
     pub seats: Vec<String>,
     /// The pool of a pool hold, with `(shard, quantity)` of each part.
     pub pool: Option<(String, Vec<(i32, i32)>)>,
@@ -36,14 +36,10 @@ const SELECT_HOLD: &str = "SELECT show_id, buyer, expires_at_us, state, booking_
      FROM holds WHERE hold_id = $1";
 const SELECT_POOL_PARTS: &str =
     "SELECT shard, quantity FROM pool_holds WHERE hold_id = $1 ORDER BY shard";
-/// The seats of a hold in show order. CROSS JOIN fixes the join order on
-/// SQLite (the hold's few seats first, then each seat by primary key);
-/// otherwise its planner walks every seat of the show by ordinal.
-const SELECT_HOLD_SEATS: &str = "SELECT hs.seat_id \
-     FROM holds h CROSS JOIN hold_seats hs CROSS JOIN seat_availability a \
-     WHERE h.hold_id = $1 AND hs.hold_id = h.hold_id \
-       AND a.show_id = h.show_id AND a.seat_id = hs.seat_id \
-     ORDER BY a.ordinal";
+/// A primary-key lookup. Ordering by the show's seat order happens in the
+/// service, from the cached show: a join on `seat_availability` ordered by
+/// ordinal tempts both planners into walking every seat of the show.
+const SELECT_HOLD_SEATS: &str = "SELECT seat_id FROM hold_seats WHERE hold_id = $1";
 const SELECT_IDEMPOTENCY: &str =
     "SELECT request_hash, hold_id FROM idempotency_keys WHERE buyer = $1 AND key = $2";
 
