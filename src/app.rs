@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
@@ -16,14 +17,34 @@ use crate::holds::HoldService;
 use crate::http::{router, AppState, Services};
 use crate::inventory::Inventory;
 use crate::payment::simulator::Simulator;
-use crate::recovery::{Recovery, RECOVERY_INTERVAL};
+use crate::projector::Projector;
+use crate::recovery::Recovery;
 use crate::shows::ShowCatalog;
 use crate::store::Store;
+use crate::sweeper::Sweeper;
+use crate::worker::every;
 
 /// Pending connections the kernel queues before we accept them. An onsale
 /// opens thousands of connections in the same second; the usual 128 or 1024
 /// would turn the excess into SYN retries a second later.
 pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// How often each background worker runs; `None` turns it off (tests drive
+/// them with `run_once` instead). All of them also run once at start.
+#[derive(Debug, Clone, Copy)]
+pub struct Workers {
+    pub projector: Option<Duration>,
+    pub recovery: Option<Duration>,
+    pub sweeper: Option<Duration>,
+}
+
+impl Workers {
+    pub const OFF: Workers = Workers {
+        projector: None,
+        recovery: None,
+        sweeper: None,
+    };
+}
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -33,7 +54,8 @@ pub struct Settings {
     /// PostgreSQL connections in the pool (SQLite: read connections).
     pub database_connections: u32,
     /// Base latency of the built-in payment simulator.
-    pub payment_latency: std::time::Duration,
+    pub payment_latency: Duration,
+    pub workers: Workers,
 }
 
 pub struct Application {
@@ -41,6 +63,9 @@ pub struct Application {
     router: Router,
     state: AppState,
     recovery: Recovery,
+    projector: Projector,
+    sweeper: Sweeper,
+    workers: Workers,
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -55,7 +80,8 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 impl Application {
-    /// Connects to the store, runs migrations and binds the listener.
+    /// Connects to the store, runs migrations, finishes what a previous run
+    /// left half way (checkouts, projections) and binds the listener.
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         let store = Arc::new(
             Store::connect(&settings.database_url, settings.database_connections)
@@ -67,12 +93,12 @@ impl Application {
         // One cache of inventory streams per process: every in-process
         // writer of a stream must go through the same slot (see streams.rs).
         let inventory = Arc::new(Inventory::default());
-        let holds = HoldService::new(
+        let holds = Arc::new(HoldService::new(
             store.clone(),
             catalog.clone(),
             clock.clone(),
             inventory.clone(),
-        );
+        ));
         let payments = Arc::new(Simulator::new(
             store.clone(),
             clock.clone(),
@@ -86,7 +112,16 @@ impl Application {
             inventory,
         ));
         let recovery = Recovery::new(checkout.clone());
-        // Finish what a previous run left half way before taking requests.
+        let projector = Projector::new(store.clone(), catalog.clone());
+        let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone());
+
+        let caught_up = projector
+            .run_once()
+            .await
+            .context("the projector could not catch up with the log")?;
+        if caught_up.events > 0 {
+            tracing::info!(?caught_up, "projector caught up at start");
+        }
         let report = recovery
             .run_once()
             .await
@@ -94,11 +129,13 @@ impl Application {
         if report.finished() > 0 {
             tracing::info!(?report, "finished checkouts left by the previous run");
         }
+
         let state: AppState = Arc::new(Services {
             store,
             catalog,
             holds,
             checkout,
+            projector: projector.clone(),
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
         });
@@ -109,6 +146,9 @@ impl Application {
             router: router(state.clone()),
             state,
             recovery,
+            projector,
+            sweeper,
+            workers: settings.workers,
         })
     }
 
@@ -124,25 +164,54 @@ impl Application {
         &self.recovery
     }
 
+    pub fn projector(&self) -> &Projector {
+        &self.projector
+    }
+
+    pub fn sweeper(&self) -> &Sweeper {
+        &self.sweeper
+    }
+
     /// Serves until `shutdown` completes, then lets in-flight requests
-    /// finish; the recovery worker runs beside it until then.
+    /// finish; the background workers run beside it until then.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let worker = tokio::spawn(self.recovery.clone().run_periodically(
-            RECOVERY_INTERVAL,
+        let stopped = move || {
+            let mut stop_rx = stop_rx.clone();
             async move {
-                let mut stop_rx = stop_rx;
                 let _ = stop_rx.wait_for(|stopped| *stopped).await;
-            },
-        ));
+            }
+        };
+        let mut workers = tokio::task::JoinSet::new();
+        if let Some(interval) = self.workers.projector {
+            let projector = self.projector.clone();
+            workers.spawn(every("projector", interval, stopped(), move || {
+                let projector = projector.clone();
+                async move { projector.run_once().await }
+            }));
+        }
+        if let Some(interval) = self.workers.recovery {
+            let recovery = self.recovery.clone();
+            workers.spawn(every("recovery", interval, stopped(), move || {
+                let recovery = recovery.clone();
+                async move { recovery.run_once().await }
+            }));
+        }
+        if let Some(interval) = self.workers.sweeper {
+            let sweeper = self.sweeper.clone();
+            workers.spawn(every("sweeper", interval, stopped(), move || {
+                let sweeper = sweeper.clone();
+                async move { sweeper.run_once().await }
+            }));
+        }
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await;
         let _ = stop_tx.send(true);
-        let _ = worker.await;
+        while workers.join_next().await.is_some() {}
         served
     }
 }

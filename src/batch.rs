@@ -27,6 +27,9 @@ pub fn push_events<A: Aggregate>(
     metadata: &str,
     show_id: Option<&str>,
 ) -> Result<(), StoreError> {
+    if batch.rows_only {
+        return Ok(());
+    }
     for (i, event) in events.iter().enumerate() {
         batch.events.push(NewEvent {
             aggregate_type: A::TYPE,

@@ -27,6 +27,27 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print a bearer token signed with BOOKING_JWT_SECRET.
     Token(TokenArgs),
+    /// Rebuild projections from the event log (all, or those named).
+    Replay(ReplayArgs),
+    /// Rebuild every projection into scratch tables and compare with the
+    /// live ones; exits 1 and prints the differences if there are any.
+    Verify(DatabaseArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// `sqlite://PATH` or `postgres://...`.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://booking.db")]
+    pub database_url: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// A projection to rebuild (repeatable); all if none is named.
+    #[arg(long, value_enum)]
+    pub projection: Vec<crate::store::Projection>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -52,6 +73,15 @@ pub struct ServeArgs {
     /// Base latency of the built-in payment simulator, in milliseconds.
     #[arg(long, env = "BOOKING_PAYMENT_LATENCY_MS", default_value_t = crate::payment::simulator::DEFAULT_LATENCY_MS)]
     pub payment_latency_ms: u64,
+    /// Milliseconds between projector passes (0: only at start).
+    #[arg(long, env = "BOOKING_PROJECTOR_INTERVAL_MS", default_value_t = 1_000)]
+    pub projector_interval_ms: u64,
+    /// Seconds between recovery passes over unfinished checkouts (0: only at start).
+    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = 10)]
+    pub recovery_interval_seconds: u64,
+    /// Seconds between sweeper passes recording expired holds (0: off).
+    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = 30)]
+    pub sweeper_interval_seconds: u64,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -528,27 +528,50 @@ impl HoldService {
             HoldState::Converted => return Err(HoldError::HoldConverted),
             HoldState::Released | HoldState::Expired => return Ok(()),
         }
+        self.end(ctx, record, End::Release).await
+    }
+
+    /// Records `HoldExpired` on every unit of a hold past its expiry (the
+    /// sweeper). Storage hygiene and an audit record: nothing depends on it.
+    pub async fn expire(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
+        let Some(record) = self.store.hold(&hold_id.to_string()).await? else {
+            return Ok(());
+        };
+        if record.state != HoldState::Held {
+            return Ok(());
+        }
+        self.end(ctx, record, End::Expire).await
+    }
+
+    async fn end(&self, ctx: &RequestContext, record: HoldRecord, end: End) -> Result<(), HoldError> {
+        let hold_id = HoldId(
+            record
+                .hold_id
+                .parse()
+                .map_err(|e| StoreError::Corrupt(format!("hold id {}: {e}", record.hold_id)))?,
+        );
         let show_id = ShowId::parse(&record.show_id)
             .map_err(|e| StoreError::Corrupt(format!("hold {}: {e}", record.hold_id)))?;
         let entry = self.show(&show_id).await?;
         match units_of(&record, &entry.show)? {
             HoldUnits::Seats(units) => {
-                self.release_units(ctx, *hold_id, &self.inventory.seats, &units)
+                self.end_units(ctx, hold_id, &self.inventory.seats, &units, end)
                     .await
             }
             HoldUnits::Pool(units) => {
-                self.release_units(ctx, *hold_id, &self.inventory.shards, &units)
+                self.end_units(ctx, hold_id, &self.inventory.shards, &units, end)
                     .await
             }
         }
     }
 
-    async fn release_units<U: Unit>(
+    async fn end_units<U: Unit>(
         &self,
         ctx: &RequestContext,
         hold_id: HoldId,
         cache: &StreamCache<U>,
         units: &[(String, U::Key)],
+        end: End,
     ) -> Result<(), HoldError> {
         let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
         for _ in 0..MAX_DECIDE_ATTEMPTS {
@@ -558,7 +581,10 @@ impl HoldService {
             let decided = locked
                 .iter()
                 .zip(units)
-                .map(|(stream, (_, key))| stream.aggregate().release(key, hold_id, now))
+                .map(|(stream, (_, key))| match end {
+                    End::Release => stream.aggregate().release(key, hold_id, now),
+                    End::Expire => Ok(stream.aggregate().expire(key, hold_id, now)),
+                })
                 .collect::<Result<Vec<_>, Refusal>>()
                 .map_err(|refusal| match refusal {
                     Refusal::Converted => HoldError::HoldConverted,
@@ -580,6 +606,13 @@ impl HoldService {
         }
         Err(HoldError::Busy)
     }
+}
+
+/// How a hold ends before it is bought.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Release,
+    Expire,
 }
 
 impl<T> Attempt<T> {

@@ -37,6 +37,8 @@ pub trait Unit: Aggregate + Clone {
         hold_id: HoldId,
         now: DateTime<Utc>,
     ) -> Result<Vec<Self::Event>, Refusal>;
+    /// Records the expiry of a hold past its `expires_at` (nothing otherwise).
+    fn expire(&self, key: &Self::Key, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event>;
     fn convert(
         &self,
         key: &Self::Key,
@@ -102,6 +104,10 @@ impl Unit for Seat {
         seat::decide(self, &SeatCommand::ReleaseHold { hold_id }, now).map_err(seat_refusal)
     }
 
+    fn expire(&self, _: &SeatKey, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event> {
+        seat::decide(self, &SeatCommand::ExpireHold { hold_id }, now).unwrap_or_default()
+    }
+
     fn convert(
         &self,
         _: &SeatKey,
@@ -147,6 +153,10 @@ impl Unit for PoolShard {
             now,
         )
         .map_err(pool_refusal)
+    }
+
+    fn expire(&self, key: &ShardKey, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event> {
+        pool::decide(self, key.capacity, &PoolCommand::ExpireHold { hold_id }, now).unwrap_or_default()
     }
 
     fn convert(

@@ -17,6 +17,7 @@
 //! - [`auth`], [`clock`], [`config`]: identity, injected time, settings.
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod batch;
 pub mod checkout;
@@ -26,7 +27,11 @@ pub mod holds;
 pub mod http;
 pub mod inventory;
 pub mod payment;
+pub mod projector;
 pub mod recovery;
 pub mod shows;
 pub mod store;
 pub mod streams;
+pub mod sweeper;
+pub mod verify;
+pub mod worker;

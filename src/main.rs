@@ -2,13 +2,18 @@
 //! prints a bearer token.
 
 use std::io::Write;
+use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use booking::app::{Application, Settings};
+use booking::app::{Application, Settings, Workers};
+use booking::projector;
+use booking::shows::ShowCatalog;
+use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
 use booking::auth::TokenKeys;
 use booking::clock::SystemClock;
-use booking::config::{Cli, Command, LogFormat, ServeArgs, TokenArgs};
+use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeArgs, TokenArgs};
 use clap::Parser;
 use domain::ids::BuyerId;
 use tracing_subscriber::EnvFilter;
@@ -42,12 +47,66 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         jwt_secret,
         database_connections: args.db_connections,
         payment_latency: std::time::Duration::from_millis(args.payment_latency_ms),
+        workers: Workers {
+            projector: nonzero(Duration::from_millis(args.projector_interval_ms)),
+            recovery: nonzero(Duration::from_secs(args.recovery_interval_seconds)),
+            sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
+        },
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(addr = %app.local_addr()?, "booking is listening");
     app.run_until_stopped(shutdown_signal()).await?;
     tracing::info!("booking stopped");
     Ok(())
+}
+
+fn nonzero(interval: Duration) -> Option<Duration> {
+    (!interval.is_zero()).then_some(interval)
+}
+
+async fn open_store(database: &DatabaseArgs) -> anyhow::Result<Store> {
+    let store = Store::connect(&database.database_url, DEFAULT_POOL_CONNECTIONS)
+        .await
+        .context("cannot open the database")?;
+    store.migrate().await.context("cannot apply migrations")?;
+    Ok(store)
+}
+
+async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    init_logging(LogFormat::Text);
+    let store = open_store(&args.database).await?;
+    let which = if args.projection.is_empty() {
+        Projection::ALL.to_vec()
+    } else {
+        args.projection
+    };
+    let started = Instant::now();
+    let report = projector::replay(&store, &ShowCatalog::default(), &which).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    writeln!(
+        std::io::stdout(),
+        "replayed {} events in {} batches in {seconds:.2} s ({:.0} events/s) into {which:?}",
+        report.events,
+        report.batches,
+        report.events as f64 / seconds.max(f64::EPSILON)
+    )?;
+    Ok(())
+}
+
+async fn verify(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
+    init_logging(LogFormat::Text);
+    let store = open_store(&args).await?;
+    let differences = booking::verify::verify(&store, &ShowCatalog::default()).await?;
+    let mut out = std::io::stdout();
+    if differences.is_empty() {
+        writeln!(out, "verify: the projections equal a fresh replay of the log")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for difference in &differences {
+        writeln!(out, "{difference}")?;
+    }
+    writeln!(out, "verify: {} differences", differences.len())?;
+    Ok(ExitCode::FAILURE)
 }
 
 async fn shutdown_signal() {
@@ -87,11 +146,13 @@ fn token(args: TokenArgs) -> anyhow::Result<()> {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Token(args)) => token(args),
-        Some(Command::Serve(args)) => serve(args).await,
-        None => serve(cli.serve).await,
+        Some(Command::Token(args)) => token(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Serve(args)) => serve(args).await.map(|()| ExitCode::SUCCESS),
+        Some(Command::Replay(args)) => replay(args).await.map(|()| ExitCode::SUCCESS),
+        Some(Command::Verify(args)) => verify(args).await,
+        None => serve(cli.serve).await.map(|()| ExitCode::SUCCESS),
     }
 }

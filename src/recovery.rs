@@ -12,8 +12,9 @@ use futures::StreamExt;
 
 use crate::checkout::{CheckoutError, CheckoutService, Recovered};
 
-/// Time between two runs. A checkout left half way is found within this
-/// (plus its own payment latency); a run does nothing when none is.
+/// Default time between two runs (`BOOKING_RECOVERY_INTERVAL_SECONDS`). A
+/// checkout left half way is found within this (plus its own payment
+/// latency); a run does nothing when none is.
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Checkouts looked at per run; a larger backlog drains over several runs.
@@ -75,26 +76,5 @@ impl Recovery {
             tracing::info!(?report, "recovery pass");
         }
         Ok(report)
-    }
-
-    /// Runs a pass every `interval` until `stop` resolves.
-    pub async fn run_periodically(
-        self,
-        interval: Duration,
-        stop: impl std::future::Future<Output = ()>,
-    ) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(stop);
-        loop {
-            tokio::select! {
-                () = &mut stop => return,
-                _ = ticker.tick() => {
-                    if let Err(error) = self.run_once().await {
-                        tracing::warn!(%error, "recovery pass failed; retrying next interval");
-                    }
-                }
-            }
-        }
     }
 }

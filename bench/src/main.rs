@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use booking::app::{Application, Settings};
+use booking::app::{Application, Settings, Workers};
 use booking::auth::{Role, TokenKeys};
 use booking::clock::SystemClock;
 use clap::{Parser, ValueEnum};
@@ -131,6 +131,11 @@ async fn run_store(
         jwt_secret: secret.clone(),
         database_connections: booking::store::DEFAULT_POOL_CONNECTIONS,
         payment_latency: Duration::from_millis(booking::payment::simulator::DEFAULT_LATENCY_MS),
+        workers: Workers {
+            projector: Some(booking::projector::PROJECTOR_INTERVAL),
+            recovery: Some(booking::recovery::RECOVERY_INTERVAL),
+            sweeper: Some(booking::sweeper::DEFAULT_SWEEP_INTERVAL),
+        },
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;

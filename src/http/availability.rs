@@ -2,7 +2,7 @@
 //! against `expires_at` at the time of the query.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -25,6 +25,8 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 struct AvailabilityQuery {
     section: Option<String>,
+    /// An instant in the past: availability as it was then, from the log (admin).
+    as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Serialize)]
@@ -62,8 +64,20 @@ struct AvailabilityResponse<'a> {
 async fn availability(
     State(state): State<AppState>,
     Path(show_id): Path<String>,
+    headers: HeaderMap,
     QueryParams(query): QueryParams<AvailabilityQuery>,
 ) -> Result<Response, ApiError> {
+    if let Some(as_of) = query.as_of {
+        let authorization = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or(""));
+        let actor = state
+            .keys
+            .verify_header(authorization)
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+        if !actor.is_admin() {
+            return Err(ApiError::Forbidden);
+        }
+        return availability_as_of(&state, &show_id, query.section.as_deref(), as_of).await;
+    }
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
     let entry = state
         .catalog
@@ -122,6 +136,62 @@ async fn availability(
     let body = AvailabilityResponse {
         show_id: show_id.as_str(),
         as_of: now,
+        seats,
+        pools,
+        summary,
+    };
+    let json = serde_json::to_string(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, json))
+}
+
+/// Availability as it was at `as_of`, folded from the log up to that instant.
+async fn availability_as_of(
+    state: &AppState,
+    show_id: &str,
+    section: Option<&str>,
+    as_of: DateTime<Utc>,
+) -> Result<Response, ApiError> {
+    let entry = super::audit::show_entry(state, show_id).await?;
+    if as_of > state.clock.now() {
+        return Err(ApiError::Validation("as_of must not be in the future".into()));
+    }
+    let past = crate::audit::availability_at(&state.store, &entry, as_of).await?;
+    let mut summary = Summary::default();
+    let seats = entry
+        .show
+        .seats
+        .iter()
+        .zip(&past.seats)
+        .filter(|(spec, _)| section.is_none_or(|s| s == spec.section))
+        .map(|(spec, status)| {
+            match status {
+                SeatStatus::Available => summary.available += 1,
+                SeatStatus::Held => summary.held += 1,
+                SeatStatus::Booked => summary.booked += 1,
+            }
+            SeatAvailability {
+                seat_id: spec.seat_id.as_str(),
+                section: &spec.section,
+                status: *status,
+            }
+        })
+        .collect();
+    let pools = entry
+        .show
+        .pools
+        .iter()
+        .zip(&past.pools)
+        .map(|(pool, (held, sold))| PoolAvailability {
+            pool_id: pool.pool_id.as_str(),
+            capacity: pool.capacity,
+            available: pool.capacity.saturating_sub(held + sold),
+            held: *held,
+            sold: *sold,
+        })
+        .collect();
+    let body = AvailabilityResponse {
+        show_id: entry.show.show_id.as_str(),
+        as_of,
         seats,
         pools,
         summary,

@@ -4,6 +4,7 @@
 pub mod extract;
 pub mod problem;
 
+mod audit;
 mod availability;
 mod bookings;
 mod holds;
@@ -21,6 +22,7 @@ use crate::auth::TokenKeys;
 use crate::checkout::CheckoutService;
 use crate::clock::Clock;
 use crate::holds::HoldService;
+use crate::projector::Projector;
 use crate::shows::ShowCatalog;
 use crate::store::Store;
 use extract::MAX_BODY_BYTES;
@@ -30,8 +32,9 @@ use problem::ApiError;
 pub struct Services {
     pub store: Arc<Store>,
     pub catalog: Arc<ShowCatalog>,
-    pub holds: HoldService,
+    pub holds: Arc<HoldService>,
     pub checkout: Arc<CheckoutService>,
+    pub projector: Projector,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }
@@ -44,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .merge(availability::router())
         .merge(holds::router())
         .merge(bookings::router())
+        .merge(audit::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

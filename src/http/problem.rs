@@ -58,6 +58,8 @@ pub enum ApiError {
     Validation(String),
     /// 422: seats the show does not have.
     UnknownSeat(Vec<String>),
+    /// 404: a seat the show does not have, named in the path.
+    UnknownSeatHere(String),
     /// 422: the idempotency key was used for a different request.
     IdempotencyKeyReused,
     /// 503: the database did not answer in time, or contention did not settle.
@@ -127,6 +129,7 @@ impl ApiError {
                 "unknown_seat",
                 "Unknown seat",
             ),
+            UnknownSeatHere(_) => (StatusCode::NOT_FOUND, "unknown_seat", "Unknown seat"),
             IdempotencyKeyReused => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency_key_reused",
@@ -170,6 +173,7 @@ impl ApiError {
             HoldConverted => "the hold has been converted into a booking".into(),
             UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
             UnknownSeat(_) => "the show has no seats with these ids".into(),
+            UnknownSeatHere(seat) => format!("the show has no seat {seat}"),
             IdempotencyKeyReused => "this Idempotency-Key was used with a different request".into(),
             Busy => "the service is busy; retry after the Retry-After delay".into(),
             Internal(_) => "an unexpected error occurred".into(),

@@ -69,6 +69,9 @@ pub struct AppendBatch {
     pub idempotency: Option<IdempotencyRecord>,
     /// Moves a projector's checkpoint in the same transaction (compare-and-set).
     pub checkpoint: Option<CheckpointMove>,
+    /// A projection batch: the builders add rows but no events (the events
+    /// are already in the log).
+    pub rows_only: bool,
 }
 
 /// Moves checkpoint `name` from `from` to `to`, only if it is still at `from`.
@@ -80,6 +83,14 @@ pub struct CheckpointMove {
 }
 
 impl AppendBatch {
+    /// A batch of read-model rows for events already in the log.
+    pub fn projection(recorded_at: DateTime<Utc>) -> Self {
+        Self {
+            rows_only: true,
+            ..Self::new(recorded_at)
+        }
+    }
+
     pub fn new(recorded_at: DateTime<Utc>) -> Self {
         Self {
             recorded_at,
@@ -90,6 +101,7 @@ impl AppendBatch {
             checkout_rows: Vec::new(),
             idempotency: None,
             checkpoint: None,
+            rows_only: false,
         }
     }
 }

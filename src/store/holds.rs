@@ -104,3 +104,20 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// Ids of holds past their expiry that no event has closed, oldest first.
+    pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<String>> {
+        on_store!(self, read pool => {
+            sqlx::query_scalar(
+                "SELECT hold_id FROM holds WHERE state = 'held' AND expires_at_us <= $1 \
+                 ORDER BY expires_at_us LIMIT $2",
+            )
+            .bind(now_us)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+            .map_err(StoreError::classify)
+        })
+    }
+}

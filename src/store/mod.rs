@@ -16,6 +16,7 @@
 mod append;
 mod checkouts;
 mod holds;
+mod log;
 mod payments;
 mod shows;
 
@@ -31,10 +32,11 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, SqlitePool};
 
 pub use append::{
-    AppendBatch, AppendOutcome, CheckoutRowWrite, IdempotencyRecord, NewEvent, SeatRowWrite,
-    ShardRowWrite,
+    AppendBatch, AppendOutcome, CheckpointMove, CheckoutRowWrite, IdempotencyRecord, NewEvent,
+    SeatRowWrite, ShardRowWrite,
 };
 pub use checkouts::CheckoutRecord;
+pub use log::{LogEvent, LogFilter, Projection};
 pub use holds::{HoldRecord, IdempotencyEntry};
 pub use payments::{LedgerCharge, SimCharge};
 pub use shows::{PoolFigures, ShowInsert};

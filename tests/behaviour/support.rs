@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use booking::app::{Application, Settings};
+use booking::app::{Application, Settings, Workers};
 use booking::auth::{Role, TokenKeys};
 use booking::clock::ShiftedClock;
 use booking::recovery::Recovery;
@@ -205,6 +205,8 @@ impl TestApp {
             jwt_secret: secret.clone(),
             database_connections: TEST_POOL_CONNECTIONS,
             payment_latency: std::time::Duration::from_millis(TEST_PAYMENT_LATENCY_MS),
+            // Tests drive the workers one pass at a time (run_once).
+            workers: Workers::OFF,
         };
         let app = Application::build(settings, clock.clone())
             .await

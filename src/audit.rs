@@ -1,0 +1,135 @@
+//! The audit trail: history of a seat or a show from the log, and
+//! availability as it was at an instant, folded from the log up to then.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use domain::ids::{SeatId, ShowId};
+use domain::pool::{shard_stream_id, PoolEvent, PoolShard};
+use domain::seat::{Seat, SeatEvent, SeatStatus};
+use projections::time::{from_micros, to_micros};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::shows::CatalogEntry;
+use crate::store::{LogEvent, LogFilter, Store, StoreError};
+
+/// Events per page of show history at most (`limit` is 1..=this).
+pub const MAX_HISTORY_PAGE: i64 = 1_000;
+/// Events per page when `limit` is not given.
+pub const DEFAULT_HISTORY_PAGE: i64 = 100;
+/// Events of one seat's history at most: a seat stream has a few events per
+/// sale; this bounds an answer even for a seat held and released all day.
+pub const MAX_SEAT_HISTORY: i64 = 10_000;
+
+/// One event as the audit API shows it.
+#[derive(Debug, Serialize)]
+pub struct AuditEvent {
+    pub position: i64,
+    pub stream: String,
+    pub stream_type: String,
+    pub sequence: i64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub recorded_at: Option<DateTime<Utc>>,
+    pub data: Value,
+    pub metadata: Value,
+}
+
+impl AuditEvent {
+    fn of(event: LogEvent) -> Self {
+        // Payloads are `{"EventName": {...}}`: the data is the inner object.
+        let payload: Value = serde_json::from_str(&event.payload).unwrap_or(Value::Null);
+        let data = match payload {
+            Value::Object(map) if map.len() == 1 => map.into_iter().next().map_or(Value::Null, |(_, v)| v),
+            other => other,
+        };
+        Self {
+            position: event.position,
+            stream: event.aggregate_id,
+            stream_type: event.aggregate_type,
+            sequence: event.sequence,
+            event_type: event.event_type,
+            recorded_at: from_micros(event.recorded_at_us),
+            data,
+            metadata: serde_json::from_str(&event.metadata).unwrap_or(Value::Null),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryPage {
+    pub events: Vec<AuditEvent>,
+    pub next_after: Option<i64>,
+}
+
+pub async fn seat_history(store: &Store, show_id: &ShowId, seat_id: &SeatId) -> Result<HistoryPage, StoreError> {
+    let stream = domain::ids::seat_stream_id(show_id, seat_id);
+    let events = store
+        .read_log(LogFilter::Stream("Seat", &stream), 0, MAX_SEAT_HISTORY)
+        .await?;
+    let next_after = (events.len() as i64 == MAX_SEAT_HISTORY).then(|| events.last().map(|e| e.position)).flatten();
+    Ok(HistoryPage {
+        events: events.into_iter().map(AuditEvent::of).collect(),
+        next_after,
+    })
+}
+
+pub async fn show_history(store: &Store, show_id: &ShowId, after: i64, limit: i64) -> Result<HistoryPage, StoreError> {
+    let events = store.read_log(LogFilter::Show(show_id.as_str()), after, limit).await?;
+    let next_after = (events.len() as i64 == limit).then(|| events.last().map(|e| e.position)).flatten();
+    Ok(HistoryPage {
+        events: events.into_iter().map(AuditEvent::of).collect(),
+        next_after,
+    })
+}
+
+/// What a show's inventory was at `at`, folded from the events recorded by then.
+pub struct PastAvailability {
+    /// Status of each seat, in show order.
+    pub seats: Vec<SeatStatus>,
+    /// `(held, sold)` of each pool, in show order.
+    pub pools: Vec<(u32, u32)>,
+}
+
+pub async fn availability_at(store: &Store, entry: &CatalogEntry, at: DateTime<Utc>) -> Result<PastAvailability, StoreError> {
+    let show = &entry.show;
+    let mut seats: HashMap<String, Seat> = HashMap::new();
+    let mut shards: HashMap<String, PoolShard> = HashMap::new();
+    for event in store.show_log_until(show.show_id.as_str(), to_micros(at)).await? {
+        let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
+        match event.aggregate_type.as_str() {
+            "Seat" => {
+                let decoded: SeatEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
+                seats.entry(event.aggregate_id.clone()).or_default().apply_event(&decoded);
+            }
+            "PoolShard" => {
+                let decoded: PoolEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
+                shards.entry(event.aggregate_id.clone()).or_default().apply_event(&decoded);
+            }
+            _ => {}
+        }
+    }
+    let seat_statuses = show
+        .seats
+        .iter()
+        .map(|spec| {
+            let stream = domain::ids::seat_stream_id(&show.show_id, &spec.seat_id);
+            seats.get(&stream).map_or(SeatStatus::Available, |seat| seat.status_at(at))
+        })
+        .collect();
+    let pools = show
+        .pools
+        .iter()
+        .map(|pool| {
+            (0..pool.shards).fold((0, 0), |(held, sold), index| {
+                let stream = shard_stream_id(&show.show_id, &pool.pool_id, index);
+                match shards.get(&stream) {
+                    Some(shard) => (held + shard.held_at(at), sold + shard.sold),
+                    None => (held, sold),
+                }
+            })
+        })
+        .collect();
+    Ok(PastAvailability { seats: seat_statuses, pools })
+}

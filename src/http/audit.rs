@@ -1,0 +1,78 @@
+//! Audit (admin): seat history and show history, from the log.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use domain::ids::{SeatId, ShowId};
+use serde::Deserialize;
+
+use super::extract::{Admin, QueryParams};
+use super::problem::ApiError;
+use super::shows::json_response;
+use super::AppState;
+use crate::audit::{self, HistoryPage, DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE};
+use crate::shows::CatalogEntry;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/shows/{show_id}/seats/{seat_id}/history", get(seat_history))
+        .route("/v1/shows/{show_id}/history", get(show_history))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryQuery {
+    after: Option<i64>,
+    limit: Option<i64>,
+}
+
+fn page_response(page: &HistoryPage) -> Result<Response, ApiError> {
+    let json = serde_json::to_string(page).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, json))
+}
+
+pub(super) async fn show_entry(state: &AppState, show_id: &str) -> Result<std::sync::Arc<CatalogEntry>, ApiError> {
+    let show_id = ShowId::parse(show_id).map_err(|_| ApiError::ShowNotFound)?;
+    state
+        .catalog
+        .get(&state.store, &show_id)
+        .await?
+        .ok_or(ApiError::ShowNotFound)
+}
+
+async fn seat_history(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    Path((show_id, seat_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let entry = show_entry(&state, &show_id).await?;
+    let seat_id = SeatId::parse(&seat_id)
+        .ok()
+        .filter(|seat| entry.show.seat(seat).is_some())
+        .ok_or_else(|| ApiError::UnknownSeatHere(seat_id.clone()))?;
+    let page = audit::seat_history(&state.store, &entry.show.show_id, &seat_id).await?;
+    page_response(&page)
+}
+
+async fn show_history(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    Path(show_id): Path<String>,
+    QueryParams(query): QueryParams<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    let entry = show_entry(&state, &show_id).await?;
+    let after = query.after.unwrap_or(0);
+    let limit = query.limit.unwrap_or(DEFAULT_HISTORY_PAGE);
+    if after < 0 {
+        return Err(ApiError::Validation("after must be a position, 0 or more".into()));
+    }
+    if !(1..=MAX_HISTORY_PAGE).contains(&limit) {
+        return Err(ApiError::Validation(format!(
+            "limit must be 1..={MAX_HISTORY_PAGE} (MAX_HISTORY_PAGE)"
+        )));
+    }
+    let page = audit::show_history(&state.store, &entry.show.show_id, after, limit).await?;
+    page_response(&page)
+}
