@@ -41,7 +41,9 @@ impl AuditEvent {
         // Payloads are `{"EventName": {...}}`: the data is the inner object.
         let payload: Value = serde_json::from_str(&event.payload).unwrap_or(Value::Null);
         let data = match payload {
-            Value::Object(map) if map.len() == 1 => map.into_iter().next().map_or(Value::Null, |(_, v)| v),
+            Value::Object(map) if map.len() == 1 => {
+                map.into_iter().next().map_or(Value::Null, |(_, v)| v)
+            }
             other => other,
         };
         Self {
@@ -63,21 +65,36 @@ pub struct HistoryPage {
     pub next_after: Option<i64>,
 }
 
-pub async fn seat_history(store: &Store, show_id: &ShowId, seat_id: &SeatId) -> Result<HistoryPage, StoreError> {
+pub async fn seat_history(
+    store: &Store,
+    show_id: &ShowId,
+    seat_id: &SeatId,
+) -> Result<HistoryPage, StoreError> {
     let stream = domain::ids::seat_stream_id(show_id, seat_id);
     let events = store
         .read_log(LogFilter::Stream("Seat", &stream), 0, MAX_SEAT_HISTORY)
         .await?;
-    let next_after = (events.len() as i64 == MAX_SEAT_HISTORY).then(|| events.last().map(|e| e.position)).flatten();
+    let next_after = (events.len() as i64 == MAX_SEAT_HISTORY)
+        .then(|| events.last().map(|e| e.position))
+        .flatten();
     Ok(HistoryPage {
         events: events.into_iter().map(AuditEvent::of).collect(),
         next_after,
     })
 }
 
-pub async fn show_history(store: &Store, show_id: &ShowId, after: i64, limit: i64) -> Result<HistoryPage, StoreError> {
-    let events = store.read_log(LogFilter::Show(show_id.as_str()), after, limit).await?;
-    let next_after = (events.len() as i64 == limit).then(|| events.last().map(|e| e.position)).flatten();
+pub async fn show_history(
+    store: &Store,
+    show_id: &ShowId,
+    after: i64,
+    limit: i64,
+) -> Result<HistoryPage, StoreError> {
+    let events = store
+        .read_log(LogFilter::Show(show_id.as_str()), after, limit)
+        .await?;
+    let next_after = (events.len() as i64 == limit)
+        .then(|| events.last().map(|e| e.position))
+        .flatten();
     Ok(HistoryPage {
         events: events.into_iter().map(AuditEvent::of).collect(),
         next_after,
@@ -92,20 +109,34 @@ pub struct PastAvailability {
     pub pools: Vec<(u32, u32)>,
 }
 
-pub async fn availability_at(store: &Store, entry: &CatalogEntry, at: DateTime<Utc>) -> Result<PastAvailability, StoreError> {
+pub async fn availability_at(
+    store: &Store,
+    entry: &CatalogEntry,
+    at: DateTime<Utc>,
+) -> Result<PastAvailability, StoreError> {
     let show = &entry.show;
     let mut seats: HashMap<String, Seat> = HashMap::new();
     let mut shards: HashMap<String, PoolShard> = HashMap::new();
-    for event in store.show_log_until(show.show_id.as_str(), to_micros(at)).await? {
-        let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
+    for event in store
+        .show_log_until(show.show_id.as_str(), to_micros(at))
+        .await?
+    {
+        let corrupt =
+            |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
         match event.aggregate_type.as_str() {
             "Seat" => {
                 let decoded: SeatEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
-                seats.entry(event.aggregate_id.clone()).or_default().apply_event(&decoded);
+                seats
+                    .entry(event.aggregate_id.clone())
+                    .or_default()
+                    .apply_event(&decoded);
             }
             "PoolShard" => {
                 let decoded: PoolEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
-                shards.entry(event.aggregate_id.clone()).or_default().apply_event(&decoded);
+                shards
+                    .entry(event.aggregate_id.clone())
+                    .or_default()
+                    .apply_event(&decoded);
             }
             _ => {}
         }
@@ -115,7 +146,9 @@ pub async fn availability_at(store: &Store, entry: &CatalogEntry, at: DateTime<U
         .iter()
         .map(|spec| {
             let stream = domain::ids::seat_stream_id(&show.show_id, &spec.seat_id);
-            seats.get(&stream).map_or(SeatStatus::Available, |seat| seat.status_at(at))
+            seats
+                .get(&stream)
+                .map_or(SeatStatus::Available, |seat| seat.status_at(at))
         })
         .collect();
     let pools = show
@@ -131,5 +164,8 @@ pub async fn availability_at(store: &Store, entry: &CatalogEntry, at: DateTime<U
             })
         })
         .collect();
-    Ok(PastAvailability { seats: seat_statuses, pools })
+    Ok(PastAvailability {
+        seats: seat_statuses,
+        pools,
+    })
 }

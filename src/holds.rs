@@ -543,7 +543,12 @@ impl HoldService {
         self.end(ctx, record, End::Expire).await
     }
 
-    async fn end(&self, ctx: &RequestContext, record: HoldRecord, end: End) -> Result<(), HoldError> {
+    async fn end(
+        &self,
+        ctx: &RequestContext,
+        record: HoldRecord,
+        end: End,
+    ) -> Result<(), HoldError> {
         let hold_id = HoldId(
             record
                 .hold_id

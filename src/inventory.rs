@@ -156,7 +156,13 @@ impl Unit for PoolShard {
     }
 
     fn expire(&self, key: &ShardKey, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event> {
-        pool::decide(self, key.capacity, &PoolCommand::ExpireHold { hold_id }, now).unwrap_or_default()
+        pool::decide(
+            self,
+            key.capacity,
+            &PoolCommand::ExpireHold { hold_id },
+            now,
+        )
+        .unwrap_or_default()
     }
 
     fn convert(

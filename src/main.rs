@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use booking::app::{Application, Settings, Workers};
-use booking::projector;
-use booking::shows::ShowCatalog;
-use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
 use booking::auth::TokenKeys;
 use booking::clock::SystemClock;
 use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeArgs, TokenArgs};
+use booking::projector;
+use booking::shows::ShowCatalog;
+use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
 use clap::Parser;
 use domain::ids::BuyerId;
 use tracing_subscriber::EnvFilter;
@@ -99,7 +99,10 @@ async fn verify(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     let differences = booking::verify::verify(&store, &ShowCatalog::default()).await?;
     let mut out = std::io::stdout();
     if differences.is_empty() {
-        writeln!(out, "verify: the projections equal a fresh replay of the log")?;
+        writeln!(
+            out,
+            "verify: the projections equal a fresh replay of the log"
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     for difference in &differences {

@@ -27,7 +27,9 @@ use serde::de::DeserializeOwned;
 use crate::batch::{push_checkout, StreamView};
 use crate::inventory::{SeatKey, ShardKey, Unit};
 use crate::shows::ShowCatalog;
-use crate::store::{AppendBatch, AppendOutcome, CheckpointMove, LogEvent, LogFilter, Store, StoreError};
+use crate::store::{
+    AppendBatch, AppendOutcome, CheckpointMove, LogEvent, LogFilter, Store, StoreError,
+};
 
 /// The checkpoint of the projector that keeps every read model current.
 pub const PROJECTIONS_CHECKPOINT: &str = "projections";
@@ -119,7 +121,11 @@ fn runs(events: &[LogEvent]) -> Vec<Run<'_>> {
 fn parse_shard_stream_id(id: &str) -> Option<(ShowId, PoolId, u32)> {
     let (show, rest) = id.split_once('/')?;
     let (pool, index) = rest.rsplit_once('#')?;
-    Some((ShowId::parse(show).ok()?, PoolId::parse(pool).ok()?, index.parse().ok()?))
+    Some((
+        ShowId::parse(show).ok()?,
+        PoolId::parse(pool).ok()?,
+        index.parse().ok()?,
+    ))
 }
 
 impl Folded {
@@ -138,44 +144,82 @@ impl Folded {
             let corrupt = |what: &str| StoreError::Corrupt(format!("{what} stream id {}", run.id));
             match run.kind {
                 "Seat" => {
-                    let (show_id, seat_id) = parse_seat_stream_id(run.id).ok_or_else(|| corrupt("seat"))?;
-                    let decoded = run.events.iter().map(|e| decode::<SeatEvent>(e)).collect::<Result<Vec<_>, _>>()?;
-                    let (mut state, version) = state_before(store, &mut self.seats, run.id, first).await?;
+                    let (show_id, seat_id) =
+                        parse_seat_stream_id(run.id).ok_or_else(|| corrupt("seat"))?;
+                    let decoded = run
+                        .events
+                        .iter()
+                        .map(|e| decode::<SeatEvent>(e))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let (mut state, version) =
+                        state_before(store, &mut self.seats, run.id, first).await?;
                     let key = SeatKey { show_id, seat_id };
-                    let view = StreamView { id: run.id, version, aggregate: &state };
+                    let view = StreamView {
+                        id: run.id,
+                        version,
+                        aggregate: &state,
+                    };
                     Seat::push(batch, &key, &view, &decoded, "{}")?;
                     decoded.iter().for_each(|e| state.apply_event(e));
-                    self.seats.insert(run.id.to_owned(), (state, version + decoded.len()));
+                    self.seats
+                        .insert(run.id.to_owned(), (state, version + decoded.len()));
                 }
                 "PoolShard" => {
-                    let (show_id, pool_id, index) = parse_shard_stream_id(run.id).ok_or_else(|| corrupt("shard"))?;
+                    let (show_id, pool_id, index) =
+                        parse_shard_stream_id(run.id).ok_or_else(|| corrupt("shard"))?;
                     let entry = catalog
                         .get(store, &show_id)
                         .await?
                         .ok_or_else(|| corrupt("show of shard"))?;
-                    let spec = entry.show.pool(&pool_id).ok_or_else(|| corrupt("pool of shard"))?;
+                    let spec = entry
+                        .show
+                        .pool(&pool_id)
+                        .ok_or_else(|| corrupt("pool of shard"))?;
                     let key = ShardKey {
                         capacity: shard_capacity(spec.capacity, spec.shards, index),
                         show_id,
                         pool_id,
                         index,
                     };
-                    let decoded = run.events.iter().map(|e| decode::<PoolEvent>(e)).collect::<Result<Vec<_>, _>>()?;
-                    let (mut state, version) = state_before(store, &mut self.shards, run.id, first).await?;
-                    let view = StreamView { id: run.id, version, aggregate: &state };
+                    let decoded = run
+                        .events
+                        .iter()
+                        .map(|e| decode::<PoolEvent>(e))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let (mut state, version) =
+                        state_before(store, &mut self.shards, run.id, first).await?;
+                    let view = StreamView {
+                        id: run.id,
+                        version,
+                        aggregate: &state,
+                    };
                     PoolShard::push(batch, &key, &view, &decoded, "{}")?;
                     decoded.iter().for_each(|e| state.apply_event(e));
-                    self.shards.insert(run.id.to_owned(), (state, version + decoded.len()));
+                    self.shards
+                        .insert(run.id.to_owned(), (state, version + decoded.len()));
                 }
                 "Checkout" => {
-                    let decoded = run.events.iter().map(|e| decode::<CheckoutEvent>(e)).collect::<Result<Vec<_>, _>>()?;
-                    let (mut state, version) = state_before(store, &mut self.checkouts, run.id, first).await?;
-                    let view = StreamView { id: run.id, version, aggregate: &state };
+                    let decoded = run
+                        .events
+                        .iter()
+                        .map(|e| decode::<CheckoutEvent>(e))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let (mut state, version) =
+                        state_before(store, &mut self.checkouts, run.id, first).await?;
+                    let view = StreamView {
+                        id: run.id,
+                        version,
+                        aggregate: &state,
+                    };
                     push_checkout(batch, &view, &decoded, "{}")?;
                     decoded.iter().for_each(|e| state.apply_event(e));
-                    self.checkouts.insert(run.id.to_owned(), (state, version + decoded.len()));
+                    self.checkouts
+                        .insert(run.id.to_owned(), (state, version + decoded.len()));
                 }
-                other => tracing::warn!(aggregate_type = other, "the projector skips an unknown stream type"),
+                other => tracing::warn!(
+                    aggregate_type = other,
+                    "the projector skips an unknown stream type"
+                ),
             }
         }
         if let Some(last) = events.last() {
@@ -215,13 +259,18 @@ impl Projector {
         loop {
             let from = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
             report.position = from;
-            let events = self.store.read_log(LogFilter::All, from, PROJECTOR_BATCH).await?;
+            let events = self
+                .store
+                .read_log(LogFilter::All, from, PROJECTOR_BATCH)
+                .await?;
             let Some(last) = events.last() else {
                 return Ok(report);
             };
             let to = last.position;
             let mut batch = AppendBatch::projection(chrono::Utc::now());
-            folded.project(&self.store, &self.catalog, &events, &mut batch).await?;
+            folded
+                .project(&self.store, &self.catalog, &events, &mut batch)
+                .await?;
             batch.checkpoint = Some(CheckpointMove {
                 name: PROJECTIONS_CHECKPOINT.to_owned(),
                 from,
@@ -236,7 +285,9 @@ impl Projector {
                 // Another instance applied this batch: start from its checkpoint.
                 AppendOutcome::CheckpointMoved => folded = Folded::default(),
                 other => {
-                    return Err(StoreError::Corrupt(format!("projection batch refused: {other:?}")));
+                    return Err(StoreError::Corrupt(format!(
+                        "projection batch refused: {other:?}"
+                    )));
                 }
             }
         }
@@ -278,7 +329,11 @@ pub async fn replay(
         folded.project(store, catalog, &events, &mut batch).await?;
         match store.append(&batch).await? {
             AppendOutcome::Appended => {}
-            other => return Err(StoreError::Corrupt(format!("replay batch refused: {other:?}"))),
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "replay batch refused: {other:?}"
+                )))
+            }
         }
         report.events += events.len();
         report.batches += 1;

@@ -35,7 +35,11 @@ pub struct Sweeper {
 
 impl Sweeper {
     pub fn new(store: Arc<Store>, holds: Arc<HoldService>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, holds, clock }
+        Self {
+            store,
+            holds,
+            clock,
+        }
     }
 
     /// One pass: returns how many holds it recorded as expired.
@@ -45,7 +49,10 @@ impl Sweeper {
         let actor = BuyerId::parse(SWEEPER_ACTOR)
             .map_err(|e| HoldError::Store(StoreError::Corrupt(e.to_string())))?;
         let ctx = RequestContext {
-            actor: Actor { id: actor, role: Role::Admin },
+            actor: Actor {
+                id: actor,
+                role: Role::Admin,
+            },
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,
         };
@@ -56,7 +63,9 @@ impl Sweeper {
             };
             match self.holds.expire(&ctx, &id).await {
                 Ok(()) => swept += 1,
-                Err(error) => tracing::warn!(%hold_id, %error, "the sweeper could not expire a hold"),
+                Err(error) => {
+                    tracing::warn!(%hold_id, %error, "the sweeper could not expire a hold")
+                }
             }
         }
         Ok(swept)

@@ -34,7 +34,14 @@ pub struct Tables {
 }
 
 /// status, hold_id, buyer, expires_at_us, booking_id, last_seq
-pub type SeatRow = (String, Option<String>, Option<String>, Option<i64>, Option<String>, i64);
+pub type SeatRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    i64,
+);
 /// show_id, buyer, expires_at_us, state, booking_id, pool_id
 pub type HoldRow = (String, String, i64, String, Option<String>, Option<String>);
 /// show_id, pool_id, quantity, expires_at_us, state
@@ -80,12 +87,34 @@ impl Tables {
         }
         for change in &batch.hold_changes {
             match change {
-                HoldChange::SeatHeld { hold_id, show_id, seat_id, buyer, expires_at } => {
-                    let held = (show_id.to_string(), buyer.to_string(), to_micros(*expires_at), "held".into(), None, None);
+                HoldChange::SeatHeld {
+                    hold_id,
+                    show_id,
+                    seat_id,
+                    buyer,
+                    expires_at,
+                } => {
+                    let held = (
+                        show_id.to_string(),
+                        buyer.to_string(),
+                        to_micros(*expires_at),
+                        "held".into(),
+                        None,
+                        None,
+                    );
                     self.holds.entry(hold_id.to_string()).or_insert(held);
-                    self.hold_seats.insert((hold_id.to_string(), seat_id.to_string()));
+                    self.hold_seats
+                        .insert((hold_id.to_string(), seat_id.to_string()));
                 }
-                HoldChange::PoolPartHeld { hold_id, show_id, pool_id, shard, buyer, quantity, expires_at } => {
+                HoldChange::PoolPartHeld {
+                    hold_id,
+                    show_id,
+                    pool_id,
+                    shard,
+                    buyer,
+                    quantity,
+                    expires_at,
+                } => {
                     let held = (
                         show_id.to_string(),
                         buyer.to_string(),
@@ -95,18 +124,39 @@ impl Tables {
                         Some(pool_id.to_string()),
                     );
                     self.holds.entry(hold_id.to_string()).or_insert(held);
-                    let part = (show_id.to_string(), pool_id.to_string(), *quantity as i32, to_micros(*expires_at), "held".into());
-                    self.pool_holds.entry((hold_id.to_string(), *shard as i32)).or_insert(part);
+                    let part = (
+                        show_id.to_string(),
+                        pool_id.to_string(),
+                        *quantity as i32,
+                        to_micros(*expires_at),
+                        "held".into(),
+                    );
+                    self.pool_holds
+                        .entry((hold_id.to_string(), *shard as i32))
+                        .or_insert(part);
                 }
-                HoldChange::Ended { hold_id, state } => self.end(&hold_id.to_string(), state.as_str(), None),
-                HoldChange::Converted { hold_id, booking_id } => {
-                    self.end(&hold_id.to_string(), "converted", Some(booking_id.to_string()));
+                HoldChange::Ended { hold_id, state } => {
+                    self.end(&hold_id.to_string(), state.as_str(), None)
+                }
+                HoldChange::Converted {
+                    hold_id,
+                    booking_id,
+                } => {
+                    self.end(
+                        &hold_id.to_string(),
+                        "converted",
+                        Some(booking_id.to_string()),
+                    );
                 }
             }
         }
         for w in &batch.checkout_rows {
             let row = &w.row;
-            if self.checkouts.get(&row.hold_id).is_none_or(|r| r.8 < w.last_seq) {
+            if self
+                .checkouts
+                .get(&row.hold_id)
+                .is_none_or(|r| r.8 < w.last_seq)
+            {
                 self.checkouts.insert(
                     row.hold_id.clone(),
                     (
@@ -134,7 +184,10 @@ impl Tables {
                 }
             }
         }
-        for ((id, _), part) in self.pool_holds.range_mut((hold_id.to_owned(), i32::MIN)..=(hold_id.to_owned(), i32::MAX)) {
+        for ((id, _), part) in self
+            .pool_holds
+            .range_mut((hold_id.to_owned(), i32::MIN)..=(hold_id.to_owned(), i32::MAX))
+        {
             if id == hold_id && part.4 == "held" {
                 part.4 = state.to_owned();
             }
@@ -151,16 +204,22 @@ fn differences<K: Ord + Debug, V: PartialEq + Debug>(
 ) {
     for (key, value) in live {
         match rebuilt.get(key) {
-            None => out.push(format!("{table} {key:?}: live has {value:?}, the log has no such row")),
+            None => out.push(format!(
+                "{table} {key:?}: live has {value:?}, the log has no such row"
+            )),
             Some(expected) if expected != value => {
-                out.push(format!("{table} {key:?}: live {value:?}, from the log {expected:?}"));
+                out.push(format!(
+                    "{table} {key:?}: live {value:?}, from the log {expected:?}"
+                ));
             }
             Some(_) => {}
         }
     }
     for (key, value) in rebuilt {
         if !live.contains_key(key) {
-            out.push(format!("{table} {key:?}: missing live, from the log {value:?}"));
+            out.push(format!(
+                "{table} {key:?}: missing live, from the log {value:?}"
+            ));
         }
     }
 }
@@ -187,9 +246,23 @@ pub async fn verify(store: &Store, catalog: &ShowCatalog) -> Result<Vec<String>,
     differences("seat_availability", &live.seats, &rebuilt.seats, &mut out);
     differences("pool_shards", &live.shards, &rebuilt.shards, &mut out);
     differences("holds", &live.holds, &rebuilt.holds, &mut out);
-    let as_map = |set: &BTreeSet<(String, String)>| set.iter().map(|k| (k.clone(), ())).collect::<BTreeMap<_, _>>();
-    differences("hold_seats", &as_map(&live.hold_seats), &as_map(&rebuilt.hold_seats), &mut out);
-    differences("pool_holds", &live.pool_holds, &rebuilt.pool_holds, &mut out);
+    let as_map = |set: &BTreeSet<(String, String)>| {
+        set.iter()
+            .map(|k| (k.clone(), ()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    differences(
+        "hold_seats",
+        &as_map(&live.hold_seats),
+        &as_map(&rebuilt.hold_seats),
+        &mut out,
+    );
+    differences(
+        "pool_holds",
+        &live.pool_holds,
+        &rebuilt.pool_holds,
+        &mut out,
+    );
     differences("checkouts", &live.checkouts, &rebuilt.checkouts, &mut out);
     Ok(out)
 }

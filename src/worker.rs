@@ -6,8 +6,12 @@ use std::time::Duration;
 
 /// Runs `pass` every `interval` (the first at once) until `stop` resolves.
 /// A failed pass is logged and retried at the next tick.
-pub async fn every<F, Fut, T, E>(name: &'static str, interval: Duration, stop: impl Future<Output = ()>, mut pass: F)
-where
+pub async fn every<F, Fut, T, E>(
+    name: &'static str,
+    interval: Duration,
+    stop: impl Future<Output = ()>,
+    mut pass: F,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     E: Display,

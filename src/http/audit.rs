@@ -17,7 +17,10 @@ use crate::shows::CatalogEntry;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/shows/{show_id}/seats/{seat_id}/history", get(seat_history))
+        .route(
+            "/v1/shows/{show_id}/seats/{seat_id}/history",
+            get(seat_history),
+        )
         .route("/v1/shows/{show_id}/history", get(show_history))
 }
 
@@ -33,7 +36,10 @@ fn page_response(page: &HistoryPage) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, json))
 }
 
-pub(super) async fn show_entry(state: &AppState, show_id: &str) -> Result<std::sync::Arc<CatalogEntry>, ApiError> {
+pub(super) async fn show_entry(
+    state: &AppState,
+    show_id: &str,
+) -> Result<std::sync::Arc<CatalogEntry>, ApiError> {
     let show_id = ShowId::parse(show_id).map_err(|_| ApiError::ShowNotFound)?;
     state
         .catalog
@@ -66,7 +72,9 @@ async fn show_history(
     let after = query.after.unwrap_or(0);
     let limit = query.limit.unwrap_or(DEFAULT_HISTORY_PAGE);
     if after < 0 {
-        return Err(ApiError::Validation("after must be a position, 0 or more".into()));
+        return Err(ApiError::Validation(
+            "after must be a position, 0 or more".into(),
+        ));
     }
     if !(1..=MAX_HISTORY_PAGE).contains(&limit) {
         return Err(ApiError::Validation(format!(

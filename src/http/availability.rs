@@ -68,7 +68,9 @@ async fn availability(
     QueryParams(query): QueryParams<AvailabilityQuery>,
 ) -> Result<Response, ApiError> {
     if let Some(as_of) = query.as_of {
-        let authorization = headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or(""));
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or(""));
         let actor = state
             .keys
             .verify_header(authorization)
@@ -153,7 +155,9 @@ async fn availability_as_of(
 ) -> Result<Response, ApiError> {
     let entry = super::audit::show_entry(state, show_id).await?;
     if as_of > state.clock.now() {
-        return Err(ApiError::Validation("as_of must not be in the future".into()));
+        return Err(ApiError::Validation(
+            "as_of must not be in the future".into(),
+        ));
     }
     let past = crate::audit::availability_at(&state.store, &entry, as_of).await?;
     let mut summary = Summary::default();

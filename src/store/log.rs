@@ -39,7 +39,12 @@ pub enum LogFilter<'a> {
 impl Store {
     /// Up to `limit` events after `after` in global order, never past a
     /// transaction still open (see `PG_SAFE`).
-    pub async fn read_log(&self, filter: LogFilter<'_>, after: i64, limit: i64) -> StoreResult<Vec<LogEvent>> {
+    pub async fn read_log(
+        &self,
+        filter: LogFilter<'_>,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<LogEvent>> {
         let (columns, safe) = match self {
             Store::Postgres(_) => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
             Store::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
@@ -47,7 +52,9 @@ impl Store {
         let (condition, binds): (&str, Vec<&str>) = match filter {
             LogFilter::All => ("TRUE", vec![]),
             LogFilter::Show(show) => ("show_id = $3", vec![show]),
-            LogFilter::Stream(kind, id) => ("aggregate_type = $3 AND aggregate_id = $4", vec![kind, id]),
+            LogFilter::Stream(kind, id) => {
+                ("aggregate_type = $3 AND aggregate_id = $4", vec![kind, id])
+            }
         };
         let sql = format!(
             "SELECT {columns} FROM events WHERE position > $1 AND {condition}{safe} ORDER BY position LIMIT $2"
@@ -106,7 +113,10 @@ impl Store {
     /// one transaction: seat and shard rows back to free, hold and checkout
     /// rows gone. Replaying the log rebuilds them.
     pub async fn reset_projections(&self, which: &[Projection]) -> StoreResult<()> {
-        let statements: Vec<&str> = which.iter().flat_map(|p| p.reset_sql().iter().copied()).collect();
+        let statements: Vec<&str> = which
+            .iter()
+            .flat_map(|p| p.reset_sql().iter().copied())
+            .collect();
         on_store!(self, write pool => {
             let mut tx = pool.begin().await.map_err(StoreError::classify)?;
             for sql in statements {
@@ -130,7 +140,11 @@ pub enum Projection {
 }
 
 impl Projection {
-    pub const ALL: [Projection; 3] = [Projection::Availability, Projection::Holds, Projection::Checkouts];
+    pub const ALL: [Projection; 3] = [
+        Projection::Availability,
+        Projection::Holds,
+        Projection::Checkouts,
+    ];
 
     fn reset_sql(self) -> &'static [&'static str] {
         match self {
@@ -139,11 +153,20 @@ impl Projection {
                  expires_at_us = NULL, booking_id = NULL, last_seq = 0",
                 "UPDATE pool_shards SET sold = 0, last_seq = 0",
             ],
-            Projection::Holds => &["DELETE FROM hold_seats", "DELETE FROM pool_holds", "DELETE FROM holds"],
+            Projection::Holds => &[
+                "DELETE FROM hold_seats",
+                "DELETE FROM pool_holds",
+                "DELETE FROM holds",
+            ],
             Projection::Checkouts => &["DELETE FROM checkouts"],
         }
     }
 }
+
+/// show_id, seat_id, then the columns of `verify::SeatRow`.
+type SeatDump = (String, String, String, Option<String>, Option<String>, Option<i64>, Option<String>, i64);
+/// hold_id, then the columns of `verify::HoldRow`.
+type HoldDump = (String, String, String, i64, String, Option<String>, Option<String>);
 
 impl Store {
     /// Every row of every projection (seat and shard rows only once an
@@ -152,7 +175,7 @@ impl Store {
         use crate::verify::{CheckoutRow, HoldRow, PoolHoldRow, SeatRow};
         on_store!(self, read pool => {
             let mut tables = crate::verify::Tables::default();
-            let seats: Vec<(String, String, String, Option<String>, Option<String>, Option<i64>, Option<String>, i64)> =
+            let seats: Vec<SeatDump> =
                 sqlx::query_as("SELECT show_id, seat_id, status, hold_id, buyer, expires_at_us, booking_id, last_seq \
                                 FROM seat_availability WHERE last_seq > 0")
                     .fetch_all(pool).await.map_err(StoreError::classify)?;
@@ -166,7 +189,7 @@ impl Store {
             for (show, pool_id, shard, sold, seq) in shards {
                 tables.shards.insert((show, pool_id, shard), (sold, seq));
             }
-            let holds: Vec<(String, String, String, i64, String, Option<String>, Option<String>)> =
+            let holds: Vec<HoldDump> =
                 sqlx::query_as("SELECT hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id FROM holds")
                     .fetch_all(pool).await.map_err(StoreError::classify)?;
             for (hold, show, buyer, expires, state, booking, pool_id) in holds {

@@ -32,12 +32,12 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, SqlitePool};
 
 pub use append::{
-    AppendBatch, AppendOutcome, CheckpointMove, CheckoutRowWrite, IdempotencyRecord, NewEvent,
+    AppendBatch, AppendOutcome, CheckoutRowWrite, CheckpointMove, IdempotencyRecord, NewEvent,
     SeatRowWrite, ShardRowWrite,
 };
 pub use checkouts::CheckoutRecord;
-pub use log::{LogEvent, LogFilter, Projection};
 pub use holds::{HoldRecord, IdempotencyEntry};
+pub use log::{LogEvent, LogFilter, Projection};
 pub use payments::{LedgerCharge, SimCharge};
 pub use shows::{PoolFigures, ShowInsert};
 

@@ -241,6 +241,18 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
             .count();
         assert!(conversions <= 1, "S{n} converted {conversions} times");
     }
+    // The projections equal a fresh replay of the log.
+    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_booking"))
+        .arg("verify")
+        .env("DATABASE_URL", &database_url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("booking verify runs");
+    assert!(
+        verify.status.success(),
+        "verify after the crash: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
     println!(
         "crash on {}: killed after {} acknowledgements, {} bookings confirmed before the kill, {} charges in all",
         env.backend.name(),

@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use booking::app::{Application, Settings, Workers};
 use booking::auth::{Role, TokenKeys};
 use booking::clock::ShiftedClock;
+use booking::projector::Projector;
 use booking::recovery::Recovery;
 use booking::store::Store;
+use booking::sweeper::Sweeper;
 use domain::ids::BuyerId;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -153,6 +155,9 @@ pub struct TestApp {
     pub clock: Arc<ShiftedClock>,
     pub store: Arc<Store>,
     pub recovery: Recovery,
+    pub projector: Projector,
+    pub sweeper: Sweeper,
+    pub database_url: String,
     keys: TokenKeys,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -199,6 +204,7 @@ impl Answer {
 impl TestApp {
     async fn start(database_url: String, dir: Option<tempfile::TempDir>, secret: String) -> Self {
         let clock = Arc::new(ShiftedClock::default());
+        let url_for_tools = database_url.clone();
         let settings = Settings {
             addr: "127.0.0.1:0".parse().expect("address"),
             database_url,
@@ -214,6 +220,8 @@ impl TestApp {
         let addr = app.local_addr().expect("bound address");
         let store = app.state().store.clone();
         let recovery = app.recovery().clone();
+        let projector = app.projector().clone();
+        let sweeper = app.sweeper().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = app
@@ -233,6 +241,9 @@ impl TestApp {
             clock,
             store,
             recovery,
+            projector,
+            sweeper,
+            database_url: url_for_tools,
             keys: TokenKeys::new(&secret),
             shutdown: Some(tx),
             server: Some(server),
@@ -247,6 +258,12 @@ impl TestApp {
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }
+    }
+
+    /// The service's clock (shifted by the test).
+    pub fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
+        use booking::clock::Clock;
+        self.clock.now()
     }
 
     pub fn token(&self, sub: &str, role: Role) -> String {
