@@ -53,6 +53,9 @@ struct Args {
     /// Scenarios to run (default: all).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Events in the log the replay scenario rebuilds from.
+    #[arg(long, default_value_t = 1_000_000)]
+    replay_events: usize,
     /// Where the markdown table goes.
     #[arg(long, default_value = "BENCHMARKS.md")]
     markdown: String,
@@ -139,6 +142,7 @@ async fn run_store(
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;
+    let service_store = app.state().store.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until_stopped(async move {
         let _ = stopped.await;
@@ -172,6 +176,9 @@ async fn run_store(
     }
     if wanted("availability") {
         results.push(scenarios::availability(&target, args.concurrency, seconds).await?);
+    }
+    if wanted("replay") {
+        results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);
     }
     let _ = stop.send(());
     server.await??;

@@ -354,3 +354,74 @@ where
     }
     (started.elapsed(), all)
 }
+
+/// Seats of the show the replay log is written for; every seat gets
+/// `events / REPLAY_SEATS` events (hold, release, hold, ...).
+const REPLAY_SEATS: usize = 100_000;
+
+/// Rebuilds every projection from a log of `events` events (written
+/// directly by SQL, as a long onsale would have left it) and measures events
+/// per second.
+pub async fn replay(
+    target: &Target,
+    store: &booking::store::Store,
+    events: usize,
+) -> anyhow::Result<Figures> {
+    seat_show(target, "replay", REPLAY_SEATS).await?;
+    let per_seat = (events / REPLAY_SEATS).max(1) as i64;
+    let hold_id = |seat: &str, k: &str| -> String {
+        match store.kind() {
+            booking::store::StoreKind::Postgres => {
+                format!("(lpad(to_hex({seat}), 8, '0') || '-0000-4000-8000-' || lpad(to_hex({k}), 12, '0'))")
+            }
+            booking::store::StoreKind::Sqlite => {
+                format!("printf('%08x-0000-4000-8000-%012x', {seat}, {k})")
+            }
+        }
+    };
+    let sql = match store.kind() {
+        booking::store::StoreKind::Postgres => format!(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
+             SELECT 'Seat', 'replay/S' || s, k, CASE WHEN k % 2 = 1 THEN 'HoldPlaced' ELSE 'HoldReleased' END, '1.0', \
+               CASE WHEN k % 2 = 1 \
+                 THEN jsonb_build_object('HoldPlaced', jsonb_build_object('hold_id', {placed}, 'buyer', 'b', 'expires_at', '2030-01-01T00:00:00Z')) \
+                 ELSE jsonb_build_object('HoldReleased', jsonb_build_object('hold_id', {released})) END, \
+               '{{}}'::jsonb, 0, 'replay' \
+             FROM generate_series(1, {per_seat}) k, generate_series(1, {REPLAY_SEATS}) s ORDER BY k, s",
+            placed = hold_id("s", "k"),
+            released = hold_id("s", "k - 1"),
+        ),
+        booking::store::StoreKind::Sqlite => format!(
+            "WITH RECURSIVE seat(s) AS (SELECT 1 UNION ALL SELECT s + 1 FROM seat WHERE s < {REPLAY_SEATS}), \
+                           step(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM step WHERE k < {per_seat}) \
+             INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
+             SELECT 'Seat', 'replay/S' || s, k, CASE WHEN k % 2 = 1 THEN 'HoldPlaced' ELSE 'HoldReleased' END, '1.0', \
+               CASE WHEN k % 2 = 1 \
+                 THEN json_object('HoldPlaced', json_object('hold_id', {placed}, 'buyer', 'b', 'expires_at', '2030-01-01T00:00:00Z')) \
+                 ELSE json_object('HoldReleased', json_object('hold_id', {released})) END, \
+               '{{}}', 0, 'replay' \
+             FROM step, seat ORDER BY k, s",
+            placed = hold_id("s", "k"),
+            released = hold_id("s", "k - 1"),
+        ),
+    };
+    store.execute_raw(&sql).await?;
+    let total = store.count_events().await? as usize;
+    let started = Instant::now();
+    let report = booking::projector::replay(
+        store,
+        &booking::shows::ShowCatalog::default(),
+        &booking::store::Projection::ALL,
+    )
+    .await?;
+    let wall = started.elapsed();
+    let mut figures = Figures::from_latencies("replay (all projections)", target.store, &[], wall);
+    figures.requests = report.events;
+    figures.ok = report.events;
+    figures.per_second = report.events as f64 / wall.as_secs_f64();
+    figures.note = format!(
+        "{total} events in the log, {} batches; per second = events replayed per second",
+        report.batches
+    );
+    Ok(figures)
+}

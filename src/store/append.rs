@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use projections::availability::SeatRow;
 use projections::checkouts::CheckoutRow;
-use projections::holds::{HoldChange, HoldState};
+use projections::holds::HoldChange;
 use projections::time::to_micros;
 
 use super::{Store, StoreError, StoreResult};
@@ -119,54 +119,7 @@ pub enum AppendOutcome {
     CheckpointMoved,
 }
 
-const INSERT_IDEMPOTENCY: &str =
-    "INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us) \
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
-
-const INSERT_HOLD: &str =
-    "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, pool_id) \
-     VALUES ($1, $2, $3, $4, 'held', $5) ON CONFLICT DO NOTHING";
-
-const INSERT_POOL_HOLD: &str = "INSERT INTO pool_holds \
-       (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
-     VALUES ($1, $2, $3, $4, $5, $6, 'held') ON CONFLICT DO NOTHING";
-
-const END_POOL_HOLD: &str =
-    "UPDATE pool_holds SET state = $2 WHERE hold_id = $1 AND state = 'held'";
-
-const UPDATE_SHARD: &str = "UPDATE pool_shards SET sold = $4, last_seq = $5 \
-     WHERE show_id = $1 AND pool_id = $2 AND shard = $3 AND last_seq < $5";
-
-const INSERT_HOLD_SEAT: &str =
-    "INSERT INTO hold_seats (hold_id, seat_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
-
-/// A hold's state moves from `held` to a final state once; the first wins.
-const END_HOLD: &str = "UPDATE holds SET state = $2 WHERE hold_id = $1 AND state = 'held'";
-
-const CONVERT_HOLD: &str =
-    "UPDATE holds SET state = 'converted', booking_id = $2 WHERE hold_id = $1 AND state = 'held'";
-
-const UPSERT_CHECKOUT: &str = "INSERT INTO checkouts \
-       (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id, refund_reason, amount_cents, last_seq, updated_at_us) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-     ON CONFLICT (hold_id) DO UPDATE SET \
-       phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id, \
-       refund_id = excluded.refund_id, refund_reason = excluded.refund_reason, \
-       amount_cents = excluded.amount_cents, last_seq = excluded.last_seq, updated_at_us = excluded.updated_at_us \
-     WHERE checkouts.last_seq < excluded.last_seq";
-
-const MOVE_CHECKPOINT: &str = "UPDATE projector_checkpoints SET position = $3, updated_at_us = $4 \
-     WHERE name = $1 AND position = $2";
-
-const SQLITE_INSERT_EVENT: &str = "INSERT INTO events \
-     (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING";
-
-const SQLITE_UPDATE_SEAT: &str = "UPDATE seat_availability SET \
-       status = $3, hold_id = $4, buyer = $5, expires_at_us = $6, booking_id = $7, last_seq = $8 \
-     WHERE show_id = $1 AND seat_id = $2 AND last_seq < $8";
-
-/// The columns of a seat row, as bound to the statements above.
+/// The columns of a seat row.
 struct SeatColumns {
     status: &'static str,
     hold_id: Option<String>,
@@ -187,154 +140,21 @@ impl SeatColumns {
     }
 }
 
-/// Writes the idempotency key, then the hold, shard and checkout rows (SQLite:
-/// one statement each, in-process, so batching buys little). Returns whether
-/// the idempotency key was taken.
-async fn write_rows_sqlite(
-    tx: &mut sqlx::SqliteConnection,
-    batch: &AppendBatch,
-    recorded_at_us: i64,
-) -> Result<bool, sqlx::Error> {
-    {
-        let mut key_taken = false;
-        if let Some(idem) = &batch.idempotency {
-            let inserted = sqlx::query(INSERT_IDEMPOTENCY)
-                .bind(&idem.buyer)
-                .bind(&idem.key)
-                .bind(&idem.request_hash)
-                .bind(&idem.hold_id)
-                .bind(recorded_at_us)
-                .execute(&mut *tx)
-                .await?;
-            key_taken = inserted.rows_affected() == 0;
-        }
-        if !key_taken {
-            for change in &batch.hold_changes {
-                match change {
-                    HoldChange::SeatHeld {
-                        hold_id,
-                        show_id,
-                        seat_id,
-                        buyer,
-                        expires_at,
-                    } => {
-                        let hold_id = hold_id.to_string();
-                        sqlx::query(INSERT_HOLD)
-                            .bind(&hold_id)
-                            .bind(show_id.as_str())
-                            .bind(buyer.as_str())
-                            .bind(to_micros(*expires_at))
-                            .bind(None::<&str>)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(INSERT_HOLD_SEAT)
-                            .bind(&hold_id)
-                            .bind(seat_id.as_str())
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    HoldChange::PoolPartHeld {
-                        hold_id,
-                        show_id,
-                        pool_id,
-                        shard,
-                        buyer,
-                        quantity,
-                        expires_at,
-                    } => {
-                        let hold_id = hold_id.to_string();
-                        sqlx::query(INSERT_HOLD)
-                            .bind(&hold_id)
-                            .bind(show_id.as_str())
-                            .bind(buyer.as_str())
-                            .bind(to_micros(*expires_at))
-                            .bind(pool_id.as_str())
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(INSERT_POOL_HOLD)
-                            .bind(&hold_id)
-                            .bind(show_id.as_str())
-                            .bind(pool_id.as_str())
-                            .bind(*shard as i32)
-                            .bind(*quantity as i32)
-                            .bind(to_micros(*expires_at))
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    HoldChange::Ended { hold_id, state } => {
-                        for sql in [END_HOLD, END_POOL_HOLD] {
-                            sqlx::query(sql)
-                                .bind(hold_id.to_string())
-                                .bind(HoldState::as_str(*state))
-                                .execute(&mut *tx)
-                                .await?;
-                        }
-                    }
-                    HoldChange::Converted {
-                        hold_id,
-                        booking_id,
-                    } => {
-                        sqlx::query(CONVERT_HOLD)
-                            .bind(hold_id.to_string())
-                            .bind(booking_id.to_string())
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(END_POOL_HOLD)
-                            .bind(hold_id.to_string())
-                            .bind(HoldState::Converted.as_str())
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
-            }
-            for write in &batch.shard_rows {
-                sqlx::query(UPDATE_SHARD)
-                    .bind(&write.show_id)
-                    .bind(&write.pool_id)
-                    .bind(write.shard)
-                    .bind(write.sold)
-                    .bind(write.last_seq)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            for write in &batch.checkout_rows {
-                let row = &write.row;
-                sqlx::query(UPSERT_CHECKOUT)
-                    .bind(&row.hold_id)
-                    .bind(&row.show_id)
-                    .bind(&row.buyer)
-                    .bind(row.phase)
-                    .bind(&row.booking_id)
-                    .bind(&row.charge_id)
-                    .bind(&row.refund_id)
-                    .bind(row.refund_reason)
-                    .bind(row.amount_cents)
-                    .bind(write.last_seq)
-                    .bind(recorded_at_us)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        Ok(key_taken)
-    }
-}
-
 impl Store {
     /// Appends the batch in one transaction. Returns `Conflict` (and writes
     /// nothing) if any stream already has an event at one of the sequences.
     pub async fn append(&self, batch: &AppendBatch) -> StoreResult<AppendOutcome> {
         match self {
             Store::Postgres(s) => append_pg(&s.pool, batch).await,
-            Store::Sqlite(s) => append_sqlite(&s.write, batch)
-                .await
-                .map_err(StoreError::classify),
+            Store::Sqlite(s) => append_sqlite(&s.write, batch).await,
         }
     }
 }
 
-/// The batch as the `booking_append` function of the PostgreSQL migrations
-/// reads it: one JSON document, one statement, one round trip.
-mod pg {
+/// The batch as one JSON document. PostgreSQL's `booking_append` function
+/// reads it whole (one statement, one round trip); SQLite gets each part in
+/// one set-based statement (`json_each`), in one transaction.
+mod doc {
     use serde::Serialize;
     use serde_json::value::RawValue;
 
@@ -457,12 +277,12 @@ mod pg {
     }
 }
 
-fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
+fn document(batch: &AppendBatch) -> Result<doc::Batch<'_>, StoreError> {
     let at_us = to_micros(batch.recorded_at);
     fn raw(json: &str) -> Result<&serde_json::value::RawValue, StoreError> {
         serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("event JSON: {e}")))
     }
-    let mut doc = pg::Batch {
+    let mut doc = doc::Batch {
         events: Vec::with_capacity(batch.events.len()),
         seats: Vec::with_capacity(batch.seat_rows.len()),
         shards: Vec::with_capacity(batch.shard_rows.len()),
@@ -472,14 +292,14 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
         ends: Vec::new(),
         converts: Vec::new(),
         checkouts: Vec::with_capacity(batch.checkout_rows.len()),
-        idempotency: batch.idempotency.as_ref().map(|k| pg::Idempotency {
+        idempotency: batch.idempotency.as_ref().map(|k| doc::Idempotency {
             buyer: &k.buyer,
             key: &k.key,
             request_hash: &k.request_hash,
             hold_id: &k.hold_id,
             created_at_us: at_us,
         }),
-        checkpoint: batch.checkpoint.as_ref().map(|c| pg::Checkpoint {
+        checkpoint: batch.checkpoint.as_ref().map(|c| doc::Checkpoint {
             name: &c.name,
             from_position: c.from,
             to_position: c.to,
@@ -487,7 +307,7 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
         }),
     };
     for e in &batch.events {
-        doc.events.push(pg::Event {
+        doc.events.push(doc::Event {
             t: e.aggregate_type,
             i: &e.aggregate_id,
             s: e.sequence,
@@ -501,7 +321,7 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
     }
     for w in &batch.seat_rows {
         let c = SeatColumns::of(&w.row);
-        doc.seats.push(pg::Seat {
+        doc.seats.push(doc::Seat {
             show_id: &w.show_id,
             seat_id: &w.seat_id,
             status: c.status,
@@ -513,7 +333,7 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
         });
     }
     for w in &batch.shard_rows {
-        doc.shards.push(pg::Shard {
+        doc.shards.push(doc::Shard {
             show_id: &w.show_id,
             pool_id: &w.pool_id,
             shard: w.shard,
@@ -530,14 +350,14 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
                 buyer,
                 expires_at,
             } => {
-                doc.holds.push(pg::Hold {
+                doc.holds.push(doc::Hold {
                     hold_id: hold_id.to_string(),
                     show_id: show_id.as_str(),
                     buyer: buyer.as_str(),
                     expires_at_us: to_micros(*expires_at),
                     pool_id: None,
                 });
-                doc.hold_seats.push(pg::HoldSeat {
+                doc.hold_seats.push(doc::HoldSeat {
                     hold_id: hold_id.to_string(),
                     seat_id: seat_id.as_str(),
                 });
@@ -551,14 +371,14 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
                 quantity,
                 expires_at,
             } => {
-                doc.holds.push(pg::Hold {
+                doc.holds.push(doc::Hold {
                     hold_id: hold_id.to_string(),
                     show_id: show_id.as_str(),
                     buyer: buyer.as_str(),
                     expires_at_us: to_micros(*expires_at),
                     pool_id: Some(pool_id.as_str()),
                 });
-                doc.pool_holds.push(pg::PoolHold {
+                doc.pool_holds.push(doc::PoolHold {
                     hold_id: hold_id.to_string(),
                     show_id: show_id.as_str(),
                     pool_id: pool_id.as_str(),
@@ -567,14 +387,14 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
                     expires_at_us: to_micros(*expires_at),
                 });
             }
-            HoldChange::Ended { hold_id, state } => doc.ends.push(pg::End {
+            HoldChange::Ended { hold_id, state } => doc.ends.push(doc::End {
                 hold_id: hold_id.to_string(),
                 state: state.as_str(),
             }),
             HoldChange::Converted {
                 hold_id,
                 booking_id,
-            } => doc.converts.push(pg::Convert {
+            } => doc.converts.push(doc::Convert {
                 hold_id: hold_id.to_string(),
                 booking_id: booking_id.to_string(),
             }),
@@ -582,7 +402,7 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
     }
     for w in &batch.checkout_rows {
         let row = &w.row;
-        doc.checkouts.push(pg::Checkout {
+        doc.checkouts.push(doc::Checkout {
             hold_id: &row.hold_id,
             show_id: &row.show_id,
             buyer: &row.buyer,
@@ -596,7 +416,11 @@ fn pg_document(batch: &AppendBatch) -> Result<String, StoreError> {
             updated_at_us: at_us,
         });
     }
-    serde_json::to_string(&doc).map_err(|e| StoreError::Corrupt(format!("batch JSON: {e}")))
+    Ok(doc)
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("batch JSON: {e}")))
 }
 
 /// The SQLSTATEs `booking_append` raises for refusals (not errors).
@@ -611,7 +435,7 @@ fn pg_refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
 }
 
 async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOutcome, StoreError> {
-    let document = pg_document(batch)?;
+    let document = to_json(&document(batch)?)?;
     match sqlx::query("SELECT booking_append($1::jsonb)")
         .bind(document)
         .execute(pool)
@@ -625,62 +449,130 @@ async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOut
     }
 }
 
+/// The parts of a batch, one statement each. The same semantics as
+/// `booking_append` on PostgreSQL: every row guarded, hold records moving
+/// from `held` once; `json_each` keeps each statement set-based.
+const SQLITE_EVENTS: &str = "INSERT INTO events \
+       (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
+     SELECT e.value ->> 't', e.value ->> 'i', e.value ->> 's', e.value ->> 'et', e.value ->> 'ev', \
+            e.value -> 'p', e.value -> 'm', e.value ->> 'r', e.value ->> 'sh' \
+     FROM json_each($1) e WHERE true ORDER BY e.key \
+     ON CONFLICT DO NOTHING";
+const SQLITE_IDEMPOTENCY: &str = "INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us) \
+     SELECT $1 ->> 'buyer', $1 ->> 'key', $1 ->> 'request_hash', $1 ->> 'hold_id', $1 ->> 'created_at_us' \
+     WHERE true ON CONFLICT DO NOTHING";
+const SQLITE_CHECKPOINT: &str = "UPDATE projector_checkpoints \
+     SET position = $1 ->> 'to_position', updated_at_us = $1 ->> 'at_us' \
+     WHERE name = $1 ->> 'name' AND position = $1 ->> 'from_position'";
+const SQLITE_SEATS: &str = "UPDATE seat_availability AS a SET \
+       status = u.value ->> 'status', hold_id = u.value ->> 'hold_id', buyer = u.value ->> 'buyer', \
+       expires_at_us = u.value ->> 'expires_at_us', booking_id = u.value ->> 'booking_id', last_seq = u.value ->> 'seq' \
+     FROM json_each($1) u \
+     WHERE a.show_id = u.value ->> 'show_id' AND a.seat_id = u.value ->> 'seat_id' AND a.last_seq < u.value ->> 'seq'";
+const SQLITE_SHARDS: &str =
+    "UPDATE pool_shards AS s SET sold = u.value ->> 'sold', last_seq = u.value ->> 'seq' \
+     FROM json_each($1) u \
+     WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
+       AND s.shard = u.value ->> 'shard' AND s.last_seq < u.value ->> 'seq'";
+const SQLITE_HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, pool_id) \
+     SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'buyer', h.value ->> 'expires_at_us', 'held', \
+            h.value ->> 'pool_id' \
+     FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+const SQLITE_HOLD_SEATS: &str = "INSERT INTO hold_seats (hold_id, seat_id) \
+     SELECT h.value ->> 'hold_id', h.value ->> 'seat_id' FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+const SQLITE_POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
+     SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'pool_id', h.value ->> 'shard', \
+            h.value ->> 'quantity', h.value ->> 'expires_at_us', 'held' \
+     FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+const SQLITE_END_HOLDS: &str =
+    "UPDATE holds AS h SET state = u.value ->> 'state' FROM json_each($1) u \
+     WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'";
+const SQLITE_END_POOL_HOLDS: &str =
+    "UPDATE pool_holds AS p SET state = u.value ->> 'state' FROM json_each($1) u \
+     WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
+const SQLITE_CONVERT_HOLDS: &str =
+    "UPDATE holds AS h SET state = 'converted', booking_id = u.value ->> 'booking_id' \
+     FROM json_each($1) u WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'";
+const SQLITE_CONVERT_POOL_HOLDS: &str =
+    "UPDATE pool_holds AS p SET state = 'converted' FROM json_each($1) u \
+     WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
+const SQLITE_CHECKOUTS: &str = "INSERT INTO checkouts \
+       (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id, refund_reason, amount_cents, last_seq, updated_at_us) \
+     SELECT c.value ->> 'hold_id', c.value ->> 'show_id', c.value ->> 'buyer', c.value ->> 'phase', \
+            c.value ->> 'booking_id', c.value ->> 'charge_id', c.value ->> 'refund_id', c.value ->> 'refund_reason', \
+            c.value ->> 'amount_cents', c.value ->> 'seq', c.value ->> 'updated_at_us' \
+     FROM json_each($1) c WHERE true \
+     ON CONFLICT (hold_id) DO UPDATE SET \
+       phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id, \
+       refund_id = excluded.refund_id, refund_reason = excluded.refund_reason, \
+       amount_cents = excluded.amount_cents, last_seq = excluded.last_seq, updated_at_us = excluded.updated_at_us \
+     WHERE checkouts.last_seq < excluded.last_seq";
+
 async fn append_sqlite(
     pool: &sqlx::SqlitePool,
     batch: &AppendBatch,
-) -> Result<AppendOutcome, sqlx::Error> {
-    let recorded_at_us = to_micros(batch.recorded_at);
-    let mut tx = pool.begin().await?;
-    for e in &batch.events {
-        let inserted = sqlx::query(SQLITE_INSERT_EVENT)
-            .bind(e.aggregate_type)
-            .bind(&e.aggregate_id)
-            .bind(e.sequence)
-            .bind(&e.event_type)
-            .bind(&e.event_version)
-            .bind(&e.payload)
-            .bind(&e.metadata)
-            .bind(recorded_at_us)
-            .bind(&e.show_id)
-            .execute(&mut *tx)
-            .await?;
-        if inserted.rows_affected() != 1 {
-            tx.rollback().await?;
-            return Ok(AppendOutcome::Conflict);
-        }
+) -> Result<AppendOutcome, StoreError> {
+    let doc = document(batch)?;
+    let mut tx = pool.begin().await.map_err(StoreError::classify)?;
+    // Runs a set-based statement over one part, if the part has rows.
+    macro_rules! part {
+        ($sql:expr, $rows:expr) => {
+            if !$rows.is_empty() {
+                sqlx::query($sql)
+                    .bind(to_json(&$rows)?)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::classify)?;
+            }
+        };
     }
-    for w in &batch.seat_rows {
-        let c = SeatColumns::of(&w.row);
-        sqlx::query(SQLITE_UPDATE_SEAT)
-            .bind(&w.show_id)
-            .bind(&w.seat_id)
-            .bind(c.status)
-            .bind(c.hold_id)
-            .bind(c.buyer)
-            .bind(c.expires_at_us)
-            .bind(c.booking_id)
-            .bind(w.last_seq)
-            .execute(&mut *tx)
-            .await?;
+    // A refusal rolls back (by dropping the transaction) and says why.
+    macro_rules! refuse_unless {
+        ($sql:expr, $value:expr, $expected:expr, $outcome:expr) => {
+            let done = sqlx::query($sql)
+                .bind(to_json($value)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::classify)?;
+            if done.rows_affected() != $expected {
+                return Ok($outcome);
+            }
+        };
     }
-    let key_taken = write_rows_sqlite(&mut tx, batch, recorded_at_us).await?;
-    if key_taken {
-        tx.rollback().await?;
-        return Ok(AppendOutcome::IdempotencyKeyTaken);
+    if !doc.events.is_empty() {
+        refuse_unless!(
+            SQLITE_EVENTS,
+            &doc.events,
+            doc.events.len() as u64,
+            AppendOutcome::Conflict
+        );
     }
-    if let Some(checkpoint) = &batch.checkpoint {
-        let moved = sqlx::query(MOVE_CHECKPOINT)
-            .bind(&checkpoint.name)
-            .bind(checkpoint.from)
-            .bind(checkpoint.to)
-            .bind(recorded_at_us)
-            .execute(&mut *tx)
-            .await?;
-        if moved.rows_affected() != 1 {
-            tx.rollback().await?;
-            return Ok(AppendOutcome::CheckpointMoved);
-        }
+    if let Some(key) = &doc.idempotency {
+        refuse_unless!(
+            SQLITE_IDEMPOTENCY,
+            key,
+            1,
+            AppendOutcome::IdempotencyKeyTaken
+        );
     }
-    tx.commit().await?;
+    if let Some(checkpoint) = &doc.checkpoint {
+        refuse_unless!(
+            SQLITE_CHECKPOINT,
+            checkpoint,
+            1,
+            AppendOutcome::CheckpointMoved
+        );
+    }
+    part!(SQLITE_SEATS, doc.seats);
+    part!(SQLITE_SHARDS, doc.shards);
+    part!(SQLITE_HOLDS, doc.holds);
+    part!(SQLITE_HOLD_SEATS, doc.hold_seats);
+    part!(SQLITE_POOL_HOLDS, doc.pool_holds);
+    part!(SQLITE_END_HOLDS, doc.ends);
+    part!(SQLITE_END_POOL_HOLDS, doc.ends);
+    part!(SQLITE_CONVERT_HOLDS, doc.converts);
+    part!(SQLITE_CONVERT_POOL_HOLDS, doc.converts);
+    part!(SQLITE_CHECKOUTS, doc.checkouts);
+    tx.commit().await.map_err(StoreError::classify)?;
     Ok(AppendOutcome::Appended)
 }

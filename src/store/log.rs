@@ -164,9 +164,26 @@ impl Projection {
 }
 
 /// show_id, seat_id, then the columns of `verify::SeatRow`.
-type SeatDump = (String, String, String, Option<String>, Option<String>, Option<i64>, Option<String>, i64);
+type SeatDump = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    i64,
+);
 /// hold_id, then the columns of `verify::HoldRow`.
-type HoldDump = (String, String, String, i64, String, Option<String>, Option<String>);
+type HoldDump = (
+    String,
+    String,
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+);
 
 impl Store {
     /// Every row of every projection (seat and shard rows only once an

@@ -284,6 +284,14 @@ impl Store {
         })
     }
 
+    /// Runs one statement as it is (tools and benchmarks: never with input).
+    pub async fn execute_raw(&self, sql: &str) -> StoreResult<u64> {
+        on_store!(self, write pool => {
+            let done = sqlx::query(sql).execute(pool).await.map_err(StoreError::classify)?;
+            Ok(done.rows_affected())
+        })
+    }
+
     /// Number of events in the log (for tests and diagnostics).
     pub async fn count_events(&self) -> StoreResult<i64> {
         on_store!(self, read pool => {
