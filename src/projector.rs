@@ -307,35 +307,21 @@ pub struct ReplayReport {
     pub batches: usize,
 }
 
-/// Rebuilds projections from the whole log: resets them, then folds every
-/// event in global order, `REPLAY_BATCH` at a time. Rows are written with
-/// the same guards as always, so commands may go on meanwhile.
+/// Rebuilds projections from the whole log: folds every event in global
+/// order into scratch tables in memory (as `booking verify` does), resets
+/// the named projections, and writes each row once, in its final state,
+/// `REPLAY_BATCH` rows at a time. Rows are written with the same guards as
+/// always, so commands may go on meanwhile.
 pub async fn replay(
     store: &Store,
     catalog: &ShowCatalog,
     which: &[crate::store::Projection],
 ) -> Result<ReplayReport, StoreError> {
+    // Fresh planner statistics: a log that grew fast since the last
+    // autovacuum would otherwise be read by sorting it whole for each batch.
+    store.analyze_log().await?;
+    let (tables, events) = crate::verify::rebuild(store, catalog).await?;
     store.reset_projections(which).await?;
-    let mut report = ReplayReport::default();
-    let mut folded = Folded::default();
-    let mut after = 0;
-    loop {
-        let events = store.read_log(LogFilter::All, after, REPLAY_BATCH).await?;
-        let Some(last) = events.last() else {
-            return Ok(report);
-        };
-        after = last.position;
-        let mut batch = AppendBatch::projection(chrono::Utc::now());
-        folded.project(store, catalog, &events, &mut batch).await?;
-        match store.append(&batch).await? {
-            AppendOutcome::Appended => {}
-            other => {
-                return Err(StoreError::Corrupt(format!(
-                    "replay batch refused: {other:?}"
-                )))
-            }
-        }
-        report.events += events.len();
-        report.batches += 1;
-    }
+    let batches = store.write_tables(&tables, REPLAY_BATCH as usize).await?;
+    Ok(ReplayReport { events, batches })
 }

@@ -224,6 +224,25 @@ fn differences<K: Ord + Debug, V: PartialEq + Debug>(
     }
 }
 
+/// Folds the whole log into scratch tables; returns them with the number of
+/// events read.
+pub async fn rebuild(store: &Store, catalog: &ShowCatalog) -> Result<(Tables, usize), StoreError> {
+    let mut rebuilt = Tables::default();
+    let mut folded = Folded::default();
+    let mut after = 0;
+    let mut events_read = 0;
+    loop {
+        let events = store.read_log(LogFilter::All, after, VERIFY_BATCH).await?;
+        let Some(last) = events.last() else { break };
+        after = last.position;
+        events_read += events.len();
+        let mut batch = AppendBatch::projection(chrono::Utc::now());
+        folded.project(store, catalog, &events, &mut batch).await?;
+        rebuilt.apply(&batch);
+    }
+    Ok((rebuilt, events_read))
+}
+
 /// Rebuilds every projection from the log and returns the differences with
 /// the live tables (empty: they agree).
 pub async fn verify(store: &Store, catalog: &ShowCatalog) -> Result<Vec<String>, StoreError> {
@@ -231,17 +250,7 @@ pub async fn verify(store: &Store, catalog: &ShowCatalog) -> Result<Vec<String>,
     // rebuilt side, and is reported as a difference only if the live rows
     // were read before its commit (run verify on a quiet system).
     let live = store.dump_projections().await?;
-    let mut rebuilt = Tables::default();
-    let mut folded = Folded::default();
-    let mut after = 0;
-    loop {
-        let events = store.read_log(LogFilter::All, after, VERIFY_BATCH).await?;
-        let Some(last) = events.last() else { break };
-        after = last.position;
-        let mut batch = AppendBatch::projection(chrono::Utc::now());
-        folded.project(store, catalog, &events, &mut batch).await?;
-        rebuilt.apply(&batch);
-    }
+    let (rebuilt, _) = rebuild(store, catalog).await?;
     let mut out = Vec::new();
     differences("seat_availability", &live.seats, &rebuilt.seats, &mut out);
     differences("pool_shards", &live.shards, &rebuilt.shards, &mut out);

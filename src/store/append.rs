@@ -173,6 +173,24 @@ mod doc {
         pub checkpoint: Option<Checkpoint<'a>>,
     }
 
+    impl Batch<'_> {
+        pub fn empty() -> Self {
+            Self {
+                events: Vec::new(),
+                seats: Vec::new(),
+                shards: Vec::new(),
+                holds: Vec::new(),
+                hold_seats: Vec::new(),
+                pool_holds: Vec::new(),
+                ends: Vec::new(),
+                converts: Vec::new(),
+                checkouts: Vec::new(),
+                idempotency: None,
+                checkpoint: None,
+            }
+        }
+    }
+
     #[derive(Serialize)]
     pub struct Event<'a> {
         pub t: &'a str,
@@ -419,6 +437,145 @@ fn document(batch: &AppendBatch) -> Result<doc::Batch<'_>, StoreError> {
     Ok(doc)
 }
 
+/// Writes scratch tables (a replay's result) in chunks of `chunk` rows per
+/// kind, each row once in its final state: hold records are inserted and
+/// then moved to their final state in the same statement, exactly as a
+/// command's rows are.
+fn tables_documents(tables: &crate::verify::Tables, chunk: usize) -> Vec<doc::Batch<'_>> {
+    fn flush<'a>(
+        current: &mut doc::Batch<'a>,
+        rows: &mut usize,
+        at: usize,
+        docs: &mut Vec<doc::Batch<'a>>,
+    ) {
+        if *rows > 0 && *rows >= at {
+            docs.push(std::mem::replace(current, doc::Batch::empty()));
+            *rows = 0;
+        }
+    }
+    let mut docs = Vec::new();
+    let mut current = doc::Batch::empty();
+    let mut rows = 0;
+    for ((show_id, seat_id), (status, hold_id, buyer, expires_at_us, booking_id, seq)) in
+        &tables.seats
+    {
+        current.seats.push(doc::Seat {
+            show_id,
+            seat_id,
+            status: match status.as_str() {
+                "held" => "held",
+                "booked" => "booked",
+                _ => "available",
+            },
+            hold_id: hold_id.clone(),
+            buyer: buyer.clone(),
+            expires_at_us: *expires_at_us,
+            booking_id: booking_id.clone(),
+            seq: *seq,
+        });
+        rows += 1;
+        flush(&mut current, &mut rows, chunk, &mut docs);
+    }
+    for ((show_id, pool_id, shard), (sold, seq)) in &tables.shards {
+        current.shards.push(doc::Shard {
+            show_id,
+            pool_id,
+            shard: *shard,
+            sold: i64::from(*sold),
+            seq: *seq,
+        });
+        rows += 1;
+        flush(&mut current, &mut rows, chunk, &mut docs);
+    }
+    for (hold_id, (show_id, buyer, expires_at_us, state, booking_id, pool_id)) in &tables.holds {
+        current.holds.push(doc::Hold {
+            hold_id: hold_id.clone(),
+            show_id,
+            buyer,
+            expires_at_us: *expires_at_us,
+            pool_id: pool_id.as_deref(),
+        });
+        let seats = tables.hold_seats.range((hold_id.clone(), String::new())..);
+        for (_, seat_id) in seats.take_while(|(h, _)| h == hold_id) {
+            current.hold_seats.push(doc::HoldSeat {
+                hold_id: hold_id.clone(),
+                seat_id,
+            });
+        }
+        let parts = tables
+            .pool_holds
+            .range((hold_id.clone(), i32::MIN)..=(hold_id.clone(), i32::MAX));
+        for ((_, shard), (part_show, part_pool, quantity, part_expiry, _)) in parts {
+            current.pool_holds.push(doc::PoolHold {
+                hold_id: hold_id.clone(),
+                show_id: part_show,
+                pool_id: part_pool,
+                shard: (*shard).max(0) as u32,
+                quantity: (*quantity).max(0) as u32,
+                expires_at_us: *part_expiry,
+            });
+        }
+        match (state.as_str(), booking_id) {
+            ("held", _) => {}
+            ("converted", Some(booking_id)) => current.converts.push(doc::Convert {
+                hold_id: hold_id.clone(),
+                booking_id: booking_id.clone(),
+            }),
+            (state, _) => current.ends.push(doc::End {
+                hold_id: hold_id.clone(),
+                state,
+            }),
+        }
+        rows += 1;
+        flush(&mut current, &mut rows, chunk, &mut docs);
+    }
+    for (hold_id, (show_id, buyer, phase, booking_id, charge_id, refund_id, reason, amount, seq)) in
+        &tables.checkouts
+    {
+        current.checkouts.push(doc::Checkout {
+            hold_id,
+            show_id,
+            buyer,
+            phase,
+            booking_id: booking_id.as_deref(),
+            charge_id: charge_id.as_deref(),
+            refund_id: refund_id.as_deref(),
+            refund_reason: reason.as_deref(),
+            amount_cents: *amount,
+            seq: *seq,
+            updated_at_us: 0,
+        });
+        rows += 1;
+        flush(&mut current, &mut rows, chunk, &mut docs);
+    }
+    flush(&mut current, &mut rows, 1, &mut docs);
+    docs
+}
+
+impl Store {
+    /// Writes scratch tables into the live projections; returns the number
+    /// of write transactions.
+    pub async fn write_tables(
+        &self,
+        tables: &crate::verify::Tables,
+        chunk: usize,
+    ) -> StoreResult<usize> {
+        let docs = tables_documents(tables, chunk);
+        for document in &docs {
+            let outcome = match self {
+                Store::Postgres(s) => append_pg_document(&s.pool, to_json(document)?).await?,
+                Store::Sqlite(s) => append_sqlite_document(&s.write, document).await?,
+            };
+            if outcome != AppendOutcome::Appended {
+                return Err(StoreError::Corrupt(format!(
+                    "replay batch refused: {outcome:?}"
+                )));
+            }
+        }
+        Ok(docs.len())
+    }
+}
+
 fn to_json(value: &impl serde::Serialize) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("batch JSON: {e}")))
 }
@@ -435,7 +592,13 @@ fn pg_refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
 }
 
 async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOutcome, StoreError> {
-    let document = to_json(&document(batch)?)?;
+    append_pg_document(pool, to_json(&document(batch)?)?).await
+}
+
+async fn append_pg_document(
+    pool: &sqlx::PgPool,
+    document: String,
+) -> Result<AppendOutcome, StoreError> {
     match sqlx::query("SELECT booking_append($1::jsonb)")
         .bind(document)
         .execute(pool)
@@ -512,7 +675,13 @@ async fn append_sqlite(
     pool: &sqlx::SqlitePool,
     batch: &AppendBatch,
 ) -> Result<AppendOutcome, StoreError> {
-    let doc = document(batch)?;
+    append_sqlite_document(pool, &document(batch)?).await
+}
+
+async fn append_sqlite_document(
+    pool: &sqlx::SqlitePool,
+    doc: &doc::Batch<'_>,
+) -> Result<AppendOutcome, StoreError> {
     let mut tx = pool.begin().await.map_err(StoreError::classify)?;
     // Runs a set-based statement over one part, if the part has rows.
     macro_rules! part {

@@ -87,6 +87,18 @@ impl Store {
         })
     }
 
+    /// Refreshes the planner's statistics of the log (PostgreSQL; SQLite's
+    /// planner needs none for these queries).
+    pub async fn analyze_log(&self) -> StoreResult<()> {
+        if let Store::Postgres(s) = self {
+            sqlx::query("ANALYZE events")
+                .execute(&s.pool)
+                .await
+                .map_err(StoreError::classify)?;
+        }
+        Ok(())
+    }
+
     pub async fn checkpoint(&self, name: &str) -> StoreResult<i64> {
         on_store!(self, read pool => {
             let position: Option<i64> = sqlx::query_scalar("SELECT position FROM projector_checkpoints WHERE name = $1")

@@ -1,0 +1,2 @@
+-- (PostgreSQL only: fill factors and asynchronous projection commits.)
+SELECT 1;
