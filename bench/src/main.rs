@@ -162,7 +162,13 @@ async fn run_store(
         results.push(scenarios::storm(&target).await?);
     }
     if wanted("holds") {
-        results.push(scenarios::holds(&target, args.concurrency, seconds, 1).await?);
+        // The projector's lag (positions behind the head of the log) while holds run.
+        let sampler = tokio::spawn(scenarios::sample_lag(service_store.clone(), seconds));
+        let mut figures = scenarios::holds(&target, args.concurrency, seconds, 1).await?;
+        let (max_lag, mean_lag) = sampler.await??;
+        figures.note =
+            format!("projector lag while holding: max {max_lag} events, mean {mean_lag:.0}");
+        results.push(figures);
     }
     if wanted("multi") {
         results.push(scenarios::holds(&target, args.concurrency, seconds, 4).await?);

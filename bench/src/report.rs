@@ -106,7 +106,7 @@ fn ratio(figures: &Figures, baseline: &Baseline) -> String {
             figures.wall_ms / baseline.storm.wall_ms
         );
     }
-    if figures.scenario.starts_with("availability") {
+    if figures.scenario.starts_with("availability") || figures.scenario.starts_with("replay") {
         return String::from("—");
     }
     format!(

@@ -425,3 +425,24 @@ pub async fn replay(
     );
     Ok(figures)
 }
+
+/// Samples how far the projector's checkpoint is behind the head of the log
+/// every 50 ms for `duration`: (max, mean), in events.
+pub async fn sample_lag(
+    store: Arc<booking::store::Store>,
+    duration: Duration,
+) -> anyhow::Result<(i64, f64)> {
+    let deadline = Instant::now() + duration;
+    let mut samples = Vec::new();
+    while Instant::now() < deadline {
+        let head = store.head_position().await?;
+        let checkpoint = store
+            .checkpoint(booking::projector::PROJECTIONS_CHECKPOINT)
+            .await?;
+        samples.push((head - checkpoint).max(0));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let max = samples.iter().copied().max().unwrap_or(0);
+    let mean = samples.iter().sum::<i64>() as f64 / samples.len().max(1) as f64;
+    Ok((max, mean))
+}
