@@ -25,8 +25,9 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 struct AvailabilityQuery {
     section: Option<String>,
-    /// An instant in the past: availability as it was then, from the log (admin).
-    as_of: Option<DateTime<Utc>>,
+    /// An instant in the past (RFC 3339): availability as it was then, from
+    /// the log (admin).
+    as_of: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -67,7 +68,10 @@ async fn availability(
     headers: HeaderMap,
     QueryParams(query): QueryParams<AvailabilityQuery>,
 ) -> Result<Response, ApiError> {
-    if let Some(as_of) = query.as_of {
+    if let Some(as_of) = &query.as_of {
+        let as_of = DateTime::parse_from_rfc3339(as_of)
+            .map(|at| at.with_timezone(&Utc))
+            .map_err(|e| ApiError::Validation(format!("as_of must be an RFC 3339 time: {e}")))?;
         let authorization = headers
             .get(header::AUTHORIZATION)
             .map(|v| v.to_str().unwrap_or(""));
