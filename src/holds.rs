@@ -27,7 +27,9 @@ use crate::clock::Clock;
 use crate::inventory::{units_of, HoldUnits, Inventory, Refusal, SeatKey, ShardKey, Unit};
 use crate::shows::{CatalogEntry, ShowCatalog};
 use crate::store::{AppendBatch, AppendOutcome, HoldRecord, IdempotencyRecord, Store, StoreError};
-use crate::streams::{append_decided, refresh_all, LockedStream, StreamCache};
+use crate::streams::{
+    append_decided, refresh_all, refresh_or_assume_new, LockedStream, StreamCache,
+};
 
 /// Decisions per command before giving up with 503 `busy`. Each retry follows
 /// a conflict with another instance that did commit, so five in a row means
@@ -277,7 +279,7 @@ impl HoldService {
         units.sort_by(|a, b| a.0.cmp(&b.0));
         let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
         let mut locked = self.inventory.seats.lock(&ids).await;
-        refresh_all(&self.store, &mut locked).await?;
+        refresh_or_assume_new(&self.store, &mut locked).await?;
         let now = self.clock.now();
         let expires_at = now + entry.show.hold_ttl();
         let command = SeatCommand::PlaceHold {
@@ -285,16 +287,26 @@ impl HoldService {
             buyer: placement.ctx.actor.id.clone(),
             expires_at,
         };
-        let mut taken = Vec::new();
-        let mut decided = Vec::with_capacity(locked.len());
-        for (stream, (_, key)) in locked.iter().zip(&units) {
-            match seat::decide(stream.aggregate(), &command, now) {
-                Ok(events) => decided.push(events),
-                Err(SeatError::HeldByAnother | SeatError::Booked) => {
-                    taken.push(key.seat_id.clone())
+        let decide_all = |locked: &[LockedStream<domain::seat::Seat>]| {
+            let mut taken = Vec::new();
+            let mut decided = Vec::with_capacity(locked.len());
+            for (stream, (_, key)) in locked.iter().zip(&units) {
+                match seat::decide(stream.aggregate(), &command, now) {
+                    Ok(events) => decided.push(events),
+                    Err(SeatError::HeldByAnother | SeatError::Booked) => {
+                        taken.push(key.seat_id.clone())
+                    }
+                    Err(other) => return Err(HoldError::Invalid(other.to_string())),
                 }
-                Err(other) => return Err(HoldError::Invalid(other.to_string())),
             }
+            Ok((taken, decided))
+        };
+        let (mut taken, mut decided) = decide_all(&locked)?;
+        if !taken.is_empty() && locked.iter().any(|s| !s.is_loaded()) {
+            // A refusal names every seat the buyer cannot have: read the
+            // seats that were only assumed new, and decide again.
+            refresh_all(&self.store, &mut locked).await?;
+            (taken, decided) = decide_all(&locked)?;
         }
         if !taken.is_empty() {
             sort_in_show_order(entry, &mut taken);
