@@ -56,7 +56,14 @@ pub struct Settings {
     /// Base latency of the built-in payment simulator.
     pub payment_latency: Duration,
     pub workers: Workers,
+    /// After a shutdown signal, how long in-flight requests may take to finish.
+    pub shutdown_grace: Duration,
 }
+
+/// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
+/// orchestrator usually waits between SIGTERM and SIGKILL. A purchase cut
+/// off after that is finished by recovery at the next start.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 
 pub struct Application {
     listener: TcpListener,
@@ -66,6 +73,7 @@ pub struct Application {
     projector: Projector,
     sweeper: Sweeper,
     workers: Workers,
+    shutdown_grace: Duration,
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -83,6 +91,8 @@ impl Application {
     /// Connects to the store, runs migrations, finishes what a previous run
     /// left half way (checkouts, projections) and binds the listener.
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        // Metrics recorded before the recorder exists are lost: install it first.
+        let _ = crate::metrics::handle();
         let store = Arc::new(
             Store::connect(&settings.database_url, settings.database_connections)
                 .await
@@ -149,6 +159,7 @@ impl Application {
             projector,
             sweeper,
             workers: settings.workers,
+            shutdown_grace: settings.shutdown_grace,
         })
     }
 
@@ -172,8 +183,9 @@ impl Application {
         &self.sweeper
     }
 
-    /// Serves until `shutdown` completes, then lets in-flight requests
-    /// finish; the background workers run beside it until then.
+    /// Serves until `shutdown` completes, then stops accepting and lets
+    /// in-flight requests finish for up to the shutdown grace; the background
+    /// workers run beside it until then and stop between passes.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -207,9 +219,27 @@ impl Application {
                 async move { sweeper.run_once().await }
             }));
         }
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; finishing requests in flight");
+            let _ = signalled_tx.send(());
+        });
+        let grace = self.shutdown_grace;
+        let deadline = async move {
+            if signalled_rx.await.is_ok() {
+                tokio::time::sleep(grace).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let served = tokio::select! {
+            served = server => served,
+            () = deadline => {
+                tracing::warn!(?grace, "requests still in flight after the grace period; stopping anyway");
+                Ok(())
+            }
+        };
         let _ = stop_tx.send(true);
         while workers.join_next().await.is_some() {}
         served

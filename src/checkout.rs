@@ -258,6 +258,7 @@ impl CheckoutService {
                         amount_cents,
                         payment_method: &payment_method,
                     };
+                    let started = std::time::Instant::now();
                     let outcome =
                         tokio::time::timeout(PAYMENT_TIMEOUT, self.payments.charge(request))
                             .await
@@ -266,6 +267,15 @@ impl CheckoutService {
                                     "no answer within {PAYMENT_TIMEOUT:?}"
                                 )))
                             });
+                    let label = match &outcome {
+                        Ok(_) => "captured",
+                        Err(PaymentError::Declined(_)) => "declined",
+                        Err(PaymentError::Unavailable(_)) => "unavailable",
+                        Err(PaymentError::Indeterminate(_)) => "unknown",
+                        Err(PaymentError::Invalid(_)) => "invalid",
+                    };
+                    metrics::histogram!("payment_latency_seconds", "outcome" => label)
+                        .record(started.elapsed().as_secs_f64());
                     match outcome {
                         Ok(charge) => {
                             let command = CheckoutCommand::RecordCapture {
@@ -375,6 +385,7 @@ impl CheckoutService {
             .map_err(|_| CheckoutError::PaymentUnavailable("refund timed out".into()))?
             .map_err(|e| CheckoutError::PaymentUnavailable(e.to_string()))?;
         tracing::warn!(%charge_id, refund_id = %refund.refund_id, "charge refunded");
+        metrics::counter!("refunds_total").increment(1);
         Ok(refund.refund_id)
     }
 

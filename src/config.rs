@@ -64,27 +64,51 @@ pub struct ServeArgs {
     /// `sqlite://PATH` (embedded, created if missing) or `postgres://...`.
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://booking.db")]
     pub database_url: String,
-    /// Database connections in the pool (SQLite: read connections beside the one writer).
-    #[arg(long, env = "BOOKING_DB_CONNECTIONS", default_value_t = booking_default_connections())]
+    /// Database connections in the pool (SQLite: read connections beside the one writer; 1..=500).
+    #[arg(long, env = "BOOKING_DB_CONNECTIONS", default_value_t = booking_default_connections(),
+          value_parser = clap::value_parser!(u32).range(1..=500))]
     pub db_connections: u32,
     /// HS256 secret for bearer tokens; a random one per start if unset.
     #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
-    /// Base latency of the built-in payment simulator, in milliseconds.
-    #[arg(long, env = "BOOKING_PAYMENT_LATENCY_MS", default_value_t = crate::payment::simulator::DEFAULT_LATENCY_MS)]
+    /// Base latency of the built-in payment simulator, in milliseconds (0..=10000).
+    #[arg(long, env = "BOOKING_PAYMENT_LATENCY_MS", default_value_t = crate::payment::simulator::DEFAULT_LATENCY_MS,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub payment_latency_ms: u64,
-    /// Milliseconds between projector passes (0: only at start).
-    #[arg(long, env = "BOOKING_PROJECTOR_INTERVAL_MS", default_value_t = 1_000)]
+    /// Seconds in-flight requests may take to finish after SIGTERM (0..=300).
+    #[arg(long, env = "BOOKING_SHUTDOWN_GRACE_SECONDS", default_value_t = 25,
+          value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub shutdown_grace_seconds: u64,
+    /// Milliseconds between projector passes (0: only at start; else 10..=600000).
+    #[arg(long, env = "BOOKING_PROJECTOR_INTERVAL_MS", default_value_t = 1_000,
+          value_parser = interval_parser(10, 600_000))]
     pub projector_interval_ms: u64,
-    /// Seconds between recovery passes over unfinished checkouts (0: only at start).
-    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = 10)]
+    /// Seconds between recovery passes over unfinished checkouts (0: only at start; else 1..=3600).
+    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = 10,
+          value_parser = interval_parser(1, 3_600))]
     pub recovery_interval_seconds: u64,
-    /// Seconds between sweeper passes recording expired holds (0: off).
-    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = 30)]
+    /// Seconds between sweeper passes recording expired holds (0: off; else 1..=3600).
+    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = 30,
+          value_parser = interval_parser(1, 3_600))]
     pub sweeper_interval_seconds: u64,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+/// 0 (off), or `min..=max`: an interval of 1 ms would be a busy loop.
+fn interval_parser(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |value: &str| {
+        let n: u64 = value.parse().map_err(|e| format!("{e}"))?;
+        if n == 0 || (min..=max).contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!("must be 0 (off) or {min}..={max}"))
+        }
+    }
 }
 
 fn booking_default_connections() -> u32 {

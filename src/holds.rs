@@ -240,7 +240,10 @@ impl HoldService {
             };
             match attempt {
                 Attempt::Done(view) => return Ok(Placed::New(view)),
-                Attempt::Retry => continue,
+                Attempt::Retry => {
+                    metrics::counter!("append_conflicts_total", "command" => "hold").increment(1);
+                    continue;
+                }
                 Attempt::AlreadyHeld | Attempt::KeyTaken => {
                     // Another request with this key got there first: its
                     // answer is ours, if it asked for the same thing.

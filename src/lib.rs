@@ -26,6 +26,7 @@ pub mod config;
 pub mod holds;
 pub mod http;
 pub mod inventory;
+pub mod metrics;
 pub mod payment;
 pub mod projector;
 pub mod recovery;

@@ -52,6 +52,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             recovery: nonzero(Duration::from_secs(args.recovery_interval_seconds)),
             sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
         },
+        shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(addr = %app.local_addr()?, "booking is listening");

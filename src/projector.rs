@@ -264,6 +264,8 @@ impl Projector {
                 .read_log(LogFilter::All, from, PROJECTOR_BATCH)
                 .await?;
             let Some(last) = events.last() else {
+                let head = self.store.head_position().await?;
+                metrics::gauge!("projector_lag_events").set((head - from).max(0) as f64);
                 return Ok(report);
             };
             let to = last.position;

@@ -139,6 +139,7 @@ async fn run_store(
             recovery: Some(booking::recovery::RECOVERY_INTERVAL),
             sweeper: Some(booking::sweeper::DEFAULT_SWEEP_INTERVAL),
         },
+        shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;

@@ -63,9 +63,22 @@ async fn place_hold(
                     .into(),
             )),
         };
-    match state.holds.place(&ctx, &show_id, request).await? {
-        Placed::New(view) => hold_response(StatusCode::CREATED, &view),
-        Placed::Existing(view) => hold_response(StatusCode::OK, &view),
+    let kind = match &request {
+        HoldRequest::Seats(_) => "seats",
+        HoldRequest::Pool { .. } => "pool",
+    };
+    match state.holds.place(&ctx, &show_id, request).await {
+        Ok(Placed::New(view)) => {
+            metrics::counter!("holds_placed_total", "kind" => kind).increment(1);
+            hold_response(StatusCode::CREATED, &view)
+        }
+        Ok(Placed::Existing(view)) => hold_response(StatusCode::OK, &view),
+        Err(error) => {
+            let error = ApiError::from(error);
+            metrics::counter!("holds_refused_total", "kind" => kind, "reason" => error.code())
+                .increment(1);
+            Err(error)
+        }
     }
 }
 

@@ -51,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http())

@@ -64,6 +64,8 @@ pub enum ApiError {
     IdempotencyKeyReused,
     /// 503: the database did not answer in time, or contention did not settle.
     Busy,
+    /// 503 from `/readyz`: up, but not ready for traffic (the detail says why).
+    NotReady(String),
     /// 500: a bug or a broken database; logged, never described to the client.
     Internal(String),
 }
@@ -136,6 +138,7 @@ impl ApiError {
                 "Idempotency key reused",
             ),
             Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy"),
+            NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Not ready"),
             Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal_error",
@@ -147,7 +150,8 @@ impl ApiError {
     fn detail(&self) -> String {
         use ApiError::*;
         match self {
-            MalformedJson(d) | Unauthorized(d) | PayloadTooLarge(d) | Validation(d) => d.clone(),
+            MalformedJson(d) | Unauthorized(d) | PayloadTooLarge(d) | Validation(d)
+            | NotReady(d) => d.clone(),
             HoldExpired { refunded: true } => {
                 "the hold expired while the payment ran; the charge was refunded".into()
             }
@@ -195,6 +199,13 @@ impl ApiError {
             _ => {}
         }
         extra
+    }
+}
+
+impl ApiError {
+    /// The stable `code` of the problem.
+    pub fn code(&self) -> &'static str {
+        self.parts().1
     }
 }
 

@@ -144,10 +144,14 @@ impl Store {
     /// Appends the batch in one transaction. Returns `Conflict` (and writes
     /// nothing) if any stream already has an event at one of the sequences.
     pub async fn append(&self, batch: &AppendBatch) -> StoreResult<AppendOutcome> {
-        match self {
+        let outcome = match self {
             Store::Postgres(s) => append_pg(&s.pool, batch).await,
             Store::Sqlite(s) => append_sqlite(&s.write, batch).await,
+        }?;
+        if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
+            metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
         }
+        Ok(outcome)
     }
 }
 

@@ -210,6 +210,24 @@ impl Store {
         Ok(())
     }
 
+    /// Migrations this binary has that the database has not applied.
+    pub async fn pending_migrations(&self) -> StoreResult<usize> {
+        let migrator = match self {
+            Store::Postgres(_) => sqlx::migrate!("./migrations/postgres"),
+            Store::Sqlite(_) => sqlx::migrate!("./migrations/sqlite"),
+        };
+        let applied: Vec<i64> = on_store!(self, read pool => {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)?
+        });
+        Ok(migrator
+            .iter()
+            .filter(|m| !applied.contains(&m.version))
+            .count())
+    }
+
     /// Does the database answer?
     pub async fn ping(&self) -> StoreResult<()> {
         on_store!(self, read pool => {

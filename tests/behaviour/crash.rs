@@ -25,12 +25,12 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
 const CHECKOUTS: usize = 100;
 
 /// A `booking serve` child process and the address it listens on.
-struct Service {
-    child: Child,
-    base: String,
+pub struct Service {
+    pub child: Child,
+    pub base: String,
 }
 
-async fn start(database_url: &str, secret: &str) -> Service {
+pub async fn start(database_url: &str, secret: &str) -> Service {
     let mut child = Command::new(env!("CARGO_BIN_EXE_booking"))
         .arg("serve")
         .env("DATABASE_URL", database_url)
@@ -70,7 +70,12 @@ async fn start(database_url: &str, secret: &str) -> Service {
     }
 }
 
-async fn post(client: &reqwest::Client, url: String, token: &str, body: Value) -> Option<Answer> {
+pub async fn post(
+    client: &reqwest::Client,
+    url: String,
+    token: &str,
+    body: Value,
+) -> Option<Answer> {
     let response = client
         .post(url)
         .bearer_auth(token)

@@ -12,6 +12,7 @@ mod bad_input;
 mod checkout;
 mod crash;
 mod holds;
+mod ops;
 mod pools;
 mod shows;
 mod store;
@@ -44,6 +45,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(crash::tests());
     all.extend(bad_input::tests());
     all.extend(audit::tests());
+    all.extend(ops::tests());
     all
 }
 

@@ -213,6 +213,7 @@ impl TestApp {
             payment_latency: std::time::Duration::from_millis(TEST_PAYMENT_LATENCY_MS),
             // Tests drive the workers one pass at a time (run_once).
             workers: Workers::OFF,
+            shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
         };
         let app = Application::build(settings, clock.clone())
             .await
