@@ -16,6 +16,7 @@
 //!   the `projections` crate describes.
 //! - [`auth`], [`clock`], [`config`]: identity, injected time, settings.
 
+pub mod advice;
 pub mod app;
 pub mod audit;
 pub mod auth;

@@ -22,6 +22,7 @@ pub fn router() -> Router<AppState> {
             get(seat_history),
         )
         .route("/v1/shows/{show_id}/history", get(show_history))
+        .route("/v1/shows/{show_id}/hold-ttl-advice", get(hold_ttl_advice))
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,4 +84,15 @@ async fn show_history(
     }
     let page = audit::show_history(&state.store, &entry.show.show_id, after, limit).await?;
     page_response(&page)
+}
+
+async fn hold_ttl_advice(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    Path(show_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let entry = show_entry(&state, &show_id).await?;
+    let advice = crate::advice::advise(&state.store, &entry, state.clock.now()).await?;
+    let json = serde_json::to_string(&advice).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, json))
 }

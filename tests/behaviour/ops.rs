@@ -17,6 +17,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         sigterm_lets_the_purchases_in_flight_finish,
         metrics_and_readiness_report_what_happened,
         bad_configuration_stops_the_binary_with_a_clear_message,
+        hold_ttl_advice_comes_from_the_log,
     ]
 }
 
@@ -245,4 +246,110 @@ async fn bad_configuration_stops_the_binary_with_a_clear_message(env: TestEnv) {
         "--addr",
     )
     .await;
+}
+
+async fn hold_ttl_advice_comes_from_the_log(env: TestEnv) {
+    const BUYERS: u32 = 20;
+    let app = env.spawn().await;
+    app.create_show("advice", BUYERS as usize + 2, 120).await;
+    let admin = app.admin();
+    // Not enough checkouts yet: keep the current TTL.
+    let early = app
+        .call(
+            Method::GET,
+            "/v1/shows/advice/hold-ttl-advice",
+            Some(&admin),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(early.status, StatusCode::OK, "{}", early.body);
+    assert_eq!(early.body["recommended_ttl_seconds"], 120);
+    assert_eq!(early.body["completed_checkouts"], 0);
+
+    // Buyer i takes 5 * i seconds (by the service's clock) from hold to purchase.
+    for i in 1..=BUYERS {
+        let token = app.buyer(&format!("a{i}"));
+        let hold = app.hold(&token, "advice", &[&format!("S{i}")], None).await;
+        app.clock
+            .advance(chrono::Duration::seconds(i64::from(5 * i)));
+        let bought = app
+            .purchase(&token, &hold.str("hold_id"), "pm_sim_ok")
+            .await;
+        assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    }
+    // Two holds run to their expiry.
+    let idle = app.buyer("idle");
+    app.hold(&idle, "advice", &[&format!("S{}", BUYERS + 1)], None)
+        .await;
+    app.hold(&idle, "advice", &[&format!("S{}", BUYERS + 2)], None)
+        .await;
+    app.clock.advance(chrono::Duration::seconds(121));
+
+    let advice = app
+        .call(
+            Method::GET,
+            "/v1/shows/advice/hold-ttl-advice",
+            Some(&admin),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(advice.status, StatusCode::OK, "{}", advice.body);
+    let body = &advice.body;
+    assert_eq!(body["completed_checkouts"], BUYERS);
+    let d = &body["hold_to_purchase_seconds"];
+    // The clock moved 5 * i seconds; real time adds a few milliseconds each.
+    let close =
+        |value: &serde_json::Value, expected: f64| (value.as_f64().unwrap() - expected).abs() < 1.0;
+    assert!(
+        close(&d["p50"], 50.0)
+            && close(&d["p90"], 90.0)
+            && close(&d["p99"], 100.0)
+            && close(&d["max"], 100.0),
+        "{d}"
+    );
+    let payment = &body["payment_latency_seconds"];
+    assert_eq!(payment["samples"], BUYERS);
+    assert!(
+        payment["p50"].as_f64().unwrap() < 5.0,
+        "payments take the simulator's latency: {payment}"
+    );
+    let at_60 = body["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["ttl_seconds"] == 60)
+        .unwrap()
+        .clone();
+    // 60 s cuts off buyers 12..=20 (buyer 12 took 60 s and a few milliseconds).
+    assert_eq!(
+        (
+            at_60["cut_off_checkouts"].clone(),
+            at_60["cut_off_share"].clone()
+        ),
+        (json!(9), json!(0.45))
+    );
+    assert_eq!(body["expired_holds"], 2);
+    assert_eq!(
+        body["unavailable_seat_minutes_at_current_ttl"], 4.0,
+        "2 seats x 2 minutes"
+    );
+    // p99 100 s + 25% = 125 s, rounded up to 30 s: 150 s.
+    assert_eq!(
+        body["recommended_ttl_seconds"], 150,
+        "{}",
+        body["reasoning"]
+    );
+    let buyer = app.buyer("a1");
+    app.call(
+        Method::GET,
+        "/v1/shows/advice/hold-ttl-advice",
+        Some(&buyer),
+        None,
+        &[],
+    )
+    .await
+    .expect_problem(403, "forbidden");
+    app.stop().await;
 }

@@ -1,0 +1,282 @@
+//! Hold-duration advice, from the event log of a show.
+//!
+//! Too short a TTL and genuine buyers lose their seats mid-checkout; too long
+//! and abandoned holds keep inventory away from other buyers when it is most
+//! wanted. The log has both sides: when each hold was placed, when (if) it
+//! was bought, how long each payment took, and which holds just expired.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use domain::checkout::CheckoutEvent;
+use domain::ids::HoldId;
+use domain::limits::{MAX_HOLD_TTL_SECONDS, MIN_HOLD_TTL_SECONDS};
+use domain::pool::PoolEvent;
+use domain::seat::{has_expired, SeatEvent};
+use projections::time::from_micros;
+use serde::Serialize;
+
+use crate::shows::CatalogEntry;
+use crate::store::{LogFilter, Store, StoreError};
+
+/// Completed checkouts needed before a recommendation differs from the
+/// current TTL: fewer say too little about the slow tail.
+pub const MIN_CHECKOUTS_FOR_ADVICE: usize = 20;
+
+/// The recommendation covers the p99 hold-to-purchase time plus this share
+/// of it: buyers a little slower than the slowest 1% so far still finish.
+pub const RECOMMENDATION_MARGIN: f64 = 0.25;
+
+/// Recommendations are rounded up to a multiple of this many seconds.
+pub const RECOMMENDATION_STEP_SECONDS: u32 = 30;
+
+/// TTLs the advice prices (plus the show's own).
+pub const CANDIDATE_TTLS_SECONDS: &[u32] =
+    &[60, 120, 180, 300, 480, 600, 900, 1200, 1800, 3600, 7200];
+
+/// Events read per page while gathering.
+const PAGE: i64 = 10_000;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Distribution {
+    pub samples: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Distribution {
+    /// Nearest-rank percentiles of `values` (seconds).
+    fn of(mut values: Vec<f64>) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let rank =
+            |p: f64| values[((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+        Some(Self {
+            samples: values.len(),
+            p50: rank(0.50),
+            p90: rank(0.90),
+            p99: rank(0.99),
+            max: values[values.len() - 1],
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Candidate {
+    pub ttl_seconds: u32,
+    /// Share of the completed checkouts that took longer than this TTL.
+    pub cut_off_share: f64,
+    pub cut_off_checkouts: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TtlAdvice {
+    pub show_id: String,
+    pub current_ttl_seconds: u32,
+    pub completed_checkouts: usize,
+    pub hold_to_purchase_seconds: Option<Distribution>,
+    pub payment_latency_seconds: Option<Distribution>,
+    pub candidates: Vec<Candidate>,
+    /// Holds that ran to their expiry (neither bought nor released).
+    pub expired_holds: usize,
+    /// Seat (or place) minutes those holds kept from other buyers at the current TTL.
+    pub unavailable_seat_minutes_at_current_ttl: f64,
+    pub recommended_ttl_seconds: u32,
+    pub margin: f64,
+    pub reasoning: String,
+}
+
+#[derive(Default)]
+struct HoldFacts {
+    placed_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+    units: u32,
+    released: bool,
+    converted: bool,
+    requested_at: Option<DateTime<Utc>>,
+    payment_seconds: Option<f64>,
+    completed_at: Option<DateTime<Utc>>,
+}
+
+fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_microseconds().unwrap_or(0) as f64 / 1e6
+}
+
+pub async fn advise(
+    store: &Store,
+    entry: &CatalogEntry,
+    now: DateTime<Utc>,
+) -> Result<TtlAdvice, StoreError> {
+    let show = &entry.show;
+    let mut holds: HashMap<HoldId, HoldFacts> = HashMap::new();
+    let mut after = 0;
+    loop {
+        let events = store
+            .read_log(LogFilter::Show(show.show_id.as_str()), after, PAGE)
+            .await?;
+        let Some(last) = events.last() else { break };
+        after = last.position;
+        for event in &events {
+            let Some(at) = from_micros(event.recorded_at_us) else {
+                continue;
+            };
+            let corrupt = |e: serde_json::Error| {
+                StoreError::Corrupt(format!("event {}: {e}", event.position))
+            };
+            match event.aggregate_type.as_str() {
+                "Seat" => {
+                    match serde_json::from_str::<SeatEvent>(&event.payload).map_err(corrupt)? {
+                        SeatEvent::HoldPlaced {
+                            hold_id,
+                            expires_at,
+                            ..
+                        } => {
+                            let facts = holds.entry(hold_id).or_default();
+                            facts.placed_at.get_or_insert(at);
+                            facts.expires_at = Some(expires_at);
+                            facts.units += 1;
+                        }
+                        SeatEvent::HoldReleased { hold_id } => {
+                            holds.entry(hold_id).or_default().released = true
+                        }
+                        SeatEvent::HoldConverted { hold_id, .. } => {
+                            holds.entry(hold_id).or_default().converted = true
+                        }
+                        SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
+                    }
+                }
+                "PoolShard" => match serde_json::from_str::<PoolEvent>(&event.payload)
+                    .map_err(corrupt)?
+                {
+                    PoolEvent::PoolHoldPlaced {
+                        hold_id,
+                        quantity,
+                        expires_at,
+                        ..
+                    } => {
+                        let facts = holds.entry(hold_id).or_default();
+                        facts.placed_at.get_or_insert(at);
+                        facts.expires_at = Some(expires_at);
+                        facts.units += quantity;
+                    }
+                    PoolEvent::PoolHoldReleased { hold_id } => {
+                        holds.entry(hold_id).or_default().released = true
+                    }
+                    PoolEvent::PoolHoldConverted { hold_id, .. } => {
+                        holds.entry(hold_id).or_default().converted = true
+                    }
+                    PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
+                },
+                "Checkout" => {
+                    let Ok(hold_id) = event.aggregate_id.parse().map(HoldId) else {
+                        continue;
+                    };
+                    let facts = holds.entry(hold_id).or_default();
+                    match serde_json::from_str::<CheckoutEvent>(&event.payload).map_err(corrupt)? {
+                        CheckoutEvent::PurchaseRequested { .. } => facts.requested_at = Some(at),
+                        CheckoutEvent::PaymentCaptured { .. } => {
+                            facts.payment_seconds =
+                                facts.requested_at.map(|requested| seconds(requested, at));
+                        }
+                        CheckoutEvent::CheckoutCompleted { .. } => facts.completed_at = Some(at),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    let to_purchase: Vec<f64> = holds
+        .values()
+        .filter_map(|h| Some(seconds(h.placed_at?, h.completed_at?)))
+        .collect();
+    let payments: Vec<f64> = holds.values().filter_map(|h| h.payment_seconds).collect();
+    let expired: Vec<&HoldFacts> = holds
+        .values()
+        .filter(|h| {
+            !h.released && !h.converted && h.expires_at.is_some_and(|at| has_expired(at, now))
+        })
+        .collect();
+    let current = show.hold_ttl_seconds;
+    let unit_minutes: f64 =
+        expired.iter().map(|h| f64::from(h.units)).sum::<f64>() * f64::from(current) / 60.0;
+
+    let mut ttls: Vec<u32> = CANDIDATE_TTLS_SECONDS.to_vec();
+    ttls.push(current);
+    ttls.sort_unstable();
+    ttls.dedup();
+    let candidates = ttls
+        .into_iter()
+        .map(|ttl| {
+            let cut = to_purchase.iter().filter(|s| **s > f64::from(ttl)).count();
+            Candidate {
+                ttl_seconds: ttl,
+                cut_off_share: if to_purchase.is_empty() {
+                    0.0
+                } else {
+                    cut as f64 / to_purchase.len() as f64
+                },
+                cut_off_checkouts: cut,
+            }
+        })
+        .collect();
+
+    let completed = to_purchase.len();
+    let hold_to_purchase = Distribution::of(to_purchase);
+    let (recommended, reasoning) = match &hold_to_purchase {
+        Some(d) if completed >= MIN_CHECKOUTS_FOR_ADVICE => {
+            let wanted = d.p99 * (1.0 + RECOMMENDATION_MARGIN);
+            let step = f64::from(RECOMMENDATION_STEP_SECONDS);
+            let rounded = ((wanted / step).ceil() * step) as u32;
+            let ttl = rounded.clamp(MIN_HOLD_TTL_SECONDS, MAX_HOLD_TTL_SECONDS);
+            (
+                ttl,
+                format!(
+                    "p99 hold-to-purchase is {:.1} s over {completed} completed checkouts; \
+                     +{:.0}% margin is {wanted:.1} s, rounded up to {RECOMMENDATION_STEP_SECONDS} s: {ttl} s",
+                    d.p99,
+                    RECOMMENDATION_MARGIN * 100.0
+                ),
+            )
+        }
+        _ => (
+            current,
+            format!(
+                "only {completed} completed checkouts (fewer than {MIN_CHECKOUTS_FOR_ADVICE}): keep the current TTL"
+            ),
+        ),
+    };
+    Ok(TtlAdvice {
+        show_id: show.show_id.to_string(),
+        current_ttl_seconds: current,
+        completed_checkouts: completed,
+        hold_to_purchase_seconds: hold_to_purchase,
+        payment_latency_seconds: Distribution::of(payments),
+        candidates,
+        expired_holds: expired.len(),
+        unavailable_seat_minutes_at_current_ttl: unit_minutes,
+        recommended_ttl_seconds: recommended,
+        margin: RECOMMENDATION_MARGIN,
+        reasoning,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let d = Distribution::of((1..=20).map(|n| f64::from(n) * 5.0).collect()).unwrap();
+        assert_eq!(
+            (d.samples, d.p50, d.p90, d.p99, d.max),
+            (20, 50.0, 90.0, 100.0, 100.0)
+        );
+        assert!(Distribution::of(vec![]).is_none());
+    }
+}
