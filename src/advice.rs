@@ -37,7 +37,7 @@ pub const CANDIDATE_TTLS_SECONDS: &[u32] =
 /// Events read per page while gathering.
 const PAGE: i64 = 10_000;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Distribution {
     pub samples: usize,
     pub p50: f64,
@@ -65,7 +65,7 @@ impl Distribution {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Candidate {
     pub ttl_seconds: u32,
     /// Share of the completed checkouts that took longer than this TTL.
@@ -73,7 +73,7 @@ pub struct Candidate {
     pub cut_off_checkouts: usize,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct TtlAdvice {
     pub show_id: String,
     pub current_ttl_seconds: u32,

@@ -23,7 +23,7 @@ pub const DEFAULT_HISTORY_PAGE: i64 = 100;
 pub const MAX_SEAT_HISTORY: i64 = 10_000;
 
 /// One event as the audit API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AuditEvent {
     pub position: i64,
     pub stream: String,
@@ -32,7 +32,10 @@ pub struct AuditEvent {
     #[serde(rename = "type")]
     pub event_type: String,
     pub recorded_at: Option<DateTime<Utc>>,
+    #[schema(value_type = Object)]
     pub data: Value,
+    /// actor, role, request_id, and idempotency_key where there is one.
+    #[schema(value_type = Object)]
     pub metadata: Value,
 }
 
@@ -59,7 +62,7 @@ impl AuditEvent {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HistoryPage {
     pub events: Vec<AuditEvent>,
     pub next_after: Option<i64>,

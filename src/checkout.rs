@@ -72,9 +72,11 @@ pub enum CheckoutError {
 }
 
 /// A booking as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct BookingView {
+    #[schema(value_type = uuid::Uuid)]
     pub booking_id: BookingId,
+    #[schema(value_type = uuid::Uuid)]
     pub hold_id: HoldId,
     pub show_id: String,
     pub seats: Vec<String>,

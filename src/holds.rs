@@ -86,16 +86,21 @@ pub enum HoldError {
 }
 
 /// A hold as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HoldView {
+    #[schema(value_type = uuid::Uuid)]
     pub hold_id: HoldId,
     pub show_id: String,
     pub seats: Vec<String>,
     pub pool_id: Option<String>,
     pub quantity: Option<u32>,
     pub expires_at: DateTime<Utc>,
+    /// `held`, `expired`, `released` or `converted`.
+    #[schema(value_type = String)]
     pub status: HoldStatus,
+    /// Set once the hold was converted into a booking.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<uuid::Uuid>)]
     pub booking_id: Option<BookingId>,
 }
 

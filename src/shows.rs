@@ -19,7 +19,7 @@ pub const SHOW_CACHE_CAPACITY: usize = 64;
 /// A show definition as it travels: the body of `PUT /v1/shows/{id}`, and
 /// the canonical form stored (re-serialized from this type, so two bodies
 /// that mean the same show store the same text).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShowDefinition {
     pub name: String,
@@ -31,9 +31,11 @@ pub struct ShowDefinition {
     pub pools: Vec<PoolDefinition>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SeatDefinition {
+    /// `[A-Za-z0-9_.:-]{1,32}`, unique in the show.
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     pub seat_id: SeatId,
     pub section: String,
     pub row: String,
@@ -41,9 +43,10 @@ pub struct SeatDefinition {
     pub price_cents: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoolDefinition {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     pub pool_id: PoolId,
     pub capacity: u32,
     pub price_cents: i64,

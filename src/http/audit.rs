@@ -27,7 +27,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HistoryQuery {
+pub(super) struct HistoryQuery {
     after: Option<i64>,
     limit: Option<i64>,
 }
@@ -49,7 +49,13 @@ pub(super) async fn show_entry(
         .ok_or(ApiError::ShowNotFound)
 }
 
-async fn seat_history(
+/// Every event of one seat, in order (admin).
+#[utoipa::path(get, path = "/v1/shows/{show_id}/seats/{seat_id}/history", tag = "audit",
+    params(("show_id" = String, Path), ("seat_id" = String, Path)),
+    responses((status = 200, body = HistoryPage),
+              (status = "4XX", description = "unauthorized, forbidden, show_not_found, unknown_seat", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn seat_history(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     Path((show_id, seat_id)): Path<(String, String)>,
@@ -63,7 +69,13 @@ async fn seat_history(
     page_response(&page)
 }
 
-async fn show_history(
+/// The show's events in global order, paged by position (admin).
+#[utoipa::path(get, path = "/v1/shows/{show_id}/history", tag = "audit",
+    params(("show_id" = String, Path), ("after" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..=1000, default 100")),
+    responses((status = 200, body = HistoryPage),
+              (status = "4XX", description = "unauthorized, forbidden, show_not_found, validation_failed", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn show_history(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     Path(show_id): Path<String>,
@@ -86,7 +98,12 @@ async fn show_history(
     page_response(&page)
 }
 
-async fn hold_ttl_advice(
+/// Hold-duration advice from the show's log (admin).
+#[utoipa::path(get, path = "/v1/shows/{show_id}/hold-ttl-advice", tag = "audit", params(("show_id" = String, Path)),
+    responses((status = 200, body = crate::advice::TtlAdvice),
+              (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn hold_ttl_advice(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     Path(show_id): Path<String>,

@@ -23,22 +23,24 @@ pub fn router() -> Router<AppState> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AvailabilityQuery {
+pub(super) struct AvailabilityQuery {
     section: Option<String>,
     /// An instant in the past (RFC 3339): availability as it was then, from
     /// the log (admin).
     as_of: Option<String>,
 }
 
-#[derive(Serialize)]
-struct SeatAvailability<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SeatAvailability<'a> {
     seat_id: &'a str,
     section: &'a str,
+    /// `available`, `held` or `booked`, at the time of the query.
+    #[schema(value_type = String)]
     status: SeatStatus,
 }
 
-#[derive(Serialize)]
-struct PoolAvailability<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct PoolAvailability<'a> {
     pool_id: &'a str,
     capacity: u32,
     available: u32,
@@ -46,15 +48,15 @@ struct PoolAvailability<'a> {
     sold: u32,
 }
 
-#[derive(Serialize, Default)]
-struct Summary {
+#[derive(Serialize, Default, utoipa::ToSchema)]
+pub(super) struct Summary {
     available: u32,
     held: u32,
     booked: u32,
 }
 
-#[derive(Serialize)]
-struct AvailabilityResponse<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct AvailabilityResponse<'a> {
     show_id: &'a str,
     as_of: DateTime<Utc>,
     seats: Vec<SeatAvailability<'a>>,
@@ -62,7 +64,12 @@ struct AvailabilityResponse<'a> {
     summary: Summary,
 }
 
-async fn availability(
+/// Availability (public), or as it was at `as_of` (admin).
+#[utoipa::path(get, path = "/v1/shows/{show_id}/availability", tag = "shows",
+    params(("show_id" = String, Path), ("section" = Option<String>, Query), ("as_of" = Option<String>, Query, description = "RFC 3339, not in the future; admin only")),
+    responses((status = 200, body = AvailabilityResponse),
+              (status = "4XX", description = "show_not_found, validation_failed, unauthorized, forbidden", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub(super) async fn availability(
     State(state): State<AppState>,
     Path(show_id): Path<String>,
     headers: HeaderMap,

@@ -24,9 +24,10 @@ pub fn router() -> Router<AppState> {
         .route("/v1/bookings/{booking_id}/cancel", post(cancel_booking))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PurchaseBody {
+pub(super) struct PurchaseBody {
+    /// With the built-in simulator: pm_sim_ok, pm_sim_declined, pm_sim_unavailable, pm_sim_delay_<ms>.
     payment_method: String,
 }
 
@@ -35,7 +36,16 @@ fn booking_response(status: StatusCode, view: &BookingView) -> Result<Response, 
     Ok(json_response(status, json))
 }
 
-async fn purchase(
+/// Buys a hold: charge, then convert every seat; a charge that outlives the hold is refunded.
+#[utoipa::path(post, path = "/v1/holds/{hold_id}/purchase", tag = "bookings", params(("hold_id" = uuid::Uuid, Path)),
+    request_body = PurchaseBody,
+    responses((status = 201, body = BookingView), (status = 200, description = "A retry: the same booking", body = BookingView),
+              (status = 402, description = "payment_declined", body = super::openapi::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "hold_expired or hold_released, with `refunded`", body = super::openapi::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "payment_unavailable or busy", body = super::openapi::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found, validation_failed", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn purchase(
     State(state): State<AppState>,
     ctx: RequestContext,
     Path(hold_id): Path<String>,
@@ -61,7 +71,12 @@ fn parse_booking_id(raw: &str) -> Result<BookingId, ApiError> {
         .map_err(|_| ApiError::BookingNotFound)
 }
 
-async fn get_booking(
+/// A booking (owner or admin).
+#[utoipa::path(get, path = "/v1/bookings/{booking_id}", tag = "bookings", params(("booking_id" = uuid::Uuid, Path)),
+    responses((status = 200, body = BookingView),
+              (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn get_booking(
     State(state): State<AppState>,
     actor: Actor,
     Path(booking_id): Path<String>,
@@ -71,7 +86,13 @@ async fn get_booking(
     booking_response(StatusCode::OK, &view)
 }
 
-async fn cancel_booking(
+/// Cancels a booking: refunds it and frees its seats; cancelling again is the same answer.
+#[utoipa::path(post, path = "/v1/bookings/{booking_id}/cancel", tag = "bookings", params(("booking_id" = uuid::Uuid, Path)),
+    responses((status = 200, body = BookingView),
+              (status = 503, description = "payment_unavailable (the refund did not go through; retry)", body = super::openapi::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn cancel_booking(
     State(state): State<AppState>,
     ctx: RequestContext,
     Path(booking_id): Path<String>,

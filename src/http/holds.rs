@@ -22,11 +22,15 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Either `{"seats": [...]}` or `{"pool_id": "...", "quantity": n}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct HoldBody {
+pub(super) struct HoldBody {
+    /// 1..=50 seat ids of the show, held all or nothing.
+    #[schema(value_type = Option<Vec<String>>)]
     seats: Option<Vec<SeatId>>,
+    #[schema(value_type = Option<String>)]
     pool_id: Option<PoolId>,
+    /// 1..=20 places of the pool.
     quantity: Option<u32>,
 }
 
@@ -39,7 +43,19 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
     raw.parse().map(HoldId).map_err(|_| ApiError::HoldNotFound)
 }
 
-async fn place_hold(
+/// Holds seats (all or nothing) or places of a pool.
+#[utoipa::path(post, path = "/v1/shows/{show_id}/holds", tag = "holds",
+    params(("show_id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1..=255 printable ASCII; the same key and body return the same hold")),
+    request_body = HoldBody,
+    responses(
+        (status = 201, description = "Held", body = HoldView),
+        (status = 200, description = "The hold an earlier request with this key made", body = HoldView),
+        (status = 409, description = "seat_taken (with `seats`) or sold_out (with `available`)", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "unknown_seat, unknown_pool, validation_failed, idempotency_key_reused", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = "4XX", description = "unauthorized, show_not_found, malformed_json, payload_too_large, unsupported_media_type", body = super::openapi::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub(super) async fn place_hold(
     State(state): State<AppState>,
     ctx: RequestContext,
     Path(show_id): Path<String>,
@@ -82,7 +98,12 @@ async fn place_hold(
     }
 }
 
-async fn get_hold(
+/// A hold, with its status computed now.
+#[utoipa::path(get, path = "/v1/holds/{hold_id}", tag = "holds", params(("hold_id" = uuid::Uuid, Path)),
+    responses((status = 200, body = HoldView),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn get_hold(
     State(state): State<AppState>,
     actor: Actor,
     Path(hold_id): Path<String>,
@@ -92,7 +113,13 @@ async fn get_hold(
     hold_response(StatusCode::OK, &view)
 }
 
-async fn release_hold(
+/// Releases a hold; releasing again, or an expired hold, is also 204.
+#[utoipa::path(delete, path = "/v1/holds/{hold_id}", tag = "holds", params(("hold_id" = uuid::Uuid, Path)),
+    responses((status = 204, description = "Released"),
+              (status = 409, description = "hold_converted", body = super::openapi::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn release_hold(
     State(state): State<AppState>,
     ctx: RequestContext,
     Path(hold_id): Path<String>,

@@ -8,6 +8,7 @@ mod audit;
 mod availability;
 mod bookings;
 mod holds;
+pub mod openapi;
 mod ops;
 mod shows;
 
@@ -48,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .merge(holds::router())
         .merge(bookings::router())
         .merge(audit::router())
+        .merge(openapi::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

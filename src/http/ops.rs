@@ -17,7 +17,9 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(metrics))
 }
 
-async fn healthz() -> Response {
+/// The process answers.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "Alive")))]
+pub(super) async fn healthz() -> Response {
     json_response(StatusCode::OK, r#"{"status":"ok"}"#.into())
 }
 
@@ -28,7 +30,10 @@ pub const READY_MAX_PROJECTOR_LAG: i64 = 50_000;
 
 /// Ready: the database answers, every migration is applied, and the
 /// projector is within `READY_MAX_PROJECTOR_LAG` of the log.
-async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready, with projector_lag_events"),
+              (status = 503, description = "busy (database) or not_ready", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub(super) async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
     state.store.ping().await?;
     let pending = state.store.pending_migrations().await?;
     if pending > 0 {
@@ -46,7 +51,9 @@ async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, body.to_string()))
 }
 
-async fn metrics() -> Response {
+/// Prometheus text.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus exposition format", content_type = "text/plain")))]
+pub(super) async fn metrics() -> Response {
     (
         StatusCode::OK,
         [(

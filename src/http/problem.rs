@@ -202,7 +202,41 @@ impl ApiError {
     }
 }
 
+/// Every stable `code` (checked against the variants in the tests below,
+/// and published in the OpenAPI document).
+pub const PROBLEM_CODES: &[&str] = &[
+    "unauthorized",
+    "forbidden",
+    "validation_failed",
+    "malformed_json",
+    "payload_too_large",
+    "unsupported_media_type",
+    "not_found",
+    "method_not_allowed",
+    "show_not_found",
+    "show_exists",
+    "unknown_seat",
+    "unknown_pool",
+    "seat_taken",
+    "sold_out",
+    "hold_not_found",
+    "hold_expired",
+    "hold_released",
+    "hold_converted",
+    "payment_declined",
+    "payment_unavailable",
+    "idempotency_key_reused",
+    "booking_not_found",
+    "busy",
+    "not_ready",
+    "internal_error",
+];
+
 impl ApiError {
+    pub fn into_response_now(self) -> Response {
+        self.into_response()
+    }
+
     /// The stable `code` of the problem.
     pub fn code(&self) -> &'static str {
         self.parts().1
@@ -293,6 +327,54 @@ impl From<CreateShowError> for ApiError {
             CreateShowError::Invalid(e) => ApiError::Validation(e.to_string()),
             CreateShowError::Exists => ApiError::ShowExists,
             CreateShowError::Store(e) => e.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_published() {
+        let all = [
+            ApiError::MalformedJson(String::new()),
+            ApiError::Unauthorized(String::new()),
+            ApiError::Forbidden,
+            ApiError::NotFound,
+            ApiError::ShowNotFound,
+            ApiError::HoldNotFound,
+            ApiError::MethodNotAllowed,
+            ApiError::ShowExists,
+            ApiError::SeatTaken(vec![]),
+            ApiError::SoldOut { available: 0 },
+            ApiError::UnknownPool(String::new()),
+            ApiError::HoldConverted,
+            ApiError::HoldExpired { refunded: false },
+            ApiError::HoldReleased { refunded: false },
+            ApiError::PaymentDeclined(String::new()),
+            ApiError::PaymentUnavailable(String::new()),
+            ApiError::BookingNotFound,
+            ApiError::PayloadTooLarge(String::new()),
+            ApiError::UnsupportedMediaType,
+            ApiError::Validation(String::new()),
+            ApiError::UnknownSeat(vec![]),
+            ApiError::UnknownSeatHere(String::new()),
+            ApiError::IdempotencyKeyReused,
+            ApiError::Busy,
+            ApiError::NotReady(String::new()),
+            ApiError::Internal(String::new()),
+        ];
+        for error in &all {
+            assert!(
+                PROBLEM_CODES.contains(&error.code()),
+                "{} is not in PROBLEM_CODES",
+                error.code()
+            );
+        }
+        let used: std::collections::HashSet<&str> = all.iter().map(ApiError::code).collect();
+        for code in PROBLEM_CODES {
+            assert!(used.contains(code), "{code} is published but never used");
         }
     }
 }

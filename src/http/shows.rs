@@ -29,7 +29,14 @@ fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {
     json_response(status, entry.to_json())
 }
 
-async fn put_show(
+/// Creates a show (admin); the same definition again is 200.
+#[utoipa::path(put, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$")),
+    request_body = ShowDefinition,
+    responses((status = 201, description = "Created: the definition with its show_id"), (status = 200, description = "The same show again"),
+              (status = 409, description = "show_exists", body = super::openapi::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, validation_failed, malformed_json, payload_too_large, unsupported_media_type", body = super::openapi::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn put_show(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     Path(show_id): Path<String>,
@@ -48,7 +55,11 @@ async fn put_show(
     Ok(show_response(status, &entry))
 }
 
-async fn get_show(
+/// A show (public).
+#[utoipa::path(get, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path)),
+    responses((status = 200, description = "The definition with its show_id"),
+              (status = 404, description = "show_not_found", body = super::openapi::Problem, content_type = "application/problem+json")))]
+pub(super) async fn get_show(
     State(state): State<AppState>,
     Path(show_id): Path<String>,
 ) -> Result<Response, ApiError> {

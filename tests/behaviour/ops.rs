@@ -18,6 +18,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         metrics_and_readiness_report_what_happened,
         bad_configuration_stops_the_binary_with_a_clear_message,
         hold_ttl_advice_comes_from_the_log,
+        the_openapi_document_covers_every_route_and_problem_code,
     ]
 }
 
@@ -351,5 +352,99 @@ async fn hold_ttl_advice_comes_from_the_log(env: TestEnv) {
     )
     .await
     .expect_problem(403, "forbidden");
+    app.stop().await;
+}
+
+/// Every route of the contract (API.md) and of this service's extensions.
+const ROUTES: &[(&str, &str)] = &[
+    ("put", "/v1/shows/{show_id}"),
+    ("get", "/v1/shows/{show_id}"),
+    ("get", "/v1/shows/{show_id}/availability"),
+    ("post", "/v1/shows/{show_id}/holds"),
+    ("get", "/v1/holds/{hold_id}"),
+    ("delete", "/v1/holds/{hold_id}"),
+    ("post", "/v1/holds/{hold_id}/purchase"),
+    ("get", "/v1/bookings/{booking_id}"),
+    ("post", "/v1/bookings/{booking_id}/cancel"),
+    ("get", "/v1/shows/{show_id}/seats/{seat_id}/history"),
+    ("get", "/v1/shows/{show_id}/history"),
+    ("get", "/v1/shows/{show_id}/hold-ttl-advice"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+];
+
+async fn the_openapi_document_covers_every_route_and_problem_code(env: TestEnv) {
+    let app = env.spawn().await;
+    let doc = app
+        .call(Method::GET, "/openapi.json", None, None, &[])
+        .await;
+    assert_eq!(doc.status, StatusCode::OK);
+    let paths = doc.body["paths"].as_object().expect("paths");
+    for (method, path) in ROUTES {
+        assert!(
+            paths.get(*path).and_then(|p| p.get(*method)).is_some(),
+            "{method} {path} is missing from /openapi.json"
+        );
+        // ... and the route exists on the server (not the 404/405 fallbacks).
+        let probe = app
+            .call(
+                method.to_uppercase().parse().unwrap(),
+                &path
+                    .replace("{show_id}", "x")
+                    .replace("{seat_id}", "y")
+                    .replace("{hold_id}", &uuid::Uuid::nil().to_string())
+                    .replace("{booking_id}", &uuid::Uuid::nil().to_string()),
+                None,
+                None,
+                &[],
+            )
+            .await;
+        assert!(
+            !matches!(probe.code(), Some("not_found" | "method_not_allowed")),
+            "{method} {path} is not served"
+        );
+    }
+    let documented: usize = paths
+        .values()
+        .map(|p| p.as_object().map_or(0, |o| o.len()))
+        .sum();
+    assert_eq!(
+        documented,
+        ROUTES.len(),
+        "a documented route is missing from this test's list"
+    );
+    let codes: Vec<&str> = doc.body["components"]["schemas"]["ProblemCode"]["enum"]
+        .as_array()
+        .expect("ProblemCode enum")
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for code in [
+        "seat_taken",
+        "sold_out",
+        "hold_expired",
+        "idempotency_key_reused",
+        "busy",
+        "unsupported_media_type",
+    ] {
+        assert!(codes.contains(&code), "{code} missing");
+    }
+    for schema in [
+        "HoldView",
+        "BookingView",
+        "ShowDefinition",
+        "HoldBody",
+        "PurchaseBody",
+        "Problem",
+        "HistoryPage",
+        "TtlAdvice",
+    ] {
+        assert!(
+            doc.body["components"]["schemas"].get(schema).is_some(),
+            "schema {schema} missing"
+        );
+    }
     app.stop().await;
 }
