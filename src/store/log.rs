@@ -38,15 +38,50 @@ pub enum LogFilter<'a> {
 
 impl Store {
     /// Up to `limit` events after `after` in global order, never past a
-    /// transaction still open (see `PG_SAFE`).
+    /// transaction still open (see `PG_SAFE`): what a tailing reader needs.
     pub async fn read_log(
         &self,
         filter: LogFilter<'_>,
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<LogEvent>> {
+        self.read_log_from(filter, after, limit, true).await
+    }
+
+    /// Every committed event after `after`, even above an open transaction:
+    /// for a whole-log fold (replay, verify) that does not keep a cursor.
+    /// An event that commits later below the cursor is not in the fold; its
+    /// rows come with its own transaction, and the projector applies it.
+    pub async fn read_log_committed(&self, after: i64, limit: i64) -> StoreResult<Vec<LogEvent>> {
+        self.read_log_from(LogFilter::All, after, limit, false)
+            .await
+    }
+
+    /// The highest position a tailing reader can reach now (see `PG_SAFE`).
+    pub async fn safe_head(&self) -> StoreResult<i64> {
+        let sql = match self {
+            Store::Postgres(_) => format!("SELECT MAX(position) FROM events WHERE {PG_SAFE}"),
+            Store::Sqlite(_) => "SELECT MAX(position) FROM events".to_owned(),
+        };
+        on_store!(self, read pool => {
+            let head: Option<i64> = sqlx::query_scalar(&sql)
+                .fetch_one(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            Ok(head.unwrap_or(0))
+        })
+    }
+
+    async fn read_log_from(
+        &self,
+        filter: LogFilter<'_>,
+        after: i64,
+        limit: i64,
+        tailing: bool,
+    ) -> StoreResult<Vec<LogEvent>> {
         let (columns, safe) = match self {
-            Store::Postgres(_) => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
+            Store::Postgres(_) if tailing => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
+            Store::Postgres(_) => (PG_COLUMNS, String::new()),
             Store::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
         };
         let (condition, binds): (&str, Vec<&str>) = match filter {

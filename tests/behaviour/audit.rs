@@ -101,6 +101,7 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
     assert_eq!(code, 1, "verify sees the difference: {report}");
     assert!(report.contains("seat_availability"), "{report}");
 
+    app.settle().await;
     let pass = app.projector.run_once().await.unwrap();
     assert_eq!(pass.events, 1);
     assert_eq!(app.seat_statuses("repair").await["S2"], "held");
@@ -114,6 +115,7 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
 async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
     let app = env.spawn().await;
     app.create_show("late", 2, 480).await;
+    app.settle().await;
     let before = app.projector.run_once().await.unwrap().position;
     let until = app.clock_now() + chrono::Duration::minutes(5);
 
@@ -165,7 +167,10 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
     let mut pass = app.projector.run_once().await.unwrap();
     applied += pass.events;
     while pass.position < b_position {
-        assert!(std::time::Instant::now() < deadline, "the projector never got past A");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the projector never got past A"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         pass = app.projector.run_once().await.unwrap();
         applied += pass.events;

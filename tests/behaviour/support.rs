@@ -412,6 +412,24 @@ impl TestApp {
             .collect()
     }
 
+    /// Awaits (with a deadline) the moment a tailing reader of the log can
+    /// see every committed event: on PostgreSQL `xmin` is cluster-wide, so a
+    /// transaction of another test's database can hold it back for a moment.
+    pub async fn settle(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let head = self.store.head_position().await.expect("head");
+            if self.store.safe_head().await.expect("safe head") >= head {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log did not settle"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     pub async fn event_count(&self) -> i64 {
         self.store.count_events().await.expect("count events")
     }
