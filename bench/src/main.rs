@@ -182,7 +182,12 @@ async fn run_store(
         results.push(scenarios::ga_storm(&target, Some(1)).await?);
     }
     if wanted("availability") {
-        results.push(scenarios::availability(&target, args.concurrency, seconds).await?);
+        let (idle, loaded) = scenarios::availability(&target, args.concurrency, seconds).await?;
+        results.push(idle);
+        results.push(loaded);
+    }
+    if wanted("floor") {
+        results.push(scenarios::http_floor(&target, args.concurrency, seconds).await?);
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);

@@ -56,7 +56,15 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+            // One span per request, named by its request id (set just before).
+            let request_id = request
+                .headers()
+                .get(extract::REQUEST_ID)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("request", method = %request.method(), uri = %request.uri(), request_id)
+        }))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
 }
