@@ -1,2 +1,2 @@
--- (PostgreSQL only: fill factors and asynchronous projection commits.)
+-- (PostgreSQL only: fill factors.)
 SELECT 1;

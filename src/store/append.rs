@@ -567,7 +567,7 @@ impl Store {
         let docs = tables_documents(tables, chunk);
         for document in &docs {
             let outcome = match self {
-                Store::Postgres(s) => append_pg_document(&s.pool, to_json(document)?).await?,
+                Store::Postgres(s) => append_pg_document(&s.pool, to_json(document)?, true).await?,
                 Store::Sqlite(s) => append_sqlite_document(&s.write, document).await?,
             };
             if outcome != AppendOutcome::Appended {
@@ -596,14 +596,23 @@ fn pg_refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
 }
 
 async fn append_pg(pool: &sqlx::PgPool, batch: &AppendBatch) -> Result<AppendOutcome, StoreError> {
-    append_pg_document(pool, to_json(&document(batch)?)?).await
+    append_pg_document(pool, to_json(&document(batch)?)?, batch.rows_only).await
 }
+
+/// Projection-only batches (the projector, replay) need not wait for their
+/// commit to reach the disk: they are derived from the log, and a batch lost
+/// in a crash is lost with its checkpoint move, so it is simply redone.
+const PG_APPEND: &str = "SELECT booking_append($1::jsonb)";
+const PG_APPEND_ROWS_ONLY: &str =
+    "SELECT set_config('synchronous_commit', 'off', true), booking_append($1::jsonb)";
 
 async fn append_pg_document(
     pool: &sqlx::PgPool,
     document: String,
+    rows_only: bool,
 ) -> Result<AppendOutcome, StoreError> {
-    match sqlx::query("SELECT booking_append($1::jsonb)")
+    let sql = if rows_only { PG_APPEND_ROWS_ONLY } else { PG_APPEND };
+    match sqlx::query(sql)
         .bind(document)
         .execute(pool)
         .await

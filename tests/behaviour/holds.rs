@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::{seat_id, Answer, TestApp, TestEnv};
+use crate::support::{fire_at_once, seat_id, Answer, TestApp, TestEnv};
 use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
@@ -26,43 +26,8 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     ]
 }
 
-/// Fires all requests at once: every task waits on the gate first.
-async fn fire_at_once<F, Fut>(count: usize, request: F) -> Vec<Answer>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Answer> + Send + 'static,
-{
-    let gate = Arc::new(tokio::sync::Barrier::new(count));
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..count {
-        let gate = gate.clone();
-        let call = request(i);
-        tasks.spawn(async move {
-            gate.wait().await;
-            (i, call.await)
-        });
-    }
-    let mut answers: Vec<(usize, Answer)> = Vec::with_capacity(count);
-    while let Some(joined) = tasks.join_next().await {
-        answers.push(joined.expect("request task"));
-    }
-    answers.sort_by_key(|(i, _)| *i);
-    answers.into_iter().map(|(_, a)| a).collect()
-}
-
-fn hold_request(
-    app: &TestApp,
-    token: String,
-    show: &str,
-    seats: Vec<String>,
-) -> impl std::future::Future<Output = Answer> + Send + 'static {
-    let request = app
-        .client
-        .post(format!("{}/v1/shows/{show}/holds", app.base))
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .body(json!({ "seats": seats }).to_string());
-    async move { TestApp::answer(request.send().await.expect("answered")).await }
+fn hold_request(app: &TestApp, token: String, show: &str, seats: Vec<String>) -> impl std::future::Future<Output = Answer> + Send + 'static {
+    app.hold_call(token, show, json!({ "seats": seats }))
 }
 
 async fn storm_of_3400_buyers_for_one_seat_has_exactly_one_winner(env: TestEnv) {
@@ -74,9 +39,11 @@ async fn storm_of_3400_buyers_for_one_seat_has_exactly_one_winner(env: TestEnv) 
         .map(|i| app.buyer(&format!("buyer-{i}")))
         .collect();
     let started = Instant::now();
-    let answers = fire_at_once(BUYERS, |i| {
-        hold_request(&app, tokens[i].clone(), "storm", vec!["S1".into()])
-    })
+    let answers = fire_at_once(
+        (0..BUYERS)
+            .map(|i| hold_request(&app, tokens[i].clone(), "storm", vec!["S1".into()]))
+            .collect(),
+    )
     .await;
     let wall = started.elapsed();
     let mut by_outcome: BTreeMap<(u16, Option<String>), usize> = BTreeMap::new();
@@ -120,9 +87,11 @@ async fn multi_seat_race_never_splits_a_hold_or_shares_a_seat(env: TestEnv) {
     let tokens: Vec<String> = (0..BUYERS)
         .map(|i| app.buyer(&format!("racer-{i}")))
         .collect();
-    let answers = fire_at_once(BUYERS, |i| {
-        hold_request(&app, tokens[i].clone(), "race", wanted[i].clone())
-    })
+    let answers = fire_at_once(
+        (0..BUYERS)
+            .map(|i| hold_request(&app, tokens[i].clone(), "race", wanted[i].clone()))
+            .collect(),
+    )
     .await;
 
     let mut held_by_winners: BTreeSet<String> = BTreeSet::new();
@@ -200,7 +169,7 @@ async fn two_instances_racing_on_one_database_still_have_one_winner_per_seat(env
         .map(|i| first.buyer(&format!("r-{i}")))
         .collect();
     // Half the buyers ask for S1+S2, half for S2+S3, alternating between replicas.
-    let answers = fire_at_once(BUYERS, |i| {
+    let calls = (0..BUYERS).map(|i| {
         let app = if i % 2 == 0 { &first } else { &second };
         let seats = if i % 4 < 2 {
             vec!["S1".into(), "S2".into()]
@@ -208,8 +177,8 @@ async fn two_instances_racing_on_one_database_still_have_one_winner_per_seat(env
             vec!["S2".into(), "S3".into()]
         };
         hold_request(app, tokens[i].clone(), "replicas", seats)
-    })
-    .await;
+    });
+    let answers = fire_at_once(calls.collect()).await;
     let winners: Vec<&Answer> = answers
         .iter()
         .filter(|a| a.status == StatusCode::CREATED)
@@ -303,7 +272,7 @@ async fn the_same_idempotency_key_returns_one_hold_serially_and_concurrently(env
 
     // Concurrent: twenty copies of one request with a fresh key.
     let before = app.event_count().await;
-    let answers = fire_at_once(20, |_| {
+    let calls = (0..20).map(|_| {
         let request = app
             .client
             .post(format!("{}/v1/shows/idem/holds", app.base))
@@ -312,8 +281,8 @@ async fn the_same_idempotency_key_returns_one_hold_serially_and_concurrently(env
             .header("content-type", "application/json")
             .body(json!({"seats": ["S5", "S6"]}).to_string());
         async move { TestApp::answer(request.send().await.expect("answered")).await }
-    })
-    .await;
+    });
+    let answers = fire_at_once(calls.collect()).await;
     let ids: HashSet<String> = answers.iter().map(|a| a.str("hold_id")).collect();
     assert_eq!(ids.len(), 1, "one hold for one key");
     let created = answers

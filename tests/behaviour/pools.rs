@@ -7,7 +7,7 @@ use rand::Rng;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::{Answer, TestApp, TestEnv};
+use crate::support::{fire_at_once, Answer, TestApp, TestEnv};
 use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
@@ -40,45 +40,13 @@ async fn create_pool_show(app: &TestApp, show: &str, capacity: u32, shards: Opti
     assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
 }
 
-fn pool_hold(
-    app: &TestApp,
-    token: String,
-    show: &str,
-    quantity: u32,
-) -> impl std::future::Future<Output = Answer> + Send + 'static {
-    let request = app
-        .client
-        .post(format!("{}/v1/shows/{show}/holds", app.base))
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .body(json!({"pool_id": "floor", "quantity": quantity}).to_string());
-    async move { TestApp::answer(request.send().await.expect("answered")).await }
+fn pool_hold(app: &TestApp, token: String, show: &str, quantity: u32) -> impl std::future::Future<Output = Answer> + Send + 'static {
+    app.hold_call(token, show, json!({"pool_id": "floor", "quantity": quantity}))
 }
 
 async fn floor(app: &TestApp, show: &str) -> Value {
     let answer = app.availability(show).await;
     answer.body["pools"][0].clone()
-}
-
-/// Fires all requests at once, as in the seat storm.
-async fn fire(
-    answers: Vec<impl std::future::Future<Output = Answer> + Send + 'static>,
-) -> Vec<Answer> {
-    let gate = std::sync::Arc::new(tokio::sync::Barrier::new(answers.len()));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, call) in answers.into_iter().enumerate() {
-        let gate = gate.clone();
-        tasks.spawn(async move {
-            gate.wait().await;
-            (i, call.await)
-        });
-    }
-    let mut all = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        all.push(joined.expect("task"));
-    }
-    all.sort_by_key(|(i, _)| *i);
-    all.into_iter().map(|(_, a)| a).collect()
 }
 
 async fn ga_storm_of_5000_buyers_sells_exactly_the_capacity(env: TestEnv) {
@@ -91,7 +59,7 @@ async fn ga_storm_of_5000_buyers_sells_exactly_the_capacity(env: TestEnv) {
         .map(|i| pool_hold(&app, app.buyer(&format!("fan-{i}")), "ga", 1))
         .collect();
     let started = Instant::now();
-    let answers = fire(calls).await;
+    let answers = fire_at_once(calls).await;
     let wall = started.elapsed();
     let mut outcomes: BTreeMap<(u16, Option<String>), usize> = BTreeMap::new();
     for a in &answers {
@@ -174,7 +142,7 @@ async fn mixed_quantities_across_shards_never_oversell(env: TestEnv) {
         .enumerate()
         .map(|(i, q)| pool_hold(&app, app.buyer(&format!("m-{i}")), "mixed", *q))
         .collect();
-    let answers = fire(calls).await;
+    let answers = fire_at_once(calls).await;
     let mut won = 0u32;
     let mut winners = 0;
     for (answer, quantity) in answers.iter().zip(&quantities) {

@@ -454,3 +454,36 @@ pub fn show_body(seats: usize, hold_ttl_seconds: u32) -> Value {
         "pools": [{"pool_id": "floor", "capacity": 100, "price_cents": 3000}]
     })
 }
+
+/// Fires all the requests at once (every task waits on one gate first) and
+/// returns the answers in the order given.
+pub async fn fire_at_once(calls: Vec<impl std::future::Future<Output = Answer> + Send + 'static>) -> Vec<Answer> {
+    let gate = Arc::new(tokio::sync::Barrier::new(calls.len()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, call) in calls.into_iter().enumerate() {
+        let gate = gate.clone();
+        tasks.spawn(async move {
+            gate.wait().await;
+            (i, call.await)
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        answers.push(joined.expect("request task"));
+    }
+    answers.sort_by_key(|(i, _)| *i);
+    answers.into_iter().map(|(_, a)| a).collect()
+}
+
+impl TestApp {
+    /// `POST /v1/shows/{show}/holds` with `body`, as a future that owns what it needs.
+    pub fn hold_call(&self, token: String, show: &str, body: Value) -> impl std::future::Future<Output = Answer> + Send + 'static {
+        let request = self
+            .client
+            .post(format!("{}/v1/shows/{show}/holds", self.base))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move { TestApp::answer(request.send().await.expect("answered")).await }
+    }
+}
