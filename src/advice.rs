@@ -116,7 +116,7 @@ pub async fn advise(
     let mut after = 0;
     loop {
         let events = store
-            .read_log(LogFilter::Show(show.show_id.as_str()), after, PAGE)
+            .read_log_committed(LogFilter::Show(show.show_id.as_str()), after, PAGE)
             .await?;
         let Some(last) = events.last() else { break };
         after = last.position;

@@ -17,7 +17,7 @@ use projections::time::to_micros;
 
 use crate::projector::Folded;
 use crate::shows::ShowCatalog;
-use crate::store::{AppendBatch, Store, StoreError};
+use crate::store::{AppendBatch, LogFilter, Store, StoreError};
 
 /// Events read per batch while rebuilding.
 const VERIFY_BATCH: i64 = 10_000;
@@ -232,7 +232,9 @@ pub async fn rebuild(store: &Store, catalog: &ShowCatalog) -> Result<(Tables, us
     let mut after = 0;
     let mut events_read = 0;
     loop {
-        let events = store.read_log_committed(after, VERIFY_BATCH).await?;
+        let events = store
+            .read_log_committed(LogFilter::All, after, VERIFY_BATCH)
+            .await?;
         let Some(last) = events.last() else { break };
         after = last.position;
         events_read += events.len();

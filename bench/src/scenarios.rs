@@ -254,22 +254,47 @@ pub async fn ga_storm(target: &Target, shards: Option<u32>) -> anyhow::Result<Fi
 /// The HTTP floor: `GET /healthz` (no database, no token) at the same
 /// concurrency. No scenario can answer faster than this on this machine
 /// with this load generator; it bounds every ratio to the raw-SQL baseline.
-pub async fn http_floor(target: &Target, concurrency: usize, duration: Duration) -> anyhow::Result<Figures> {
+pub async fn http_floor(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Figures> {
     let target = Arc::new(target.clone());
-    let (wall, answers) = for_duration(concurrency, duration, get_worker(target.clone(), "/healthz")).await;
-    Ok(Figures::from_latencies("HTTP floor (GET /healthz)", target.store, &answers, wall))
+    let (wall, answers) = for_duration(
+        concurrency,
+        duration,
+        get_worker(target.clone(), "/healthz"),
+    )
+    .await;
+    Ok(Figures::from_latencies(
+        "HTTP floor (GET /healthz)",
+        target.store,
+        &answers,
+        wall,
+    ))
 }
 
 /// A worker that GETs `path` and reads the whole body.
 fn get_worker(
     target: Arc<Target>,
     path: &'static str,
-) -> impl Fn(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>> + Clone + Send + Sync + 'static {
+) -> impl Fn(
+    usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
     move |_| {
         let target = target.clone();
         Box::pin(async move {
             let started = Instant::now();
-            let status = match target.client.get(format!("{}{path}", target.base)).send().await {
+            let status = match target
+                .client
+                .get(format!("{}{path}", target.base))
+                .send()
+                .await
+            {
                 Ok(r) => {
                     let status = r.status().as_u16();
                     let _ = r.bytes().await;
@@ -284,14 +309,23 @@ fn get_worker(
 
 /// Availability of a 20,000-seat show, read alone, then while holds run in
 /// the background.
-pub async fn availability(target: &Target, concurrency: usize, duration: Duration) -> anyhow::Result<(Figures, Figures)> {
+pub async fn availability(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<(Figures, Figures)> {
     const SEATS: usize = 20_000;
     const READERS: usize = 4;
     seat_show(target, "avail", SEATS).await?;
     let target = Arc::new(target.clone());
     let read = get_worker(target.clone(), "/v1/shows/avail/availability");
     let (idle_wall, idle_reads) = for_duration(READERS, duration / 2, read.clone()).await;
-    let mut idle = Figures::from_latencies("availability of 20,000 seats, no other load", target.store, &idle_reads, idle_wall);
+    let mut idle = Figures::from_latencies(
+        "availability of 20,000 seats, no other load",
+        target.store,
+        &idle_reads,
+        idle_wall,
+    );
     idle.note = format!("{READERS} readers");
     let next = Arc::new(AtomicUsize::new(0));
     let background = tokio::spawn(for_duration(concurrency, duration, {
@@ -304,16 +338,28 @@ pub async fn availability(target: &Target, concurrency: usize, duration: Duratio
                 if n >= SEATS {
                     return None;
                 }
-                let (status, latency, _) = post(&target, "/v1/shows/avail/holds", &token, &json!({"seats": [format!("S{}", n + 1)]})).await;
+                let (status, latency, _) = post(
+                    &target,
+                    "/v1/shows/avail/holds",
+                    &token,
+                    &json!({"seats": [format!("S{}", n + 1)]}),
+                )
+                .await;
                 Some((status, latency))
             }
         }
     }));
     let (wall, reads) = for_duration(READERS, duration, read).await;
     let (_, holds) = background.await?;
-    let mut loaded = Figures::from_latencies("availability of 20,000 seats under hold load", target.store, &reads, wall);
+    let mut loaded = Figures::from_latencies(
+        "availability of 20,000 seats under hold load",
+        target.store,
+        &reads,
+        wall,
+    );
     let held = holds.iter().filter(|(s, _)| *s == 201).count();
-    loaded.note = format!("{READERS} readers; {held} holds placed meanwhile by {concurrency} writers");
+    loaded.note =
+        format!("{READERS} readers; {held} holds placed meanwhile by {concurrency} writers");
     Ok((idle, loaded))
 }
 

@@ -611,12 +611,12 @@ async fn append_pg_document(
     document: String,
     rows_only: bool,
 ) -> Result<AppendOutcome, StoreError> {
-    let sql = if rows_only { PG_APPEND_ROWS_ONLY } else { PG_APPEND };
-    match sqlx::query(sql)
-        .bind(document)
-        .execute(pool)
-        .await
-    {
+    let sql = if rows_only {
+        PG_APPEND_ROWS_ONLY
+    } else {
+        PG_APPEND
+    };
+    match sqlx::query(sql).bind(document).execute(pool).await {
         Ok(_) => Ok(AppendOutcome::Appended),
         Err(err) => match pg_refusal(&err) {
             Some(outcome) => Ok(outcome),

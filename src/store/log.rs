@@ -49,12 +49,16 @@ impl Store {
     }
 
     /// Every committed event after `after`, even above an open transaction:
-    /// for a whole-log fold (replay, verify) that does not keep a cursor.
+    /// for a whole-log fold (replay, verify, a report) that keeps no cursor.
     /// An event that commits later below the cursor is not in the fold; its
     /// rows come with its own transaction, and the projector applies it.
-    pub async fn read_log_committed(&self, after: i64, limit: i64) -> StoreResult<Vec<LogEvent>> {
-        self.read_log_from(LogFilter::All, after, limit, false)
-            .await
+    pub async fn read_log_committed(
+        &self,
+        filter: LogFilter<'_>,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<LogEvent>> {
+        self.read_log_from(filter, after, limit, false).await
     }
 
     /// The highest position a tailing reader can reach now (see `PG_SAFE`).

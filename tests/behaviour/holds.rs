@@ -1,7 +1,6 @@
 //! Holds over HTTP: races, expiry, idempotency, release and authorization.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Arc;
 use std::time::Instant;
 
 use booking::auth::{Role, TokenKeys};
@@ -26,7 +25,12 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     ]
 }
 
-fn hold_request(app: &TestApp, token: String, show: &str, seats: Vec<String>) -> impl std::future::Future<Output = Answer> + Send + 'static {
+fn hold_request(
+    app: &TestApp,
+    token: String,
+    show: &str,
+    seats: Vec<String>,
+) -> impl std::future::Future<Output = Answer> + Send + 'static {
     app.hold_call(token, show, json!({ "seats": seats }))
 }
 

@@ -40,8 +40,17 @@ async fn create_pool_show(app: &TestApp, show: &str, capacity: u32, shards: Opti
     assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
 }
 
-fn pool_hold(app: &TestApp, token: String, show: &str, quantity: u32) -> impl std::future::Future<Output = Answer> + Send + 'static {
-    app.hold_call(token, show, json!({"pool_id": "floor", "quantity": quantity}))
+fn pool_hold(
+    app: &TestApp,
+    token: String,
+    show: &str,
+    quantity: u32,
+) -> impl std::future::Future<Output = Answer> + Send + 'static {
+    app.hold_call(
+        token,
+        show,
+        json!({"pool_id": "floor", "quantity": quantity}),
+    )
 }
 
 async fn floor(app: &TestApp, show: &str) -> Value {

@@ -457,7 +457,9 @@ pub fn show_body(seats: usize, hold_ttl_seconds: u32) -> Value {
 
 /// Fires all the requests at once (every task waits on one gate first) and
 /// returns the answers in the order given.
-pub async fn fire_at_once(calls: Vec<impl std::future::Future<Output = Answer> + Send + 'static>) -> Vec<Answer> {
+pub async fn fire_at_once(
+    calls: Vec<impl std::future::Future<Output = Answer> + Send + 'static>,
+) -> Vec<Answer> {
     let gate = Arc::new(tokio::sync::Barrier::new(calls.len()));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, call) in calls.into_iter().enumerate() {
@@ -477,7 +479,12 @@ pub async fn fire_at_once(calls: Vec<impl std::future::Future<Output = Answer> +
 
 impl TestApp {
     /// `POST /v1/shows/{show}/holds` with `body`, as a future that owns what it needs.
-    pub fn hold_call(&self, token: String, show: &str, body: Value) -> impl std::future::Future<Output = Answer> + Send + 'static {
+    pub fn hold_call(
+        &self,
+        token: String,
+        show: &str,
+        body: Value,
+    ) -> impl std::future::Future<Output = Answer> + Send + 'static {
         let request = self
             .client
             .post(format!("{}/v1/shows/{show}/holds", self.base))
