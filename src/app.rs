@@ -146,6 +146,7 @@ impl Application {
             holds,
             checkout,
             projector: projector.clone(),
+            availability: Default::default(),
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
         });

@@ -20,6 +20,7 @@ pub mod advice;
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod availability;
 pub mod batch;
 pub mod checkout;
 pub mod clock;

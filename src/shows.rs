@@ -89,9 +89,30 @@ impl ShowDefinition {
 pub struct CatalogEntry {
     pub show: Show,
     pub definition_json: String,
+    /// Each seat's availability entry up to its status, serialized once:
+    /// `{"seat_id":"A-1","section":"A","status":"` (an answer for 100,000
+    /// seats is then a concatenation).
+    pub seat_json_prefix: Vec<Box<str>>,
 }
 
 impl CatalogEntry {
+    pub fn new(show: Show, definition_json: String) -> Self {
+        let seat_json_prefix = show
+            .seats
+            .iter()
+            .map(|seat| {
+                let id = serde_json::Value::String(seat.seat_id.to_string());
+                let section = serde_json::Value::String(seat.section.clone());
+                format!("{{\"seat_id\":{id},\"section\":{section},\"status\":\"").into_boxed_str()
+            })
+            .collect();
+        Self {
+            show,
+            definition_json,
+            seat_json_prefix,
+        }
+    }
+
     /// Puts seat ids in the show's order (unknown ids last).
     pub fn sort_seats(&self, seats: &mut [String]) {
         seats.sort_by_cached_key(|seat| {
@@ -140,10 +161,7 @@ fn parse_entry(show_id: &ShowId, json: String) -> Result<CatalogEntry, StoreErro
     let show = definition
         .to_show(show_id.clone())
         .map_err(|e| StoreError::Corrupt(format!("show {show_id}: {e}")))?;
-    Ok(CatalogEntry {
-        show,
-        definition_json: json,
-    })
+    Ok(CatalogEntry::new(show, json))
 }
 
 impl ShowCatalog {
@@ -215,10 +233,7 @@ impl ShowCatalog {
             .await?
         {
             ShowInsert::Created => {
-                let entry = self.remember(CatalogEntry {
-                    show,
-                    definition_json: json,
-                });
+                let entry = self.remember(CatalogEntry::new(show, json));
                 Ok((Created::New, entry))
             }
             ShowInsert::Exists(stored) => {

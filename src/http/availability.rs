@@ -7,15 +7,15 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Utc};
-use domain::ids::ShowId;
 use domain::seat::SeatStatus;
-use projections::time::{from_micros, to_micros};
+use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
 
 use super::extract::QueryParams;
 use super::problem::ApiError;
 use super::shows::json_response;
 use super::AppState;
+use crate::shows::CatalogEntry;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/shows/{show_id}/availability", get(availability))
@@ -30,7 +30,9 @@ pub(super) struct AvailabilityQuery {
     as_of: Option<String>,
 }
 
+/// The documented shape of one seat (written by `render`).
 #[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
 pub(super) struct SeatAvailability<'a> {
     seat_id: &'a str,
     section: &'a str,
@@ -55,7 +57,9 @@ pub(super) struct Summary {
     booked: u32,
 }
 
+/// The documented shape of the answer (written by `render`).
 #[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
 pub(super) struct AvailabilityResponse<'a> {
     show_id: &'a str,
     as_of: DateTime<Utc>,
@@ -75,127 +79,111 @@ pub(super) async fn availability(
     headers: HeaderMap,
     QueryParams(query): QueryParams<AvailabilityQuery>,
 ) -> Result<Response, ApiError> {
-    if let Some(as_of) = &query.as_of {
-        let as_of = DateTime::parse_from_rfc3339(as_of)
-            .map(|at| at.with_timezone(&Utc))
-            .map_err(|e| ApiError::Validation(format!("as_of must be an RFC 3339 time: {e}")))?;
-        let authorization = headers
-            .get(header::AUTHORIZATION)
-            .map(|v| v.to_str().unwrap_or(""));
-        let actor = state
-            .keys
-            .verify_header(authorization)
-            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-        if !actor.is_admin() {
-            return Err(ApiError::Forbidden);
+    let as_of = match &query.as_of {
+        None => None,
+        Some(as_of) => {
+            let as_of = DateTime::parse_from_rfc3339(as_of)
+                .map(|at| at.with_timezone(&Utc))
+                .map_err(|e| {
+                    ApiError::Validation(format!("as_of must be an RFC 3339 time: {e}"))
+                })?;
+            let authorization = headers
+                .get(header::AUTHORIZATION)
+                .map(|v| v.to_str().unwrap_or(""));
+            let actor = state
+                .keys
+                .verify_header(authorization)
+                .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+            if !actor.is_admin() {
+                return Err(ApiError::Forbidden);
+            }
+            Some(as_of)
         }
-        return availability_as_of(&state, &show_id, query.section.as_deref(), as_of).await;
-    }
-    let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
-    let entry = state
-        .catalog
-        .get(&state.store, &show_id)
-        .await?
-        .ok_or(ApiError::ShowNotFound)?;
-    let rows = state
-        .store
-        .availability(show_id.as_str(), query.section.as_deref())
-        .await?;
+    };
+    let entry = super::audit::show_entry(&state, &show_id).await?;
     let now = state.clock.now();
-    let mut summary = Summary::default();
-    let seats = rows
-        .iter()
-        .map(|row| {
-            let status = SeatStatus::at(row.recorded, row.expires_at_us.and_then(from_micros), now);
-            match status {
-                SeatStatus::Available => summary.available += 1,
-                SeatStatus::Held => summary.held += 1,
-                SeatStatus::Booked => summary.booked += 1,
+    let (at, statuses, pools) = match as_of {
+        Some(as_of) => {
+            if as_of > now {
+                return Err(ApiError::Validation(
+                    "as_of must not be in the future".into(),
+                ));
             }
-            SeatAvailability {
-                seat_id: &row.seat_id,
-                section: &row.section,
-                status,
-            }
-        })
-        .collect();
-    let figures = if entry.show.pools.is_empty() {
-        Vec::new()
-    } else {
-        state
-            .store
-            .pool_figures(show_id.as_str(), to_micros(now))
-            .await?
-    };
-    // In the show's order; counts clamp at zero and at the capacity.
-    let pools = entry
-        .show
-        .pools
-        .iter()
-        .map(|pool| {
-            let stored = figures.iter().find(|f| f.pool_id == pool.pool_id.as_str());
+            let past = crate::audit::availability_at(&state.store, &entry, as_of).await?;
+            (as_of, past.seats, past.pools)
+        }
+        None => {
+            let statuses = state
+                .availability
+                .statuses(&state.store, &entry, now)
+                .await?;
+            let figures = if entry.show.pools.is_empty() {
+                Vec::new()
+            } else {
+                state
+                    .store
+                    .pool_figures(entry.show.show_id.as_str(), to_micros(now))
+                    .await?
+            };
             let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-            let sold = stored.map_or(0, |f| count(f.sold));
-            let held = stored.map_or(0, |f| count(f.held));
-            PoolAvailability {
-                pool_id: pool.pool_id.as_str(),
-                capacity: pool.capacity,
-                available: pool.capacity.saturating_sub(sold + held),
-                held,
-                sold,
-            }
-        })
-        .collect();
-    let body = AvailabilityResponse {
-        show_id: show_id.as_str(),
-        as_of: now,
-        seats,
-        pools,
-        summary,
+            let pools = entry
+                .show
+                .pools
+                .iter()
+                .map(|pool| {
+                    let stored = figures.iter().find(|f| f.pool_id == pool.pool_id.as_str());
+                    (
+                        stored.map_or(0, |f| count(f.held)),
+                        stored.map_or(0, |f| count(f.sold)),
+                    )
+                })
+                .collect();
+            (now, statuses, pools)
+        }
     };
-    let json = serde_json::to_string(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(json_response(StatusCode::OK, json))
+    let body = render(&entry, query.section.as_deref(), at, &statuses, &pools)?;
+    Ok(json_response(StatusCode::OK, body))
 }
 
-/// Availability as it was at `as_of`, folded from the log up to that instant.
-async fn availability_as_of(
-    state: &AppState,
-    show_id: &str,
+/// Writes the answer (the shape of `AvailabilityResponse`) from the show's
+/// preserialized seat entries: for 100,000 seats, a concatenation.
+fn render(
+    entry: &CatalogEntry,
     section: Option<&str>,
     as_of: DateTime<Utc>,
-) -> Result<Response, ApiError> {
-    let entry = super::audit::show_entry(state, show_id).await?;
-    if as_of > state.clock.now() {
-        return Err(ApiError::Validation(
-            "as_of must not be in the future".into(),
-        ));
-    }
-    let past = crate::audit::availability_at(&state.store, &entry, as_of).await?;
+    statuses: &[SeatStatus],
+    pools: &[(u32, u32)],
+) -> Result<String, ApiError> {
+    let show = &entry.show;
+    let mut out = String::with_capacity(256 + statuses.len() * 56);
+    out.push_str("{\"show_id\":");
+    out.push_str(&json(show.show_id.as_str())?);
+    out.push_str(",\"as_of\":");
+    out.push_str(&json(&as_of)?);
+    out.push_str(",\"seats\":[");
     let mut summary = Summary::default();
-    let seats = entry
-        .show
-        .seats
-        .iter()
-        .zip(&past.seats)
-        .filter(|(spec, _)| section.is_none_or(|s| s == spec.section))
-        .map(|(spec, status)| {
-            match status {
-                SeatStatus::Available => summary.available += 1,
-                SeatStatus::Held => summary.held += 1,
-                SeatStatus::Booked => summary.booked += 1,
-            }
-            SeatAvailability {
-                seat_id: spec.seat_id.as_str(),
-                section: &spec.section,
-                status: *status,
-            }
-        })
-        .collect();
-    let pools = entry
-        .show
+    let mut first = true;
+    for ((spec, prefix), status) in show.seats.iter().zip(&entry.seat_json_prefix).zip(statuses) {
+        if section.is_some_and(|s| s != spec.section) {
+            continue;
+        }
+        match status {
+            SeatStatus::Available => summary.available += 1,
+            SeatStatus::Held => summary.held += 1,
+            SeatStatus::Booked => summary.booked += 1,
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(prefix);
+        out.push_str(status.as_str());
+        out.push_str("\"}");
+    }
+    let pools: Vec<PoolAvailability<'_>> = show
         .pools
         .iter()
-        .zip(&past.pools)
+        .zip(pools)
         .map(|(pool, (held, sold))| PoolAvailability {
             pool_id: pool.pool_id.as_str(),
             capacity: pool.capacity,
@@ -204,13 +192,14 @@ async fn availability_as_of(
             sold: *sold,
         })
         .collect();
-    let body = AvailabilityResponse {
-        show_id: entry.show.show_id.as_str(),
-        as_of,
-        seats,
-        pools,
-        summary,
-    };
-    let json = serde_json::to_string(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(json_response(StatusCode::OK, json))
+    out.push_str("],\"pools\":");
+    out.push_str(&json(&pools)?);
+    out.push_str(",\"summary\":");
+    out.push_str(&json(&summary)?);
+    out.push('}');
+    Ok(out)
+}
+
+fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, ApiError> {
+    serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))
 }

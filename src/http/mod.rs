@@ -36,6 +36,7 @@ pub struct Services {
     pub holds: Arc<HoldService>,
     pub checkout: Arc<CheckoutService>,
     pub projector: Projector,
+    pub availability: crate::availability::AvailabilityCache,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }

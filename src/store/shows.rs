@@ -26,15 +26,6 @@ pub struct PoolFigures {
     pub held: i64,
 }
 
-/// One row of availability as stored (expiry not yet applied).
-#[derive(Debug, Clone)]
-pub struct AvailabilityRow {
-    pub seat_id: String,
-    pub section: String,
-    pub recorded: SeatStatus,
-    pub expires_at_us: Option<i64>,
-}
-
 const INSERT_SHOW: &str =
     "INSERT INTO shows (show_id, definition, created_at_us) VALUES ($1, $2, $3) \
      ON CONFLICT DO NOTHING";
@@ -50,10 +41,6 @@ const SELECT_POOLS: &str = "SELECT s.pool_id, SUM(s.capacity), SUM(s.sold), \
                  WHERE h.show_id = s.show_id AND h.pool_id = s.pool_id \
                    AND h.state = 'held' AND h.expires_at_us > $2), 0) \
      FROM pool_shards s WHERE s.show_id = $1 GROUP BY s.show_id, s.pool_id";
-const SELECT_AVAILABILITY: &str = "SELECT seat_id, section, status, expires_at_us \
-     FROM seat_availability \
-     WHERE show_id = $1 AND (CAST($2 AS TEXT) IS NULL OR section = $2) \
-     ORDER BY ordinal";
 
 fn parse_status(value: &str) -> StoreResult<SeatStatus> {
     match value {
@@ -80,7 +67,60 @@ macro_rules! insert_shards {
     };
 }
 
+/// Seat rows of a show changed since a watermark, and the watermark to pass
+/// next time, in one statement (one snapshot). See migration 0007.
+const PG_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, NULL::text \
+     FROM seat_availability WHERE show_id = $1 AND changed_txid >= $2::text::xid8 \
+     UNION ALL SELECT -1, NULL, NULL, pg_snapshot_xmin(pg_current_snapshot())::text";
+const SQLITE_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, NULL \
+     FROM seat_availability WHERE show_id = $1 AND changed >= CAST($2 AS INTEGER) \
+     UNION ALL SELECT -1, NULL, NULL, CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
+
+/// A seat row as the availability cache keeps it: recorded status and expiry.
+pub type SeatChange = (usize, SeatStatus, Option<i64>);
+
 impl Store {
+    /// The seat rows of a show changed since `watermark` ("0": all of them),
+    /// with the watermark for the next call.
+    pub async fn seat_changes(
+        &self,
+        show_id: &str,
+        watermark: &str,
+    ) -> StoreResult<(Vec<SeatChange>, String)> {
+        type Row = (i32, Option<String>, Option<i64>, Option<String>);
+        let rows: Vec<Row> = match self {
+            Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
+                .bind(show_id)
+                .bind(watermark)
+                .fetch_all(&s.pool)
+                .await
+                .map_err(StoreError::classify)?,
+            Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
+                .bind(show_id)
+                .bind(watermark)
+                .fetch_all(&s.read)
+                .await
+                .map_err(StoreError::classify)?,
+        };
+        let mut next = None;
+        let mut changes = Vec::with_capacity(rows.len());
+        for (ordinal, status, expires_at_us, mark) in rows {
+            match (ordinal, status) {
+                (-1, _) => next = mark,
+                (ordinal, Some(status)) => {
+                    changes.push((
+                        ordinal.max(0) as usize,
+                        parse_status(&status)?,
+                        expires_at_us,
+                    ));
+                }
+                (_, None) => return Err(StoreError::Corrupt("a seat row without status".into())),
+            }
+        }
+        let next = next.ok_or_else(|| StoreError::Corrupt("no watermark".into()))?;
+        Ok((changes, next))
+    }
+
     /// Creates the show and an available row for each of its seats, in one
     /// transaction; or, if the id is taken, returns the stored definition.
     pub async fn insert_show(
@@ -177,27 +217,6 @@ impl Store {
                 .into_iter()
                 .map(|(pool_id, capacity, sold, held)| PoolFigures { pool_id, capacity, sold, held })
                 .collect())
-        })
-    }
-
-    /// Availability rows of a show in show order, optionally of one section.
-    pub async fn availability(
-        &self,
-        show_id: &str,
-        section: Option<&str>,
-    ) -> StoreResult<Vec<AvailabilityRow>> {
-        on_store!(self, read pool => {
-            let rows: Vec<(String, String, String, Option<i64>)> = sqlx::query_as(SELECT_AVAILABILITY)
-                .bind(show_id)
-                .bind(section)
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)?;
-            rows.into_iter()
-                .map(|(seat_id, section, status, expires_at_us)| {
-                    Ok(AvailabilityRow { seat_id, section, recorded: parse_status(&status)?, expires_at_us })
-                })
-                .collect()
         })
     }
 }
