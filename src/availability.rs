@@ -26,15 +26,24 @@ pub const AVAILABILITY_CACHE_SHOWS: usize = 64;
 struct Cached {
     rows: Vec<(SeatStatus, Option<i64>)>,
     watermark: String,
+    /// Requests that arrived before the last read started are answered by
+    /// it (the same freshness rule as the stream cache): readers arriving
+    /// while a read runs share the next one instead of queueing one each.
+    fresh_through: u64,
+}
+
+struct Slot {
+    tickets: std::sync::atomic::AtomicU64,
+    cached: tokio::sync::Mutex<Cached>,
 }
 
 #[derive(Default)]
 pub struct AvailabilityCache {
-    shows: Mutex<HashMap<ShowId, Arc<tokio::sync::Mutex<Cached>>>>,
+    shows: Mutex<HashMap<ShowId, Arc<Slot>>>,
 }
 
 impl AvailabilityCache {
-    fn slot(&self, show_id: &ShowId) -> Arc<tokio::sync::Mutex<Cached>> {
+    fn slot(&self, show_id: &ShowId) -> Arc<Slot> {
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(slot) = shows.get(show_id) {
             return slot.clone();
@@ -42,10 +51,14 @@ impl AvailabilityCache {
         if shows.len() >= AVAILABILITY_CACHE_SHOWS {
             shows.retain(|_, slot| Arc::strong_count(slot) > 1);
         }
-        let slot = Arc::new(tokio::sync::Mutex::new(Cached {
-            rows: Vec::new(),
-            watermark: "0".into(),
-        }));
+        let slot = Arc::new(Slot {
+            tickets: std::sync::atomic::AtomicU64::new(0),
+            cached: tokio::sync::Mutex::new(Cached {
+                rows: Vec::new(),
+                watermark: "0".into(),
+                fresh_through: 0,
+            }),
+        });
         shows.insert(show_id.clone(), slot.clone());
         slot
     }
@@ -59,21 +72,28 @@ impl AvailabilityCache {
     ) -> Result<Vec<SeatStatus>, StoreError> {
         let seats = entry.show.seats.len();
         let rows = {
+            use std::sync::atomic::Ordering;
             let slot = self.slot(&entry.show.show_id);
-            let mut cached = slot.lock().await;
+            let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+            let mut cached = slot.cached.lock().await;
             if cached.rows.len() != seats {
                 cached.rows = vec![(SeatStatus::Available, None); seats];
                 cached.watermark = "0".into();
+                cached.fresh_through = 0;
             }
-            let (changes, next) = store
-                .seat_changes(entry.show.show_id.as_str(), &cached.watermark)
-                .await?;
-            for (ordinal, status, expires_at_us) in changes {
-                if let Some(row) = cached.rows.get_mut(ordinal) {
-                    *row = (status, expires_at_us);
+            if cached.fresh_through < ticket {
+                let starting = slot.tickets.load(Ordering::SeqCst);
+                let (changes, next) = store
+                    .seat_changes(entry.show.show_id.as_str(), &cached.watermark)
+                    .await?;
+                for (ordinal, status, expires_at_us) in changes {
+                    if let Some(row) = cached.rows.get_mut(ordinal) {
+                        *row = (status, expires_at_us);
+                    }
                 }
+                cached.watermark = next;
+                cached.fresh_through = starting;
             }
-            cached.watermark = next;
             cached.rows.clone()
         };
         Ok(rows
