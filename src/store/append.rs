@@ -206,6 +206,9 @@ mod doc {
         pub m: &'a RawValue,
         pub r: i64,
         pub sh: Option<&'a str>,
+        /// The event's place in the batch (1-based): the low bits of its
+        /// position on PostgreSQL.
+        pub n: usize,
     }
 
     #[derive(Serialize)]
@@ -328,8 +331,9 @@ fn document(batch: &AppendBatch) -> Result<doc::Batch<'_>, StoreError> {
             at_us,
         }),
     };
-    for e in &batch.events {
+    for (n, e) in batch.events.iter().enumerate() {
         doc.events.push(doc::Event {
+            n: n + 1,
             t: e.aggregate_type,
             i: &e.aggregate_id,
             s: e.sequence,

@@ -127,7 +127,7 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
     let a_event = json!({"events": [{
         "t": "Seat", "i": "late/S1", "s": 1, "et": "HoldPlaced", "ev": "1.0",
         "p": {"HoldPlaced": {"hold_id": uuid::Uuid::new_v4(), "buyer": "a", "expires_at": until}},
-        "m": {}, "r": Utc::now().timestamp_micros(), "sh": "late"}]});
+        "m": {}, "r": Utc::now().timestamp_micros(), "sh": "late", "n": 1}]});
     sqlx::query("SELECT booking_append($1::jsonb)")
         .bind(a_event.to_string())
         .execute(&mut writer_a)
