@@ -264,8 +264,8 @@ impl Projector {
                 .read_log(LogFilter::All, from, PROJECTOR_BATCH)
                 .await?;
             let Some(last) = events.last() else {
-                let head = self.store.head_position().await?;
-                metrics::gauge!("projector_lag_events").set((head - from).max(0) as f64);
+                let behind = self.store.count_after(from).await?;
+                metrics::gauge!("projector_lag_events").set(behind as f64);
                 return Ok(report);
             };
             let to = last.position;
@@ -295,11 +295,10 @@ impl Projector {
         }
     }
 
-    /// How far the checkpoint is behind the head of the log, in positions.
+    /// How many events of the log the checkpoint is behind.
     pub async fn lag(&self) -> Result<i64, StoreError> {
-        let head = self.store.head_position().await?;
         let checkpoint = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
-        Ok((head - checkpoint).max(0))
+        self.store.count_after(checkpoint).await
     }
 }
 

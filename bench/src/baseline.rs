@@ -138,3 +138,71 @@ async fn measure(url: &str, concurrency: usize, duration: Duration) -> anyhow::R
     pool.close().await;
     Ok(Baseline { holds, storm })
 }
+
+/// The service's own write, without the service: `booking_append` called
+/// directly over `concurrency` connections with the document a distinct-seat
+/// hold produces (its event, seat row, hold record and hold seat). What the
+/// database can do for this data model, with no HTTP, token, JSON parsing
+/// or decision in front of it.
+pub async fn direct_append(
+    url: &str,
+    concurrency: usize,
+    duration: Duration,
+    show_id: &str,
+) -> anyhow::Result<Figures> {
+    let pool = PgPoolOptions::new()
+        .max_connections(concurrency as u32)
+        .test_before_acquire(false)
+        .connect(url)
+        .await?;
+    let next = Arc::new(AtomicUsize::new(1));
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (pool, next, show) = (pool.clone(), next.clone(), show_id.to_owned());
+        tasks.spawn(async move {
+            let mut answers = Vec::new();
+            while Instant::now() < deadline {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n > 100_000 {
+                    break;
+                }
+                let seat = format!("S{n}");
+                let hold = uuid::Uuid::new_v4().to_string();
+                let expires_us: i64 = 1_893_456_000_000_000;
+                let doc = serde_json::json!({
+                    "events": [{"t": "Seat", "i": format!("{show}/{seat}"), "s": 1, "et": "HoldPlaced", "ev": "1.0",
+                                "p": {"HoldPlaced": {"hold_id": hold, "buyer": "b", "expires_at": "2030-01-01T00:00:00Z"}},
+                                "m": {"actor": "b"}, "r": 0, "sh": show, "n": 1}],
+                    "seats": [{"show_id": show, "seat_id": seat, "status": "held", "hold_id": hold, "buyer": "b",
+                               "expires_at_us": expires_us, "booking_id": null, "seq": 1}],
+                    "shards": [], "pool_holds": [], "ends": [], "converts": [], "checkouts": [],
+                    "holds": [{"hold_id": hold, "show_id": show, "buyer": "b", "expires_at_us": expires_us, "pool_id": null}],
+                    "hold_seats": [{"hold_id": hold, "seat_id": seat}],
+                    "idempotency": null, "checkpoint": null
+                });
+                let t = Instant::now();
+                let done = sqlx::query("SELECT booking_append($1::jsonb)")
+                    .bind(doc.to_string())
+                    .execute(&pool)
+                    .await;
+                answers.push((if done.is_ok() { 201 } else { 0 }, t.elapsed()));
+            }
+            answers
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(part) = tasks.join_next().await {
+        answers.extend(part?);
+    }
+    pool.close().await;
+    let mut figures = Figures::from_latencies(
+        "booking_append called directly (no HTTP)",
+        "postgres",
+        &answers,
+        started.elapsed(),
+    );
+    figures.note = "the service's write for one hold, without the service".into();
+    Ok(figures)
+}

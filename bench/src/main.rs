@@ -186,6 +186,13 @@ async fn run_store(
         results.push(idle);
         results.push(loaded);
     }
+    if wanted("direct") && store == "postgres" {
+        // The database's share: the same write without the service in front.
+        let show = "direct";
+        scenarios::seat_show_pub(&target, show).await?;
+        let url = with_database(&args.postgres_url, &pg_database);
+        results.push(baseline::direct_append(&url, args.concurrency, seconds, show).await?);
+    }
     if wanted("floor") {
         results.push(scenarios::http_floor(&target, args.concurrency, seconds).await?);
     }

@@ -30,6 +30,11 @@ async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()
     Ok(())
 }
 
+/// A show of 100,000 seats for scenarios outside this module.
+pub async fn seat_show_pub(target: &Target, show: &str) -> anyhow::Result<()> {
+    seat_show(target, show, BIG_SHOW_SEATS).await
+}
+
 async fn seat_show(target: &Target, show: &str, seats: usize) -> anyhow::Result<()> {
     let seats: Vec<Value> = (1..=seats)
         .map(|n| json!({"seat_id": format!("S{n}"), "section": format!("{}", n / 1000), "row": "1", "number": n, "price_cents": 5000}))
@@ -478,11 +483,10 @@ pub async fn sample_lag(
     let deadline = Instant::now() + duration;
     let mut samples = Vec::new();
     while Instant::now() < deadline {
-        let head = store.head_position().await?;
         let checkpoint = store
             .checkpoint(booking::projector::PROJECTIONS_CHECKPOINT)
             .await?;
-        samples.push((head - checkpoint).max(0));
+        samples.push(store.count_after(checkpoint).await?);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let max = samples.iter().copied().max().unwrap_or(0);

@@ -149,6 +149,17 @@ impl Store {
         })
     }
 
+    /// Events in the log after `position` (how far a reader there is behind).
+    pub async fn count_after(&self, position: i64) -> StoreResult<i64> {
+        on_store!(self, read pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE position > $1")
+                .bind(position)
+                .fetch_one(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
+    }
+
     /// The highest position in the log (0 when empty).
     pub async fn head_position(&self) -> StoreResult<i64> {
         on_store!(self, read pool => {
