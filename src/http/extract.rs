@@ -2,11 +2,11 @@
 //! 422 naming the field), query strings, the bearer token, and the request
 //! metadata stamped on events.
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
 use domain::ids::IdempotencyKey;
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::problem::ApiError;
@@ -29,13 +29,21 @@ fn is_json(content_type: Option<&str>) -> bool {
     essence.eq_ignore_ascii_case("application/json")
 }
 
-/// A JSON body of `T`, refused with the problem the API promises.
-pub struct JsonBody<T>(pub T);
+/// A body larger than its limit is still read (and dropped) up to this many
+/// bytes more, so that the client finishes sending and reads the 413; past
+/// that, the connection is closed on it.
+pub const MAX_DISCARDED_BYTES: usize = 32 * 1024 * 1024;
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+/// A JSON body of `T` of at most `LIMIT` bytes, refused with the problem the
+/// API promises.
+pub struct JsonBody<T, const LIMIT: usize = MAX_BODY_BYTES>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S>
+    for JsonBody<T, LIMIT>
+{
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -43,17 +51,37 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         if !is_json(content_type) {
             return Err(ApiError::UnsupportedMediaType);
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(format!(
-                    "the body exceeds the limit: {MAX_SHOW_BODY_BYTES} bytes for a show \
-                     (MAX_SHOW_BODY_BYTES), {MAX_BODY_BYTES} bytes otherwise (MAX_BODY_BYTES)"
-                ))
-            } else {
-                ApiError::MalformedJson(rejection.body_text())
+        let too_large = || {
+            ApiError::PayloadTooLarge(format!(
+                "the body exceeds the limit of {LIMIT} bytes ({MAX_SHOW_BODY_BYTES} for a show, \
+                 MAX_SHOW_BODY_BYTES; {MAX_BODY_BYTES} otherwise, MAX_BODY_BYTES)"
+            ))
+        };
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > LIMIT + MAX_DISCARDED_BYTES) {
+            return Err(too_large());
+        }
+        let mut stream = req.into_body().into_data_stream();
+        let mut body = Vec::with_capacity(declared.unwrap_or(0).min(LIMIT));
+        let mut received = 0usize;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk
+                .map_err(|e| ApiError::MalformedJson(format!("the body could not be read: {e}")))?;
+            received += chunk.len();
+            if received <= LIMIT {
+                body.extend_from_slice(&chunk);
+            } else if received > LIMIT + MAX_DISCARDED_BYTES {
+                break;
             }
-        })?;
-        parse_json(&bytes).map(JsonBody)
+        }
+        if received > LIMIT {
+            return Err(too_large());
+        }
+        parse_json(&body).map(JsonBody)
     }
 }
 

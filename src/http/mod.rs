@@ -14,7 +14,6 @@ mod shows;
 
 use std::sync::Arc;
 
-use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -26,7 +25,6 @@ use crate::holds::HoldService;
 use crate::projector::Projector;
 use crate::shows::ShowCatalog;
 use crate::store::Store;
-use extract::MAX_BODY_BYTES;
 use problem::ApiError;
 
 /// What every handler can reach.
@@ -55,7 +53,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn(crate::metrics::track))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
             // One span per request, named by its request id (set just before).

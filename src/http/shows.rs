@@ -1,6 +1,6 @@
 //! `PUT /v1/shows/{id}` (admin) and `GET /v1/shows/{id}` (public).
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -13,12 +13,7 @@ use super::AppState;
 use crate::shows::{CatalogEntry, Created, ShowDefinition};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/v1/shows/{show_id}",
-        get(get_show)
-            .put(put_show)
-            .layer(DefaultBodyLimit::max(MAX_SHOW_BODY_BYTES)),
-    )
+    Router::new().route("/v1/shows/{show_id}", get(get_show).put(put_show))
 }
 
 pub(super) fn json_response(status: StatusCode, body: String) -> Response {
@@ -40,7 +35,7 @@ pub(super) async fn put_show(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     Path(show_id): Path<String>,
-    JsonBody(definition): JsonBody<ShowDefinition>,
+    JsonBody(definition): JsonBody<ShowDefinition, MAX_SHOW_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|e| ApiError::Validation(e.to_string()))?;
     let now = state.clock.now();

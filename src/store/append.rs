@@ -146,7 +146,7 @@ impl Store {
     pub async fn append(&self, batch: &AppendBatch) -> StoreResult<AppendOutcome> {
         let outcome = match self {
             Store::Postgres(s) => append_pg(&s.pool, batch).await,
-            Store::Sqlite(s) => append_sqlite(&s.write, batch).await,
+            Store::Sqlite(s) => append_sqlite(&s.appender, batch).await,
         }?;
         if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
             metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
@@ -572,7 +572,7 @@ impl Store {
         for document in &docs {
             let outcome = match self {
                 Store::Postgres(s) => append_pg_document(&s.pool, to_json(document)?, true).await?,
-                Store::Sqlite(s) => append_sqlite_document(&s.write, document).await?,
+                Store::Sqlite(s) => s.appender.append(SqliteJob::of(document)?).await?,
             };
             if outcome != AppendOutcome::Appended {
                 return Err(StoreError::Corrupt(format!(
@@ -689,76 +689,201 @@ const SQLITE_CHECKOUTS: &str = "INSERT INTO checkouts \
      WHERE checkouts.last_seq < excluded.last_seq";
 
 async fn append_sqlite(
-    pool: &sqlx::SqlitePool,
+    appender: &SqliteAppender,
     batch: &AppendBatch,
 ) -> Result<AppendOutcome, StoreError> {
-    append_sqlite_document(pool, &document(batch)?).await
+    appender.append(SqliteJob::of(&document(batch)?)?).await
 }
 
-async fn append_sqlite_document(
+/// A batch for SQLite: each part serialized once, owned, ready to cross to
+/// the appender task.
+pub(super) struct SqliteJob {
+    /// (statement, JSON, rows it must affect and the refusal if it does not)
+    checks: Vec<(&'static str, String, u64, AppendOutcome)>,
+    parts: Vec<(&'static str, String)>,
+}
+
+impl SqliteJob {
+    fn of(doc: &doc::Batch<'_>) -> Result<Self, StoreError> {
+        let mut checks = Vec::new();
+        if !doc.events.is_empty() {
+            checks.push((
+                SQLITE_EVENTS,
+                to_json(&doc.events)?,
+                doc.events.len() as u64,
+                AppendOutcome::Conflict,
+            ));
+        }
+        if let Some(key) = &doc.idempotency {
+            checks.push((
+                SQLITE_IDEMPOTENCY,
+                to_json(key)?,
+                1,
+                AppendOutcome::IdempotencyKeyTaken,
+            ));
+        }
+        if let Some(checkpoint) = &doc.checkpoint {
+            checks.push((
+                SQLITE_CHECKPOINT,
+                to_json(checkpoint)?,
+                1,
+                AppendOutcome::CheckpointMoved,
+            ));
+        }
+        let mut parts = Vec::new();
+        let mut part = |sql: &'static str,
+                        rows: usize,
+                        json: Result<String, StoreError>|
+         -> Result<(), StoreError> {
+            if rows > 0 {
+                parts.push((sql, json?));
+            }
+            Ok(())
+        };
+        part(SQLITE_SEATS, doc.seats.len(), to_json(&doc.seats))?;
+        part(SQLITE_SHARDS, doc.shards.len(), to_json(&doc.shards))?;
+        part(SQLITE_HOLDS, doc.holds.len(), to_json(&doc.holds))?;
+        part(
+            SQLITE_HOLD_SEATS,
+            doc.hold_seats.len(),
+            to_json(&doc.hold_seats),
+        )?;
+        part(
+            SQLITE_POOL_HOLDS,
+            doc.pool_holds.len(),
+            to_json(&doc.pool_holds),
+        )?;
+        part(SQLITE_END_HOLDS, doc.ends.len(), to_json(&doc.ends))?;
+        part(SQLITE_END_POOL_HOLDS, doc.ends.len(), to_json(&doc.ends))?;
+        part(
+            SQLITE_CONVERT_HOLDS,
+            doc.converts.len(),
+            to_json(&doc.converts),
+        )?;
+        part(
+            SQLITE_CONVERT_POOL_HOLDS,
+            doc.converts.len(),
+            to_json(&doc.converts),
+        )?;
+        part(
+            SQLITE_CHECKOUTS,
+            doc.checkouts.len(),
+            to_json(&doc.checkouts),
+        )?;
+        Ok(Self { checks, parts })
+    }
+
+    /// Writes the job inside the group's transaction, under a savepoint, so
+    /// that a refusal or an error undoes this job and no other.
+    async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<AppendOutcome, sqlx::Error> {
+        sqlx::query("SAVEPOINT job").execute(&mut *tx).await?;
+        let outcome = self.statements(tx).await;
+        let end = match &outcome {
+            Ok(AppendOutcome::Appended) => "RELEASE job",
+            _ => "ROLLBACK TO job",
+        };
+        sqlx::query(end).execute(&mut *tx).await?;
+        if end != "RELEASE job" {
+            sqlx::query("RELEASE job").execute(&mut *tx).await?;
+        }
+        outcome
+    }
+
+    async fn statements(
+        &self,
+        tx: &mut sqlx::SqliteConnection,
+    ) -> Result<AppendOutcome, sqlx::Error> {
+        for (sql, json, expected, refusal) in &self.checks {
+            let done = sqlx::query(sql).bind(json).execute(&mut *tx).await?;
+            if done.rows_affected() != *expected {
+                return Ok(*refusal);
+            }
+        }
+        for (sql, json) in &self.parts {
+            sqlx::query(sql).bind(json).execute(&mut *tx).await?;
+        }
+        Ok(AppendOutcome::Appended)
+    }
+}
+
+/// Appends to SQLite through one task that commits whatever has queued up
+/// together: one transaction and one fsync for a group of appends, each in
+/// its own savepoint. SQLite has a single writer and, with `synchronous =
+/// FULL`, an fsync per commit; without grouping, an onsale would queue on
+/// the disk one hold at a time.
+pub(super) struct SqliteAppender {
+    jobs: tokio::sync::mpsc::Sender<(
+        SqliteJob,
+        tokio::sync::oneshot::Sender<Result<AppendOutcome, StoreError>>,
+    )>,
+}
+
+/// Appends committed together at most.
+pub const SQLITE_GROUP_COMMIT: usize = 64;
+
+/// Appends waiting for the writer at most; more wait to be queued.
+const SQLITE_QUEUE: usize = 4_096;
+
+impl SqliteAppender {
+    pub(super) fn start(pool: sqlx::SqlitePool) -> Self {
+        let (jobs, mut queue) = tokio::sync::mpsc::channel::<(
+            SqliteJob,
+            tokio::sync::oneshot::Sender<_>,
+        )>(SQLITE_QUEUE);
+        tokio::spawn(async move {
+            while let Some(first) = queue.recv().await {
+                let mut group = vec![first];
+                while group.len() < SQLITE_GROUP_COMMIT {
+                    match queue.try_recv() {
+                        Ok(job) => group.push(job),
+                        Err(_) => break,
+                    }
+                }
+                match write_group(&pool, &group).await {
+                    Ok(outcomes) => {
+                        for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+                            let _ = reply.send(outcome.map_err(StoreError::classify));
+                        }
+                    }
+                    Err(error) => {
+                        // The commit itself failed: none of the group is written.
+                        let message = error.to_string();
+                        for (_, reply) in group {
+                            let _ = reply.send(Err(StoreError::Unavailable(message.clone())));
+                        }
+                    }
+                }
+            }
+        });
+        Self { jobs }
+    }
+
+    async fn append(&self, job: SqliteJob) -> Result<AppendOutcome, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send((job, reply))
+            .await
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?
+    }
+}
+
+type Outcomes = Vec<Result<AppendOutcome, sqlx::Error>>;
+
+async fn write_group(
     pool: &sqlx::SqlitePool,
-    doc: &doc::Batch<'_>,
-) -> Result<AppendOutcome, StoreError> {
-    let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-    // Runs a set-based statement over one part, if the part has rows.
-    macro_rules! part {
-        ($sql:expr, $rows:expr) => {
-            if !$rows.is_empty() {
-                sqlx::query($sql)
-                    .bind(to_json(&$rows)?)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::classify)?;
-            }
-        };
+    group: &[(
+        SqliteJob,
+        tokio::sync::oneshot::Sender<Result<AppendOutcome, StoreError>>,
+    )],
+) -> Result<Outcomes, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for (job, _) in group {
+        outcomes.push(job.write(&mut tx).await);
     }
-    // A refusal rolls back (by dropping the transaction) and says why.
-    macro_rules! refuse_unless {
-        ($sql:expr, $value:expr, $expected:expr, $outcome:expr) => {
-            let done = sqlx::query($sql)
-                .bind(to_json($value)?)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::classify)?;
-            if done.rows_affected() != $expected {
-                return Ok($outcome);
-            }
-        };
-    }
-    if !doc.events.is_empty() {
-        refuse_unless!(
-            SQLITE_EVENTS,
-            &doc.events,
-            doc.events.len() as u64,
-            AppendOutcome::Conflict
-        );
-    }
-    if let Some(key) = &doc.idempotency {
-        refuse_unless!(
-            SQLITE_IDEMPOTENCY,
-            key,
-            1,
-            AppendOutcome::IdempotencyKeyTaken
-        );
-    }
-    if let Some(checkpoint) = &doc.checkpoint {
-        refuse_unless!(
-            SQLITE_CHECKPOINT,
-            checkpoint,
-            1,
-            AppendOutcome::CheckpointMoved
-        );
-    }
-    part!(SQLITE_SEATS, doc.seats);
-    part!(SQLITE_SHARDS, doc.shards);
-    part!(SQLITE_HOLDS, doc.holds);
-    part!(SQLITE_HOLD_SEATS, doc.hold_seats);
-    part!(SQLITE_POOL_HOLDS, doc.pool_holds);
-    part!(SQLITE_END_HOLDS, doc.ends);
-    part!(SQLITE_END_POOL_HOLDS, doc.ends);
-    part!(SQLITE_CONVERT_HOLDS, doc.converts);
-    part!(SQLITE_CONVERT_POOL_HOLDS, doc.converts);
-    part!(SQLITE_CHECKOUTS, doc.checkouts);
-    tx.commit().await.map_err(StoreError::classify)?;
-    Ok(AppendOutcome::Appended)
+    tx.commit().await?;
+    Ok(outcomes)
 }

@@ -97,6 +97,8 @@ pub struct SqliteStore {
     /// The one connection that writes: SQLite has a single writer, and
     /// queueing writers here (FIFO) beats SQLite's sleep-and-retry busy handler.
     write: SqlitePool,
+    /// Appends go through one task that commits them in groups.
+    appender: append::SqliteAppender,
     read: SqlitePool,
     repo: SqliteEventRepository,
 }
@@ -185,7 +187,13 @@ impl Store {
                 .await
                 .map_err(StoreError::classify)?;
             let repo = SqliteEventRepository::new(read.clone());
-            Ok(Store::Sqlite(SqliteStore { write, read, repo }))
+            let appender = append::SqliteAppender::start(write.clone());
+            Ok(Store::Sqlite(SqliteStore {
+                write,
+                read,
+                repo,
+                appender,
+            }))
         } else {
             Err(StoreError::BadUrl(format!(
                 "DATABASE_URL must start with sqlite:// or postgres://, got {:?}",

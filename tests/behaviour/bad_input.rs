@@ -44,10 +44,13 @@ async fn expect_refused(app: &TestApp, token: &str, request: Raw<'_>, expected: 
         body,
         headers,
     } = request;
+    // Its own connection, closed after: a server that refuses a body early
+    // (413) closes the connection, which must not be reused for the next call.
     let mut request = app
         .client
         .request(method, format!("{}{path}", app.base))
         .bearer_auth(token)
+        .header("connection", "close")
         .body(body);
     if let Some(content_type) = content_type {
         request = request.header("content-type", content_type);
