@@ -208,9 +208,9 @@ impl CheckoutService {
         };
         let mut locked = self.checkouts.lock(&[hold_id.to_string()]).await;
         let completed_here = self
-            .drive(ctx, hold_id, &mut locked[0], Some(&attempt))
+            .drive(ctx, &record, &mut locked[0], Some(&attempt))
             .await?;
-        let view = self.answer(hold_id, locked[0].aggregate()).await?;
+        let view = self.answer(&record, locked[0].aggregate()).await?;
         Ok(if completed_here {
             Purchased::New(view)
         } else {
@@ -224,10 +224,11 @@ impl CheckoutService {
     async fn drive(
         &self,
         ctx: &RequestContext,
-        hold_id: HoldId,
+        record: &HoldRecord,
         checkout: &mut LockedStream<Checkout>,
         attempt: Option<&Attempt>,
     ) -> Result<bool, CheckoutError> {
+        let hold_id = record_hold_id(record)?;
         let mut completed_here = false;
         for _ in 0..MAX_DRIVE_STEPS {
             refresh_all(&self.store, std::slice::from_mut(checkout)).await?;
@@ -239,7 +240,7 @@ impl CheckoutService {
                     let Some(attempt) = attempt else {
                         return Ok(completed_here);
                     };
-                    self.check_hold_before_charging(hold_id).await?;
+                    self.check_hold_before_charging(record)?;
                     let command = CheckoutCommand::RequestPurchase {
                         hold_id,
                         show_id: attempt.show_id.clone(),
@@ -311,7 +312,7 @@ impl CheckoutService {
                     }
                 }
                 Phase::Captured { .. } => {
-                    if self.convert(ctx, hold_id, checkout).await? {
+                    if self.convert(ctx, record, checkout).await? {
                         completed_here = true;
                     }
                 }
@@ -322,7 +323,7 @@ impl CheckoutService {
                 }
                 Phase::CancelRequested { charge_id, .. } => {
                     let refund_id = self.refund(&charge_id).await?;
-                    self.free_units(ctx, hold_id, refund_id, checkout).await?;
+                    self.free_units(ctx, record, refund_id, checkout).await?;
                 }
                 Phase::Completed { .. } | Phase::Refunded { .. } | Phase::Cancelled { .. } => {
                     return Ok(completed_here);
@@ -333,14 +334,9 @@ impl CheckoutService {
     }
 
     /// A purchase of a hold that is no longer valid charges nothing.
-    async fn check_hold_before_charging(&self, hold_id: HoldId) -> Result<(), CheckoutError> {
-        let record = self
-            .store
-            .hold(&hold_id.to_string())
-            .await?
-            .ok_or(CheckoutError::HoldNotFound)?;
+    fn check_hold_before_charging(&self, record: &HoldRecord) -> Result<(), CheckoutError> {
         let expires_at = from_micros(record.expires_at_us)
-            .ok_or_else(|| StoreError::Corrupt(format!("hold {hold_id} expiry")))?;
+            .ok_or_else(|| StoreError::Corrupt(format!("hold {} expiry", record.hold_id)))?;
         match HoldStatus::at(record.state, expires_at, self.clock.now()) {
             HoldStatus::Held => Ok(()),
             HoldStatus::Expired => Err(CheckoutError::HoldExpired { refunded: false }),
@@ -392,19 +388,16 @@ impl CheckoutService {
     }
 
     /// The units of the hold, from its record and its show.
-    async fn hold_units(&self, hold_id: HoldId) -> Result<HoldUnits, CheckoutError> {
-        let record = self
-            .store
-            .hold(&hold_id.to_string())
-            .await?
-            .ok_or(CheckoutError::HoldNotFound)?;
+    async fn hold_units(&self, record: &HoldRecord) -> Result<HoldUnits, CheckoutError> {
         let show_id = corrupt_unless(ShowId::parse(&record.show_id), &record.hold_id)?;
         let entry = self
             .catalog
             .get(&self.store, &show_id)
             .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("show of hold {hold_id} is missing")))?;
-        Ok(units_of(&record, &entry.show)?)
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("show of hold {} is missing", record.hold_id))
+            })?;
+        Ok(units_of(record, &entry.show)?)
     }
 
     /// Converts every unit of the hold and completes the checkout in one
@@ -413,11 +406,12 @@ impl CheckoutService {
     async fn convert(
         &self,
         ctx: &RequestContext,
-        hold_id: HoldId,
+        record: &HoldRecord,
         checkout: &mut LockedStream<Checkout>,
     ) -> Result<bool, CheckoutError> {
+        let hold_id = record_hold_id(record)?;
         let inventory = &self.inventory;
-        match self.hold_units(hold_id).await? {
+        match self.hold_units(record).await? {
             HoldUnits::Seats(units) => {
                 self.finish_units(
                     ctx,
@@ -447,13 +441,14 @@ impl CheckoutService {
     async fn free_units(
         &self,
         ctx: &RequestContext,
-        hold_id: HoldId,
+        record: &HoldRecord,
         refund_id: String,
         checkout: &mut LockedStream<Checkout>,
     ) -> Result<bool, CheckoutError> {
+        let hold_id = record_hold_id(record)?;
         let inventory = &self.inventory;
         let finish = Finish::Cancel { refund_id };
-        match self.hold_units(hold_id).await? {
+        match self.hold_units(record).await? {
             HoldUnits::Seats(units) => {
                 self.finish_units(ctx, hold_id, checkout, &inventory.seats, &units, finish)
                     .await
@@ -560,7 +555,7 @@ impl CheckoutService {
     /// The answer for a settled checkout: the booking, or why there is none.
     async fn answer(
         &self,
-        hold_id: HoldId,
+        record: &HoldRecord,
         checkout: &Checkout,
     ) -> Result<BookingView, CheckoutError> {
         match &checkout.phase {
@@ -574,7 +569,7 @@ impl CheckoutService {
                 charge_id,
                 amount_cents,
             } => {
-                self.booking_view(hold_id, *booking_id, charge_id, *amount_cents, false)
+                self.booking_view(record, *booking_id, charge_id, *amount_cents, false)
                     .await
             }
             Phase::Cancelled {
@@ -583,7 +578,7 @@ impl CheckoutService {
                 amount_cents,
                 ..
             } => {
-                self.booking_view(hold_id, *booking_id, charge_id, *amount_cents, true)
+                self.booking_view(record, *booking_id, charge_id, *amount_cents, true)
                     .await
             }
             Phase::Refunded { reason, .. } => Err(match reason {
@@ -599,31 +594,25 @@ impl CheckoutService {
 
     async fn booking_view(
         &self,
-        hold_id: HoldId,
+        record: &HoldRecord,
         booking_id: BookingId,
         charge_id: &str,
         amount_cents: i64,
         cancelled: bool,
     ) -> Result<BookingView, CheckoutError> {
-        let mut record = self
-            .store
-            .hold(&hold_id.to_string())
-            .await?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!("hold {hold_id} of booking {booking_id}"))
-            })?;
+        let mut seats = record.seats.clone();
         if let Ok(show_id) = ShowId::parse(&record.show_id) {
             if let Some(entry) = self.catalog.get(&self.store, &show_id).await? {
-                entry.sort_seats(&mut record.seats);
+                entry.sort_seats(&mut seats);
             }
         }
         Ok(BookingView {
             booking_id,
-            hold_id,
+            hold_id: record_hold_id(record)?,
             quantity: record.quantity(),
             pool_id: record.pool.as_ref().map(|(pool_id, _)| pool_id.clone()),
-            show_id: record.show_id,
-            seats: record.seats,
+            show_id: record.show_id.clone(),
+            seats,
             amount_cents,
             charge_id: charge_id.to_owned(),
             status: if cancelled { "cancelled" } else { "confirmed" },
@@ -647,18 +636,24 @@ impl CheckoutService {
         Ok(record)
     }
 
+    async fn stored_hold(&self, hold_id: &str) -> Result<HoldRecord, CheckoutError> {
+        Ok(self.store.hold(hold_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("hold {hold_id} of a checkout is missing"))
+        })?)
+    }
+
     /// `GET /v1/bookings/{id}`.
     pub async fn booking(
         &self,
         actor: &Actor,
         booking_id: BookingId,
     ) -> Result<BookingView, CheckoutError> {
-        let record = self.booking_record(actor, booking_id).await?;
-        let hold_id = HoldId(corrupt_unless(record.hold_id.parse(), &record.hold_id)?);
-        let charge_id = record.charge_id.unwrap_or_default();
-        let amount_cents = record.amount_cents.unwrap_or_default();
-        let cancelled = record.phase == "cancelled";
-        self.booking_view(hold_id, booking_id, &charge_id, amount_cents, cancelled)
+        let checkout = self.booking_record(actor, booking_id).await?;
+        let hold = self.stored_hold(&checkout.hold_id).await?;
+        let charge_id = checkout.charge_id.unwrap_or_default();
+        let amount_cents = checkout.amount_cents.unwrap_or_default();
+        let cancelled = checkout.phase == "cancelled";
+        self.booking_view(&hold, booking_id, &charge_id, amount_cents, cancelled)
             .await
     }
 
@@ -669,15 +664,15 @@ impl CheckoutService {
         ctx: &RequestContext,
         booking_id: BookingId,
     ) -> Result<BookingView, CheckoutError> {
-        let record = self.booking_record(&ctx.actor, booking_id).await?;
-        let hold_id = HoldId(corrupt_unless(record.hold_id.parse(), &record.hold_id)?);
-        let mut locked = self.checkouts.lock(&[hold_id.to_string()]).await;
+        let checkout = self.booking_record(&ctx.actor, booking_id).await?;
+        let hold = self.stored_hold(&checkout.hold_id).await?;
+        let mut locked = self.checkouts.lock(std::slice::from_ref(&checkout.hold_id)).await;
         refresh_all(&self.store, &mut locked).await?;
         self.record(ctx, &mut locked[0], &CheckoutCommand::RequestCancel)
             .await?;
-        self.drive(ctx, hold_id, &mut locked[0], None).await?;
+        self.drive(ctx, &hold, &mut locked[0], None).await?;
         match &locked[0].aggregate().phase {
-            Phase::Cancelled { .. } => self.answer(hold_id, locked[0].aggregate()).await,
+            Phase::Cancelled { .. } => self.answer(&hold, locked[0].aggregate()).await,
             _ => Err(CheckoutError::Busy),
         }
     }
@@ -695,7 +690,8 @@ impl CheckoutService {
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,
         };
-        match self.drive(&ctx, hold_id, &mut checkout, None).await {
+        let hold = self.stored_hold(&hold_id.to_string()).await?;
+        match self.drive(&ctx, &hold, &mut checkout, None).await {
             Ok(_) => {}
             Err(CheckoutError::PaymentUnavailable(_)) => return Ok(Recovered::Pending),
             Err(CheckoutError::PaymentDeclined(_)) => return Ok(Recovered::Closed),
@@ -709,6 +705,10 @@ impl CheckoutService {
             _ => Recovered::Pending,
         })
     }
+}
+
+fn record_hold_id(record: &HoldRecord) -> Result<HoldId, StoreError> {
+    corrupt_unless(record.hold_id.parse().map(HoldId), &record.hold_id)
 }
 
 fn corrupt_unless<T, E: std::fmt::Display>(

@@ -17,6 +17,9 @@ pub struct LogEvent {
     pub show_id: Option<String>,
 }
 
+/// Lag is counted up to this many events (readiness allows far fewer).
+pub const MAX_COUNTED_LAG: i64 = 1_000_000;
+
 const PG_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
      payload::text AS payload, metadata::text AS metadata, recorded_at_us, show_id";
 const SQLITE_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
@@ -149,14 +152,19 @@ impl Store {
         })
     }
 
-    /// Events in the log after `position` (how far a reader there is behind).
+    /// Events in the log after `position` (how far a reader there is
+    /// behind), counted up to `MAX_COUNTED_LAG`: the count walks the
+    /// position index, so a reader far behind costs a bounded read.
     pub async fn count_after(&self, position: i64) -> StoreResult<i64> {
         on_store!(self, read pool => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE position > $1")
-                .bind(position)
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::classify)
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE position > $1 ORDER BY position LIMIT $2) behind",
+            )
+            .bind(position)
+            .bind(MAX_COUNTED_LAG)
+            .fetch_one(pool)
+            .await
+            .map_err(StoreError::classify)
         })
     }
 
