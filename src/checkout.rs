@@ -666,7 +666,10 @@ impl CheckoutService {
     ) -> Result<BookingView, CheckoutError> {
         let checkout = self.booking_record(&ctx.actor, booking_id).await?;
         let hold = self.stored_hold(&checkout.hold_id).await?;
-        let mut locked = self.checkouts.lock(std::slice::from_ref(&checkout.hold_id)).await;
+        let mut locked = self
+            .checkouts
+            .lock(std::slice::from_ref(&checkout.hold_id))
+            .await;
         refresh_all(&self.store, &mut locked).await?;
         self.record(ctx, &mut locked[0], &CheckoutCommand::RequestCancel)
             .await?;
