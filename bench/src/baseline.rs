@@ -30,6 +30,41 @@ pub struct Baseline {
     pub storm: Figures,
 }
 
+/// A point in PostgreSQL's write-ahead log. The difference between two is
+/// how many bytes of WAL the cluster wrote in between: every commit waits for
+/// its WAL to be flushed, so bytes per hold is the write amplification that
+/// bounds a write-heavy scenario. Exact and immediate, unlike `pg_stat_wal`,
+/// which backends report only every second or so.
+#[derive(Clone, Copy)]
+pub struct WalMark(f64);
+
+impl WalMark {
+    pub async fn now(url: &str) -> anyhow::Result<Self> {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        let (lsn,): (f64,) =
+            sqlx::query_as("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8")
+                .fetch_one(&mut conn)
+                .await?;
+        conn.close().await?;
+        Ok(Self(lsn))
+    }
+
+    /// "WAL per success" since this mark, over the `ok` answers of `figures`,
+    /// appended to its note. Cluster-wide: it includes the service's
+    /// background work (projector checkpoint) during the scenario.
+    pub async fn annotate(self, url: &str, figures: &mut Figures) -> anyhow::Result<()> {
+        let bytes = Self::now(url).await?.0 - self.0;
+        let per = bytes / figures.ok.max(1) as f64;
+        let wal = format!("WAL per success: {per:.0} bytes");
+        figures.note = if figures.note.is_empty() {
+            wal
+        } else {
+            format!("{}; {wal}", figures.note)
+        };
+        Ok(())
+    }
+}
+
 pub async fn run(
     admin_url: &str,
     concurrency: usize,
@@ -61,6 +96,7 @@ async fn measure(url: &str, concurrency: usize, duration: Duration) -> anyhow::R
         .await?;
 
     // Distinct seats, `concurrency` clients, for `duration`.
+    let wal = WalMark::now(url).await?;
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let deadline = started + duration;
@@ -91,12 +127,13 @@ async fn measure(url: &str, concurrency: usize, duration: Duration) -> anyhow::R
     while let Some(part) = tasks.join_next().await {
         answers.extend(part?);
     }
-    let holds = Figures::from_latencies(
+    let mut holds = Figures::from_latencies(
         "raw SQL hold (distinct seats)",
         "postgres",
         &answers,
         started.elapsed(),
     );
+    wal.annotate(url, &mut holds).await?;
 
     // The storm: 3,400 attempts on one seat through the same pool.
     const BUYERS: usize = 3_400;
@@ -155,6 +192,7 @@ pub async fn direct_append(
         .test_before_acquire(false)
         .connect(url)
         .await?;
+    let wal = WalMark::now(url).await?;
     let next = Arc::new(AtomicUsize::new(1));
     let started = Instant::now();
     let deadline = started + duration;
@@ -204,5 +242,6 @@ pub async fn direct_append(
         started.elapsed(),
     );
     figures.note = "the service's write for one hold, without the service".into();
+    wal.annotate(url, &mut figures).await?;
     Ok(figures)
 }

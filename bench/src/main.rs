@@ -165,10 +165,20 @@ async fn run_store(
     if wanted("holds") {
         // The projector's lag (positions behind the head of the log) while holds run.
         let sampler = tokio::spawn(scenarios::sample_lag(service_store.clone(), seconds));
+        // The show first (holds() finds it there), so that the WAL counted is
+        // the holds' own and not 100,000 seat rows created.
+        scenarios::seat_show_pub(&target, "holds1").await?;
+        let wal = match store {
+            "postgres" => Some(baseline::WalMark::now(&args.postgres_url).await?),
+            _ => None,
+        };
         let mut figures = scenarios::holds(&target, args.concurrency, seconds, 1).await?;
         let (max_lag, mean_lag) = sampler.await??;
         figures.note =
             format!("projector lag while holding: max {max_lag} events, mean {mean_lag:.0}");
+        if let Some(wal) = wal {
+            wal.annotate(&args.postgres_url, &mut figures).await?;
+        }
         results.push(figures);
     }
     if wanted("multi") {

@@ -279,17 +279,14 @@ pub async fn http_floor(
     ))
 }
 
+/// One request's answer, as a boxed future a worker returns.
+type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>>;
+
 /// A worker that GETs `path` and reads the whole body.
 fn get_worker(
     target: Arc<Target>,
     path: &'static str,
-) -> impl Fn(
-    usize,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>>
-       + Clone
-       + Send
-       + Sync
-       + 'static {
+) -> impl Fn(usize) -> Attempt + Clone + Send + Sync + 'static {
     move |_| {
         let target = target.clone();
         Box::pin(async move {
