@@ -360,8 +360,10 @@ pub async fn availability(
         wall,
     );
     let held = holds.iter().filter(|(s, _)| *s == 201).count();
-    loaded.note =
-        format!("{READERS} readers; {held} holds placed meanwhile by {concurrency} writers");
+    let other = holds.len() - held;
+    loaded.note = format!(
+        "{READERS} readers; {held} holds placed meanwhile by {concurrency} writers ({other} other answers)"
+    );
     Ok((idle, loaded))
 }
 

@@ -48,6 +48,13 @@ pub use shows::{PoolFigures, ShowInsert};
 /// concurrent requests.
 pub const DEFAULT_POOL_CONNECTIONS: u32 = 16;
 
+/// PostgreSQL connections kept for public queries (availability), apart from
+/// the pool commands use. In an onsale every command pool connection is busy
+/// and requests queue for one; a buyer refreshing the seat map must not wait
+/// behind that queue for a read that takes a millisecond. (On SQLite, reads
+/// already have their own pool beside the one writer.)
+pub const QUERY_POOL_CONNECTIONS: u32 = 4;
+
 /// How long a request waits for a database connection before the answer is
 /// 503 `busy`. Past this the database is not answering in time, and a quick
 /// refusal with `Retry-After` beats a client timeout.
@@ -90,6 +97,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 pub struct PgStore {
     pool: PgPool,
+    /// Public queries only: see `QUERY_POOL_CONNECTIONS`.
+    query: PgPool,
     repo: PostgresEventRepository,
 }
 
@@ -109,8 +118,21 @@ pub enum Store {
 }
 
 /// Expands `$body` once per store with `$pool` bound to the pool for reads
-/// (`read`) or writes (`write`); on PostgreSQL both are the one pool.
+/// (`read`) or writes (`write`); on PostgreSQL both are the one pool. `query`
+/// is for public queries: PostgreSQL's query pool, SQLite's read pool.
 macro_rules! on_store {
+    ($store:expr, query $pool:ident => $body:expr) => {
+        match $store {
+            $crate::store::Store::Postgres(s) => {
+                let $pool = &s.query;
+                $body
+            }
+            $crate::store::Store::Sqlite(s) => {
+                let $pool = &s.read;
+                $body
+            }
+        }
+    };
     ($store:expr, read $pool:ident => $body:expr) => {
         match $store {
             $crate::store::Store::Postgres(s) => {
@@ -152,17 +174,21 @@ impl Store {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options =
                 PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
-            let pool = PgPoolOptions::new()
-                .max_connections(connections)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                // A ping on every acquire doubles the round trips of a short
-                // command; a dead connection surfaces as an error instead.
-                .test_before_acquire(false)
-                .connect_with(options)
+            let open = |size: u32| {
+                PgPoolOptions::new()
+                    .max_connections(size)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    // A ping on every acquire doubles the round trips of a short
+                    // command; a dead connection surfaces as an error instead.
+                    .test_before_acquire(false)
+                    .connect_with(options.clone())
+            };
+            let pool = open(connections).await.map_err(StoreError::classify)?;
+            let query = open(QUERY_POOL_CONNECTIONS)
                 .await
                 .map_err(StoreError::classify)?;
             let repo = PostgresEventRepository::new(pool.clone());
-            Ok(Store::Postgres(PgStore { pool, repo }))
+            Ok(Store::Postgres(PgStore { pool, query, repo }))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|e| StoreError::BadUrl(e.to_string()))?

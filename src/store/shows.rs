@@ -92,7 +92,7 @@ impl Store {
             Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
                 .bind(show_id)
                 .bind(watermark)
-                .fetch_all(&s.pool)
+                .fetch_all(&s.query)
                 .await
                 .map_err(StoreError::classify)?,
             Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
@@ -206,7 +206,7 @@ impl Store {
 
     /// Capacity, sold and held places of each pool of a show, held counted at `now_us`.
     pub async fn pool_figures(&self, show_id: &str, now_us: i64) -> StoreResult<Vec<PoolFigures>> {
-        on_store!(self, read pool => {
+        on_store!(self, query pool => {
             let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(SELECT_POOLS)
                 .bind(show_id)
                 .bind(now_us)
