@@ -15,12 +15,10 @@ INSERT INTO projector_checkpoints (name, position, updated_at_us) VALUES ('proje
 -- aborts the whole statement with SQLSTATE BK409; a taken idempotency key
 -- with BK422; a moved checkpoint with BK412.
 --
--- Positions are derived from the writing transaction's id (xid * 65536 +
--- the event's place in the batch), so position order is xid order without
--- any lock. A reader that takes only rows with txid below its snapshot's
--- xmin can then never pass a position still to be committed: every
--- transaction still running has an xid at or above xmin, hence every one of
--- its positions is above what the reader has taken.
+-- Events take their transaction id and their positions under one advisory
+-- lock, held only for the insert (not until commit), so that xid order and
+-- position order agree. A reader that takes only rows with txid below its
+-- snapshot's xmin can then never pass a position still to be committed.
 CREATE FUNCTION booking_append(batch jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -28,14 +26,21 @@ DECLARE
     inserted bigint := 0;
 BEGIN
     IF expected > 0 THEN
-        INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
-                            payload, metadata, recorded_at_us, show_id, position)
-        SELECT e.t, e.i, e.s, e.et, e.ev, e.p, e.m, e.r, e.sh,
-               (pg_current_xact_id()::text::bigint << 16) + e.n
-        FROM jsonb_to_recordset(batch -> 'events')
-             AS e(t text, i text, s bigint, et text, ev text, p jsonb, m jsonb, r bigint, sh text, n bigint)
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS inserted = ROW_COUNT;
+        PERFORM pg_advisory_lock(7261034001);
+        BEGIN
+            PERFORM pg_current_xact_id();
+            INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
+                                payload, metadata, recorded_at_us, show_id)
+            SELECT e.t, e.i, e.s, e.et, e.ev, e.p, e.m, e.r, e.sh
+            FROM jsonb_to_recordset(batch -> 'events')
+                 AS e(t text, i text, s bigint, et text, ev text, p jsonb, m jsonb, r bigint, sh text)
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS inserted = ROW_COUNT;
+        EXCEPTION WHEN OTHERS THEN
+            PERFORM pg_advisory_unlock(7261034001);
+            RAISE;
+        END;
+        PERFORM pg_advisory_unlock(7261034001);
         IF inserted <> expected THEN
             RAISE EXCEPTION 'a stream moved past the decided version' USING ERRCODE = 'BK409';
         END IF;
@@ -63,82 +68,64 @@ BEGIN
         END IF;
     END IF;
 
-    -- Each part only if the batch has it: a statement over an empty array
-    -- still costs its execution.
-    IF jsonb_array_length(batch -> 'seats') > 0 THEN
-        UPDATE seat_availability a
-        SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
-            booking_id = u.booking_id, last_seq = u.seq
-        FROM jsonb_to_recordset(batch -> 'seats')
-             AS u(show_id text, seat_id text, status text, hold_id text, buyer text,
-                  expires_at_us bigint, booking_id text, seq bigint)
-        WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.seq;
-    END IF;
+    UPDATE seat_availability a
+    SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
+        booking_id = u.booking_id, last_seq = u.seq
+    FROM jsonb_to_recordset(batch -> 'seats')
+         AS u(show_id text, seat_id text, status text, hold_id text, buyer text,
+              expires_at_us bigint, booking_id text, seq bigint)
+    WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.seq;
 
-    IF jsonb_array_length(batch -> 'shards') > 0 THEN
-        UPDATE pool_shards s SET sold = u.sold, last_seq = u.seq
-        FROM jsonb_to_recordset(batch -> 'shards')
-             AS u(show_id text, pool_id text, shard integer, sold integer, seq bigint)
-        WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.seq;
-    END IF;
+    UPDATE pool_shards s SET sold = u.sold, last_seq = u.seq
+    FROM jsonb_to_recordset(batch -> 'shards')
+         AS u(show_id text, pool_id text, shard integer, sold integer, seq bigint)
+    WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.seq;
 
-    IF jsonb_array_length(batch -> 'holds') > 0 THEN
-        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, pool_id)
-        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, 'held', h.pool_id
-        FROM jsonb_to_recordset(batch -> 'holds')
-             AS h(hold_id text, show_id text, buyer text, expires_at_us bigint, pool_id text)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, pool_id)
+    SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, 'held', h.pool_id
+    FROM jsonb_to_recordset(batch -> 'holds')
+         AS h(hold_id text, show_id text, buyer text, expires_at_us bigint, pool_id text)
+    ON CONFLICT DO NOTHING;
 
-    IF jsonb_array_length(batch -> 'hold_seats') > 0 THEN
-        INSERT INTO hold_seats (hold_id, seat_id)
-        SELECT h.hold_id, h.seat_id
-        FROM jsonb_to_recordset(batch -> 'hold_seats') AS h(hold_id text, seat_id text)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    INSERT INTO hold_seats (hold_id, seat_id)
+    SELECT h.hold_id, h.seat_id
+    FROM jsonb_to_recordset(batch -> 'hold_seats') AS h(hold_id text, seat_id text)
+    ON CONFLICT DO NOTHING;
 
-    IF jsonb_array_length(batch -> 'pool_holds') > 0 THEN
-        INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
-        SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, 'held'
-        FROM jsonb_to_recordset(batch -> 'pool_holds')
-             AS h(hold_id text, show_id text, pool_id text, shard integer, quantity integer, expires_at_us bigint)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
+    SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, 'held'
+    FROM jsonb_to_recordset(batch -> 'pool_holds')
+         AS h(hold_id text, show_id text, pool_id text, shard integer, quantity integer, expires_at_us bigint)
+    ON CONFLICT DO NOTHING;
 
-    IF jsonb_array_length(batch -> 'ends') > 0 THEN
-        UPDATE holds h SET state = u.state
-        FROM jsonb_to_recordset(batch -> 'ends') AS u(hold_id text, state text)
-        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+    UPDATE holds h SET state = u.state
+    FROM jsonb_to_recordset(batch -> 'ends') AS u(hold_id text, state text)
+    WHERE h.hold_id = u.hold_id AND h.state = 'held';
 
-        UPDATE pool_holds p SET state = u.state
-        FROM jsonb_to_recordset(batch -> 'ends') AS u(hold_id text, state text)
-        WHERE p.hold_id = u.hold_id AND p.state = 'held';
-    END IF;
+    UPDATE pool_holds p SET state = u.state
+    FROM jsonb_to_recordset(batch -> 'ends') AS u(hold_id text, state text)
+    WHERE p.hold_id = u.hold_id AND p.state = 'held';
 
-    IF jsonb_array_length(batch -> 'converts') > 0 THEN
-        UPDATE holds h SET state = 'converted', booking_id = u.booking_id
-        FROM jsonb_to_recordset(batch -> 'converts') AS u(hold_id text, booking_id text)
-        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+    UPDATE holds h SET state = 'converted', booking_id = u.booking_id
+    FROM jsonb_to_recordset(batch -> 'converts') AS u(hold_id text, booking_id text)
+    WHERE h.hold_id = u.hold_id AND h.state = 'held';
 
-        UPDATE pool_holds p SET state = 'converted'
-        FROM jsonb_to_recordset(batch -> 'converts') AS u(hold_id text, booking_id text)
-        WHERE p.hold_id = u.hold_id AND p.state = 'held';
-    END IF;
+    UPDATE pool_holds p SET state = 'converted'
+    FROM jsonb_to_recordset(batch -> 'converts') AS u(hold_id text, booking_id text)
+    WHERE p.hold_id = u.hold_id AND p.state = 'held';
 
-    IF jsonb_array_length(batch -> 'checkouts') > 0 THEN
-        INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
-                               refund_reason, amount_cents, last_seq, updated_at_us)
-        SELECT c.hold_id, c.show_id, c.buyer, c.phase, c.booking_id, c.charge_id, c.refund_id,
-               c.refund_reason, c.amount_cents, c.seq, c.updated_at_us
-        FROM jsonb_to_recordset(batch -> 'checkouts')
-             AS c(hold_id text, show_id text, buyer text, phase text, booking_id text, charge_id text,
-                  refund_id text, refund_reason text, amount_cents bigint, seq bigint, updated_at_us bigint)
-        ON CONFLICT (hold_id) DO UPDATE SET
-            phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
-            refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
-            amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,
-            updated_at_us = excluded.updated_at_us
-        WHERE checkouts.last_seq < excluded.last_seq;
-    END IF;
+    INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
+                           refund_reason, amount_cents, last_seq, updated_at_us)
+    SELECT c.hold_id, c.show_id, c.buyer, c.phase, c.booking_id, c.charge_id, c.refund_id,
+           c.refund_reason, c.amount_cents, c.seq, c.updated_at_us
+    FROM jsonb_to_recordset(batch -> 'checkouts')
+         AS c(hold_id text, show_id text, buyer text, phase text, booking_id text, charge_id text,
+              refund_id text, refund_reason text, amount_cents bigint, seq bigint, updated_at_us bigint)
+    ON CONFLICT (hold_id) DO UPDATE SET
+        phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
+        refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
+        amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,
+        updated_at_us = excluded.updated_at_us
+    WHERE checkouts.last_seq < excluded.last_seq;
 END
 $$;

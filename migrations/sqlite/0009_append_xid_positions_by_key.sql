@@ -1,0 +1,2 @@
+-- (PostgreSQL only: booking_append's second version.)
+SELECT 1;
