@@ -56,6 +56,16 @@ pub enum LogFormat {
     Json,
 }
 
+/// More connections than this is a misconfiguration: PostgreSQL's own
+/// default allows 100 in all, and commands hold a connection only briefly.
+/// (i64: the bound type clap's u32 parser takes.)
+pub const MAX_DB_CONNECTIONS: i64 = 500;
+/// The simulator's base latency stays below client timeouts (10 s).
+pub const MAX_PAYMENT_LATENCY_MS: u64 = 10_000;
+/// Orchestrators kill a process some time after SIGTERM (Kubernetes: 30 s by
+/// default); a grace beyond 5 minutes would only delay a deploy.
+pub const MAX_SHUTDOWN_GRACE_SECONDS: u64 = 300;
+
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Listen address.
@@ -65,30 +75,31 @@ pub struct ServeArgs {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://booking.db")]
     pub database_url: String,
     /// Database connections in the pool (SQLite: read connections beside the one writer; 1..=500).
-    #[arg(long, env = "BOOKING_DB_CONNECTIONS", default_value_t = booking_default_connections(),
-          value_parser = clap::value_parser!(u32).range(1..=500))]
+    #[arg(long, env = "BOOKING_DB_CONNECTIONS", default_value_t = crate::store::DEFAULT_POOL_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_DB_CONNECTIONS))]
     pub db_connections: u32,
     /// HS256 secret for bearer tokens; a random one per start if unset.
     #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
     /// Base latency of the built-in payment simulator, in milliseconds (0..=10000).
     #[arg(long, env = "BOOKING_PAYMENT_LATENCY_MS", default_value_t = crate::payment::simulator::DEFAULT_LATENCY_MS,
-          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+          value_parser = clap::value_parser!(u64).range(0..=MAX_PAYMENT_LATENCY_MS))]
     pub payment_latency_ms: u64,
     /// Seconds in-flight requests may take to finish after SIGTERM (0..=300).
-    #[arg(long, env = "BOOKING_SHUTDOWN_GRACE_SECONDS", default_value_t = 25,
-          value_parser = clap::value_parser!(u64).range(0..=300))]
+    #[arg(long, env = "BOOKING_SHUTDOWN_GRACE_SECONDS", default_value_t = crate::app::DEFAULT_SHUTDOWN_GRACE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=MAX_SHUTDOWN_GRACE_SECONDS))]
     pub shutdown_grace_seconds: u64,
     /// Milliseconds between projector passes (0: only at start; else 10..=600000).
-    #[arg(long, env = "BOOKING_PROJECTOR_INTERVAL_MS", default_value_t = 1_000,
+    #[arg(long, env = "BOOKING_PROJECTOR_INTERVAL_MS",
+          default_value_t = crate::projector::PROJECTOR_INTERVAL.as_millis() as u64,
           value_parser = interval_parser(10, 600_000))]
     pub projector_interval_ms: u64,
     /// Seconds between recovery passes over unfinished checkouts (0: only at start; else 1..=3600).
-    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = 10,
+    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = crate::recovery::RECOVERY_INTERVAL.as_secs(),
           value_parser = interval_parser(1, 3_600))]
     pub recovery_interval_seconds: u64,
     /// Seconds between sweeper passes recording expired holds (0: off; else 1..=3600).
-    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = 30,
+    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = crate::sweeper::DEFAULT_SWEEP_INTERVAL.as_secs(),
           value_parser = interval_parser(1, 3_600))]
     pub sweeper_interval_seconds: u64,
     /// Log format.
@@ -109,10 +120,6 @@ fn interval_parser(
             Err(format!("must be 0 (off) or {min}..={max}"))
         }
     }
-}
-
-fn booking_default_connections() -> u32 {
-    crate::store::DEFAULT_POOL_CONNECTIONS
 }
 
 #[derive(Debug, Clone, Args)]
