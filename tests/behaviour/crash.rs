@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use booking::auth::{Role, TokenKeys};
 use booking::store::Store;
-use domain::ids::BuyerId;
 use domain::seat::Seat;
 use rand::Rng;
 use reqwest::StatusCode;
@@ -15,7 +14,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::support::{show_body, Answer, TestApp, TestEnv};
+use crate::support::{show_body, token_from, Answer, TestApp, TestEnv};
 use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
@@ -92,14 +91,7 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
     let (database_url, _dir) = env.database_url().await;
     let secret = uuid::Uuid::new_v4().to_string();
     let keys = TokenKeys::new(&secret);
-    let token = |sub: &str, role| {
-        keys.issue(
-            &BuyerId::parse(sub).unwrap(),
-            role,
-            chrono::Duration::hours(1),
-        )
-        .unwrap()
-    };
+    let token = |sub: &str, role| token_from(&keys, sub, role, chrono::Duration::hours(1));
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()

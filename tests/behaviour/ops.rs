@@ -4,12 +4,11 @@ use std::time::{Duration, Instant};
 
 use booking::auth::{Role, TokenKeys};
 use booking::store::{LogFilter, Store};
-use domain::ids::BuyerId;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::crash::{post, start};
-use crate::support::{show_body, TestEnv};
+use crate::support::{show_body, token_from, TestEnv};
 use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
@@ -28,14 +27,7 @@ async fn sigterm_lets_the_purchases_in_flight_finish(env: TestEnv) {
     let (database_url, _dir) = env.database_url().await;
     let secret = uuid::Uuid::new_v4().to_string();
     let keys = TokenKeys::new(&secret);
-    let token = |sub: &str, role| {
-        keys.issue(
-            &BuyerId::parse(sub).unwrap(),
-            role,
-            chrono::Duration::hours(1),
-        )
-        .unwrap()
-    };
+    let token = |sub: &str, role| token_from(&keys, sub, role, chrono::Duration::hours(1));
     let client = reqwest::Client::new();
     let mut service = start(&database_url, &secret).await;
     let put = client

@@ -272,9 +272,7 @@ impl TestApp {
     }
 
     pub fn token_lasting(&self, sub: &str, role: Role, ttl: chrono::Duration) -> String {
-        self.keys
-            .issue(&BuyerId::parse(sub).expect("sub"), role, ttl)
-            .expect("token")
+        token_from(&self.keys, sub, role, ttl)
     }
 
     pub fn buyer(&self, sub: &str) -> String {
@@ -493,4 +491,11 @@ impl TestApp {
             .body(body.to_string());
         async move { TestApp::answer(request.send().await.expect("answered")).await }
     }
+}
+
+/// A token signed with `keys`, for tests that talk to the real binary and
+/// have no `TestApp`.
+pub fn token_from(keys: &TokenKeys, sub: &str, role: Role, ttl: chrono::Duration) -> String {
+    keys.issue(&BuyerId::parse(sub).expect("sub"), role, ttl)
+        .expect("token")
 }
