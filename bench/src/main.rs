@@ -167,7 +167,7 @@ async fn run_store(
         let sampler = tokio::spawn(scenarios::sample_lag(service_store.clone(), seconds));
         // The show first (holds() finds it there), so that the WAL counted is
         // the holds' own and not 100,000 seat rows created.
-        scenarios::seat_show_pub(&target, "holds1").await?;
+        scenarios::seat_show_pub(&target, &scenarios::holds_show(1)).await?;
         let wal = match store {
             "postgres" => Some(baseline::WalMark::now(&args.postgres_url).await?),
             _ => None,

@@ -31,6 +31,11 @@ async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()
 }
 
 /// A show of 100,000 seats for scenarios outside this module.
+/// The show `holds` places its holds on (created there if missing).
+pub fn holds_show(seats_per_hold: usize) -> String {
+    format!("holds{seats_per_hold}")
+}
+
 pub async fn seat_show_pub(target: &Target, show: &str) -> anyhow::Result<()> {
     seat_show(target, show, BIG_SHOW_SEATS).await
 }
@@ -127,7 +132,7 @@ pub async fn holds(
     duration: Duration,
     seats_per_hold: usize,
 ) -> anyhow::Result<Figures> {
-    let show = format!("holds{seats_per_hold}");
+    let show = holds_show(seats_per_hold);
     seat_show(target, &show, BIG_SHOW_SEATS).await?;
     let next = Arc::new(AtomicUsize::new(0));
     let target = Arc::new(target.clone());
