@@ -5,6 +5,9 @@
 //! - [`ids`]: identifiers parsed once at the edge ("parse, don't validate").
 //! - [`limits`]: every limit of the product, each beside the rule it protects.
 //! - [`show`]: a show definition (seats and pools) and its validation.
+//! - [`allowance`]: the Allowance stream: one per show and buyer, the
+//!   per-buyer limit (`max_seats_per_buyer`) as a stream version.
+//! - [`best_available`]: the service's choice of a block of seats side by side.
 //! - [`checkout`]: the Checkout stream: the purchase process of one hold.
 //! - [`pool`]: general-admission pool shards and their conditional decrement.
 //! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
@@ -14,6 +17,8 @@
 //! passed in as `now`, so every decision is a plain function of its inputs
 //! and is tested with given/when/then.
 
+pub mod allowance;
+pub mod best_available;
 pub mod checkout;
 pub mod ids;
 pub mod limits;

@@ -60,3 +60,24 @@ pub const PLACES_PER_SHARD: u32 = 64;
 /// Shards per pool at most (default or configured). Answering `sold_out`
 /// looks at every shard, so this bounds that work too.
 pub const MAX_POOL_SHARDS: u32 = 32;
+
+/// Seats and pool places one buyer may have held or booked on one show, when
+/// the show sets `max_seats_per_buyer` (1..=1000; absent means no limit).
+/// The bound is the largest limit a show may set: 1000 covers any group
+/// booking, and it keeps a buyer's allowance stream (one entry per hold) and
+/// its count small.
+pub const MIN_SEATS_PER_BUYER: u32 = 1;
+pub const MAX_SEATS_PER_BUYER: u32 = 1_000;
+
+/// Seats one best-available request asks the service to choose (1..=10).
+/// Choosing slides a window of this size along every row, and the chosen
+/// block is held in one all-or-nothing append; ten seats side by side is
+/// more than any party sits together, and larger parties choose seats.
+pub const MIN_BEST_AVAILABLE_QUANTITY: usize = 1;
+pub const MAX_BEST_AVAILABLE_QUANTITY: usize = 10;
+
+/// How long a hold may last in total, extensions included, in seconds from
+/// the moment it was placed: two hours, the same as the longest hold TTL.
+/// Extending must not become a way to keep inventory from other buyers
+/// longer than any checkout needs.
+pub const MAX_HOLD_SECONDS_CAP: u32 = 7_200;
