@@ -11,18 +11,18 @@ use axum::Router;
 use tokio::net::{TcpListener, TcpSocket};
 
 use crate::auth::TokenKeys;
-use crate::checkout::CheckoutService;
+use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
-use crate::holds::HoldService;
+use crate::command::checkout::CheckoutService;
+use crate::command::holds::HoldService;
+use crate::command::units::Inventory;
 use crate::http::{router, AppState, Services};
-use crate::inventory::Inventory;
 use crate::payment::simulator::Simulator;
-use crate::projector::Projector;
-use crate::recovery::Recovery;
-use crate::shows::ShowCatalog;
+use crate::rebuild::projector::Projector;
 use crate::store::Store;
-use crate::sweeper::Sweeper;
-use crate::worker::every;
+use crate::workers::recovery::Recovery;
+use crate::workers::runner::every;
+use crate::workers::sweeper::Sweeper;
 
 /// Pending connections the kernel queues before we accept them. An onsale
 /// opens thousands of connections in the same second; the usual 128 or 1024

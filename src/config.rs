@@ -91,15 +91,15 @@ pub struct ServeArgs {
     pub shutdown_grace_seconds: u64,
     /// Milliseconds between projector passes (0: only at start; else 10..=600000).
     #[arg(long, env = "BOOKING_PROJECTOR_INTERVAL_MS",
-          default_value_t = crate::projector::PROJECTOR_INTERVAL.as_millis() as u64,
+          default_value_t = crate::rebuild::projector::PROJECTOR_INTERVAL.as_millis() as u64,
           value_parser = interval_parser(10, 600_000))]
     pub projector_interval_ms: u64,
     /// Seconds between recovery passes over unfinished checkouts (0: only at start; else 1..=3600).
-    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = crate::recovery::RECOVERY_INTERVAL.as_secs(),
+    #[arg(long, env = "BOOKING_RECOVERY_INTERVAL_SECONDS", default_value_t = crate::workers::recovery::RECOVERY_INTERVAL.as_secs(),
           value_parser = interval_parser(1, 3_600))]
     pub recovery_interval_seconds: u64,
     /// Seconds between sweeper passes recording expired holds (0: off; else 1..=3600).
-    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = crate::sweeper::DEFAULT_SWEEP_INTERVAL.as_secs(),
+    #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = crate::workers::sweeper::DEFAULT_SWEEP_INTERVAL.as_secs(),
           value_parser = interval_parser(1, 3_600))]
     pub sweeper_interval_seconds: u64,
     /// Log format.

@@ -16,25 +16,16 @@
 //!   the `projections` crate describes.
 //! - [`auth`], [`clock`], [`config`]: identity, injected time, settings.
 
-pub mod advice;
 pub mod app;
-pub mod audit;
 pub mod auth;
-pub mod availability;
-pub mod batch;
-pub mod checkout;
+pub mod catalog;
 pub mod clock;
+pub mod command;
 pub mod config;
-pub mod holds;
 pub mod http;
-pub mod inventory;
 pub mod metrics;
 pub mod payment;
-pub mod projector;
-pub mod recovery;
-pub mod shows;
+pub mod query;
+pub mod rebuild;
 pub mod store;
-pub mod streams;
-pub mod sweeper;
-pub mod verify;
-pub mod worker;
+pub mod workers;

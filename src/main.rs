@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use booking::app::{Application, Settings, Workers};
 use booking::auth::TokenKeys;
+use booking::catalog::ShowCatalog;
 use booking::clock::SystemClock;
 use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeArgs, TokenArgs};
-use booking::projector;
-use booking::shows::ShowCatalog;
+use booking::rebuild::replay;
 use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
 use clap::Parser;
 use domain::ids::BuyerId;
@@ -82,7 +82,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         args.projection
     };
     let started = Instant::now();
-    let report = projector::replay(&store, &ShowCatalog::default(), &which).await?;
+    let report = replay::replay(&store, &ShowCatalog::default(), &which).await?;
     let seconds = started.elapsed().as_secs_f64();
     writeln!(
         std::io::stdout(),
@@ -97,7 +97,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
 async fn verify(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     init_logging(LogFormat::Text);
     let store = open_store(&args).await?;
-    let differences = booking::verify::verify(&store, &ShowCatalog::default()).await?;
+    let differences = booking::rebuild::verify::verify(&store, &ShowCatalog::default()).await?;
     let mut out = std::io::stdout();
     if differences.is_empty() {
         writeln!(

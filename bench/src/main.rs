@@ -135,9 +135,9 @@ async fn run_store(
         database_connections: booking::store::DEFAULT_POOL_CONNECTIONS,
         payment_latency: Duration::from_millis(booking::payment::simulator::DEFAULT_LATENCY_MS),
         workers: Workers {
-            projector: Some(booking::projector::PROJECTOR_INTERVAL),
-            recovery: Some(booking::recovery::RECOVERY_INTERVAL),
-            sweeper: Some(booking::sweeper::DEFAULT_SWEEP_INTERVAL),
+            projector: Some(booking::rebuild::projector::PROJECTOR_INTERVAL),
+            recovery: Some(booking::workers::recovery::RECOVERY_INTERVAL),
+            sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
     };

@@ -460,9 +460,9 @@ pub async fn replay(
     store.execute_raw(&sql).await?;
     let total = store.count_events().await? as usize;
     let started = Instant::now();
-    let report = booking::projector::replay(
+    let report = booking::rebuild::replay::replay(
         store,
-        &booking::shows::ShowCatalog::default(),
+        &booking::catalog::ShowCatalog::default(),
         &booking::store::Projection::ALL,
     )
     .await?;
@@ -488,7 +488,7 @@ pub async fn sample_lag(
     let mut samples = Vec::new();
     while Instant::now() < deadline {
         let checkpoint = store
-            .checkpoint(booking::projector::PROJECTIONS_CHECKPOINT)
+            .checkpoint(booking::rebuild::projector::PROJECTIONS_CHECKPOINT)
             .await?;
         samples.push(store.count_after(checkpoint).await?);
         tokio::time::sleep(Duration::from_millis(50)).await;

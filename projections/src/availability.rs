@@ -1,54 +1,71 @@
 //! The availability row of one seat: the fold of its stream, as columns.
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, HoldId};
+use domain::ids::{BookingId, BuyerId, HoldId, SeatId, ShowId};
 use domain::seat::{Seat, SeatState, SeatStatus};
+use serde::{Deserialize, Serialize};
 
-/// What the availability table stores for a seat, besides its identity and
-/// the sequence it last applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SeatRow {
-    /// As recorded by the stream; readers apply expiry with `SeatStatus::at`.
-    pub recorded: SeatStatus,
+use crate::time::{from_micros, to_micros};
+
+/// A row of `seat_availability`: the fold of one seat stream, as the
+/// columns an event moves (the seat's place in the show, `ordinal` and
+/// `section`, is written once when the show is created). This one type is
+/// what commands and the projector write, what replay writes and verify
+/// compares, and what the store reads back: its field names are the
+/// column names, in the append document and in every read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatAvailabilityRow {
+    pub show_id: ShowId,
+    pub seat_id: SeatId,
+    /// As recorded by the stream; readers apply expiry with [`Self::status_at`].
+    pub status: SeatStatus,
     pub hold_id: Option<HoldId>,
     pub buyer: Option<BuyerId>,
-    pub expires_at: Option<DateTime<Utc>>,
+    pub expires_at_us: Option<i64>,
     pub booking_id: Option<BookingId>,
+    /// The stream sequence this row is the fold of: a write with a lower or
+    /// equal one changes nothing.
+    pub last_seq: i64,
 }
 
-impl SeatRow {
-    pub fn of(seat: &Seat) -> Self {
+impl SeatAvailabilityRow {
+    /// The row of a seat whose stream is at `last_seq` with state `seat`.
+    pub fn of(show_id: &ShowId, seat_id: &SeatId, last_seq: i64, seat: &Seat) -> Self {
+        let mut row = Self {
+            show_id: show_id.clone(),
+            seat_id: seat_id.clone(),
+            status: SeatStatus::Available,
+            hold_id: None,
+            buyer: None,
+            expires_at_us: None,
+            booking_id: None,
+            last_seq,
+        };
         match &seat.state {
-            SeatState::Available => Self {
-                recorded: SeatStatus::Available,
-                hold_id: None,
-                buyer: None,
-                expires_at: None,
-                booking_id: None,
-            },
-            SeatState::Held(hold) => Self {
-                recorded: SeatStatus::Held,
-                hold_id: Some(hold.hold_id),
-                buyer: Some(hold.buyer.clone()),
-                expires_at: Some(hold.expires_at),
-                booking_id: None,
-            },
+            SeatState::Available => {}
+            SeatState::Held(hold) => {
+                row.status = SeatStatus::Held;
+                row.hold_id = Some(hold.hold_id);
+                row.buyer = Some(hold.buyer.clone());
+                row.expires_at_us = Some(to_micros(hold.expires_at));
+            }
             SeatState::Booked {
                 hold_id,
                 booking_id,
                 buyer,
-            } => Self {
-                recorded: SeatStatus::Booked,
-                hold_id: Some(*hold_id),
-                buyer: Some(buyer.clone()),
-                expires_at: None,
-                booking_id: Some(*booking_id),
-            },
+            } => {
+                row.status = SeatStatus::Booked;
+                row.hold_id = Some(*hold_id);
+                row.buyer = Some(buyer.clone());
+                row.booking_id = Some(*booking_id);
+            }
         }
+        row
     }
 
+    /// The status a reader sees at `now` (expiry applied).
     pub fn status_at(&self, now: DateTime<Utc>) -> SeatStatus {
-        SeatStatus::at(self.recorded, self.expires_at, now)
+        SeatStatus::at(self.status, self.expires_at_us.and_then(from_micros), now)
     }
 }
 
@@ -67,7 +84,9 @@ mod tests {
             buyer: BuyerId::parse("a").unwrap(),
             expires_at: at,
         });
-        let row = SeatRow::of(&seat);
+        let show = ShowId::parse("s").unwrap();
+        let seat_id = SeatId::parse("A-1").unwrap();
+        let row = SeatAvailabilityRow::of(&show, &seat_id, 1, &seat);
         assert_eq!(
             seat.state,
             SeatState::Held(SeatHold {

@@ -4,18 +4,28 @@
 //! purchases left half way by its `phase`.
 
 use domain::checkout::{Checkout, Phase, RefundReason};
+use domain::ids::{BookingId, BuyerId, HoldId, ShowId};
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A row of `checkouts`. Field names are the column names (see
+/// `availability::SeatAvailabilityRow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckoutRow {
-    pub hold_id: String,
-    pub show_id: String,
-    pub buyer: String,
-    pub phase: &'static str,
-    pub booking_id: Option<String>,
+    pub hold_id: HoldId,
+    pub show_id: ShowId,
+    pub buyer: BuyerId,
+    /// [`domain::checkout::Phase::name`].
+    pub phase: String,
+    pub booking_id: Option<BookingId>,
     pub charge_id: Option<String>,
     pub refund_id: Option<String>,
-    pub refund_reason: Option<&'static str>,
+    pub refund_reason: Option<String>,
     pub amount_cents: Option<i64>,
+    /// The stream sequence this row is the fold of.
+    pub last_seq: i64,
+    /// When the checkout's last event was recorded (recovery drains the
+    /// oldest first).
+    pub updated_at_us: i64,
 }
 
 fn reason_name(reason: RefundReason) -> &'static str {
@@ -26,18 +36,21 @@ fn reason_name(reason: RefundReason) -> &'static str {
 }
 
 impl CheckoutRow {
-    /// `None` for a checkout that has no event yet.
-    pub fn of(checkout: &Checkout) -> Option<Self> {
+    /// The row of a checkout whose stream is at `last_seq`; `None` for a
+    /// checkout that has no event yet.
+    pub fn of(checkout: &Checkout, last_seq: i64, updated_at_us: i64) -> Option<Self> {
         let mut row = Self {
-            hold_id: checkout.hold_id?.to_string(),
-            show_id: checkout.show_id.as_ref()?.to_string(),
-            buyer: checkout.buyer.as_ref()?.to_string(),
-            phase: checkout.phase.name(),
+            hold_id: checkout.hold_id?,
+            show_id: checkout.show_id.clone()?,
+            buyer: checkout.buyer.clone()?,
+            phase: checkout.phase.name().to_owned(),
             booking_id: None,
             charge_id: None,
             refund_id: None,
             refund_reason: None,
             amount_cents: None,
+            last_seq,
+            updated_at_us,
         };
         match &checkout.phase {
             Phase::Idle => {}
@@ -60,7 +73,7 @@ impl CheckoutRow {
                 charge_id,
                 amount_cents,
             } => {
-                row.booking_id = Some(booking_id.to_string());
+                row.booking_id = Some(*booking_id);
                 row.charge_id = Some(charge_id.clone());
                 row.amount_cents = Some(*amount_cents);
             }
@@ -71,7 +84,7 @@ impl CheckoutRow {
             } => {
                 row.charge_id = Some(charge_id.clone());
                 row.amount_cents = Some(*amount_cents);
-                row.refund_reason = Some(reason_name(*reason));
+                row.refund_reason = Some(reason_name(*reason).to_owned());
             }
             Phase::Refunded {
                 charge_id,
@@ -82,7 +95,7 @@ impl CheckoutRow {
                 row.charge_id = Some(charge_id.clone());
                 row.refund_id = Some(refund_id.clone());
                 row.amount_cents = Some(*amount_cents);
-                row.refund_reason = Some(reason_name(*reason));
+                row.refund_reason = Some(reason_name(*reason).to_owned());
             }
             Phase::Cancelled {
                 booking_id,
@@ -90,7 +103,7 @@ impl CheckoutRow {
                 refund_id,
                 amount_cents,
             } => {
-                row.booking_id = Some(booking_id.to_string());
+                row.booking_id = Some(*booking_id);
                 row.charge_id = Some(charge_id.clone());
                 row.refund_id = Some(refund_id.clone());
                 row.amount_cents = Some(*amount_cents);

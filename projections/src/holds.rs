@@ -9,11 +9,14 @@ use chrono::{DateTime, Utc};
 use domain::ids::{BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
 use domain::pool::PoolEvent;
 use domain::seat::{has_expired, SeatEvent};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::time::to_micros;
 
 /// The state a hold record stores. `Held` becomes `expired` for readers once
 /// `expires_at` has passed (see [`HoldStatus::at`]), without any write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HoldState {
     Held,
     Released,
@@ -64,26 +67,52 @@ impl HoldStatus {
     }
 }
 
+/// A row of `holds`: one per hold, inserted with its first unit and moved
+/// from `held` to a final state once. Field names are the column names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldRow {
+    pub hold_id: HoldId,
+    pub show_id: ShowId,
+    pub buyer: BuyerId,
+    pub expires_at_us: i64,
+    pub state: HoldState,
+    pub booking_id: Option<BookingId>,
+    /// The pool of a general-admission hold; `None` for seats.
+    pub pool_id: Option<PoolId>,
+}
+
+/// A row of `hold_seats`: one seat of a seat hold.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct HoldSeatRow {
+    pub hold_id: HoldId,
+    pub seat_id: SeatId,
+}
+
+/// A row of `pool_holds`: the places one shard holds for a pool hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolHoldRow {
+    pub hold_id: HoldId,
+    pub shard: u32,
+    pub show_id: ShowId,
+    pub pool_id: PoolId,
+    pub quantity: u32,
+    pub expires_at_us: i64,
+    pub state: HoldState,
+}
+
+/// The unit a hold placement adds to its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldUnit {
+    Seat(HoldSeatRow),
+    PoolPart(PoolHoldRow),
+}
+
+/// What one event does to the hold tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HoldChange {
-    /// The hold now covers this seat (insert the record if new, add the seat).
-    SeatHeld {
-        hold_id: HoldId,
-        show_id: ShowId,
-        seat_id: SeatId,
-        buyer: BuyerId,
-        expires_at: DateTime<Utc>,
-    },
-    /// The hold now has `quantity` places of this pool shard.
-    PoolPartHeld {
-        hold_id: HoldId,
-        show_id: ShowId,
-        pool_id: PoolId,
-        shard: u32,
-        buyer: BuyerId,
-        quantity: u32,
-        expires_at: DateTime<Utc>,
-    },
+    /// The hold now covers this unit: insert the hold's row if it is new,
+    /// and the unit's row.
+    Placed { hold: HoldRow, unit: HeldUnit },
     /// The hold ended; the first final state recorded wins.
     Ended { hold_id: HoldId, state: HoldState },
     /// The hold was paid for and became this booking.
@@ -91,6 +120,24 @@ pub enum HoldChange {
         hold_id: HoldId,
         booking_id: BookingId,
     },
+}
+
+fn held(
+    hold_id: HoldId,
+    show_id: &ShowId,
+    buyer: &BuyerId,
+    expires_at: DateTime<Utc>,
+    pool_id: Option<&PoolId>,
+) -> HoldRow {
+    HoldRow {
+        hold_id,
+        show_id: show_id.clone(),
+        buyer: buyer.clone(),
+        expires_at_us: to_micros(expires_at),
+        state: HoldState::Held,
+        booking_id: None,
+        pool_id: pool_id.cloned(),
+    }
 }
 
 /// The change a seat event makes to its hold's record, if any (a cancelled
@@ -101,12 +148,12 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             hold_id,
             buyer,
             expires_at,
-        } => HoldChange::SeatHeld {
-            hold_id: *hold_id,
-            show_id: show_id.clone(),
-            seat_id: seat_id.clone(),
-            buyer: buyer.clone(),
-            expires_at: *expires_at,
+        } => HoldChange::Placed {
+            hold: held(*hold_id, show_id, buyer, *expires_at, None),
+            unit: HeldUnit::Seat(HoldSeatRow {
+                hold_id: *hold_id,
+                seat_id: seat_id.clone(),
+            }),
         },
         SeatEvent::HoldReleased { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
@@ -140,14 +187,17 @@ pub fn pool_hold_change(
             buyer,
             quantity,
             expires_at,
-        } => HoldChange::PoolPartHeld {
-            hold_id: *hold_id,
-            show_id: show_id.clone(),
-            pool_id: pool_id.clone(),
-            shard,
-            buyer: buyer.clone(),
-            quantity: *quantity,
-            expires_at: *expires_at,
+        } => HoldChange::Placed {
+            hold: held(*hold_id, show_id, buyer, *expires_at, Some(pool_id)),
+            unit: HeldUnit::PoolPart(PoolHoldRow {
+                hold_id: *hold_id,
+                shard,
+                show_id: show_id.clone(),
+                pool_id: pool_id.clone(),
+                quantity: *quantity,
+                expires_at_us: to_micros(*expires_at),
+                state: HoldState::Held,
+            }),
         },
         PoolEvent::PoolHoldReleased { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,

@@ -12,4 +12,5 @@
 pub mod availability;
 pub mod checkouts;
 pub mod holds;
+pub mod pools;
 pub mod time;

@@ -5,15 +5,14 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use domain::ids::{SeatId, ShowId};
+use domain::ids::SeatId;
 use serde::Deserialize;
 
 use super::extract::{Admin, QueryParams};
 use super::problem::ApiError;
-use super::shows::json_response;
+use super::response::{json_response, show_entry};
 use super::AppState;
-use crate::audit::{self, HistoryPage, DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE};
-use crate::shows::CatalogEntry;
+use crate::query::audit::{self, HistoryPage, DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -37,23 +36,11 @@ fn page_response(page: &HistoryPage) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, json))
 }
 
-pub(super) async fn show_entry(
-    state: &AppState,
-    show_id: &str,
-) -> Result<std::sync::Arc<CatalogEntry>, ApiError> {
-    let show_id = ShowId::parse(show_id).map_err(|_| ApiError::ShowNotFound)?;
-    state
-        .catalog
-        .get(&state.store, &show_id)
-        .await?
-        .ok_or(ApiError::ShowNotFound)
-}
-
 /// Every event of one seat, in order (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/seats/{seat_id}/history", tag = "audit",
     params(("show_id" = String, Path), ("seat_id" = String, Path)),
     responses((status = 200, body = HistoryPage),
-              (status = "4XX", description = "unauthorized, forbidden, show_not_found, unknown_seat", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = "4XX", description = "unauthorized, forbidden, show_not_found, unknown_seat", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn seat_history(
     State(state): State<AppState>,
@@ -73,7 +60,7 @@ pub(super) async fn seat_history(
 #[utoipa::path(get, path = "/v1/shows/{show_id}/history", tag = "audit",
     params(("show_id" = String, Path), ("after" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..=1000, default 100")),
     responses((status = 200, body = HistoryPage),
-              (status = "4XX", description = "unauthorized, forbidden, show_not_found, validation_failed", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = "4XX", description = "unauthorized, forbidden, show_not_found, validation_failed", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn show_history(
     State(state): State<AppState>,
@@ -100,8 +87,8 @@ pub(super) async fn show_history(
 
 /// Hold-duration advice from the show's log (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/hold-ttl-advice", tag = "audit", params(("show_id" = String, Path)),
-    responses((status = 200, body = crate::advice::TtlAdvice),
-              (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = crate::query::advice::TtlAdvice),
+              (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn hold_ttl_advice(
     State(state): State<AppState>,
@@ -109,7 +96,7 @@ pub(super) async fn hold_ttl_advice(
     Path(show_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let entry = show_entry(&state, &show_id).await?;
-    let advice = crate::advice::advise(&state.store, &entry, state.clock.now()).await?;
+    let advice = crate::query::advice::advise(&state.store, &entry, state.clock.now()).await?;
     let json = serde_json::to_string(&advice).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(json_response(StatusCode::OK, json))
 }

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::extract::QueryParams;
 use super::problem::ApiError;
-use super::shows::json_response;
+use super::response::json_response;
 use super::AppState;
-use crate::shows::CatalogEntry;
+use crate::catalog::CatalogEntry;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/shows/{show_id}/availability", get(availability))
@@ -72,7 +72,7 @@ pub(super) struct AvailabilityResponse<'a> {
 #[utoipa::path(get, path = "/v1/shows/{show_id}/availability", tag = "shows",
     params(("show_id" = String, Path), ("section" = Option<String>, Query), ("as_of" = Option<String>, Query, description = "RFC 3339, not in the future; admin only")),
     responses((status = 200, body = AvailabilityResponse),
-              (status = "4XX", description = "show_not_found, validation_failed, unauthorized, forbidden", body = super::openapi::Problem, content_type = "application/problem+json")))]
+              (status = "4XX", description = "show_not_found, validation_failed, unauthorized, forbidden", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn availability(
     State(state): State<AppState>,
     Path(show_id): Path<String>,
@@ -100,7 +100,7 @@ pub(super) async fn availability(
             Some(as_of)
         }
     };
-    let entry = super::audit::show_entry(&state, &show_id).await?;
+    let entry = super::response::show_entry(&state, &show_id).await?;
     let now = state.clock.now();
     let (at, statuses, pools) = match as_of {
         Some(as_of) => {
@@ -109,7 +109,7 @@ pub(super) async fn availability(
                     "as_of must not be in the future".into(),
                 ));
             }
-            let past = crate::audit::availability_at(&state.store, &entry, as_of).await?;
+            let past = crate::query::audit::availability_at(&state.store, &entry, as_of).await?;
             (as_of, past.seats, past.pools)
         }
         None => {
@@ -122,7 +122,7 @@ pub(super) async fn availability(
             } else {
                 state
                     .store
-                    .pool_figures(entry.show.show_id.as_str(), to_micros(now))
+                    .pool_figures(&entry.show.show_id, to_micros(now))
                     .await?
             };
             let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
@@ -131,7 +131,7 @@ pub(super) async fn availability(
                 .pools
                 .iter()
                 .map(|pool| {
-                    let stored = figures.iter().find(|f| f.pool_id == pool.pool_id.as_str());
+                    let stored = figures.iter().find(|f| f.pool_id == pool.pool_id);
                     (
                         stored.map_or(0, |f| count(f.held)),
                         stored.map_or(0, |f| count(f.sold)),

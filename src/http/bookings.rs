@@ -11,11 +11,11 @@ use serde::Deserialize;
 
 use super::extract::JsonBody;
 use super::problem::ApiError;
-use super::shows::json_response;
+use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
-use crate::checkout::{BookingView, Purchased};
-use crate::holds::RequestContext;
+use crate::command::checkout::{BookingView, Purchased};
+use crate::command::context::RequestContext;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -40,10 +40,10 @@ fn booking_response(status: StatusCode, view: &BookingView) -> Result<Response, 
 #[utoipa::path(post, path = "/v1/holds/{hold_id}/purchase", tag = "bookings", params(("hold_id" = uuid::Uuid, Path)),
     request_body = PurchaseBody,
     responses((status = 201, body = BookingView), (status = 200, description = "A retry: the same booking", body = BookingView),
-              (status = 402, description = "payment_declined", body = super::openapi::Problem, content_type = "application/problem+json"),
-              (status = 409, description = "hold_expired or hold_released, with `refunded`", body = super::openapi::Problem, content_type = "application/problem+json"),
-              (status = 503, description = "payment_unavailable or busy", body = super::openapi::Problem, content_type = "application/problem+json"),
-              (status = "4XX", description = "unauthorized, forbidden, hold_not_found, validation_failed", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = 402, description = "payment_declined", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "hold_expired or hold_released, with `refunded`", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "payment_unavailable or busy", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found, validation_failed", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn purchase(
     State(state): State<AppState>,
@@ -74,7 +74,7 @@ fn parse_booking_id(raw: &str) -> Result<BookingId, ApiError> {
 /// A booking (owner or admin).
 #[utoipa::path(get, path = "/v1/bookings/{booking_id}", tag = "bookings", params(("booking_id" = uuid::Uuid, Path)),
     responses((status = 200, body = BookingView),
-              (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn get_booking(
     State(state): State<AppState>,
@@ -89,8 +89,8 @@ pub(super) async fn get_booking(
 /// Cancels a booking: refunds it and frees its seats; cancelling again is the same answer.
 #[utoipa::path(post, path = "/v1/bookings/{booking_id}/cancel", tag = "bookings", params(("booking_id" = uuid::Uuid, Path)),
     responses((status = 200, body = BookingView),
-              (status = 503, description = "payment_unavailable (the refund did not go through; retry)", body = super::openapi::Problem, content_type = "application/problem+json"),
-              (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = 503, description = "payment_unavailable (the refund did not go through; retry)", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn cancel_booking(
     State(state): State<AppState>,

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use super::problem::ApiError;
 use super::AppState;
 use crate::auth::{Actor, AuthError};
-use crate::holds::RequestContext;
+use crate::command::context::RequestContext;
 
 /// Request bodies up to this size, except show definitions.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

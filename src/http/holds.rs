@@ -10,10 +10,11 @@ use serde::Deserialize;
 
 use super::extract::JsonBody;
 use super::problem::ApiError;
-use super::shows::json_response;
+use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
-use crate::holds::{HoldRequest, HoldView, Placed, RequestContext};
+use crate::command::context::RequestContext;
+use crate::command::holds::{HoldRequest, HoldView, Placed};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -50,9 +51,9 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
     responses(
         (status = 201, description = "Held", body = HoldView),
         (status = 200, description = "The hold an earlier request with this key made", body = HoldView),
-        (status = 409, description = "seat_taken (with `seats`) or sold_out (with `available`)", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "unknown_seat, unknown_pool, validation_failed, idempotency_key_reused", body = super::openapi::Problem, content_type = "application/problem+json"),
-        (status = "4XX", description = "unauthorized, show_not_found, malformed_json, payload_too_large, unsupported_media_type", body = super::openapi::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "seat_taken (with `seats`) or sold_out (with `available`)", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "unknown_seat, unknown_pool, validation_failed, idempotency_key_reused", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = "4XX", description = "unauthorized, show_not_found, malformed_json, payload_too_large, unsupported_media_type", body = super::response::Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub(super) async fn place_hold(
@@ -101,7 +102,7 @@ pub(super) async fn place_hold(
 /// A hold, with its status computed now.
 #[utoipa::path(get, path = "/v1/holds/{hold_id}", tag = "holds", params(("hold_id" = uuid::Uuid, Path)),
     responses((status = 200, body = HoldView),
-              (status = "4XX", description = "unauthorized, forbidden, hold_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn get_hold(
     State(state): State<AppState>,
@@ -116,8 +117,8 @@ pub(super) async fn get_hold(
 /// Releases a hold; releasing again, or an expired hold, is also 204.
 #[utoipa::path(delete, path = "/v1/holds/{hold_id}", tag = "holds", params(("hold_id" = uuid::Uuid, Path)),
     responses((status = 204, description = "Released"),
-              (status = 409, description = "hold_converted", body = super::openapi::Problem, content_type = "application/problem+json"),
-              (status = "4XX", description = "unauthorized, forbidden, hold_not_found", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = 409, description = "hold_converted", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn release_hold(
     State(state): State<AppState>,

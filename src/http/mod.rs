@@ -3,6 +3,7 @@
 
 pub mod extract;
 pub mod problem;
+mod response;
 
 mod audit;
 mod availability;
@@ -19,11 +20,11 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::auth::TokenKeys;
-use crate::checkout::CheckoutService;
+use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
-use crate::holds::HoldService;
-use crate::projector::Projector;
-use crate::shows::ShowCatalog;
+use crate::command::checkout::CheckoutService;
+use crate::command::holds::HoldService;
+use crate::rebuild::projector::Projector;
 use crate::store::Store;
 use problem::ApiError;
 
@@ -34,7 +35,7 @@ pub struct Services {
     pub holds: Arc<HoldService>,
     pub checkout: Arc<CheckoutService>,
     pub projector: Projector,
-    pub availability: crate::availability::AvailabilityCache,
+    pub availability: crate::query::availability::AvailabilityCache,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }

@@ -7,31 +7,11 @@ use axum::routing::get;
 use axum::Router;
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use super::problem::PROBLEM_CODES;
-use super::shows::json_response;
+use super::response::{json_response, Problem};
 use super::{audit, availability, bookings, holds, ops, shows, AppState};
-
-/// Every error: `application/problem+json`.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct Problem {
-    #[schema(example = "/problems/seat_taken")]
-    r#type: String,
-    title: String,
-    status: u16,
-    detail: String,
-    /// One of the `ProblemCode` values.
-    #[schema(example = "seat_taken")]
-    code: String,
-    /// `seat_taken`, `unknown_seat`: the seats concerned.
-    seats: Option<Vec<String>>,
-    /// `sold_out`: places free at that instant.
-    available: Option<u32>,
-    /// `hold_expired`, `hold_released`: whether a charge was refunded.
-    refunded: Option<bool>,
-}
 
 struct Extras;
 

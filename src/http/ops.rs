@@ -7,7 +7,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::problem::ApiError;
-use super::shows::json_response;
+use super::response::json_response;
 use super::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -32,7 +32,7 @@ pub const READY_MAX_PROJECTOR_LAG: i64 = 50_000;
 /// projector is within `READY_MAX_PROJECTOR_LAG` of the log.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready, with projector_lag_events"),
-              (status = 503, description = "busy (database) or not_ready", body = super::openapi::Problem, content_type = "application/problem+json")))]
+              (status = 503, description = "busy (database) or not_ready", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
     state.store.ping().await?;
     let pending = state.store.pending_migrations().await?;

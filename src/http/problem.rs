@@ -6,9 +6,9 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use crate::checkout::CheckoutError;
-use crate::holds::HoldError;
-use crate::shows::CreateShowError;
+use crate::catalog::CreateShowError;
+use crate::command::checkout::CheckoutError;
+use crate::command::holds::HoldError;
 use crate::store::StoreError;
 
 /// Seconds a client should wait before retrying a 503.

@@ -1,8 +1,10 @@
 //! `PUT /v1/shows/{id}` (admin) and `GET /v1/shows/{id}` (public).
 
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::response::json_response;
 use axum::routing::get;
 use axum::Router;
 use domain::ids::ShowId;
@@ -10,14 +12,10 @@ use domain::ids::ShowId;
 use super::extract::{Admin, JsonBody, MAX_SHOW_BODY_BYTES};
 use super::problem::ApiError;
 use super::AppState;
-use crate::shows::{CatalogEntry, Created, ShowDefinition};
+use crate::catalog::{CatalogEntry, Created, ShowDefinition};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/shows/{show_id}", get(get_show).put(put_show))
-}
-
-pub(super) fn json_response(status: StatusCode, body: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {
@@ -28,8 +26,8 @@ fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {
 #[utoipa::path(put, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$")),
     request_body = ShowDefinition,
     responses((status = 201, description = "Created: the definition with its show_id"), (status = 200, description = "The same show again"),
-              (status = 409, description = "show_exists", body = super::openapi::Problem, content_type = "application/problem+json"),
-              (status = "4XX", description = "unauthorized, forbidden, validation_failed, malformed_json, payload_too_large, unsupported_media_type", body = super::openapi::Problem, content_type = "application/problem+json")),
+              (status = 409, description = "show_exists", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, validation_failed, malformed_json, payload_too_large, unsupported_media_type", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn put_show(
     State(state): State<AppState>,
@@ -53,7 +51,7 @@ pub(super) async fn put_show(
 /// A show (public).
 #[utoipa::path(get, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path)),
     responses((status = 200, description = "The definition with its show_id"),
-              (status = 404, description = "show_not_found", body = super::openapi::Problem, content_type = "application/problem+json")))]
+              (status = 404, description = "show_not_found", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn get_show(
     State(state): State<AppState>,
     Path(show_id): Path<String>,

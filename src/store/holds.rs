@@ -1,35 +1,55 @@
 //! Hold records and idempotency keys.
 
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use domain::ids::{BookingId, BuyerId, HoldId, IdempotencyKey, PoolId, SeatId, ShowId};
 use projections::holds::HoldState;
+use projections::time::from_micros;
+use uuid::Uuid;
 
 use super::{on_store, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone)]
 pub struct HoldRecord {
-    pub hold_id: String,
-    pub show_id: String,
-    pub buyer: String,
-    pub expires_at_us: i64,
+    pub hold_id: HoldId,
+    pub show_id: ShowId,
+    pub buyer: BuyerId,
+    pub expires_at: DateTime<Utc>,
     pub state: HoldState,
-    pub booking_id: Option<String>,
+    pub booking_id: Option<BookingId>,
     /// Unordered (see `CatalogEntry::sort_seats`); empty for a pool hold.
-    pub seats: Vec<String>,
+    pub seats: Vec<SeatId>,
     /// The pool of a pool hold, with `(shard, quantity)` of each part.
-    pub pool: Option<(String, Vec<(i32, i32)>)>,
+    pub pool: Option<(PoolId, Vec<(u32, u32)>)>,
 }
 
 impl HoldRecord {
     pub fn quantity(&self) -> Option<u32> {
         self.pool
             .as_ref()
-            .map(|(_, parts)| parts.iter().map(|(_, q)| (*q).max(0) as u32).sum())
+            .map(|(_, parts)| parts.iter().map(|(_, q)| q).sum())
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct IdempotencyEntry {
     pub request_hash: String,
-    pub hold_id: String,
+    pub hold_id: HoldId,
+}
+
+/// A stored value as its type, or `Corrupt` naming the column and the value.
+/// Every id leaves the store parsed, through this.
+pub(super) fn parse_column<V: fmt::Debug + Copy, T, E: fmt::Display>(
+    column: &str,
+    value: V,
+    parse: impl FnOnce(V) -> Result<T, E>,
+) -> StoreResult<T> {
+    parse(value).map_err(|e| StoreError::Corrupt(format!("{column} {value:?}: {e}")))
+}
+
+pub(super) fn parse_hold_id(column: &str, value: &str) -> StoreResult<HoldId> {
+    parse_column(column, value, Uuid::parse_str).map(HoldId)
 }
 
 const SELECT_HOLD: &str = "SELECT show_id, buyer, expires_at_us, state, booking_id, pool_id \
@@ -43,45 +63,96 @@ const SELECT_HOLD_SEATS: &str = "SELECT seat_id FROM hold_seats WHERE hold_id = 
 const SELECT_IDEMPOTENCY: &str =
     "SELECT request_hash, hold_id FROM idempotency_keys WHERE buyer = $1 AND key = $2";
 
+/// A row of `holds` as read: `(show_id, buyer, expires_at_us, state, booking_id, pool_id)`.
+type HoldColumns = (String, String, i64, String, Option<String>, Option<String>);
+
+/// The parts of a hold record its own row holds, parsed.
+struct HoldHead {
+    show_id: ShowId,
+    buyer: BuyerId,
+    expires_at: DateTime<Utc>,
+    state: HoldState,
+    booking_id: Option<BookingId>,
+    pool_id: Option<PoolId>,
+}
+
+impl HoldHead {
+    fn parse(row: HoldColumns) -> StoreResult<Self> {
+        let (show_id, buyer, expires_at_us, state, booking_id, pool_id) = row;
+        Ok(Self {
+            show_id: parse_column("holds.show_id", show_id.as_str(), ShowId::parse)?,
+            buyer: parse_column("holds.buyer", buyer.as_str(), BuyerId::parse)?,
+            expires_at: parse_column("holds.expires_at_us", expires_at_us, |us| {
+                from_micros(us).ok_or("out of range")
+            })?,
+            state: parse_column("holds.state", state.as_str(), |s| {
+                HoldState::parse(s).ok_or("not a hold state")
+            })?,
+            booking_id: booking_id
+                .as_deref()
+                .map(|id| parse_column("holds.booking_id", id, Uuid::parse_str).map(BookingId))
+                .transpose()?,
+            pool_id: pool_id
+                .as_deref()
+                .map(|id| parse_column("holds.pool_id", id, PoolId::parse))
+                .transpose()?,
+        })
+    }
+}
+
+fn parse_part((shard, quantity): (i32, i32)) -> StoreResult<(u32, u32)> {
+    Ok((
+        parse_column("pool_holds.shard", shard, u32::try_from)?,
+        parse_column("pool_holds.quantity", quantity, u32::try_from)?,
+    ))
+}
+
 impl Store {
-    pub async fn hold(&self, hold_id: &str) -> StoreResult<Option<HoldRecord>> {
+    pub async fn hold(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
+        let id = hold_id.to_string();
         on_store!(self, read pool => {
-            type Row = (String, String, i64, String, Option<String>, Option<String>);
-            let row: Option<Row> = sqlx::query_as(SELECT_HOLD)
-                .bind(hold_id)
+            let row: Option<HoldColumns> = sqlx::query_as(SELECT_HOLD)
+                .bind(&id)
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::classify)?;
-            let Some((show_id, buyer, expires_at_us, state, booking_id, pool_id)) = row else {
+            let Some(row) = row else {
                 return Ok(None);
             };
-            let state = HoldState::parse(&state)
-                .ok_or_else(|| StoreError::Corrupt(format!("hold state {state:?}")))?;
-            let (seats, parts) = match pool_id {
+            let head = HoldHead::parse(row)?;
+            let (seats, parts) = match head.pool_id {
                 None => {
                     let seats: Vec<String> = sqlx::query_scalar(SELECT_HOLD_SEATS)
-                        .bind(hold_id)
+                        .bind(&id)
                         .fetch_all(pool)
                         .await
                         .map_err(StoreError::classify)?;
+                    let seats = seats
+                        .iter()
+                        .map(|seat| parse_column("hold_seats.seat_id", seat.as_str(), SeatId::parse))
+                        .collect::<StoreResult<Vec<_>>>()?;
                     (seats, None)
                 }
                 Some(pool_id) => {
                     let parts: Vec<(i32, i32)> = sqlx::query_as(SELECT_POOL_PARTS)
-                        .bind(hold_id)
+                        .bind(&id)
                         .fetch_all(pool)
                         .await
                         .map_err(StoreError::classify)?;
+                    let parts = parts
+                        .into_iter()
+                        .map(parse_part)
+                        .collect::<StoreResult<Vec<_>>>()?;
                     (Vec::new(), Some((pool_id, parts)))
                 }
             };
             Ok(Some(HoldRecord {
-                hold_id: hold_id.to_owned(),
-                show_id,
-                buyer,
-                expires_at_us,
-                state,
-                booking_id,
+                hold_id: *hold_id,
+                show_id: head.show_id,
+                buyer: head.buyer,
+                expires_at: head.expires_at,
+                state: head.state,
+                booking_id: head.booking_id,
                 seats,
                 pool: parts,
             }))
@@ -90,25 +161,31 @@ impl Store {
 
     pub async fn idempotency_entry(
         &self,
-        buyer: &str,
-        key: &str,
+        buyer: &BuyerId,
+        key: &IdempotencyKey,
     ) -> StoreResult<Option<IdempotencyEntry>> {
-        on_store!(self, read pool => {
-            let row: Option<(String, String)> = sqlx::query_as(SELECT_IDEMPOTENCY)
-                .bind(buyer)
-                .bind(key)
+        let row: Option<(String, String)> = on_store!(self, read pool => {
+            sqlx::query_as(SELECT_IDEMPOTENCY)
+                .bind(buyer.as_str())
+                .bind(key.as_str())
                 .fetch_optional(pool)
                 .await
-                .map_err(StoreError::classify)?;
-            Ok(row.map(|(request_hash, hold_id)| IdempotencyEntry { request_hash, hold_id }))
+                .map_err(StoreError::classify)?
+        });
+        row.map(|(request_hash, hold_id)| {
+            Ok(IdempotencyEntry {
+                request_hash,
+                hold_id: parse_hold_id("idempotency_keys.hold_id", &hold_id)?,
+            })
         })
+        .transpose()
     }
 }
 
 impl Store {
     /// Ids of holds past their expiry that no event has closed, oldest first.
-    pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<String>> {
-        on_store!(self, read pool => {
+    pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
+        let ids: Vec<String> = on_store!(self, read pool => {
             sqlx::query_scalar(
                 "SELECT hold_id FROM holds WHERE state = 'held' AND expires_at_us <= $1 \
                  ORDER BY expires_at_us LIMIT $2",
@@ -117,7 +194,10 @@ impl Store {
             .bind(limit)
             .fetch_all(pool)
             .await
-            .map_err(StoreError::classify)
-        })
+            .map_err(StoreError::classify)?
+        });
+        ids.iter()
+            .map(|id| parse_hold_id("holds.hold_id", id))
+            .collect()
     }
 }

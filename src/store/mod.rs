@@ -4,7 +4,7 @@
 //! Streams are loaded through the cqrs-es repositories of postgres-es and
 //! sqlite-es. Appends are our own: one transaction writes the events of every
 //! stream a command touched, at the sequences it decided on, together with
-//! the read-model rows those events produce (DESIGN.md §4 and §6). A
+//! the read-model rows those events produce (see [`batch`]). A
 //! duplicate `(aggregate_type, aggregate_id, sequence)` anywhere in the batch
 //! refuses the whole batch, which is what makes a multi-seat hold all or
 //! nothing; and a projection written in the same transaction can never be
@@ -13,12 +13,16 @@
 //! Both stores share their SQL where the dialects agree (`$n` parameters
 //! work in both); the [`on_store!`] macro expands one body for each pool type.
 
-mod append;
+mod batch;
 mod checkouts;
+mod document;
 mod holds;
 mod log;
 mod payments;
+mod postgres;
 mod shows;
+mod sqlite;
+mod tables;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -31,15 +35,14 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
-pub use append::{
-    AppendBatch, AppendOutcome, CheckoutRowWrite, CheckpointMove, IdempotencyRecord, NewEvent,
-    SeatRowWrite, ShardRowWrite,
+pub use batch::{
+    AppendBatch, AppendOutcome, CheckpointMove, IdempotencyKeyRow, NewEvent, MAX_EVENTS_PER_BATCH,
 };
-pub use checkouts::CheckoutRecord;
 pub use holds::{HoldRecord, IdempotencyEntry};
-pub use log::{LogEvent, LogFilter, Projection};
+pub use log::{LogEvent, LogFilter};
 pub use payments::{LedgerCharge, SimCharge};
 pub use shows::{PoolFigures, ShowInsert};
+pub use tables::{Projection, Tables};
 
 /// Default size of the connection pool: PostgreSQL connections, or read
 /// connections to a SQLite file (beside its one writer). Commands hold a
@@ -73,6 +76,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A write larger than the store can take in one transaction.
+    #[error("too large: {0}")]
+    TooLarge(String),
 }
 
 impl StoreError {
@@ -107,7 +113,7 @@ pub struct SqliteStore {
     /// queueing writers here (FIFO) beats SQLite's sleep-and-retry busy handler.
     write: SqlitePool,
     /// Appends go through one task that commits them in groups.
-    appender: append::SqliteAppender,
+    appender: sqlite::SqliteAppender,
     read: SqlitePool,
     repo: SqliteEventRepository,
 }
@@ -213,7 +219,7 @@ impl Store {
                 .await
                 .map_err(StoreError::classify)?;
             let repo = SqliteEventRepository::new(read.clone());
-            let appender = append::SqliteAppender::start(write.clone());
+            let appender = sqlite::SqliteAppender::start(write.clone());
             Ok(Store::Sqlite(SqliteStore {
                 write,
                 read,
@@ -235,10 +241,14 @@ impl Store {
         }
     }
 
-    /// Applies the migrations of this store's dialect (idempotent).
+    /// Applies the migrations of this store's dialect (idempotent), then, on
+    /// PostgreSQL, the current bodies of our functions.
     pub async fn migrate(&self) -> StoreResult<()> {
         match self {
-            Store::Postgres(s) => sqlx::migrate!("./migrations/postgres").run(&s.pool).await?,
+            Store::Postgres(s) => {
+                sqlx::migrate!("./migrations/postgres").run(&s.pool).await?;
+                postgres::install_functions(&s.pool).await?;
+            }
             Store::Sqlite(s) => sqlx::migrate!("./migrations/sqlite").run(&s.write).await?,
         }
         Ok(())
@@ -353,5 +363,39 @@ impl Store {
                 .map_err(StoreError::classify)?;
             Ok(count)
         })
+    }
+}
+
+impl Store {
+    /// Appends the batch in one transaction. Returns `Conflict` (and writes
+    /// nothing) if any stream already has an event at one of the sequences.
+    pub async fn append(&self, batch: &AppendBatch) -> StoreResult<AppendOutcome> {
+        if batch.events.len() > MAX_EVENTS_PER_BATCH {
+            return Err(StoreError::TooLarge(format!(
+                "a batch of {} events; one transaction holds at most {MAX_EVENTS_PER_BATCH}",
+                batch.events.len()
+            )));
+        }
+        let outcome = self
+            .write_document(&document::Document::of(batch), batch.rows_only)
+            .await?;
+        if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
+            metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
+        }
+        Ok(outcome)
+    }
+
+    /// Writes one append document in one transaction, through the store's
+    /// own writer: `booking_append` on PostgreSQL, the group-committing
+    /// appender on SQLite.
+    async fn write_document(
+        &self,
+        document: &document::Document<'_>,
+        rows_only: bool,
+    ) -> StoreResult<AppendOutcome> {
+        match self {
+            Store::Postgres(s) => postgres::append(&s.pool, &document.to_json()?, rows_only).await,
+            Store::Sqlite(s) => s.appender.append(sqlite::SqliteJob::of(document)?).await,
+        }
     }
 }

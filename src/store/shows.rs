@@ -1,7 +1,9 @@
 //! Shows and the availability read model.
 
+use domain::ids::{PoolId, SeatId, ShowId};
 use domain::seat::SeatStatus;
 
+use super::holds::parse_column;
 use super::{on_store, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,15 +14,15 @@ pub enum ShowInsert {
 }
 
 /// A seat to create with the show: `(seat_id, ordinal, section)`.
-pub type NewSeat<'a> = (&'a str, i32, &'a str);
+pub type NewSeat<'a> = (&'a SeatId, i32, &'a str);
 
 /// A pool shard to create with the show: `(pool_id, shard, capacity)`.
-pub type NewShard<'a> = (&'a str, i32, i32);
+pub type NewShard<'a> = (&'a PoolId, i32, i32);
 
 /// A pool's figures as stored (held places counted at the query's `now`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolFigures {
-    pub pool_id: String,
+    pub pool_id: PoolId,
     pub capacity: i64,
     pub sold: i64,
     pub held: i64,
@@ -57,7 +59,7 @@ macro_rules! insert_shards {
         for (pool_id, shard, capacity) in $shards {
             sqlx::query(INSERT_SHARD)
                 .bind($show_id)
-                .bind(pool_id)
+                .bind(pool_id.as_str())
                 .bind(shard)
                 .bind(capacity)
                 .execute(&mut *$tx)
@@ -84,19 +86,19 @@ impl Store {
     /// with the watermark for the next call.
     pub async fn seat_changes(
         &self,
-        show_id: &str,
+        show_id: &ShowId,
         watermark: &str,
     ) -> StoreResult<(Vec<SeatChange>, String)> {
         type Row = (i32, Option<String>, Option<i64>, Option<String>);
         let rows: Vec<Row> = match self {
             Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
-                .bind(show_id)
+                .bind(show_id.as_str())
                 .bind(watermark)
                 .fetch_all(&s.query)
                 .await
                 .map_err(StoreError::classify)?,
             Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
-                .bind(show_id)
+                .bind(show_id.as_str())
                 .bind(watermark)
                 .fetch_all(&s.read)
                 .await
@@ -125,7 +127,7 @@ impl Store {
     /// transaction; or, if the id is taken, returns the stored definition.
     pub async fn insert_show(
         &self,
-        show_id: &str,
+        show_id: &ShowId,
         definition: &str,
         seats: &[NewSeat<'_>],
         shards: &[NewShard<'_>],
@@ -135,25 +137,25 @@ impl Store {
             Store::Postgres(s) => {
                 let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
                 let done = sqlx::query(INSERT_SHOW)
-                    .bind(show_id)
+                    .bind(show_id.as_str())
                     .bind(definition)
                     .bind(created_at_us)
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::classify)?;
                 if done.rows_affected() == 1 {
-                    let ids: Vec<&str> = seats.iter().map(|s| s.0).collect();
+                    let ids: Vec<&str> = seats.iter().map(|s| s.0.as_str()).collect();
                     let ordinals: Vec<i32> = seats.iter().map(|s| s.1).collect();
                     let sections: Vec<&str> = seats.iter().map(|s| s.2).collect();
                     sqlx::query(PG_INSERT_SEATS)
-                        .bind(show_id)
+                        .bind(show_id.as_str())
                         .bind(&ids)
                         .bind(&ordinals)
                         .bind(&sections)
                         .execute(&mut *tx)
                         .await
                         .map_err(StoreError::classify)?;
-                    insert_shards!(tx, show_id, shards);
+                    insert_shards!(tx, show_id.as_str(), shards);
                 }
                 tx.commit().await.map_err(StoreError::classify)?;
                 done.rows_affected() == 1
@@ -161,7 +163,7 @@ impl Store {
             Store::Sqlite(s) => {
                 let mut tx = s.write.begin().await.map_err(StoreError::classify)?;
                 let done = sqlx::query(INSERT_SHOW)
-                    .bind(show_id)
+                    .bind(show_id.as_str())
                     .bind(definition)
                     .bind(created_at_us)
                     .execute(&mut *tx)
@@ -170,15 +172,15 @@ impl Store {
                 if done.rows_affected() == 1 {
                     for (seat_id, ordinal, section) in seats {
                         sqlx::query(SQLITE_INSERT_SEAT)
-                            .bind(show_id)
-                            .bind(seat_id)
+                            .bind(show_id.as_str())
+                            .bind(seat_id.as_str())
                             .bind(ordinal)
                             .bind(section)
                             .execute(&mut *tx)
                             .await
                             .map_err(StoreError::classify)?;
                     }
-                    insert_shards!(tx, show_id, shards);
+                    insert_shards!(tx, show_id.as_str(), shards);
                 }
                 tx.commit().await.map_err(StoreError::classify)?;
                 done.rows_affected() == 1
@@ -194,10 +196,10 @@ impl Store {
     }
 
     /// The stored definition of a show (canonical JSON), if it exists.
-    pub async fn show_definition(&self, show_id: &str) -> StoreResult<Option<String>> {
+    pub async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>> {
         on_store!(self, read pool => {
             sqlx::query_scalar(SELECT_SHOW)
-                .bind(show_id)
+                .bind(show_id.as_str())
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::classify)
@@ -205,18 +207,28 @@ impl Store {
     }
 
     /// Capacity, sold and held places of each pool of a show, held counted at `now_us`.
-    pub async fn pool_figures(&self, show_id: &str, now_us: i64) -> StoreResult<Vec<PoolFigures>> {
+    pub async fn pool_figures(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+    ) -> StoreResult<Vec<PoolFigures>> {
         on_store!(self, query pool => {
             let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(SELECT_POOLS)
-                .bind(show_id)
+                .bind(show_id.as_str())
                 .bind(now_us)
                 .fetch_all(pool)
                 .await
                 .map_err(StoreError::classify)?;
-            Ok(rows
-                .into_iter()
-                .map(|(pool_id, capacity, sold, held)| PoolFigures { pool_id, capacity, sold, held })
-                .collect())
+            rows.into_iter()
+                .map(|(pool_id, capacity, sold, held)| {
+                    Ok(PoolFigures {
+                        pool_id: parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?,
+                        capacity,
+                        sold,
+                        held,
+                    })
+                })
+                .collect()
         })
     }
 }

@@ -3,8 +3,9 @@
 
 use std::process::Command;
 
-use booking::projector::{replay, PROJECTIONS_CHECKPOINT};
-use booking::shows::ShowCatalog;
+use booking::catalog::ShowCatalog;
+use booking::rebuild::projector::PROJECTIONS_CHECKPOINT;
+use booking::rebuild::replay::replay;
 use booking::store::{AppendBatch, AppendOutcome, NewEvent, Projection};
 use chrono::{DateTime, Utc};
 use rand::{Rng, SeedableRng};
@@ -47,9 +48,9 @@ fn bare_hold_event(
         sequence,
         event_type: "HoldPlaced".into(),
         event_version: "1.0".into(),
-        payload: payload.to_string(),
-        metadata: "{}".into(),
-        show_id: Some(show.to_owned()),
+        payload: serde_json::value::to_raw_value(&payload).unwrap(),
+        metadata: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
+        show_id: Some(domain::ids::ShowId::parse(show).unwrap()),
     }
 }
 
@@ -124,10 +125,11 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
         .await
         .unwrap();
     sqlx::query("BEGIN").execute(&mut writer_a).await.unwrap();
-    let a_event = json!({"events": [{
-        "t": "Seat", "i": "late/S1", "s": 1, "et": "HoldPlaced", "ev": "1.0",
-        "p": {"HoldPlaced": {"hold_id": uuid::Uuid::new_v4(), "buyer": "a", "expires_at": until}},
-        "m": {}, "r": Utc::now().timestamp_micros(), "sh": "late", "n": 1}]});
+    let a_event = json!({"recorded_at_us": Utc::now().timestamp_micros(), "events": [{
+        "aggregate_type": "Seat", "aggregate_id": "late/S1", "sequence": 1,
+        "event_type": "HoldPlaced", "event_version": "1.0",
+        "payload": {"HoldPlaced": {"hold_id": uuid::Uuid::new_v4(), "buyer": "a", "expires_at": until}},
+        "metadata": {}, "show_id": "late"}]});
     sqlx::query("SELECT booking_append($1::jsonb)")
         .bind(a_event.to_string())
         .execute(&mut writer_a)

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use booking::store::{AppendBatch, AppendOutcome, CheckoutRowWrite, NewEvent};
+use booking::store::{AppendBatch, AppendOutcome, NewEvent};
 use chrono::Utc;
 use cqrs_es::{Aggregate, DomainEvent};
 use domain::checkout::{Checkout, CheckoutEvent};
@@ -391,14 +391,13 @@ async fn leave_a_requested_checkout(app: &TestApp, hold_id: &str, buyer: &str, s
         sequence: 1,
         event_type: event.event_type(),
         event_version: event.event_version(),
-        payload: serde_json::to_string(&event).unwrap(),
-        metadata: "{}".into(),
-        show_id: Some(show.to_owned()),
+        payload: serde_json::value::to_raw_value(&event).unwrap(),
+        metadata: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
+        show_id: Some(domain::ids::ShowId::parse(show).unwrap()),
     });
-    batch.checkout_rows.push(CheckoutRowWrite {
-        last_seq: 1,
-        row: CheckoutRow::of(&checkout).unwrap(),
-    });
+    batch
+        .checkout_rows
+        .push(CheckoutRow::of(&checkout, 1, 0).unwrap());
     assert_eq!(
         app.store.append(&batch).await.unwrap(),
         AppendOutcome::Appended

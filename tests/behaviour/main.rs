@@ -10,6 +10,7 @@ mod support;
 mod audit;
 mod bad_input;
 mod checkout;
+mod cqrs;
 mod crash;
 mod holds;
 mod ops;
@@ -46,6 +47,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(bad_input::tests());
     all.extend(audit::tests());
     all.extend(ops::tests());
+    all.extend(cqrs::tests());
     all
 }
 

@@ -348,7 +348,7 @@ async fn hold_ttl_advice_comes_from_the_log(env: TestEnv) {
     app.stop().await;
 }
 
-/// Every route of the contract (API.md) and of this service's extensions.
+/// Every route of the contract (docs/api.md) and of this service's extensions.
 const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/shows/{show_id}"),
     ("get", "/v1/shows/{show_id}"),

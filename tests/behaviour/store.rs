@@ -22,9 +22,12 @@ fn event(stream: &str, sequence: i64) -> NewEvent {
         sequence,
         event_type: "HoldReleased".into(),
         event_version: "1.0".into(),
-        payload: r#"{"HoldReleased":{"hold_id":"00000000-0000-0000-0000-000000000001"}}"#.into(),
-        metadata: "{}".into(),
-        show_id: Some("atomic".into()),
+        payload: serde_json::value::RawValue::from_string(
+            r#"{"HoldReleased":{"hold_id":"00000000-0000-0000-0000-000000000001"}}"#.into(),
+        )
+        .unwrap(),
+        metadata: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
+        show_id: Some(domain::ids::ShowId::parse("atomic").unwrap()),
     }
 }
 

@@ -10,10 +10,11 @@ use domain::pool::{self, shard_capacity, shard_stream_id, PoolCommand, PoolError
 use domain::seat::{self, Seat, SeatCommand, SeatError};
 use domain::show::Show;
 use projections::holds::pool_hold_change;
+use projections::pools::PoolShardRow;
 
-use crate::batch::{push_events, push_seat, StreamView};
-use crate::store::{AppendBatch, HoldRecord, ShardRowWrite, StoreError};
-use crate::streams::StreamCache;
+use crate::command::rows::{push_events, push_seat, StreamView};
+use crate::command::streams::StreamCache;
+use crate::store::{AppendBatch, HoldRecord, StoreError};
 
 /// Why a unit refuses to move a hold on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +205,7 @@ impl Unit for PoolShard {
         if events.is_empty() {
             return Ok(());
         }
-        push_events(batch, stream, events, metadata, Some(key.show_id.as_str()))?;
+        push_events(batch, stream, events, metadata, Some(&key.show_id))?;
         let mut after = stream.aggregate.clone();
         for event in events {
             after.apply_event(event);
@@ -215,13 +216,14 @@ impl Unit for PoolShard {
                 event,
             ));
         }
-        batch.shard_rows.push(ShardRowWrite {
-            show_id: key.show_id.to_string(),
-            pool_id: key.pool_id.to_string(),
-            shard: key.index as i32,
-            last_seq: (stream.version + events.len()) as i64,
-            sold: i64::from(after.sold),
-        });
+        let last_seq = (stream.version + events.len()) as i64;
+        batch.shard_rows.push(PoolShardRow::of(
+            &key.show_id,
+            &key.pool_id,
+            key.index,
+            last_seq,
+            &after,
+        ));
         Ok(())
     }
 }
@@ -240,7 +242,7 @@ pub enum HoldUnits {
     Pool(Vec<(String, ShardKey)>),
 }
 
-fn corrupt(hold_id: &str, e: impl std::fmt::Display) -> StoreError {
+fn corrupt(hold_id: HoldId, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("hold {hold_id}: {e}"))
 }
 
@@ -251,31 +253,31 @@ pub fn units_of(record: &HoldRecord, show: &Show) -> Result<HoldUnits, StoreErro
     let show_id = &show.show_id;
     match &record.pool {
         None => {
-            let mut units = Vec::with_capacity(record.seats.len());
-            for seat in &record.seats {
-                let seat_id = SeatId::parse(seat).map_err(|e| corrupt(&record.hold_id, e))?;
-                units.push((
-                    seat_stream_id(show_id, &seat_id),
-                    SeatKey {
-                        show_id: show_id.clone(),
-                        seat_id,
-                    },
-                ));
-            }
+            let mut units: Vec<(String, SeatKey)> = record
+                .seats
+                .iter()
+                .map(|seat_id| {
+                    (
+                        seat_stream_id(show_id, seat_id),
+                        SeatKey {
+                            show_id: show_id.clone(),
+                            seat_id: seat_id.clone(),
+                        },
+                    )
+                })
+                .collect();
             units.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(HoldUnits::Seats(units))
         }
         Some((pool_id, parts)) => {
-            let pool_id = PoolId::parse(pool_id).map_err(|e| corrupt(&record.hold_id, e))?;
             let spec = show
-                .pool(&pool_id)
-                .ok_or_else(|| corrupt(&record.hold_id, "its pool is not in the show"))?;
+                .pool(pool_id)
+                .ok_or_else(|| corrupt(record.hold_id, "its pool is not in the show"))?;
             let mut units: Vec<(String, ShardKey)> = parts
                 .iter()
-                .map(|(shard, _)| {
-                    let index = (*shard).max(0) as u32;
+                .map(|&(index, _)| {
                     (
-                        shard_stream_id(show_id, &pool_id, index),
+                        shard_stream_id(show_id, pool_id, index),
                         ShardKey {
                             show_id: show_id.clone(),
                             pool_id: pool_id.clone(),

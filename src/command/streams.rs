@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use cqrs_es::Aggregate;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::batch::StreamView;
+use crate::command::rows::StreamView;
 use crate::store::{AppendBatch, AppendOutcome, Store, StoreError, StoreResult};
 
 /// Streams kept loaded per aggregate type. A seat stream costs a few hundred

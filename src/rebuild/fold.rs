@@ -1,20 +1,8 @@
-//! The durable projector, and replay.
-//!
-//! Commands write their read-model rows in the same transaction as their
-//! events, so in normal operation the rows are never behind. The projector
-//! is what makes that a checked property rather than a hope: it reads the
-//! log in global order from a stored checkpoint and applies every event
-//! through the same row builders the commands use, idempotently (each seat,
-//! shard and checkout row is guarded by the stream sequence it last
-//! applied; hold rows only move forward), committing each batch together
-//! with its checkpoint by compare-and-set. Events appended by any other
-//! writer, or rows lost to an operator's mistake, are made right here.
-//!
-//! Replay is the same fold from position 0 over reset tables.
+//! The fold every rebuild shares: log events, stream by stream, into the
+//! aggregates they add up to and the read-model rows those produce, through
+//! the same row builders the commands use.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
 
 use cqrs_es::Aggregate;
 use domain::checkout::{Checkout, CheckoutEvent};
@@ -24,24 +12,13 @@ use domain::seat::{Seat, SeatEvent};
 use projections::time::from_micros;
 use serde::de::DeserializeOwned;
 
-use crate::batch::{push_checkout, StreamView};
-use crate::inventory::{SeatKey, ShardKey, Unit};
-use crate::shows::ShowCatalog;
-use crate::store::{
-    AppendBatch, AppendOutcome, CheckpointMove, LogEvent, LogFilter, Store, StoreError,
-};
+use crate::catalog::ShowCatalog;
+use crate::command::rows::{push_checkout_at, StreamView};
+use crate::command::units::{SeatKey, ShardKey, Unit};
+use crate::store::{AppendBatch, LogEvent, LogFilter, Store, StoreError, Tables};
 
-/// The checkpoint of the projector that keeps every read model current.
-pub const PROJECTIONS_CHECKPOINT: &str = "projections";
-
-/// Events per projector batch: one read and one write transaction each.
-pub const PROJECTOR_BATCH: i64 = 1_000;
-
-/// Events per replay batch: larger, since replay owns the machine.
-pub const REPLAY_BATCH: i64 = 10_000;
-
-/// Time between two projector passes when it runs in the background.
-pub const PROJECTOR_INTERVAL: Duration = Duration::from_secs(1);
+/// Events read per batch by a whole-log fold (replay, verify).
+pub const REBUILD_BATCH: i64 = 10_000;
 
 /// Aggregates folded so far, by stream, with the version they are at.
 #[derive(Default)]
@@ -143,7 +120,7 @@ impl Folded {
             let first = run.events[0].sequence.max(1) as usize;
             let corrupt = |what: &str| StoreError::Corrupt(format!("{what} stream id {}", run.id));
             match run.kind {
-                "Seat" => {
+                kind if kind == Seat::TYPE => {
                     let (show_id, seat_id) =
                         parse_seat_stream_id(run.id).ok_or_else(|| corrupt("seat"))?;
                     let decoded = run
@@ -164,7 +141,7 @@ impl Folded {
                     self.seats
                         .insert(run.id.to_owned(), (state, version + decoded.len()));
                 }
-                "PoolShard" => {
+                kind if kind == PoolShard::TYPE => {
                     let (show_id, pool_id, index) =
                         parse_shard_stream_id(run.id).ok_or_else(|| corrupt("shard"))?;
                     let entry = catalog
@@ -198,7 +175,7 @@ impl Folded {
                     self.shards
                         .insert(run.id.to_owned(), (state, version + decoded.len()));
                 }
-                "Checkout" => {
+                kind if kind == Checkout::TYPE => {
                     let decoded = run
                         .events
                         .iter()
@@ -211,7 +188,8 @@ impl Folded {
                         version,
                         aggregate: &state,
                     };
-                    push_checkout(batch, &view, &decoded, "{}")?;
+                    let recorded_at_us = run.events[run.events.len() - 1].recorded_at_us;
+                    push_checkout_at(batch, &view, &decoded, "{}", recorded_at_us)?;
                     decoded.iter().for_each(|e| state.apply_event(e));
                     self.checkouts
                         .insert(run.id.to_owned(), (state, version + decoded.len()));
@@ -231,98 +209,23 @@ impl Folded {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ProjectorReport {
-    pub events: usize,
-    pub batches: usize,
-    /// The checkpoint after the pass.
-    pub position: i64,
-}
-
-#[derive(Clone)]
-pub struct Projector {
-    store: Arc<Store>,
-    catalog: Arc<ShowCatalog>,
-}
-
-impl Projector {
-    pub fn new(store: Arc<Store>, catalog: Arc<ShowCatalog>) -> Self {
-        Self { store, catalog }
+/// Folds the whole log into scratch tables; returns them with the number of
+/// events read.
+pub async fn rebuild(store: &Store, catalog: &ShowCatalog) -> Result<(Tables, usize), StoreError> {
+    let mut rebuilt = Tables::default();
+    let mut folded = Folded::default();
+    let mut after = 0;
+    let mut events_read = 0;
+    loop {
+        let events = store
+            .read_log_committed(LogFilter::All, after, REBUILD_BATCH)
+            .await?;
+        let Some(last) = events.last() else { break };
+        after = last.position;
+        events_read += events.len();
+        let mut batch = AppendBatch::projection(chrono::Utc::now());
+        folded.project(store, catalog, &events, &mut batch).await?;
+        rebuilt.apply(&batch);
     }
-
-    /// Applies every event after the checkpoint, batch by batch, moving the
-    /// checkpoint with each batch. Another instance moving it first is not an
-    /// error: this one reads the checkpoint again and goes on from there.
-    pub async fn run_once(&self) -> Result<ProjectorReport, StoreError> {
-        let mut report = ProjectorReport::default();
-        let mut folded = Folded::default();
-        loop {
-            let from = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
-            report.position = from;
-            let events = self
-                .store
-                .read_log(LogFilter::All, from, PROJECTOR_BATCH)
-                .await?;
-            let Some(last) = events.last() else {
-                let behind = self.store.count_after(from).await?;
-                metrics::gauge!("projector_lag_events").set(behind as f64);
-                return Ok(report);
-            };
-            let to = last.position;
-            let mut batch = AppendBatch::projection(chrono::Utc::now());
-            folded
-                .project(&self.store, &self.catalog, &events, &mut batch)
-                .await?;
-            batch.checkpoint = Some(CheckpointMove {
-                name: PROJECTIONS_CHECKPOINT.to_owned(),
-                from,
-                to,
-            });
-            match self.store.append(&batch).await? {
-                AppendOutcome::Appended => {
-                    report.events += events.len();
-                    report.batches += 1;
-                    report.position = to;
-                }
-                // Another instance applied this batch: start from its checkpoint.
-                AppendOutcome::CheckpointMoved => folded = Folded::default(),
-                other => {
-                    return Err(StoreError::Corrupt(format!(
-                        "projection batch refused: {other:?}"
-                    )));
-                }
-            }
-        }
-    }
-
-    /// How many events of the log the checkpoint is behind.
-    pub async fn lag(&self) -> Result<i64, StoreError> {
-        let checkpoint = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
-        self.store.count_after(checkpoint).await
-    }
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ReplayReport {
-    pub events: usize,
-    pub batches: usize,
-}
-
-/// Rebuilds projections from the whole log: folds every event in global
-/// order into scratch tables in memory (as `booking verify` does), resets
-/// the named projections, and writes each row once, in its final state,
-/// `REPLAY_BATCH` rows at a time. Rows are written with the same guards as
-/// always, so commands may go on meanwhile.
-pub async fn replay(
-    store: &Store,
-    catalog: &ShowCatalog,
-    which: &[crate::store::Projection],
-) -> Result<ReplayReport, StoreError> {
-    // Fresh planner statistics: a log that grew fast since the last
-    // autovacuum would otherwise be read by sorting it whole for each batch.
-    store.analyze_log().await?;
-    let (tables, events) = crate::verify::rebuild(store, catalog).await?;
-    store.reset_projections(which).await?;
-    let batches = store.write_tables(&tables, REPLAY_BATCH as usize).await?;
-    Ok(ReplayReport { events, batches })
+    Ok((rebuilt, events_read))
 }

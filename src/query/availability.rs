@@ -17,7 +17,7 @@ use domain::ids::ShowId;
 use domain::seat::SeatStatus;
 use projections::time::from_micros;
 
-use crate::shows::CatalogEntry;
+use crate::catalog::CatalogEntry;
 use crate::store::{Store, StoreError};
 
 /// Shows whose seat rows an instance keeps (16 bytes a seat).
@@ -84,7 +84,7 @@ impl AvailabilityCache {
             if cached.fresh_through < ticket {
                 let starting = slot.tickets.load(Ordering::SeqCst);
                 let (changes, next) = store
-                    .seat_changes(entry.show.show_id.as_str(), &cached.watermark)
+                    .seat_changes(&entry.show.show_id, &cached.watermark)
                     .await?;
                 for (ordinal, status, expires_at_us) in changes {
                     if let Some(row) = cached.rows.get_mut(ordinal) {

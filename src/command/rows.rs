@@ -5,11 +5,13 @@ use cqrs_es::{Aggregate, DomainEvent};
 use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{SeatId, ShowId};
 use domain::seat::{Seat, SeatEvent};
-use projections::availability::SeatRow;
+use projections::availability::SeatAvailabilityRow;
 use projections::checkouts::CheckoutRow;
 use projections::holds::hold_change;
+use projections::time::to_micros;
+use serde_json::value::RawValue;
 
-use crate::store::{AppendBatch, CheckoutRowWrite, NewEvent, SeatRowWrite, StoreError};
+use crate::store::{AppendBatch, NewEvent, StoreError};
 
 /// A stream as of `version`: what the rows of its next events are computed
 /// from. Commands take it from a locked, loaded stream; the projector from
@@ -25,11 +27,13 @@ pub fn push_events<A: Aggregate>(
     stream: &StreamView<'_, A>,
     events: &[A::Event],
     metadata: &str,
-    show_id: Option<&str>,
+    show_id: Option<&ShowId>,
 ) -> Result<(), StoreError> {
     if batch.rows_only {
         return Ok(());
     }
+    let unserializable =
+        |e: serde_json::Error| StoreError::Corrupt(format!("an event's JSON: {e}"));
     for (i, event) in events.iter().enumerate() {
         batch.events.push(NewEvent {
             aggregate_type: A::TYPE,
@@ -37,10 +41,9 @@ pub fn push_events<A: Aggregate>(
             sequence: (stream.version + i + 1) as i64,
             event_type: event.event_type(),
             event_version: event.event_version(),
-            payload: serde_json::to_string(event)
-                .map_err(|e| StoreError::Corrupt(format!("cannot serialize an event: {e}")))?,
-            metadata: metadata.to_owned(),
-            show_id: show_id.map(str::to_owned),
+            payload: serde_json::value::to_raw_value(event).map_err(unserializable)?,
+            metadata: RawValue::from_string(metadata.to_owned()).map_err(unserializable)?,
+            show_id: show_id.cloned(),
         });
     }
     Ok(())
@@ -58,7 +61,7 @@ pub fn push_seat(
     if events.is_empty() {
         return Ok(());
     }
-    push_events(batch, stream, events, metadata, Some(show_id.as_str()))?;
+    push_events(batch, stream, events, metadata, Some(show_id))?;
     let mut after = stream.aggregate.clone();
     for event in events {
         after.apply_event(event);
@@ -66,21 +69,34 @@ pub fn push_seat(
             .hold_changes
             .extend(hold_change(show_id, seat_id, event));
     }
-    batch.seat_rows.push(SeatRowWrite {
-        show_id: show_id.to_string(),
-        seat_id: seat_id.to_string(),
-        last_seq: (stream.version + events.len()) as i64,
-        row: SeatRow::of(&after),
-    });
+    let last_seq = (stream.version + events.len()) as i64;
+    batch
+        .seat_rows
+        .push(SeatAvailabilityRow::of(show_id, seat_id, last_seq, &after));
     Ok(())
 }
 
-/// Adds a checkout's events and its row.
+/// Adds a checkout's events and its row, written now (`batch.recorded_at`,
+/// the time of the events).
 pub fn push_checkout(
     batch: &mut AppendBatch,
     stream: &StreamView<'_, Checkout>,
     events: &[CheckoutEvent],
     metadata: &str,
+) -> Result<(), StoreError> {
+    let updated_at_us = to_micros(batch.recorded_at);
+    push_checkout_at(batch, stream, events, metadata, updated_at_us)
+}
+
+/// [`push_checkout`] for events recorded at `updated_at_us` (the time of the
+/// last of them): what a rebuild from the log writes, so a rebuilt row is
+/// the row the command wrote.
+pub fn push_checkout_at(
+    batch: &mut AppendBatch,
+    stream: &StreamView<'_, Checkout>,
+    events: &[CheckoutEvent],
+    metadata: &str,
+    updated_at_us: i64,
 ) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
@@ -89,13 +105,10 @@ pub fn push_checkout(
     for event in events {
         after.apply_event(event);
     }
-    let show_id = after.show_id.as_ref().map(ShowId::as_str);
-    push_events(batch, stream, events, metadata, show_id)?;
-    if let Some(row) = CheckoutRow::of(&after) {
-        batch.checkout_rows.push(CheckoutRowWrite {
-            last_seq: (stream.version + events.len()) as i64,
-            row,
-        });
+    push_events(batch, stream, events, metadata, after.show_id.as_ref())?;
+    let last_seq = (stream.version + events.len()) as i64;
+    if let Some(row) = CheckoutRow::of(&after, last_seq, updated_at_us) {
+        batch.checkout_rows.push(row);
     }
     Ok(())
 }

@@ -9,16 +9,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domain::ids::{BuyerId, HoldId};
+use domain::ids::BuyerId;
 use projections::time::to_micros;
 
 use crate::auth::{Actor, Role};
 use crate::clock::Clock;
-use crate::holds::{HoldError, HoldService, RequestContext};
+use crate::command::context::RequestContext;
+use crate::command::holds::{HoldError, HoldService};
 use crate::store::{Store, StoreError};
 
 /// Holds expired per pass at most; a backlog drains over several passes.
-pub const SWEEP_BATCH: i64 = 500;
+pub const HOLDS_PER_SWEEP: i64 = 500;
 
 /// The default time between passes (`BOOKING_SWEEPER_INTERVAL_SECONDS`).
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
@@ -45,7 +46,7 @@ impl Sweeper {
     /// One pass: returns how many holds it recorded as expired.
     pub async fn run_once(&self) -> Result<usize, HoldError> {
         let now_us = to_micros(self.clock.now());
-        let expired = self.store.expired_holds(now_us, SWEEP_BATCH).await?;
+        let expired = self.store.expired_holds(now_us, HOLDS_PER_SWEEP).await?;
         let actor = BuyerId::parse(SWEEPER_ACTOR)
             .map_err(|e| HoldError::Store(StoreError::Corrupt(e.to_string())))?;
         let ctx = RequestContext {
@@ -58,10 +59,7 @@ impl Sweeper {
         };
         let mut swept = 0;
         for hold_id in expired {
-            let Ok(id) = hold_id.parse().map(HoldId) else {
-                continue;
-            };
-            match self.holds.expire(&ctx, &id).await {
+            match self.holds.expire(&ctx, &hold_id).await {
                 Ok(()) => swept += 1,
                 Err(error) => {
                     tracing::warn!(%hold_id, %error, "the sweeper could not expire a hold")

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::checkout::{CheckoutError, CheckoutService, Recovered};
+use crate::command::checkout::{CheckoutError, CheckoutService, Recovered};
 
 /// Default time between two runs (`BOOKING_RECOVERY_INTERVAL_SECONDS`). A
 /// checkout left half way is found within this (plus its own payment
@@ -18,7 +18,7 @@ use crate::checkout::{CheckoutError, CheckoutService, Recovered};
 pub const RECOVERY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Checkouts looked at per run; a larger backlog drains over several runs.
-pub const RECOVERY_BATCH: i64 = 500;
+pub const CHECKOUTS_PER_RECOVERY_RUN: i64 = 500;
 
 /// Checkouts driven at once: each mostly waits on the payment provider, so
 /// a crash that left hundreds half way is finished in a few provider round
@@ -55,7 +55,7 @@ impl Recovery {
     /// One pass over the checkouts waiting on the provider.
     pub async fn run_once(&self) -> Result<RecoveryReport, CheckoutError> {
         let mut report = RecoveryReport::default();
-        let pending = self.checkout.pending(RECOVERY_BATCH).await?;
+        let pending = self.checkout.pending(CHECKOUTS_PER_RECOVERY_RUN).await?;
         let mut outcomes = futures::stream::iter(pending)
             .map(|hold_id| async move { (hold_id, self.checkout.recover(hold_id).await) })
             .buffer_unordered(RECOVERY_CONCURRENCY);

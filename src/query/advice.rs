@@ -8,16 +8,17 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use domain::checkout::CheckoutEvent;
-use domain::ids::HoldId;
+use cqrs_es::Aggregate;
+use domain::checkout::{Checkout, CheckoutEvent};
+use domain::ids::{HoldId, ShowId};
 use domain::limits::{MAX_HOLD_TTL_SECONDS, MIN_HOLD_TTL_SECONDS};
-use domain::pool::PoolEvent;
-use domain::seat::{has_expired, SeatEvent};
+use domain::pool::{PoolEvent, PoolShard};
+use domain::seat::{has_expired, Seat, SeatEvent};
 use projections::time::from_micros;
 use serde::Serialize;
 
-use crate::shows::CatalogEntry;
-use crate::store::{LogFilter, Store, StoreError};
+use crate::catalog::CatalogEntry;
+use crate::store::{LogEvent, LogFilter, Store, StoreError};
 
 /// Completed checkouts needed before a recommendation differs from the
 /// current TTL: fewer say too little about the slow tail.
@@ -106,112 +107,125 @@ fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
     (to - from).num_microseconds().unwrap_or(0) as f64 / 1e6
 }
 
-pub async fn advise(
+/// What the log says about a show's holds, folded hold by hold.
+async fn read_hold_facts(
     store: &Store,
-    entry: &CatalogEntry,
-    now: DateTime<Utc>,
-) -> Result<TtlAdvice, StoreError> {
-    let show = &entry.show;
+    show_id: &ShowId,
+) -> Result<HashMap<HoldId, HoldFacts>, StoreError> {
     let mut holds: HashMap<HoldId, HoldFacts> = HashMap::new();
     let mut after = 0;
     loop {
         let events = store
-            .read_log_committed(LogFilter::Show(show.show_id.as_str()), after, PAGE)
+            .read_log_committed(LogFilter::Show(show_id.as_str()), after, PAGE)
             .await?;
         let Some(last) = events.last() else { break };
         after = last.position;
         for event in &events {
-            let Some(at) = from_micros(event.recorded_at_us) else {
-                continue;
-            };
-            let corrupt = |e: serde_json::Error| {
-                StoreError::Corrupt(format!("event {}: {e}", event.position))
-            };
-            match event.aggregate_type.as_str() {
-                "Seat" => {
-                    match serde_json::from_str::<SeatEvent>(&event.payload).map_err(corrupt)? {
-                        SeatEvent::HoldPlaced {
-                            hold_id,
-                            expires_at,
-                            ..
-                        } => {
-                            let facts = holds.entry(hold_id).or_default();
-                            facts.placed_at.get_or_insert(at);
-                            facts.expires_at = Some(expires_at);
-                            facts.units += 1;
-                        }
-                        SeatEvent::HoldReleased { hold_id } => {
-                            holds.entry(hold_id).or_default().released = true
-                        }
-                        SeatEvent::HoldConverted { hold_id, .. } => {
-                            holds.entry(hold_id).or_default().converted = true
-                        }
-                        SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
-                    }
-                }
-                "PoolShard" => match serde_json::from_str::<PoolEvent>(&event.payload)
-                    .map_err(corrupt)?
-                {
-                    PoolEvent::PoolHoldPlaced {
-                        hold_id,
-                        quantity,
-                        expires_at,
-                        ..
-                    } => {
-                        let facts = holds.entry(hold_id).or_default();
-                        facts.placed_at.get_or_insert(at);
-                        facts.expires_at = Some(expires_at);
-                        facts.units += quantity;
-                    }
-                    PoolEvent::PoolHoldReleased { hold_id } => {
-                        holds.entry(hold_id).or_default().released = true
-                    }
-                    PoolEvent::PoolHoldConverted { hold_id, .. } => {
-                        holds.entry(hold_id).or_default().converted = true
-                    }
-                    PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
-                },
-                "Checkout" => {
-                    let Ok(hold_id) = event.aggregate_id.parse().map(HoldId) else {
-                        continue;
-                    };
+            add_event(&mut holds, event)?;
+        }
+    }
+    Ok(holds)
+}
+
+/// Adds one event of the log to the facts of its hold.
+fn add_event(holds: &mut HashMap<HoldId, HoldFacts>, event: &LogEvent) -> Result<(), StoreError> {
+    let Some(at) = from_micros(event.recorded_at_us) else {
+        return Ok(());
+    };
+    let corrupt =
+        |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
+    match event.aggregate_type.as_str() {
+        kind if kind == Seat::TYPE => {
+            match serde_json::from_str::<SeatEvent>(&event.payload).map_err(corrupt)? {
+                SeatEvent::HoldPlaced {
+                    hold_id,
+                    expires_at,
+                    ..
+                } => {
                     let facts = holds.entry(hold_id).or_default();
-                    match serde_json::from_str::<CheckoutEvent>(&event.payload).map_err(corrupt)? {
-                        CheckoutEvent::PurchaseRequested { .. } => facts.requested_at = Some(at),
-                        CheckoutEvent::PaymentCaptured { .. } => {
-                            facts.payment_seconds =
-                                facts.requested_at.map(|requested| seconds(requested, at));
-                        }
-                        CheckoutEvent::CheckoutCompleted { .. } => facts.completed_at = Some(at),
-                        _ => {}
-                    }
+                    facts.placed_at.get_or_insert(at);
+                    facts.expires_at = Some(expires_at);
+                    facts.units += 1;
                 }
+                SeatEvent::HoldReleased { hold_id } => {
+                    holds.entry(hold_id).or_default().released = true
+                }
+                SeatEvent::HoldConverted { hold_id, .. } => {
+                    holds.entry(hold_id).or_default().converted = true
+                }
+                SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
+            }
+        }
+        kind if kind == PoolShard::TYPE => {
+            match serde_json::from_str::<PoolEvent>(&event.payload).map_err(corrupt)? {
+                PoolEvent::PoolHoldPlaced {
+                    hold_id,
+                    quantity,
+                    expires_at,
+                    ..
+                } => {
+                    let facts = holds.entry(hold_id).or_default();
+                    facts.placed_at.get_or_insert(at);
+                    facts.expires_at = Some(expires_at);
+                    facts.units += quantity;
+                }
+                PoolEvent::PoolHoldReleased { hold_id } => {
+                    holds.entry(hold_id).or_default().released = true
+                }
+                PoolEvent::PoolHoldConverted { hold_id, .. } => {
+                    holds.entry(hold_id).or_default().converted = true
+                }
+                PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
+            }
+        }
+        kind if kind == Checkout::TYPE => {
+            let Ok(hold_id) = event.aggregate_id.parse().map(HoldId) else {
+                return Ok(());
+            };
+            let facts = holds.entry(hold_id).or_default();
+            match serde_json::from_str::<CheckoutEvent>(&event.payload).map_err(corrupt)? {
+                CheckoutEvent::PurchaseRequested { .. } => facts.requested_at = Some(at),
+                CheckoutEvent::PaymentCaptured { .. } => {
+                    facts.payment_seconds =
+                        facts.requested_at.map(|requested| seconds(requested, at));
+                }
+                CheckoutEvent::CheckoutCompleted { .. } => facts.completed_at = Some(at),
                 _ => {}
             }
         }
+        _ => {}
     }
+    Ok(())
+}
 
-    let to_purchase: Vec<f64> = holds
+/// How long each completed checkout took from hold to purchase, and each
+/// payment from request to capture (seconds).
+fn durations(holds: &HashMap<HoldId, HoldFacts>) -> (Vec<f64>, Vec<f64>) {
+    let to_purchase = holds
         .values()
         .filter_map(|h| Some(seconds(h.placed_at?, h.completed_at?)))
         .collect();
-    let payments: Vec<f64> = holds.values().filter_map(|h| h.payment_seconds).collect();
-    let expired: Vec<&HoldFacts> = holds
+    let payments = holds.values().filter_map(|h| h.payment_seconds).collect();
+    (to_purchase, payments)
+}
+
+/// Holds that ran to their expiry by `now` (neither bought nor released).
+fn expired_holds(holds: &HashMap<HoldId, HoldFacts>, now: DateTime<Utc>) -> Vec<&HoldFacts> {
+    holds
         .values()
         .filter(|h| {
             !h.released && !h.converted && h.expires_at.is_some_and(|at| has_expired(at, now))
         })
-        .collect();
-    let current = show.hold_ttl_seconds;
-    let unit_minutes: f64 =
-        expired.iter().map(|h| f64::from(h.units)).sum::<f64>() * f64::from(current) / 60.0;
+        .collect()
+}
 
+/// What each candidate TTL (and the current one) would have cut off.
+fn candidates(to_purchase: &[f64], current: u32) -> Vec<Candidate> {
     let mut ttls: Vec<u32> = CANDIDATE_TTLS_SECONDS.to_vec();
     ttls.push(current);
     ttls.sort_unstable();
     ttls.dedup();
-    let candidates = ttls
-        .into_iter()
+    ttls.into_iter()
         .map(|ttl| {
             let cut = to_purchase.iter().filter(|s| **s > f64::from(ttl)).count();
             Candidate {
@@ -224,11 +238,17 @@ pub async fn advise(
                 cut_off_checkouts: cut,
             }
         })
-        .collect();
+        .collect()
+}
 
-    let completed = to_purchase.len();
-    let hold_to_purchase = Distribution::of(to_purchase);
-    let (recommended, reasoning) = match &hold_to_purchase {
+/// The recommended TTL and why: the p99 plus the margin, once there are
+/// enough completed checkouts; the current TTL before.
+fn recommendation(
+    hold_to_purchase: Option<&Distribution>,
+    completed: usize,
+    current: u32,
+) -> (u32, String) {
+    match hold_to_purchase {
         Some(d) if completed >= MIN_CHECKOUTS_FOR_ADVICE => {
             let wanted = d.p99 * (1.0 + RECOMMENDATION_MARGIN);
             let step = f64::from(RECOMMENDATION_STEP_SECONDS);
@@ -250,7 +270,25 @@ pub async fn advise(
                 "only {completed} completed checkouts (fewer than {MIN_CHECKOUTS_FOR_ADVICE}): keep the current TTL"
             ),
         ),
-    };
+    }
+}
+
+pub async fn advise(
+    store: &Store,
+    entry: &CatalogEntry,
+    now: DateTime<Utc>,
+) -> Result<TtlAdvice, StoreError> {
+    let show = &entry.show;
+    let holds = read_hold_facts(store, &show.show_id).await?;
+    let (to_purchase, payments) = durations(&holds);
+    let expired = expired_holds(&holds, now);
+    let current = show.hold_ttl_seconds;
+    let unit_minutes: f64 =
+        expired.iter().map(|h| f64::from(h.units)).sum::<f64>() * f64::from(current) / 60.0;
+    let candidates = candidates(&to_purchase, current);
+    let completed = to_purchase.len();
+    let hold_to_purchase = Distribution::of(to_purchase);
+    let (recommended, reasoning) = recommendation(hold_to_purchase.as_ref(), completed, current);
     Ok(TtlAdvice {
         show_id: show.show_id.to_string(),
         current_ttl_seconds: current,

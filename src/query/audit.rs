@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use cqrs_es::Aggregate;
 use domain::ids::{SeatId, ShowId};
 use domain::pool::{shard_stream_id, PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent, SeatStatus};
@@ -11,7 +12,7 @@ use projections::time::{from_micros, to_micros};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::shows::CatalogEntry;
+use crate::catalog::CatalogEntry;
 use crate::store::{LogEvent, LogFilter, Store, StoreError};
 
 /// Events per page of show history at most (`limit` is 1..=this).
@@ -75,7 +76,7 @@ pub async fn seat_history(
 ) -> Result<HistoryPage, StoreError> {
     let stream = domain::ids::seat_stream_id(show_id, seat_id);
     let events = store
-        .read_log_committed(LogFilter::Stream("Seat", &stream), 0, MAX_SEAT_HISTORY)
+        .read_log_committed(LogFilter::Stream(Seat::TYPE, &stream), 0, MAX_SEAT_HISTORY)
         .await?;
     let next_after = (events.len() as i64 == MAX_SEAT_HISTORY)
         .then(|| events.last().map(|e| e.position))
@@ -127,14 +128,14 @@ pub async fn availability_at(
         let corrupt =
             |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
         match event.aggregate_type.as_str() {
-            "Seat" => {
+            kind if kind == Seat::TYPE => {
                 let decoded: SeatEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
                 seats
                     .entry(event.aggregate_id.clone())
                     .or_default()
                     .apply_event(&decoded);
             }
-            "PoolShard" => {
+            kind if kind == PoolShard::TYPE => {
                 let decoded: PoolEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
                 shards
                     .entry(event.aggregate_id.clone())

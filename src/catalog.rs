@@ -114,12 +114,11 @@ impl CatalogEntry {
     }
 
     /// Puts seat ids in the show's order (unknown ids last).
-    pub fn sort_seats(&self, seats: &mut [String]) {
+    pub fn sort_seats(&self, seats: &mut [SeatId]) {
         seats.sort_by_cached_key(|seat| {
-            SeatId::parse(seat)
-                .ok()
-                .and_then(|id| self.show.seat(&id).map(|(ordinal, _)| ordinal))
-                .unwrap_or(usize::MAX)
+            self.show
+                .seat(seat)
+                .map_or(usize::MAX, |(ordinal, _)| ordinal)
         });
     }
 
@@ -191,7 +190,7 @@ impl ShowCatalog {
         if let Some(entry) = self.cached(show_id) {
             return Ok(Some(entry));
         }
-        let Some(json) = store.show_definition(show_id.as_str()).await? else {
+        let Some(json) = store.show_definition(show_id).await? else {
             return Ok(None);
         };
         Ok(Some(self.remember(parse_entry(show_id, json)?)))
@@ -207,29 +206,29 @@ impl ShowCatalog {
         let show = definition.to_show(show_id.clone())?;
         let json = serde_json::to_string(definition)
             .map_err(|e| StoreError::Corrupt(format!("cannot serialize show: {e}")))?;
-        let seats: Vec<(&str, i32, &str)> = show
+        let seats: Vec<(&SeatId, i32, &str)> = show
             .seats
             .iter()
             .enumerate()
             .map(|(ordinal, seat)| {
                 // Ordinals fit: a show has at most MAX_SEATS_PER_SHOW seats.
                 let ordinal = i32::try_from(ordinal).unwrap_or(i32::MAX);
-                (seat.seat_id.as_str(), ordinal, seat.section.as_str())
+                (&seat.seat_id, ordinal, seat.section.as_str())
             })
             .collect();
-        let shards: Vec<(&str, i32, i32)> = show
+        let shards: Vec<(&PoolId, i32, i32)> = show
             .pools
             .iter()
             .flat_map(|pool| {
                 (0..pool.shards).map(move |index| {
                     let capacity = shard_capacity(pool.capacity, pool.shards, index);
                     // Both fit: shards <= MAX_POOL_SHARDS, capacity <= MAX_POOL_CAPACITY.
-                    (pool.pool_id.as_str(), index as i32, capacity as i32)
+                    (&pool.pool_id, index as i32, capacity as i32)
                 })
             })
             .collect();
         match store
-            .insert_show(show_id.as_str(), &json, &seats, &shards, to_micros(now))
+            .insert_show(&show_id, &json, &seats, &shards, to_micros(now))
             .await?
         {
             ShowInsert::Created => {

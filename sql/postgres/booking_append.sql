@@ -1,0 +1,164 @@
+-- booking_append(document): everything one command writes, in one
+-- transaction. Applied with CREATE OR REPLACE after the migrations at every
+-- start (src/store/postgres.rs); this file is the function's one definition.
+--
+-- The document (src/store/document.rs) names each part after its table, and
+-- its rows carry the column names, so each part is read with
+-- jsonb_populate_record(set) of the table's own row type.
+--
+-- Refusals are raised with SQLSTATEs of our own, and undo the whole call:
+--   BK409  a stream already has an event at a decided sequence
+--   BK422  the buyer's idempotency key was taken meanwhile
+--   BK412  the projector checkpoint moved meanwhile
+--
+-- Positions: the writing transaction's id times 65,536 plus the event's place
+-- in the batch (1-based; a batch holds at most 65,535 events). Position order
+-- is xid order, without a lock or a subtransaction; a tailing reader that
+-- takes only rows with txid below its snapshot's xmin never passes a position
+-- that commits later (ARCHITECTURE.md, "Positions").
+--
+-- Command-sized parts (up to 64 rows: 50 seats per hold, 32 shards per pool)
+-- update their rows one by one through the primary key: a set-based join over
+-- the document is planned from a guess of 100 rows and, against a large
+-- table, as a scan of the whole table. Larger parts (the projector, replay,
+-- a large sweep) stay set-based, where a join is the right plan.
+CREATE OR REPLACE FUNCTION booking_append(batch jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    at_us    bigint := (batch ->> 'recorded_at_us')::bigint;
+    expected bigint := coalesce(jsonb_array_length(batch -> 'events'), 0);
+    done     bigint := 0;
+    r        record;
+BEGIN
+    IF expected > 0 THEN
+        INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
+                            payload, metadata, recorded_at_us, show_id, position)
+        SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
+               e.payload, e.metadata, at_us, e.show_id,
+               (pg_current_xact_id()::text::bigint << 16) + d.n
+        FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
+             jsonb_populate_record(NULL::events, d.doc) AS e
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS done = ROW_COUNT;
+        IF done <> expected THEN
+            RAISE EXCEPTION 'a stream moved past the decided version' USING ERRCODE = 'BK409';
+        END IF;
+    END IF;
+
+    IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN
+        INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us)
+        SELECT k.buyer, k.key, k.request_hash, k.hold_id, k.created_at_us
+        FROM jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS done = ROW_COUNT;
+        IF done = 0 THEN
+            RAISE EXCEPTION 'idempotency key taken' USING ERRCODE = 'BK422';
+        END IF;
+    END IF;
+
+    IF jsonb_typeof(batch -> 'checkpoint') = 'object' THEN
+        UPDATE projector_checkpoints c SET position = k.to_position, updated_at_us = at_us
+        FROM jsonb_to_record(batch -> 'checkpoint')
+             AS k(name text, from_position bigint, to_position bigint)
+        WHERE c.name = k.name AND c.position = k.from_position;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'checkpoint moved' USING ERRCODE = 'BK412';
+        END IF;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'seat_availability') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability')
+        LOOP
+            UPDATE seat_availability
+            SET status = r.status, hold_id = r.hold_id, buyer = r.buyer, expires_at_us = r.expires_at_us,
+                booking_id = r.booking_id, last_seq = r.last_seq
+            WHERE show_id = r.show_id AND seat_id = r.seat_id AND last_seq < r.last_seq;
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'seat_availability') > 64 THEN
+        UPDATE seat_availability a
+        SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
+            booking_id = u.booking_id, last_seq = u.last_seq
+        FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u
+        WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.last_seq;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards')
+        LOOP
+            UPDATE pool_shards SET sold = r.sold, last_seq = r.last_seq
+            WHERE show_id = r.show_id AND pool_id = r.pool_id AND shard = r.shard AND last_seq < r.last_seq;
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'pool_shards') > 64 THEN
+        UPDATE pool_shards s SET sold = u.sold, last_seq = u.last_seq
+        FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards') AS u
+        WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.last_seq;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'holds') > 0 THEN
+        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
+        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id
+        FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'hold_seats') > 0 THEN
+        INSERT INTO hold_seats (hold_id, seat_id)
+        SELECT h.hold_id, h.seat_id
+        FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats') AS h
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'pool_holds') > 0 THEN
+        INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
+        SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, h.state
+        FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds') AS h
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'hold_ends') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        LOOP
+            UPDATE holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
+            UPDATE pool_holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'hold_ends') > 64 THEN
+        UPDATE holds h SET state = u.state
+        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        UPDATE pool_holds p SET state = u.state
+        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        WHERE p.hold_id = u.hold_id AND p.state = 'held';
+    END IF;
+
+    IF jsonb_array_length(batch -> 'hold_conversions') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_conversions')
+                 AS u(hold_id text, booking_id text)
+        LOOP
+            UPDATE holds SET state = 'converted', booking_id = r.booking_id
+            WHERE hold_id = r.hold_id AND state = 'held';
+            UPDATE pool_holds SET state = 'converted' WHERE hold_id = r.hold_id AND state = 'held';
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'hold_conversions') > 64 THEN
+        UPDATE holds h SET state = 'converted', booking_id = u.booking_id
+        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
+        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        UPDATE pool_holds p SET state = 'converted'
+        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
+        WHERE p.hold_id = u.hold_id AND p.state = 'held';
+    END IF;
+
+    IF jsonb_array_length(batch -> 'checkouts') > 0 THEN
+        INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
+                               refund_reason, amount_cents, last_seq, updated_at_us)
+        SELECT c.hold_id, c.show_id, c.buyer, c.phase, c.booking_id, c.charge_id, c.refund_id,
+               c.refund_reason, c.amount_cents, c.last_seq, c.updated_at_us
+        FROM jsonb_populate_recordset(NULL::checkouts, batch -> 'checkouts') AS c
+        ON CONFLICT (hold_id) DO UPDATE SET
+            phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
+            refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
+            amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,
+            updated_at_us = excluded.updated_at_us
+        WHERE checkouts.last_seq < excluded.last_seq;
+    END IF;
+END
+$$;

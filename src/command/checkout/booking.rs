@@ -1,0 +1,137 @@
+//! Bookings: the answer for a settled checkout, `GET /v1/bookings/{id}` and
+//! `POST /v1/bookings/{id}/cancel`.
+
+use domain::checkout::{Checkout, CheckoutCommand, Phase, RefundReason};
+use domain::ids::{BookingId, HoldId, SeatId};
+use projections::checkouts::CheckoutRow;
+
+use super::{BookingView, CheckoutError, CheckoutService};
+use crate::auth::Actor;
+use crate::command::context::RequestContext;
+use crate::command::streams::refresh_all;
+use crate::store::{HoldRecord, StoreError};
+
+impl CheckoutService {
+    /// The answer for a settled checkout: the booking, or why there is none.
+    pub(super) async fn answer(
+        &self,
+        record: &HoldRecord,
+        checkout: &Checkout,
+    ) -> Result<BookingView, CheckoutError> {
+        match &checkout.phase {
+            Phase::Completed {
+                booking_id,
+                charge_id,
+                amount_cents,
+            }
+            | Phase::CancelRequested {
+                booking_id,
+                charge_id,
+                amount_cents,
+            } => {
+                self.booking_view(record, *booking_id, charge_id, *amount_cents, false)
+                    .await
+            }
+            Phase::Cancelled {
+                booking_id,
+                charge_id,
+                amount_cents,
+                ..
+            } => {
+                self.booking_view(record, *booking_id, charge_id, *amount_cents, true)
+                    .await
+            }
+            Phase::Refunded { reason, .. } => Err(match reason {
+                RefundReason::HoldExpired => CheckoutError::HoldExpired { refunded: true },
+                RefundReason::HoldReleased => CheckoutError::HoldReleased { refunded: true },
+            }),
+            Phase::Idle
+            | Phase::Requested { .. }
+            | Phase::Captured { .. }
+            | Phase::RefundRequested { .. } => Err(CheckoutError::Busy),
+        }
+    }
+
+    async fn booking_view(
+        &self,
+        record: &HoldRecord,
+        booking_id: BookingId,
+        charge_id: &str,
+        amount_cents: i64,
+        cancelled: bool,
+    ) -> Result<BookingView, CheckoutError> {
+        let mut seats = record.seats.clone();
+        if let Some(entry) = self.catalog.get(&self.store, &record.show_id).await? {
+            entry.sort_seats(&mut seats);
+        }
+        Ok(BookingView {
+            booking_id,
+            hold_id: record.hold_id,
+            quantity: record.quantity(),
+            pool_id: record.pool.as_ref().map(|(pool_id, _)| pool_id.to_string()),
+            show_id: record.show_id.to_string(),
+            seats: seats.iter().map(SeatId::to_string).collect(),
+            amount_cents,
+            charge_id: charge_id.to_owned(),
+            status: if cancelled { "cancelled" } else { "confirmed" },
+            refunded: cancelled,
+        })
+    }
+
+    async fn booking_record(
+        &self,
+        actor: &Actor,
+        booking_id: BookingId,
+    ) -> Result<CheckoutRow, CheckoutError> {
+        let record = self
+            .store
+            .checkout_by_booking(&booking_id)
+            .await?
+            .ok_or(CheckoutError::BookingNotFound)?;
+        if !actor.may_act_for(record.buyer.as_str()) {
+            return Err(CheckoutError::Forbidden);
+        }
+        Ok(record)
+    }
+
+    pub(super) async fn stored_hold(&self, hold_id: &HoldId) -> Result<HoldRecord, CheckoutError> {
+        Ok(self.store.hold(hold_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("hold {hold_id} of a checkout is missing"))
+        })?)
+    }
+
+    /// `GET /v1/bookings/{id}`.
+    pub async fn booking(
+        &self,
+        actor: &Actor,
+        booking_id: BookingId,
+    ) -> Result<BookingView, CheckoutError> {
+        let checkout = self.booking_record(actor, booking_id).await?;
+        let hold = self.stored_hold(&checkout.hold_id).await?;
+        let charge_id = checkout.charge_id.unwrap_or_default();
+        let amount_cents = checkout.amount_cents.unwrap_or_default();
+        let cancelled = checkout.phase == "cancelled";
+        self.booking_view(&hold, booking_id, &charge_id, amount_cents, cancelled)
+            .await
+    }
+
+    /// `POST /v1/bookings/{id}/cancel`: refunds and frees the seats. Cancelling
+    /// again answers the same cancelled booking.
+    pub async fn cancel(
+        &self,
+        ctx: &RequestContext,
+        booking_id: BookingId,
+    ) -> Result<BookingView, CheckoutError> {
+        let checkout = self.booking_record(&ctx.actor, booking_id).await?;
+        let hold = self.stored_hold(&checkout.hold_id).await?;
+        let mut locked = self.checkouts.lock(&[checkout.hold_id.to_string()]).await;
+        refresh_all(&self.store, &mut locked).await?;
+        self.record(ctx, &mut locked[0], &CheckoutCommand::RequestCancel)
+            .await?;
+        self.drive(ctx, &hold, &mut locked[0], None).await?;
+        match &locked[0].aggregate().phase {
+            Phase::Cancelled { .. } => self.answer(&hold, locked[0].aggregate()).await,
+            _ => Err(CheckoutError::Busy),
+        }
+    }
+}

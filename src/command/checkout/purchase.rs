@@ -1,0 +1,82 @@
+//! `POST /v1/holds/{id}/purchase`: the owner's hold, priced from its show,
+//! driven to a booking (or to why there is none).
+
+use domain::ids::HoldId;
+
+use super::drive::PurchaseRequest;
+use super::{CheckoutError, CheckoutService, Purchased};
+use crate::auth::Actor;
+use crate::catalog::CatalogEntry;
+use crate::command::context::RequestContext;
+use crate::command::units::{units_of, HoldUnits};
+use crate::store::{HoldRecord, StoreError};
+
+impl CheckoutService {
+    async fn hold_record(
+        &self,
+        actor: &Actor,
+        hold_id: HoldId,
+    ) -> Result<HoldRecord, CheckoutError> {
+        let record = self
+            .store
+            .hold(&hold_id)
+            .await?
+            .ok_or(CheckoutError::HoldNotFound)?;
+        if !actor.may_act_for(record.buyer.as_str()) {
+            return Err(CheckoutError::Forbidden);
+        }
+        Ok(record)
+    }
+
+    /// `POST /v1/holds/{id}/purchase`.
+    pub async fn purchase(
+        &self,
+        ctx: &RequestContext,
+        hold_id: HoldId,
+        payment_method: String,
+    ) -> Result<Purchased, CheckoutError> {
+        self.payments
+            .check_method(&payment_method)
+            .map_err(|e| CheckoutError::Invalid(e.to_string()))?;
+        let record = self.hold_record(&ctx.actor, hold_id).await?;
+        let entry = self
+            .catalog
+            .get(&self.store, &record.show_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("show of hold {hold_id} is missing")))?;
+        let request = PurchaseRequest {
+            show_id: record.show_id.clone(),
+            buyer: record.buyer.clone(),
+            payment_method,
+            amount_cents: price(&record, &entry)?,
+        };
+        let mut locked = self.checkouts.lock(&[hold_id.to_string()]).await;
+        let completed_here = self
+            .drive(ctx, &record, &mut locked[0], Some(&request))
+            .await?;
+        let view = self.answer(&record, locked[0].aggregate()).await?;
+        Ok(if completed_here {
+            Purchased::New(view)
+        } else {
+            Purchased::Existing(view)
+        })
+    }
+}
+
+/// What the hold costs: the price of each seat, or the pool's price per place.
+fn price(record: &HoldRecord, entry: &CatalogEntry) -> Result<i64, StoreError> {
+    Ok(match units_of(record, &entry.show)? {
+        HoldUnits::Seats(units) => units
+            .iter()
+            .filter_map(|(_, key)| entry.show.seat(&key.seat_id))
+            .map(|(_, spec)| spec.price_cents)
+            .sum(),
+        HoldUnits::Pool(units) => {
+            let price = units
+                .first()
+                .and_then(|(_, key)| entry.show.pool(&key.pool_id))
+                .map_or(0, |pool| pool.price_cents);
+            price * i64::from(record.quantity().unwrap_or(0))
+        }
+    })
+}

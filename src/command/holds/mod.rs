@@ -1,0 +1,124 @@
+//! Holds: place, read and release, all or nothing across the units of a hold
+//! (seats, or places in the shards of a pool).
+//!
+//! Every command follows the same loop: lock the streams in-process (in one
+//! global order), bring them up to date, capture `now` once, decide each
+//! stream with the pure domain function, and append everything in one
+//! transaction at the versions decided on. A conflict (another instance got
+//! there first) means: reload and decide again, a bounded number of times.
+//! The answer is always a decision, never the conflict itself.
+//!
+//! By step: `request` (what is asked, checked against the show), `place`
+//! (deciding and appending a new hold, or answering an idempotent retry),
+//! `read` (a stored hold as the API shows it) and `release` (ending a hold
+//! before it is bought: released by the buyer, or expired by the sweeper).
+
+mod place;
+mod read;
+mod release;
+mod request;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
+use projections::holds::HoldStatus;
+use serde::Serialize;
+
+use crate::catalog::{CatalogEntry, ShowCatalog};
+use crate::clock::Clock;
+use crate::command::units::Inventory;
+use crate::store::{Store, StoreError};
+
+pub use request::HoldRequest;
+
+/// Rounds of deciding and appending per command before giving up with 503
+/// `busy`. Each new round follows a conflict with another instance that did
+/// commit, so five in a row means extreme contention across instances; the
+/// client may retry.
+pub const MAX_DECIDE_ROUNDS: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HoldError {
+    #[error("show not found")]
+    ShowNotFound,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("unknown seats")]
+    UnknownSeats(Vec<SeatId>),
+    #[error("unknown pool")]
+    UnknownPool(PoolId),
+    #[error("seats taken")]
+    SeatsTaken(Vec<SeatId>),
+    #[error("sold out")]
+    SoldOut { available: u32 },
+    #[error("idempotency key reused with another request")]
+    IdempotencyKeyReused,
+    #[error("hold not found")]
+    HoldNotFound,
+    #[error("not your hold")]
+    Forbidden,
+    #[error("the hold has been converted into a booking")]
+    HoldConverted,
+    #[error("contention did not settle")]
+    Busy,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A hold as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct HoldView {
+    #[schema(value_type = uuid::Uuid)]
+    pub hold_id: HoldId,
+    pub show_id: String,
+    pub seats: Vec<String>,
+    pub pool_id: Option<String>,
+    pub quantity: Option<u32>,
+    pub expires_at: DateTime<Utc>,
+    /// `held`, `expired`, `released` or `converted`.
+    #[schema(value_type = String)]
+    pub status: HoldStatus,
+    /// Set once the hold was converted into a booking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub booking_id: Option<BookingId>,
+}
+
+#[derive(Debug)]
+pub enum Placed {
+    /// A new hold (201).
+    New(HoldView),
+    /// The hold an earlier request with the same idempotency key made (200).
+    Existing(HoldView),
+}
+
+pub struct HoldService {
+    store: Arc<Store>,
+    catalog: Arc<ShowCatalog>,
+    clock: Arc<dyn Clock>,
+    inventory: Arc<Inventory>,
+}
+
+impl HoldService {
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<ShowCatalog>,
+        clock: Arc<dyn Clock>,
+        inventory: Arc<Inventory>,
+    ) -> Self {
+        Self {
+            store,
+            catalog,
+            clock,
+            inventory,
+        }
+    }
+
+    async fn show(&self, show_id: &ShowId) -> Result<Arc<CatalogEntry>, HoldError> {
+        self.catalog
+            .get(&self.store, show_id)
+            .await?
+            .ok_or(HoldError::ShowNotFound)
+    }
+}

@@ -1,0 +1,52 @@
+//! A stored hold as the API shows it, and the owner check every command on
+//! an existing hold starts with.
+
+use domain::ids::{HoldId, SeatId};
+use projections::holds::HoldStatus;
+
+use super::{HoldError, HoldService, HoldView};
+use crate::auth::Actor;
+use crate::store::HoldRecord;
+
+impl HoldService {
+    pub(super) async fn view(&self, mut record: HoldRecord) -> Result<HoldView, HoldError> {
+        if record.seats.len() > 1 {
+            self.show(&record.show_id)
+                .await?
+                .sort_seats(&mut record.seats);
+        }
+        let quantity = record.quantity();
+        Ok(HoldView {
+            hold_id: record.hold_id,
+            show_id: record.show_id.to_string(),
+            seats: record.seats.iter().map(SeatId::to_string).collect(),
+            pool_id: record.pool.map(|(pool_id, _)| pool_id.to_string()),
+            quantity,
+            expires_at: record.expires_at,
+            status: HoldStatus::at(record.state, record.expires_at, self.clock.now()),
+            booking_id: record.booking_id,
+        })
+    }
+
+    pub(super) async fn owned_record(
+        &self,
+        actor: &Actor,
+        hold_id: &HoldId,
+    ) -> Result<HoldRecord, HoldError> {
+        let record = self
+            .store
+            .hold(hold_id)
+            .await?
+            .ok_or(HoldError::HoldNotFound)?;
+        if !actor.may_act_for(record.buyer.as_str()) {
+            return Err(HoldError::Forbidden);
+        }
+        Ok(record)
+    }
+
+    /// `GET /v1/holds/{id}`.
+    pub async fn get(&self, actor: &Actor, hold_id: &HoldId) -> Result<HoldView, HoldError> {
+        let record = self.owned_record(actor, hold_id).await?;
+        self.view(record).await
+    }
+}

@@ -1,0 +1,98 @@
+//! The durable projector.
+//!
+//! Commands write their read-model rows in the same transaction as their
+//! events, so in normal operation the rows are never behind. The projector
+//! is what makes that a checked property rather than a hope: it reads the
+//! log in global order from a stored checkpoint and applies every event
+//! through the same row builders the commands use, idempotently (each seat,
+//! shard and checkout row is guarded by the stream sequence it last
+//! applied; hold rows only move forward), committing each batch together
+//! with its checkpoint by compare-and-set. Events appended by any other
+//! writer, or rows lost to an operator's mistake, are made right here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::ShowCatalog;
+use crate::rebuild::fold::Folded;
+use crate::store::{AppendBatch, AppendOutcome, CheckpointMove, LogFilter, Store, StoreError};
+
+/// The checkpoint of the projector that keeps every read model current.
+pub const PROJECTIONS_CHECKPOINT: &str = "projections";
+
+/// Events per projector batch: one read and one write transaction each.
+pub const PROJECTOR_BATCH: i64 = 1_000;
+
+/// Time between two projector passes when it runs in the background.
+pub const PROJECTOR_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ProjectorReport {
+    pub events: usize,
+    pub batches: usize,
+    /// The checkpoint after the pass.
+    pub position: i64,
+}
+
+#[derive(Clone)]
+pub struct Projector {
+    store: Arc<Store>,
+    catalog: Arc<ShowCatalog>,
+}
+
+impl Projector {
+    pub fn new(store: Arc<Store>, catalog: Arc<ShowCatalog>) -> Self {
+        Self { store, catalog }
+    }
+
+    /// Applies every event after the checkpoint, batch by batch, moving the
+    /// checkpoint with each batch. Another instance moving it first is not an
+    /// error: this one reads the checkpoint again and goes on from there.
+    pub async fn run_once(&self) -> Result<ProjectorReport, StoreError> {
+        let mut report = ProjectorReport::default();
+        let mut folded = Folded::default();
+        loop {
+            let from = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
+            report.position = from;
+            let events = self
+                .store
+                .read_log(LogFilter::All, from, PROJECTOR_BATCH)
+                .await?;
+            let Some(last) = events.last() else {
+                let behind = self.store.count_after(from).await?;
+                metrics::gauge!("projector_lag_events").set(behind as f64);
+                return Ok(report);
+            };
+            let to = last.position;
+            let mut batch = AppendBatch::projection(chrono::Utc::now());
+            folded
+                .project(&self.store, &self.catalog, &events, &mut batch)
+                .await?;
+            batch.checkpoint = Some(CheckpointMove {
+                name: PROJECTIONS_CHECKPOINT.to_owned(),
+                from_position: from,
+                to_position: to,
+            });
+            match self.store.append(&batch).await? {
+                AppendOutcome::Appended => {
+                    report.events += events.len();
+                    report.batches += 1;
+                    report.position = to;
+                }
+                // Another instance applied this batch: start from its checkpoint.
+                AppendOutcome::CheckpointMoved => folded = Folded::default(),
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "projection batch refused: {other:?}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// How many events of the log the checkpoint is behind.
+    pub async fn lag(&self) -> Result<i64, StoreError> {
+        let checkpoint = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
+        self.store.count_after(checkpoint).await
+    }
+}

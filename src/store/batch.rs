@@ -1,0 +1,114 @@
+//! The write contract: everything one command, or one projection batch,
+//! writes in one transaction. A command's events go in at the sequences it
+//! decided on; a duplicate `(aggregate_type, aggregate_id, sequence)`
+//! anywhere refuses the whole batch, which is what makes a multi-seat hold
+//! all or nothing. The read-model rows the events produce are written in the
+//! same transaction, so a crash can never leave them behind.
+//!
+//! Each table's row is one named type (from the `projections` crate, or
+//! here for the command-side tables); its field names are the column names,
+//! both in the JSON document the database reads (`document.rs`) and
+//! in every read back (`tables.rs`).
+
+use chrono::{DateTime, Utc};
+use domain::ids::{BuyerId, HoldId, IdempotencyKey, ShowId};
+use projections::availability::SeatAvailabilityRow;
+use projections::checkouts::CheckoutRow;
+use projections::holds::HoldChange;
+use projections::pools::PoolShardRow;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Positions one transaction owns on PostgreSQL (`xid * 65536 + n`, n from
+/// 1): a batch with more events would run into the next transaction's range.
+pub const MAX_EVENTS_PER_BATCH: usize = 65_535;
+
+/// One event to insert at the sequence its stream was decided on: a row of
+/// `events` without the columns the database assigns (position, txid) or
+/// the batch shares (`recorded_at_us`).
+#[derive(Debug, Clone, Serialize)]
+pub struct NewEvent {
+    pub aggregate_type: &'static str,
+    pub aggregate_id: String,
+    pub sequence: i64,
+    pub event_type: String,
+    pub event_version: String,
+    /// The event as JSON, serialized once.
+    pub payload: Box<RawValue>,
+    pub metadata: Box<RawValue>,
+    pub show_id: Option<ShowId>,
+}
+
+/// A row of `idempotency_keys`: a buyer's key with the hold it produced,
+/// written in the hold's own transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyKeyRow {
+    pub buyer: BuyerId,
+    pub key: IdempotencyKey,
+    pub request_hash: String,
+    pub hold_id: HoldId,
+    pub created_at_us: i64,
+}
+
+/// Moves checkpoint `name` from `from_position` to `to_position`, only if it
+/// is still at `from_position` (compare-and-set).
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointMove {
+    pub name: String,
+    pub from_position: i64,
+    pub to_position: i64,
+}
+
+/// Everything one command writes.
+#[derive(Debug, Clone)]
+pub struct AppendBatch {
+    pub recorded_at: DateTime<Utc>,
+    pub events: Vec<NewEvent>,
+    pub seat_rows: Vec<SeatAvailabilityRow>,
+    pub shard_rows: Vec<PoolShardRow>,
+    pub hold_changes: Vec<HoldChange>,
+    pub checkout_rows: Vec<CheckoutRow>,
+    pub idempotency: Option<IdempotencyKeyRow>,
+    /// Moves a projector's checkpoint in the same transaction.
+    pub checkpoint: Option<CheckpointMove>,
+    /// A projection batch: the builders add rows but no events (the events
+    /// are already in the log).
+    pub rows_only: bool,
+}
+
+impl AppendBatch {
+    /// A batch of read-model rows for events already in the log.
+    pub fn projection(recorded_at: DateTime<Utc>) -> Self {
+        Self {
+            rows_only: true,
+            ..Self::new(recorded_at)
+        }
+    }
+
+    pub fn new(recorded_at: DateTime<Utc>) -> Self {
+        Self {
+            recorded_at,
+            events: Vec::new(),
+            seat_rows: Vec::new(),
+            shard_rows: Vec::new(),
+            hold_changes: Vec::new(),
+            checkout_rows: Vec::new(),
+            idempotency: None,
+            checkpoint: None,
+            rows_only: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    Appended,
+    /// Some stream had moved past the version the decision was made on.
+    /// Nothing was written.
+    Conflict,
+    /// The buyer's idempotency key was taken by another request meanwhile.
+    /// Nothing was written.
+    IdempotencyKeyTaken,
+    /// The checkpoint was moved by another projector meanwhile. Nothing was written.
+    CheckpointMoved,
+}

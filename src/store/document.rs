@@ -1,0 +1,108 @@
+//! The append document: a batch as one JSON object whose parts are named
+//! after the tables they go to and whose rows carry the column names. The
+//! PostgreSQL function `booking_append` (`sql/postgres/booking_append.sql`)
+//! reads it whole, in one statement and one round trip; SQLite gets each
+//! part in one set-based statement (`json_each`), in one transaction.
+
+use domain::ids::{BookingId, HoldId};
+use projections::availability::SeatAvailabilityRow;
+use projections::checkouts::CheckoutRow;
+use projections::holds::{HeldUnit, HoldChange, HoldRow, HoldSeatRow, HoldState, PoolHoldRow};
+use projections::pools::PoolShardRow;
+use projections::time::to_micros;
+use serde::Serialize;
+
+use super::batch::{AppendBatch, CheckpointMove, IdempotencyKeyRow, NewEvent};
+use super::StoreError;
+
+/// A hold moving from `held` to a final state (only from `held`, once).
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldEnd {
+    pub hold_id: HoldId,
+    pub state: HoldState,
+}
+
+/// A hold converted into a booking (only from `held`, once).
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldConversion {
+    pub hold_id: HoldId,
+    pub booking_id: BookingId,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Document<'a> {
+    /// When the batch was recorded: every event's `recorded_at_us`, the
+    /// checkpoint's `updated_at_us`.
+    pub recorded_at_us: i64,
+    pub events: Vec<&'a NewEvent>,
+    pub seat_availability: Vec<&'a SeatAvailabilityRow>,
+    pub pool_shards: Vec<&'a PoolShardRow>,
+    pub holds: Vec<&'a HoldRow>,
+    pub hold_seats: Vec<&'a HoldSeatRow>,
+    pub pool_holds: Vec<&'a PoolHoldRow>,
+    pub hold_ends: Vec<HoldEnd>,
+    pub hold_conversions: Vec<HoldConversion>,
+    pub checkouts: Vec<&'a CheckoutRow>,
+    pub idempotency_key: Option<&'a IdempotencyKeyRow>,
+    pub checkpoint: Option<&'a CheckpointMove>,
+}
+
+impl<'a> Document<'a> {
+    pub fn of(batch: &'a AppendBatch) -> Self {
+        let mut doc = Document {
+            recorded_at_us: to_micros(batch.recorded_at),
+            events: batch.events.iter().collect(),
+            seat_availability: batch.seat_rows.iter().collect(),
+            pool_shards: batch.shard_rows.iter().collect(),
+            checkouts: batch.checkout_rows.iter().collect(),
+            idempotency_key: batch.idempotency.as_ref(),
+            checkpoint: batch.checkpoint.as_ref(),
+            ..Document::default()
+        };
+        for change in &batch.hold_changes {
+            doc.add_change(change);
+        }
+        doc
+    }
+
+    fn add_change(&mut self, change: &'a HoldChange) {
+        match change {
+            HoldChange::Placed { hold, unit } => {
+                self.holds.push(hold);
+                match unit {
+                    HeldUnit::Seat(seat) => self.hold_seats.push(seat),
+                    HeldUnit::PoolPart(part) => self.pool_holds.push(part),
+                }
+            }
+            HoldChange::Ended { hold_id, state } => self.hold_ends.push(HoldEnd {
+                hold_id: *hold_id,
+                state: *state,
+            }),
+            HoldChange::Converted {
+                hold_id,
+                booking_id,
+            } => self.hold_conversions.push(HoldConversion {
+                hold_id: *hold_id,
+                booking_id: *booking_id,
+            }),
+        }
+    }
+
+    /// Rows in the document, of every kind.
+    pub fn rows(&self) -> usize {
+        self.seat_availability.len()
+            + self.pool_shards.len()
+            + self.holds.len()
+            + self.hold_seats.len()
+            + self.pool_holds.len()
+            + self.checkouts.len()
+    }
+
+    pub fn to_json(&self) -> Result<String, StoreError> {
+        to_json(self)
+    }
+}
+
+pub fn to_json(value: &impl Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("batch JSON: {e}")))
+}

@@ -1,0 +1,273 @@
+//! The SQLite append: each part of the document in one set-based statement
+//! (`json_each`), with the same semantics as `booking_append` on PostgreSQL:
+//! every row guarded, hold records moving from `held` once. One task commits
+//! the appends that queued up meanwhile together.
+
+use super::batch::AppendOutcome;
+use super::document::{to_json, Document};
+use super::StoreError;
+
+const EVENTS: &str = "INSERT INTO events \
+       (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
+     SELECT e.value ->> 'aggregate_type', e.value ->> 'aggregate_id', e.value ->> 'sequence', \
+            e.value ->> 'event_type', e.value ->> 'event_version', e.value -> 'payload', e.value -> 'metadata', \
+            $2, e.value ->> 'show_id' \
+     FROM json_each($1) e WHERE true ORDER BY e.key \
+     ON CONFLICT DO NOTHING";
+const IDEMPOTENCY_KEY: &str = "INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us) \
+     SELECT $1 ->> 'buyer', $1 ->> 'key', $1 ->> 'request_hash', $1 ->> 'hold_id', $1 ->> 'created_at_us' \
+     WHERE true ON CONFLICT DO NOTHING";
+const CHECKPOINT: &str = "UPDATE projector_checkpoints \
+     SET position = $1 ->> 'to_position', updated_at_us = $2 \
+     WHERE name = $1 ->> 'name' AND position = $1 ->> 'from_position'";
+const SEAT_AVAILABILITY: &str = "UPDATE seat_availability AS a SET \
+       status = u.value ->> 'status', hold_id = u.value ->> 'hold_id', buyer = u.value ->> 'buyer', \
+       expires_at_us = u.value ->> 'expires_at_us', booking_id = u.value ->> 'booking_id', \
+       last_seq = u.value ->> 'last_seq' \
+     FROM json_each($1) u \
+     WHERE a.show_id = u.value ->> 'show_id' AND a.seat_id = u.value ->> 'seat_id' \
+       AND a.last_seq < u.value ->> 'last_seq'";
+const POOL_SHARDS: &str =
+    "UPDATE pool_shards AS s SET sold = u.value ->> 'sold', last_seq = u.value ->> 'last_seq' \
+     FROM json_each($1) u \
+     WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
+       AND s.shard = u.value ->> 'shard' AND s.last_seq < u.value ->> 'last_seq'";
+const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id) \
+     SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'buyer', h.value ->> 'expires_at_us', \
+            h.value ->> 'state', h.value ->> 'booking_id', h.value ->> 'pool_id' \
+     FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+const HOLD_SEATS: &str = "INSERT INTO hold_seats (hold_id, seat_id) \
+     SELECT h.value ->> 'hold_id', h.value ->> 'seat_id' FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+const POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
+     SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'pool_id', h.value ->> 'shard', \
+            h.value ->> 'quantity', h.value ->> 'expires_at_us', h.value ->> 'state' \
+     FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+const END_HOLDS: &str = "UPDATE holds AS h SET state = u.value ->> 'state' FROM json_each($1) u \
+     WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'";
+const END_POOL_HOLDS: &str =
+    "UPDATE pool_holds AS p SET state = u.value ->> 'state' FROM json_each($1) u \
+     WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
+const CONVERT_HOLDS: &str =
+    "UPDATE holds AS h SET state = 'converted', booking_id = u.value ->> 'booking_id' \
+     FROM json_each($1) u WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'";
+const CONVERT_POOL_HOLDS: &str =
+    "UPDATE pool_holds AS p SET state = 'converted' FROM json_each($1) u \
+     WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
+const CHECKOUTS: &str = "INSERT INTO checkouts \
+       (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id, refund_reason, amount_cents, last_seq, updated_at_us) \
+     SELECT c.value ->> 'hold_id', c.value ->> 'show_id', c.value ->> 'buyer', c.value ->> 'phase', \
+            c.value ->> 'booking_id', c.value ->> 'charge_id', c.value ->> 'refund_id', c.value ->> 'refund_reason', \
+            c.value ->> 'amount_cents', c.value ->> 'last_seq', c.value ->> 'updated_at_us' \
+     FROM json_each($1) c WHERE true \
+     ON CONFLICT (hold_id) DO UPDATE SET \
+       phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id, \
+       refund_id = excluded.refund_id, refund_reason = excluded.refund_reason, \
+       amount_cents = excluded.amount_cents, last_seq = excluded.last_seq, updated_at_us = excluded.updated_at_us \
+     WHERE checkouts.last_seq < excluded.last_seq";
+
+/// A statement that must affect `rows` rows, or the job is refused with `refusal`.
+struct Check {
+    sql: &'static str,
+    json: String,
+    rows: u64,
+    refusal: AppendOutcome,
+    /// Whether `$2` is the batch's time (events, checkpoint).
+    timed: bool,
+}
+
+/// A batch for SQLite: each part serialized once, owned, ready to cross to
+/// the appender task.
+pub struct SqliteJob {
+    recorded_at_us: i64,
+    checks: Vec<Check>,
+    parts: Vec<(&'static str, String)>,
+}
+
+impl SqliteJob {
+    pub fn of(doc: &Document<'_>) -> Result<Self, StoreError> {
+        let mut checks = Vec::new();
+        if !doc.events.is_empty() {
+            checks.push(Check {
+                sql: EVENTS,
+                json: to_json(&doc.events)?,
+                rows: doc.events.len() as u64,
+                refusal: AppendOutcome::Conflict,
+                timed: true,
+            });
+        }
+        if let Some(key) = &doc.idempotency_key {
+            checks.push(Check {
+                sql: IDEMPOTENCY_KEY,
+                json: to_json(key)?,
+                rows: 1,
+                refusal: AppendOutcome::IdempotencyKeyTaken,
+                timed: false,
+            });
+        }
+        if let Some(checkpoint) = &doc.checkpoint {
+            checks.push(Check {
+                sql: CHECKPOINT,
+                json: to_json(checkpoint)?,
+                rows: 1,
+                refusal: AppendOutcome::CheckpointMoved,
+                timed: true,
+            });
+        }
+        let mut parts = Vec::new();
+        let mut part = |sql: &'static str, rows: usize, json: Result<String, StoreError>| {
+            if rows > 0 {
+                parts.push((sql, json?));
+            }
+            Ok::<(), StoreError>(())
+        };
+        part(
+            SEAT_AVAILABILITY,
+            doc.seat_availability.len(),
+            to_json(&doc.seat_availability),
+        )?;
+        part(
+            POOL_SHARDS,
+            doc.pool_shards.len(),
+            to_json(&doc.pool_shards),
+        )?;
+        part(HOLDS, doc.holds.len(), to_json(&doc.holds))?;
+        part(HOLD_SEATS, doc.hold_seats.len(), to_json(&doc.hold_seats))?;
+        part(POOL_HOLDS, doc.pool_holds.len(), to_json(&doc.pool_holds))?;
+        part(END_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends))?;
+        part(END_POOL_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends))?;
+        part(
+            CONVERT_HOLDS,
+            doc.hold_conversions.len(),
+            to_json(&doc.hold_conversions),
+        )?;
+        part(
+            CONVERT_POOL_HOLDS,
+            doc.hold_conversions.len(),
+            to_json(&doc.hold_conversions),
+        )?;
+        part(CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts))?;
+        Ok(Self {
+            recorded_at_us: doc.recorded_at_us,
+            checks,
+            parts,
+        })
+    }
+
+    /// Writes the job inside the group's transaction, under a savepoint, so
+    /// that a refusal or an error undoes this job and no other.
+    async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<AppendOutcome, sqlx::Error> {
+        sqlx::query("SAVEPOINT job").execute(&mut *tx).await?;
+        let outcome = self.statements(tx).await;
+        let end = match &outcome {
+            Ok(AppendOutcome::Appended) => "RELEASE job",
+            _ => "ROLLBACK TO job",
+        };
+        sqlx::query(end).execute(&mut *tx).await?;
+        if end != "RELEASE job" {
+            sqlx::query("RELEASE job").execute(&mut *tx).await?;
+        }
+        outcome
+    }
+
+    async fn statements(
+        &self,
+        tx: &mut sqlx::SqliteConnection,
+    ) -> Result<AppendOutcome, sqlx::Error> {
+        for check in &self.checks {
+            let mut query = sqlx::query(check.sql).bind(&check.json);
+            if check.timed {
+                query = query.bind(self.recorded_at_us);
+            }
+            let done = query.execute(&mut *tx).await?;
+            if done.rows_affected() != check.rows {
+                return Ok(check.refusal);
+            }
+        }
+        for (sql, json) in &self.parts {
+            sqlx::query(sql).bind(json).execute(&mut *tx).await?;
+        }
+        Ok(AppendOutcome::Appended)
+    }
+}
+
+/// Appends to SQLite through one task that commits whatever has queued up
+/// together: one transaction and one fsync for a group of appends, each in
+/// its own savepoint. SQLite has a single writer and, with `synchronous =
+/// FULL`, an fsync per commit; without grouping, an onsale would queue on
+/// the disk one hold at a time.
+pub struct SqliteAppender {
+    jobs: tokio::sync::mpsc::Sender<(
+        SqliteJob,
+        tokio::sync::oneshot::Sender<Result<AppendOutcome, StoreError>>,
+    )>,
+}
+
+/// Appends committed together at most.
+pub const SQLITE_GROUP_COMMIT: usize = 64;
+
+/// Appends waiting for the writer at most; more wait to be queued.
+const SQLITE_QUEUE: usize = 4_096;
+
+impl SqliteAppender {
+    pub fn start(pool: sqlx::SqlitePool) -> Self {
+        let (jobs, mut queue) = tokio::sync::mpsc::channel::<(
+            SqliteJob,
+            tokio::sync::oneshot::Sender<_>,
+        )>(SQLITE_QUEUE);
+        tokio::spawn(async move {
+            while let Some(first) = queue.recv().await {
+                let mut group = vec![first];
+                while group.len() < SQLITE_GROUP_COMMIT {
+                    match queue.try_recv() {
+                        Ok(job) => group.push(job),
+                        Err(_) => break,
+                    }
+                }
+                match write_group(&pool, &group).await {
+                    Ok(outcomes) => {
+                        for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+                            let _ = reply.send(outcome.map_err(StoreError::classify));
+                        }
+                    }
+                    Err(error) => {
+                        // The commit itself failed: none of the group is written.
+                        let message = error.to_string();
+                        for (_, reply) in group {
+                            let _ = reply.send(Err(StoreError::Unavailable(message.clone())));
+                        }
+                    }
+                }
+            }
+        });
+        Self { jobs }
+    }
+
+    pub async fn append(&self, job: SqliteJob) -> Result<AppendOutcome, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send((job, reply))
+            .await
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?
+    }
+}
+
+type Outcomes = Vec<Result<AppendOutcome, sqlx::Error>>;
+
+async fn write_group(
+    pool: &sqlx::SqlitePool,
+    group: &[(
+        SqliteJob,
+        tokio::sync::oneshot::Sender<Result<AppendOutcome, StoreError>>,
+    )],
+) -> Result<Outcomes, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for (job, _) in group {
+        outcomes.push(job.write(&mut tx).await);
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}

@@ -1,0 +1,457 @@
+//! The read-model tables as a whole: what replay writes and what verify
+//! compares. Every table's row is its one named type (see [`super::batch`]);
+//! here are the columns each is read back with, the in-memory form of all
+//! tables ([`Tables`]), how rows apply to it with the semantics the SQL
+//! writers have, how the live tables are dumped into it, how they are reset,
+//! and how a rebuilt set is written back.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use domain::ids::{HoldId, PoolId, SeatId, ShowId};
+use projections::availability::SeatAvailabilityRow;
+use projections::checkouts::CheckoutRow;
+use projections::holds::{HeldUnit, HoldChange, HoldRow, HoldSeatRow, HoldState, PoolHoldRow};
+use projections::pools::PoolShardRow;
+use serde::de::DeserializeOwned;
+
+use super::batch::{AppendBatch, AppendOutcome};
+use super::document::Document;
+use super::{on_store, Store, StoreError, StoreResult};
+
+/// The columns each row type is read back with: its field names. A unit
+/// test holds each list against the type's serialized form, so a column
+/// added to a type and not here (or the reverse) fails the build's tests.
+pub const SEAT_AVAILABILITY_COLUMNS: &[&str] = &[
+    "show_id",
+    "seat_id",
+    "status",
+    "hold_id",
+    "buyer",
+    "expires_at_us",
+    "booking_id",
+    "last_seq",
+];
+pub const POOL_SHARD_COLUMNS: &[&str] = &["show_id", "pool_id", "shard", "sold", "last_seq"];
+pub const HOLD_COLUMNS: &[&str] = &[
+    "hold_id",
+    "show_id",
+    "buyer",
+    "expires_at_us",
+    "state",
+    "booking_id",
+    "pool_id",
+];
+pub const HOLD_SEAT_COLUMNS: &[&str] = &["hold_id", "seat_id"];
+pub const POOL_HOLD_COLUMNS: &[&str] = &[
+    "hold_id",
+    "shard",
+    "show_id",
+    "pool_id",
+    "quantity",
+    "expires_at_us",
+    "state",
+];
+pub const CHECKOUT_COLUMNS: &[&str] = &[
+    "hold_id",
+    "show_id",
+    "buyer",
+    "phase",
+    "booking_id",
+    "charge_id",
+    "refund_id",
+    "refund_reason",
+    "amount_cents",
+    "last_seq",
+    "updated_at_us",
+];
+
+/// Rows of every projection, keyed as the tables are.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub seat_availability: BTreeMap<(ShowId, SeatId), SeatAvailabilityRow>,
+    pub pool_shards: BTreeMap<(ShowId, PoolId, u32), PoolShardRow>,
+    pub holds: BTreeMap<HoldId, HoldRow>,
+    pub hold_seats: BTreeSet<HoldSeatRow>,
+    pub pool_holds: BTreeMap<(HoldId, u32), PoolHoldRow>,
+    pub checkouts: BTreeMap<HoldId, CheckoutRow>,
+}
+
+impl Tables {
+    /// Applies a batch of rows as the SQL writers do: a seat, shard or
+    /// checkout row is replaced only by a later stream sequence; a hold
+    /// record is inserted once and moves from `held` once.
+    pub fn apply(&mut self, batch: &AppendBatch) {
+        for row in &batch.seat_rows {
+            let key = (row.show_id.clone(), row.seat_id.clone());
+            if self
+                .seat_availability
+                .get(&key)
+                .is_none_or(|r| r.last_seq < row.last_seq)
+            {
+                self.seat_availability.insert(key, row.clone());
+            }
+        }
+        for row in &batch.shard_rows {
+            let key = (row.show_id.clone(), row.pool_id.clone(), row.shard);
+            if self
+                .pool_shards
+                .get(&key)
+                .is_none_or(|r| r.last_seq < row.last_seq)
+            {
+                self.pool_shards.insert(key, row.clone());
+            }
+        }
+        for change in &batch.hold_changes {
+            self.apply_hold_change(change);
+        }
+        for row in &batch.checkout_rows {
+            if self
+                .checkouts
+                .get(&row.hold_id)
+                .is_none_or(|r| r.last_seq < row.last_seq)
+            {
+                self.checkouts.insert(row.hold_id, row.clone());
+            }
+        }
+    }
+
+    fn apply_hold_change(&mut self, change: &HoldChange) {
+        match change {
+            HoldChange::Placed { hold, unit } => {
+                self.holds
+                    .entry(hold.hold_id)
+                    .or_insert_with(|| hold.clone());
+                match unit {
+                    HeldUnit::Seat(seat) => {
+                        self.hold_seats.insert(seat.clone());
+                    }
+                    HeldUnit::PoolPart(part) => {
+                        self.pool_holds
+                            .entry((part.hold_id, part.shard))
+                            .or_insert_with(|| part.clone());
+                    }
+                }
+            }
+            HoldChange::Ended { hold_id, state } => self.end(*hold_id, *state, None),
+            HoldChange::Converted {
+                hold_id,
+                booking_id,
+            } => self.end(*hold_id, HoldState::Converted, Some(*booking_id)),
+        }
+    }
+
+    fn end(
+        &mut self,
+        hold_id: HoldId,
+        state: HoldState,
+        booking_id: Option<domain::ids::BookingId>,
+    ) {
+        if let Some(hold) = self.holds.get_mut(&hold_id) {
+            if hold.state == HoldState::Held {
+                hold.state = state;
+                if booking_id.is_some() {
+                    hold.booking_id = booking_id;
+                }
+            }
+        }
+        for (_, part) in self
+            .pool_holds
+            .range_mut((hold_id, u32::MIN)..=(hold_id, u32::MAX))
+        {
+            if part.state == HoldState::Held {
+                part.state = state;
+            }
+        }
+    }
+
+    /// The rebuilt rows as append documents of at most `chunk` rows each,
+    /// every row once, in its final state (hold records inserted as they
+    /// ended).
+    fn documents(&self, chunk: usize) -> Vec<Document<'_>> {
+        let mut docs = vec![Document::default()];
+        let chunk = chunk.max(1);
+        fill(&mut docs, chunk, self.seat_availability.values(), |d| {
+            &mut d.seat_availability
+        });
+        fill(&mut docs, chunk, self.pool_shards.values(), |d| {
+            &mut d.pool_shards
+        });
+        fill(&mut docs, chunk, self.holds.values(), |d| &mut d.holds);
+        fill(&mut docs, chunk, self.hold_seats.iter(), |d| {
+            &mut d.hold_seats
+        });
+        fill(&mut docs, chunk, self.pool_holds.values(), |d| {
+            &mut d.pool_holds
+        });
+        fill(&mut docs, chunk, self.checkouts.values(), |d| {
+            &mut d.checkouts
+        });
+        docs.retain(|d| d.rows() > 0);
+        docs
+    }
+}
+
+/// One row of `table` from its JSON object (see [`Store::row_object`]).
+pub(crate) fn decode_row<T: DeserializeOwned>(table: &str, text: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("a row of {table}: {e}")))
+}
+
+/// Adds `rows` to the documents' `part`, starting a new document whenever
+/// the last one holds `chunk` rows.
+fn fill<'a, T: 'a>(
+    docs: &mut Vec<Document<'a>>,
+    chunk: usize,
+    rows: impl Iterator<Item = &'a T>,
+    part: impl for<'d> Fn(&'d mut Document<'a>) -> &'d mut Vec<&'a T>,
+) {
+    for row in rows {
+        if docs.last().is_none_or(|d| d.rows() >= chunk) {
+            docs.push(Document::default());
+        }
+        if let Some(doc) = docs.last_mut() {
+            part(doc).push(row);
+        }
+    }
+}
+
+/// The read models, by the name `booking replay --projection` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Projection {
+    /// `seat_availability` and `pool_shards`.
+    Availability,
+    /// `holds`, `hold_seats` and `pool_holds`.
+    Holds,
+    /// `checkouts` (bookings).
+    Checkouts,
+}
+
+impl Projection {
+    pub const ALL: [Projection; 3] = [
+        Projection::Availability,
+        Projection::Holds,
+        Projection::Checkouts,
+    ];
+
+    /// Back to the state before any event: seat and shard rows free (their
+    /// place in the show stays), hold and checkout rows gone.
+    fn reset_sql(self) -> &'static [&'static str] {
+        match self {
+            Projection::Availability => &[
+                "UPDATE seat_availability SET status = 'available', hold_id = NULL, buyer = NULL, \
+                 expires_at_us = NULL, booking_id = NULL, last_seq = 0",
+                "UPDATE pool_shards SET sold = 0, last_seq = 0",
+            ],
+            Projection::Holds => &[
+                "DELETE FROM hold_seats",
+                "DELETE FROM pool_holds",
+                "DELETE FROM holds",
+            ],
+            Projection::Checkouts => &["DELETE FROM checkouts"],
+        }
+    }
+}
+
+impl Store {
+    /// The SQL expression of one row of `columns` as a JSON object (text),
+    /// the form every row type is read back in: the type's own
+    /// deserialization is the one reader of its columns, on both stores.
+    pub(crate) fn row_object(&self, columns: &[&str]) -> String {
+        let pairs = columns
+            .iter()
+            .map(|c| format!("'{c}', {c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match self {
+            Store::Postgres(_) => format!("jsonb_build_object({pairs})::text"),
+            Store::Sqlite(_) => format!("json_object({pairs})"),
+        }
+    }
+
+    /// Rows of `table` matching `condition` (a constant: never input) as `T`.
+    pub(crate) async fn select_rows<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        columns: &[&str],
+        condition: &str,
+    ) -> StoreResult<Vec<T>> {
+        let sql = format!(
+            "SELECT {} FROM {table} WHERE {condition}",
+            self.row_object(columns)
+        );
+        let texts: Vec<String> = on_store!(self, read pool => {
+            sqlx::query_scalar(&sql).fetch_all(pool).await.map_err(StoreError::classify)?
+        });
+        texts.iter().map(|text| decode_row(table, text)).collect()
+    }
+
+    /// Every row of every projection (seat and shard rows only once an
+    /// event touched them), for `booking verify`.
+    pub async fn dump_projections(&self) -> StoreResult<Tables> {
+        let mut tables = Tables::default();
+        let seats: Vec<SeatAvailabilityRow> = self
+            .select_rows(
+                "seat_availability",
+                SEAT_AVAILABILITY_COLUMNS,
+                "last_seq > 0",
+            )
+            .await?;
+        for row in seats {
+            tables
+                .seat_availability
+                .insert((row.show_id.clone(), row.seat_id.clone()), row);
+        }
+        let shards: Vec<PoolShardRow> = self
+            .select_rows("pool_shards", POOL_SHARD_COLUMNS, "last_seq > 0")
+            .await?;
+        for row in shards {
+            tables
+                .pool_shards
+                .insert((row.show_id.clone(), row.pool_id.clone(), row.shard), row);
+        }
+        let holds: Vec<HoldRow> = self.select_rows("holds", HOLD_COLUMNS, "TRUE").await?;
+        tables
+            .holds
+            .extend(holds.into_iter().map(|row| (row.hold_id, row)));
+        let hold_seats: Vec<HoldSeatRow> = self
+            .select_rows("hold_seats", HOLD_SEAT_COLUMNS, "TRUE")
+            .await?;
+        tables.hold_seats.extend(hold_seats);
+        let parts: Vec<PoolHoldRow> = self
+            .select_rows("pool_holds", POOL_HOLD_COLUMNS, "TRUE")
+            .await?;
+        tables
+            .pool_holds
+            .extend(parts.into_iter().map(|row| ((row.hold_id, row.shard), row)));
+        let checkouts: Vec<CheckoutRow> = self
+            .select_rows("checkouts", CHECKOUT_COLUMNS, "TRUE")
+            .await?;
+        tables
+            .checkouts
+            .extend(checkouts.into_iter().map(|row| (row.hold_id, row)));
+        Ok(tables)
+    }
+
+    /// Resets the named projections in one transaction (see
+    /// [`Projection::reset_sql`]). Replaying the log rebuilds them.
+    pub async fn reset_projections(&self, which: &[Projection]) -> StoreResult<()> {
+        let statements: Vec<&str> = which
+            .iter()
+            .flat_map(|p| p.reset_sql().iter().copied())
+            .collect();
+        on_store!(self, write pool => {
+            let mut tx = pool.begin().await.map_err(StoreError::classify)?;
+            for sql in statements {
+                sqlx::query(sql).execute(&mut *tx).await.map_err(StoreError::classify)?;
+            }
+            tx.commit().await.map_err(StoreError::classify)?;
+        });
+        Ok(())
+    }
+
+    /// Writes rebuilt tables into the live projections, `chunk` rows per
+    /// transaction; returns the number of transactions.
+    pub async fn write_tables(&self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
+        let docs = tables.documents(chunk);
+        for document in &docs {
+            let outcome = self.write_document(document, true).await?;
+            if outcome != AppendOutcome::Appended {
+                return Err(StoreError::Corrupt(format!(
+                    "replay batch refused: {outcome:?}"
+                )));
+            }
+        }
+        Ok(docs.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::ids::{BookingId, BuyerId};
+    use domain::seat::SeatStatus;
+    use serde::Serialize;
+    use uuid::Uuid;
+
+    fn field_names(row: &impl Serialize) -> Vec<String> {
+        match serde_json::to_value(row) {
+            Ok(serde_json::Value::Object(map)) => {
+                let mut names: Vec<String> = map.keys().cloned().collect();
+                names.sort();
+                names
+            }
+            other => panic!("a row serializes as an object, not {other:?}"),
+        }
+    }
+
+    fn sorted(columns: &[&str]) -> Vec<String> {
+        let mut names: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn every_column_list_is_its_row_types_field_list() {
+        let show = ShowId::parse("s").unwrap();
+        let hold = HoldId(Uuid::from_u128(1));
+        let buyer = BuyerId::parse("b").unwrap();
+        let pool = PoolId::parse("floor").unwrap();
+        let seat = SeatAvailabilityRow {
+            show_id: show.clone(),
+            seat_id: SeatId::parse("A-1").unwrap(),
+            status: SeatStatus::Held,
+            hold_id: Some(hold),
+            buyer: Some(buyer.clone()),
+            expires_at_us: Some(1),
+            booking_id: Some(BookingId(Uuid::from_u128(2))),
+            last_seq: 1,
+        };
+        assert_eq!(sorted(SEAT_AVAILABILITY_COLUMNS), field_names(&seat));
+        let shard = PoolShardRow {
+            show_id: show.clone(),
+            pool_id: pool.clone(),
+            shard: 0,
+            sold: 0,
+            last_seq: 1,
+        };
+        assert_eq!(sorted(POOL_SHARD_COLUMNS), field_names(&shard));
+        let row = HoldRow {
+            hold_id: hold,
+            show_id: show.clone(),
+            buyer: buyer.clone(),
+            expires_at_us: 1,
+            state: HoldState::Held,
+            booking_id: None,
+            pool_id: None,
+        };
+        assert_eq!(sorted(HOLD_COLUMNS), field_names(&row));
+        let seat_row = HoldSeatRow {
+            hold_id: hold,
+            seat_id: SeatId::parse("A-1").unwrap(),
+        };
+        assert_eq!(sorted(HOLD_SEAT_COLUMNS), field_names(&seat_row));
+        let part = PoolHoldRow {
+            hold_id: hold,
+            shard: 0,
+            show_id: show.clone(),
+            pool_id: pool,
+            quantity: 1,
+            expires_at_us: 1,
+            state: HoldState::Held,
+        };
+        assert_eq!(sorted(POOL_HOLD_COLUMNS), field_names(&part));
+        let checkout = CheckoutRow {
+            hold_id: hold,
+            show_id: show,
+            buyer,
+            phase: "requested".into(),
+            booking_id: None,
+            charge_id: None,
+            refund_id: None,
+            refund_reason: None,
+            amount_cents: None,
+            last_seq: 1,
+            updated_at_us: 0,
+        };
+        assert_eq!(sorted(CHECKOUT_COLUMNS), field_names(&checkout));
+    }
+}
