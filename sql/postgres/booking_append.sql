@@ -11,11 +11,14 @@
 --   BK422  the buyer's idempotency key was taken meanwhile
 --   BK412  the projector checkpoint moved meanwhile
 --
--- Positions: the writing transaction's id times 65,536 plus the event's place
--- in the batch (1-based; a batch holds at most 65,535 events). Position order
--- is xid order, without a lock or a subtransaction; a tailing reader that
--- takes only rows with txid below its snapshot's xmin never passes a position
--- that commits later (ARCHITECTURE.md, "Positions").
+-- Positions: (the writing transaction's id + the log's xid_offset) times
+-- 65,536 plus the event's place in the batch (1-based; a batch holds at most
+-- 65,535 events). Position order is xid order, without a lock or a
+-- subtransaction; a tailing reader that reads below (its snapshot's xmin +
+-- xid_offset) * 65,536 never passes a position that commits later
+-- (ARCHITECTURE.md, "Positions and the late-commit rule"). xid_offset keeps
+-- positions increasing when the database moves to a new cluster, whose
+-- transaction ids start low (booking_raise_epoch, below).
 --
 -- Command-sized parts (up to 64 rows: 50 seats per hold, 32 shards per pool)
 -- update their rows one by one through the primary key: a set-based join over
@@ -26,16 +29,18 @@ CREATE OR REPLACE FUNCTION booking_append(batch jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     at_us    bigint := (batch ->> 'recorded_at_us')::bigint;
+    base     bigint;
     expected bigint := coalesce(jsonb_array_length(batch -> 'events'), 0);
     done     bigint := 0;
     r        record;
 BEGIN
     IF expected > 0 THEN
+        base := (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16;
         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
                             payload, metadata, recorded_at_us, show_id, position)
         SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
                e.payload, e.metadata, at_us, e.show_id,
-               (pg_current_xact_id()::text::bigint << 16) + d.n
+               base + d.n
         FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
              jsonb_populate_record(NULL::events, d.doc) AS e
         ON CONFLICT DO NOTHING;
@@ -162,3 +167,4 @@ BEGIN
     END IF;
 END
 $$;
+

@@ -27,11 +27,15 @@ const SQLITE_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, 
 
 /// On PostgreSQL a reader of the log in position order must not pass a
 /// transaction that has drawn positions but not committed: its events would
-/// appear later *below* the reader's position. Appends draw their xid and
-/// their positions in one order (see `booking_append`), so every event whose
-/// xid is below the oldest running transaction's is final, and so is every
-/// position below it. SQLite has one writer: commit order is position order.
-const PG_SAFE: &str = "txid < pg_snapshot_xmin(pg_current_snapshot())";
+/// appear later *below* the reader's position. A transaction's positions are
+/// `(xid + xid_offset) * 65536 + n` (see `booking_append`), and every
+/// transaction still running has an xid at or above the oldest running one
+/// (the snapshot's xmin), so every position below `(xmin + xid_offset) *
+/// 65536` is final. (Stated on positions rather than on the events' `txid`
+/// column, which after a move to another cluster holds the old cluster's
+/// ids.) SQLite has one writer: commit order is position order.
+const PG_SAFE: &str = "position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
+     + (SELECT xid_offset FROM log_epoch)) << 16)";
 
 pub enum LogFilter<'a> {
     All,

@@ -9,15 +9,21 @@
 use super::batch::AppendOutcome;
 use super::StoreError;
 
-/// The current `booking_append`.
-const BOOKING_APPEND_SQL: &str = include_str!("../../sql/postgres/booking_append.sql");
+/// The current definitions of our functions, one statement each.
+const FUNCTIONS: [&str; 2] = [
+    include_str!("../../sql/postgres/booking_append.sql"),
+    include_str!("../../sql/postgres/booking_raise_epoch.sql"),
+];
 
 /// Serializes instances that start at once against one database: two
 /// concurrent `CREATE OR REPLACE` of one function fail with "tuple
 /// concurrently updated".
 const INSTALL_LOCK_KEY: i64 = 0x626f_6f6b_696e_6701;
 
-/// Applies the functions' current bodies (after the migrations).
+/// Applies the functions' current bodies (after the migrations), then
+/// raises the log's epoch if the database has moved to a new cluster (see
+/// `booking_raise_epoch.sql`). All of it before the service serves, under
+/// one lock, so that instances starting together do it one after another.
 pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
     let mut tx = pool.begin().await.map_err(StoreError::classify)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -25,11 +31,24 @@ pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(StoreError::classify)?;
-    sqlx::query(BOOKING_APPEND_SQL)
-        .execute(&mut *tx)
+    for function in FUNCTIONS {
+        sqlx::query(function)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::classify)?;
+    }
+    let offset: i64 = sqlx::query_scalar("SELECT booking_raise_epoch()")
+        .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::classify)?;
-    tx.commit().await.map_err(StoreError::classify)
+    tx.commit().await.map_err(StoreError::classify)?;
+    if offset != 0 {
+        tracing::info!(
+            xid_offset = offset,
+            "log positions continue above the log's head (epoch)"
+        );
+    }
+    Ok(())
 }
 
 /// The SQLSTATEs `booking_append` raises for refusals (not errors).

@@ -10,11 +10,13 @@ mod support;
 mod audit;
 mod bad_input;
 mod checkout;
+mod cluster;
 mod cqrs;
 mod crash;
 mod holds;
 mod ops;
 mod pools;
+mod positions;
 mod shows;
 mod store;
 
@@ -124,7 +126,10 @@ fn main() {
         }
     }
     // PostgreSQL-only tests: skipped like the rest of its half, or failed under CI.
-    for (name, test) in audit::postgres_tests() {
+    for (name, test) in audit::postgres_tests()
+        .into_iter()
+        .chain(positions::postgres_tests())
+    {
         let pg_name = format!("postgres::{name}");
         match &skip_reason {
             None => trials.push(Trial::test(pg_name, move || run(Backend::Postgres, test))),

@@ -137,6 +137,12 @@ impl TestEnv {
         TestApp::start(database_url, dir, uuid::Uuid::new_v4().to_string()).await
     }
 
+    /// A service on a database the test made itself (say, in a cluster of
+    /// its own).
+    pub async fn spawn_at(&self, database_url: String) -> TestApp {
+        TestApp::start(database_url, None, uuid::Uuid::new_v4().to_string()).await
+    }
+
     /// Two instances of the service sharing one database and one secret, as
     /// two replicas behind a load balancer would.
     pub async fn spawn_pair(&self) -> (TestApp, TestApp) {
