@@ -209,23 +209,74 @@ impl Folded {
     }
 }
 
+/// How a rebuild reads the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Never past a transaction still open (the late-commit rule): a fold
+    /// that will go on from where it stopped.
+    Tailing,
+    /// Every committed event: a fold that ends here, or one made while no
+    /// append can commit (a quiesced store).
+    Committed,
+}
+
+/// A fold of the log in progress: the tables it has built, the aggregates it
+/// has folded, and the position it has read to.
+#[derive(Default)]
+pub struct Rebuild {
+    pub tables: Tables,
+    folded: Folded,
+    /// The position read to.
+    pub after: i64,
+    /// Events folded in all.
+    pub events: usize,
+}
+
+impl Rebuild {
+    /// Folds the events after `self.after`, read as `reading` says; returns
+    /// how many it folded.
+    pub async fn advance(
+        &mut self,
+        store: &Store,
+        catalog: &ShowCatalog,
+        reading: Read,
+    ) -> Result<usize, StoreError> {
+        let mut folded = 0;
+        loop {
+            let events = match reading {
+                Read::Tailing => {
+                    store
+                        .read_log(LogFilter::All, self.after, REBUILD_BATCH)
+                        .await?
+                }
+                Read::Committed => {
+                    store
+                        .read_log_committed(LogFilter::All, self.after, REBUILD_BATCH)
+                        .await?
+                }
+            };
+            let full = events.len() as i64 == REBUILD_BATCH;
+            let Some(last) = events.last() else { break };
+            self.after = last.position;
+            self.events += events.len();
+            folded += events.len();
+            let mut batch = AppendBatch::projection(chrono::Utc::now());
+            self.folded
+                .project(store, catalog, &events, &mut batch)
+                .await?;
+            self.tables.apply(&batch);
+            if !full {
+                break;
+            }
+        }
+        Ok(folded)
+    }
+}
+
 /// Folds the whole log into scratch tables; returns them with the number of
 /// events read.
 pub async fn rebuild(store: &Store, catalog: &ShowCatalog) -> Result<(Tables, usize), StoreError> {
-    let mut rebuilt = Tables::default();
-    let mut folded = Folded::default();
-    let mut after = 0;
-    let mut events_read = 0;
-    loop {
-        let events = store
-            .read_log_committed(LogFilter::All, after, REBUILD_BATCH)
-            .await?;
-        let Some(last) = events.last() else { break };
-        after = last.position;
-        events_read += events.len();
-        let mut batch = AppendBatch::projection(chrono::Utc::now());
-        folded.project(store, catalog, &events, &mut batch).await?;
-        rebuilt.apply(&batch);
-    }
-    Ok((rebuilt, events_read))
+    let mut rebuild = Rebuild::default();
+    rebuild.advance(store, catalog, Read::Committed).await?;
+    Ok((rebuild.tables, rebuild.events))
 }

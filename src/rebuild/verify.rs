@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
 use crate::catalog::ShowCatalog;
-use crate::rebuild::fold::rebuild;
+use crate::rebuild::fold::{Read, Rebuild};
 use projections::holds::HoldSeatRow;
 
 use crate::store::{Store, StoreError, Tables};
@@ -48,14 +48,19 @@ fn differences<K: Ord + Debug, V: PartialEq + Debug>(
 }
 
 /// Rebuilds every projection from the log and returns the differences with
-/// the live tables (empty: they agree).
+/// the live tables (empty: they agree). Correct while the service runs: most
+/// of the log is folded while commands go on (below any open transaction);
+/// then, in a phase in which no append commits (`Store::quiesce`; appends
+/// wait meanwhile), the live tables are read and the rest of the log folded,
+/// so both sides stand at the same instant of the log. Nothing is written.
 pub async fn verify(store: &Store, catalog: &ShowCatalog) -> Result<Vec<String>, StoreError> {
-    // The live side first: any event committed after this is also in the
-    // rebuilt side, and is reported as a difference only if the live rows
-    // were read before its commit (run verify on a quiet system).
+    let mut rebuild = Rebuild::default();
+    rebuild.advance(store, catalog, Read::Tailing).await?;
+    let quiesced = store.quiesce().await?;
     let live = store.dump_projections().await?;
-    let (rebuilt, _) = rebuild(store, catalog).await?;
-    Ok(compare(&live, &rebuilt))
+    rebuild.advance(store, catalog, Read::Committed).await?;
+    drop(quiesced);
+    Ok(compare(&live, &rebuild.tables))
 }
 
 /// Every difference between the live tables and the rebuilt ones.

@@ -20,6 +20,7 @@ mod holds;
 mod log;
 mod payments;
 mod postgres;
+mod quiesce;
 mod shows;
 mod sqlite;
 mod tables;
@@ -41,6 +42,7 @@ pub use batch::{
 pub use holds::{HoldRecord, IdempotencyEntry};
 pub use log::{LogEvent, LogFilter};
 pub use payments::{LedgerCharge, SimCharge};
+pub use quiesce::Quiesced;
 pub use shows::{PoolFigures, ShowInsert};
 pub use tables::{Projection, Tables};
 

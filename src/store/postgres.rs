@@ -52,7 +52,7 @@ pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
 }
 
 /// The SQLSTATEs `booking_append` raises for refusals (not errors).
-fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
+pub(super) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     let code = err.as_database_error()?.code()?;
     match code.as_ref() {
         "BK409" => Some(AppendOutcome::Conflict),
@@ -62,7 +62,7 @@ fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     }
 }
 
-const APPEND: &str = "SELECT booking_append($1::jsonb)";
+pub(super) const APPEND: &str = "SELECT booking_append($1::jsonb)";
 /// Projection-only batches (the projector, replay) need not wait for their
 /// commit to reach the disk: they are derived from the log, and a batch lost
 /// in a crash is lost with its checkpoint move, so it is simply redone.

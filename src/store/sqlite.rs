@@ -155,7 +155,10 @@ impl SqliteJob {
 
     /// Writes the job inside the group's transaction, under a savepoint, so
     /// that a refusal or an error undoes this job and no other.
-    async fn write(&self, tx: &mut sqlx::SqliteConnection) -> Result<AppendOutcome, sqlx::Error> {
+    pub(super) async fn write(
+        &self,
+        tx: &mut sqlx::SqliteConnection,
+    ) -> Result<AppendOutcome, sqlx::Error> {
         sqlx::query("SAVEPOINT job").execute(&mut *tx).await?;
         let outcome = self.statements(tx).await;
         let end = match &outcome {

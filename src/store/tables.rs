@@ -167,7 +167,7 @@ impl Tables {
     /// The rebuilt rows as append documents of at most `chunk` rows each,
     /// every row once, in its final state (hold records inserted as they
     /// ended).
-    fn documents(&self, chunk: usize) -> Vec<Document<'_>> {
+    pub(super) fn documents(&self, chunk: usize) -> Vec<Document<'_>> {
         let mut docs = vec![Document::default()];
         let chunk = chunk.max(1);
         fill(&mut docs, chunk, self.seat_availability.values(), |d| {
@@ -234,7 +234,7 @@ impl Projection {
 
     /// Back to the state before any event: seat and shard rows free (their
     /// place in the show stays), hold and checkout rows gone.
-    fn reset_sql(self) -> &'static [&'static str] {
+    pub(super) fn reset_sql(self) -> &'static [&'static str] {
         match self {
             Projection::Availability => &[
                 "UPDATE seat_availability SET status = 'available', hold_id = NULL, buyer = NULL, \

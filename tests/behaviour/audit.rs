@@ -55,7 +55,7 @@ fn bare_hold_event(
 }
 
 /// Runs the real `booking verify` against the test's database.
-fn verify_exit_code(app: &TestApp) -> (i32, String) {
+pub(crate) fn verify_exit_code(app: &TestApp) -> (i32, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_booking"))
         .arg("verify")
         .env("DATABASE_URL", &app.database_url)

@@ -14,6 +14,7 @@ mod cluster;
 mod cqrs;
 mod crash;
 mod holds;
+mod online;
 mod ops;
 mod pools;
 mod positions;
@@ -50,6 +51,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(audit::tests());
     all.extend(ops::tests());
     all.extend(cqrs::tests());
+    all.extend(online::tests());
     all
 }
 

@@ -1,0 +1,114 @@
+//! A write phase in which no append can commit: how a rebuild swaps its
+//! tables in while the service runs (`booking replay`), and how verify reads
+//! the live tables at one instant of the log.
+//!
+//! PostgreSQL: one transaction that locks the log and every read-model table
+//! in SHARE ROW EXCLUSIVE mode. Every append inserts into one of them first
+//! (events, or a read-model row for a projection batch), taking ROW
+//! EXCLUSIVE, which conflicts: the lock waits for appends in flight to
+//! commit, and appends that arrive meanwhile wait for this transaction.
+//! Readers (ACCESS SHARE) are never blocked. SQLite: `BEGIN IMMEDIATE` on
+//! the one write connection takes the database's write lock.
+//!
+//! While quiesced, reads through the store's pools see every append that
+//! will ever commit below the log's current head: nothing can commit until
+//! the phase ends.
+
+use sqlx::{Postgres, Sqlite, Transaction};
+
+use super::batch::AppendOutcome;
+use super::tables::{Projection, Tables};
+use super::{Store, StoreError, StoreResult};
+
+const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, hold_seats, \
+     pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
+
+pub enum Quiesced {
+    Postgres(Transaction<'static, Postgres>),
+    Sqlite(Transaction<'static, Sqlite>),
+}
+
+impl Store {
+    /// Starts a write phase in which no other append commits (see the
+    /// module's comment). It ends with [`Quiesced::commit`]; dropped, it
+    /// rolls back.
+    pub async fn quiesce(&self) -> StoreResult<Quiesced> {
+        match self {
+            Store::Postgres(s) => {
+                let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
+                sqlx::query(PG_LOCK)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::classify)?;
+                Ok(Quiesced::Postgres(tx))
+            }
+            Store::Sqlite(s) => {
+                let tx = s
+                    .write
+                    .begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .map_err(StoreError::classify)?;
+                Ok(Quiesced::Sqlite(tx))
+            }
+        }
+    }
+}
+
+impl Quiesced {
+    /// Resets the named projections (see [`Projection`]).
+    pub async fn reset_projections(&mut self, which: &[Projection]) -> StoreResult<()> {
+        // Collected first: an iterator of borrowed statements held across
+        // the awaits makes the future not `Send` for every lifetime.
+        let statements: Vec<&'static str> = which
+            .iter()
+            .flat_map(|p| p.reset_sql().iter().copied())
+            .collect();
+        for sql in statements {
+            match self {
+                Quiesced::Postgres(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
+                Quiesced::Sqlite(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
+            }
+            .map_err(StoreError::classify)?;
+        }
+        Ok(())
+    }
+
+    /// Writes rebuilt tables, `chunk` rows per statement, inside the phase.
+    pub async fn write_tables(&mut self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
+        let docs = tables.documents(chunk);
+        for document in &docs {
+            let outcome = match self {
+                Quiesced::Postgres(tx) => {
+                    let json = document.to_json()?;
+                    match sqlx::query(super::postgres::APPEND)
+                        .bind(json)
+                        .execute(&mut **tx)
+                        .await
+                    {
+                        Ok(_) => AppendOutcome::Appended,
+                        Err(err) => super::postgres::refusal(&err)
+                            .ok_or_else(|| StoreError::classify(err))?,
+                    }
+                }
+                Quiesced::Sqlite(tx) => {
+                    let job = super::sqlite::SqliteJob::of(document)?;
+                    job.write(&mut **tx).await.map_err(StoreError::classify)?
+                }
+            };
+            if outcome != AppendOutcome::Appended {
+                return Err(StoreError::Corrupt(format!(
+                    "replay batch refused: {outcome:?}"
+                )));
+            }
+        }
+        Ok(docs.len())
+    }
+
+    pub async fn commit(self) -> StoreResult<()> {
+        match self {
+            Quiesced::Postgres(tx) => tx.commit().await,
+            Quiesced::Sqlite(tx) => tx.commit().await,
+        }
+        .map_err(StoreError::classify)
+    }
+}
