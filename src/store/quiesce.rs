@@ -92,7 +92,7 @@ impl Quiesced {
                 }
                 Quiesced::Sqlite(tx) => {
                     let job = super::sqlite::SqliteJob::of(document)?;
-                    job.write(&mut **tx).await.map_err(StoreError::classify)?
+                    job.write(tx).await.map_err(StoreError::classify)?
                 }
             };
             if outcome != AppendOutcome::Appended {
