@@ -340,21 +340,23 @@ pub async fn serve(
         tokio::spawn(async move {
             let _permit = permit;
             let service_activity = activity.clone();
-            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let in_flight = service_activity.begin();
-                let router = router.clone();
-                async move {
-                    let response = router.oneshot(request.map(Body::new)).await?;
-                    // The guard lives as long as the body: dropped when
-                    // hyper has written it out, or given up on it.
-                    Ok::<_, std::convert::Infallible>(response.map(move |body| {
-                        Body::new(body.map_err(move |e| {
-                            let _ = &in_flight;
-                            e
+            let service = hyper::service::service_fn(
+                move |request: hyper::Request<hyper::body::Incoming>| {
+                    let in_flight = service_activity.begin();
+                    let router = router.clone();
+                    async move {
+                        let response = router.oneshot(request.map(Body::new)).await?;
+                        // The guard lives as long as the body: dropped when
+                        // hyper has written it out, or given up on it.
+                        Ok::<_, std::convert::Infallible>(response.map(move |body| {
+                            Body::new(body.map_err(move |e| {
+                                let _ = &in_flight;
+                                e
+                            }))
                         }))
-                    }))
-                }
-            });
+                    }
+                },
+            );
             let connection = builder.serve_connection_with_upgrades(io, service);
             tokio::pin!(connection);
             tokio::select! {

@@ -12,6 +12,7 @@ mod bad_input;
 mod checkout;
 mod cqrs;
 mod crash;
+mod edge;
 mod holds;
 mod ops;
 mod pools;
@@ -48,6 +49,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(audit::tests());
     all.extend(ops::tests());
     all.extend(cqrs::tests());
+    all.extend(edge::tests());
     all
 }
 
