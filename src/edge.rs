@@ -5,20 +5,22 @@
 //!   `accept`, so past the cap new connections wait in the kernel's backlog
 //!   instead of costing a descriptor each. The cap is kept below the
 //!   process's descriptor limit (raised to its hard limit at start).
-//! - Per connection, a watchdog closes it when
-//!   - its first request head has not fully arrived `header_timeout` after
-//!     accept, or a later head `header_timeout` after its first byte;
-//!   - it has been idle (no request in flight, no byte of a next head)
-//!     for `idle_timeout`.
-//!   hyper's own http1 header timer is left off: since hyper 1.4 it also runs
-//!   while a keep-alive connection waits for its next request, so it would
-//!   close every idle connection at the header timeout, not the idle one.
-//!   "In flight" lasts from the request head until the response body has
-//!   been written out (the guard rides in the body), so a slow reader of a
-//!   large answer is not cut off by the idle timer.
+//! - Per connection, a watchdog closes it when its first request head has
+//!   not fully arrived `header_timeout` after accept, or a later head
+//!   `header_timeout` after its first byte; or when it has been idle (no
+//!   request in flight, no byte of a next head) for `idle_timeout`.
 //! - After the shutdown signal: no more accepts; every open connection is
 //!   asked to finish its request in flight and close (hyper's graceful
 //!   shutdown); the caller bounds that with its grace period.
+//!
+//! hyper's own http1 header timer is left off: since hyper 1.4 it also runs
+//! while a keep-alive connection waits for its next request, so it would
+//! close every idle connection at the header timeout, not the idle one.
+//! "In flight" lasts from the request head until the response body has been
+//! written out (the guard rides in the body), so a slow reader of a large
+//! answer is not cut off by the idle timer, and a long handler is not either
+//! (the request timeout, `http/timeout.rs`, bounds it). A body that stalls
+//! is the extractor's: `http::extract::BODY_READ_TIMEOUT`, 408, close.
 
 use std::io;
 use std::pin::Pin;
@@ -133,6 +135,8 @@ fn raise_descriptor_limit() -> io::Result<(u64, u64)> {
             tracing::warn!(error = %io::Error::last_os_error(), "cannot raise the soft descriptor limit");
         }
     }
+    // rlim_t is u64 on Linux but not on every unix.
+    #[allow(clippy::unnecessary_cast)]
     Ok((limit.rlim_cur as u64, limit.rlim_max as u64))
 }
 

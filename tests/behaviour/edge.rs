@@ -20,6 +20,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         unfinished_request_heads_never_exhaust_descriptors,
         made_up_methods_add_no_metric_series,
         a_slow_request_gets_busy_and_the_purchase_still_completes,
+        idle_and_silent_connections_are_closed_at_their_timers,
     ]
 }
 
@@ -280,5 +281,63 @@ async fn a_slow_request_gets_busy_and_the_purchase_still_completes(env: TestEnv)
     assert_eq!(again.str("booking_id"), booking_id, "the same booking");
     let ledger = app.store.sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 1, "one charge: {ledger:?}");
+    app.stop().await;
+}
+
+/// Reads until the server closes the connection, or fails at `deadline`.
+async fn closed_by_server(stream: &mut TcpStream, deadline: Duration) -> Vec<u8> {
+    let mut seen = Vec::new();
+    tokio::time::timeout(deadline, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the connection is still open after {deadline:?}"));
+    seen
+}
+
+async fn idle_and_silent_connections_are_closed_at_their_timers(env: TestEnv) {
+    let app = env
+        .spawn_with_edge(EdgeSettings {
+            header_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(2),
+            ..EdgeSettings::default()
+        })
+        .await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    // Silent from the start: closed at the header timer.
+    let mut silent = TcpStream::connect(&addr).await.unwrap();
+    let started = Instant::now();
+    assert!(closed_by_server(&mut silent, Duration::from_secs(4))
+        .await
+        .is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "not before the header timer"
+    );
+
+    // One answered request, then idle: kept past the header timer, closed
+    // at the idle timer.
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = Instant::now();
+    let seen = closed_by_server(&mut idle, Duration::from_secs(6)).await;
+    let idle_for = answered.elapsed();
+    assert!(
+        String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
+    assert!(
+        idle_for >= Duration::from_millis(1_900),
+        "closed after {idle_for:?}: the header timer must not cut an idle keep-alive connection"
+    );
     app.stop().await;
 }
