@@ -21,6 +21,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         made_up_methods_add_no_metric_series,
         a_slow_request_gets_busy_and_the_purchase_still_completes,
         idle_and_silent_connections_are_closed_at_their_timers,
+        a_stalled_body_gets_408_and_its_connection_closed,
     ]
 }
 
@@ -339,5 +340,36 @@ async fn idle_and_silent_connections_are_closed_at_their_timers(env: TestEnv) {
         idle_for >= Duration::from_millis(1_900),
         "closed after {idle_for:?}: the header timer must not cut an idle keep-alive connection"
     );
+    app.stop().await;
+}
+
+async fn a_stalled_body_gets_408_and_its_connection_closed(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("stall", 2, 480).await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/shows/stall/holds HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"seats\"",
+        app.buyer("staller")
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let seen = closed_by_server(
+        &mut stream,
+        booking::http::extract::BODY_READ_TIMEOUT + Duration::from_secs(5),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("application/problem+json"), "{text}");
+    assert!(text.contains("request_timeout"), "{text}");
+    assert!(
+        started.elapsed() >= booking::http::extract::BODY_READ_TIMEOUT - Duration::from_millis(100),
+        "not before the body-read timeout"
+    );
+    // Nothing was held.
+    let statuses = app.seat_statuses("stall").await;
+    assert!(statuses.values().all(|s| s == "available"), "{statuses:?}");
     app.stop().await;
 }
