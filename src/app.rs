@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
 use crate::command::holds::HoldService;
 use crate::command::units::Inventory;
+use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
 use crate::payment::simulator::Simulator;
 use crate::rebuild::projector::Projector;
@@ -58,6 +59,8 @@ pub struct Settings {
     pub workers: Workers,
     /// After a shutdown signal, how long in-flight requests may take to finish.
     pub shutdown_grace: Duration,
+    /// Connection and request timers, and the connection cap.
+    pub edge: EdgeSettings,
 }
 
 /// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
@@ -74,6 +77,9 @@ pub struct Application {
     sweeper: Sweeper,
     workers: Workers,
     shutdown_grace: Duration,
+    edge: EdgeSettings,
+    /// `edge.max_connections`, clamped below the descriptor limit.
+    max_connections: usize,
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -150,18 +156,29 @@ impl Application {
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
         });
+        let max_connections = crate::edge::connection_cap(
+            settings.edge.max_connections,
+            settings.database_connections,
+        );
         let listener =
             bind(settings.addr).with_context(|| format!("cannot listen on {}", settings.addr))?;
         Ok(Self {
             listener,
-            router: router(state.clone()),
+            router: router(state.clone(), settings.edge.request_timeout),
             state,
             recovery,
             projector,
             sweeper,
             workers: settings.workers,
             shutdown_grace: settings.shutdown_grace,
+            edge: settings.edge,
+            max_connections,
         })
+    }
+
+    /// The connection cap in force (after clamping).
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -221,11 +238,17 @@ impl Application {
             }));
         }
         let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; finishing requests in flight");
-            let _ = signalled_tx.send(());
-        });
+        let server = crate::edge::serve(
+            self.listener,
+            self.router,
+            self.edge,
+            self.max_connections,
+            async move {
+                shutdown.await;
+                tracing::info!("shutting down: no new connections; finishing requests in flight");
+                let _ = signalled_tx.send(());
+            },
+        );
         let grace = self.shutdown_grace;
         let deadline = async move {
             if signalled_rx.await.is_ok() {
@@ -234,15 +257,14 @@ impl Application {
                 std::future::pending::<()>().await;
             }
         };
-        let served = tokio::select! {
-            served = server => served,
+        tokio::select! {
+            () = server => {}
             () = deadline => {
                 tracing::warn!(?grace, "requests still in flight after the grace period; stopping anyway");
-                Ok(())
             }
-        };
+        }
         let _ = stop_tx.send(true);
         while workers.join_next().await.is_some() {}
-        served
+        Ok(())
     }
 }

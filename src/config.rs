@@ -66,6 +66,17 @@ pub const MAX_PAYMENT_LATENCY_MS: u64 = 10_000;
 /// default); a grace beyond 5 minutes would only delay a deploy.
 pub const MAX_SHUTDOWN_GRACE_SECONDS: u64 = 300;
 
+/// A request head takes one round trip; a client needing 5 minutes for it
+/// is an attack, not a slow link.
+pub const MAX_HEADER_TIMEOUT_SECONDS: u64 = 300;
+/// Past an hour an idle connection is a leak, not a pool.
+pub const MAX_IDLE_TIMEOUT_SECONDS: u64 = 3_600;
+/// Clients and load balancers give up after minutes; a longer request
+/// timeout would only hold work nobody waits for.
+pub const MAX_REQUEST_TIMEOUT_SECONDS: u64 = 600;
+/// Far above one machine's descriptors; the cap is clamped to them anyway.
+pub const MAX_CONNECTIONS_LIMIT: i64 = 1_000_000;
+
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Listen address.
@@ -102,6 +113,22 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = crate::workers::sweeper::DEFAULT_SWEEP_INTERVAL.as_secs(),
           value_parser = interval_parser(1, 3_600))]
     pub sweeper_interval_seconds: u64,
+    /// Seconds a connection may take to send a full request head (1..=300).
+    #[arg(long, env = "BOOKING_HEADER_TIMEOUT_SECONDS", default_value_t = crate::edge::DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=MAX_HEADER_TIMEOUT_SECONDS))]
+    pub header_timeout_seconds: u64,
+    /// Seconds an idle keep-alive connection stays open (1..=3600).
+    #[arg(long, env = "BOOKING_IDLE_TIMEOUT_SECONDS", default_value_t = crate::edge::DEFAULT_IDLE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=MAX_IDLE_TIMEOUT_SECONDS))]
+    pub idle_timeout_seconds: u64,
+    /// Seconds before an unanswered request gets 503 busy (1..=600).
+    #[arg(long, env = "BOOKING_REQUEST_TIMEOUT_SECONDS", default_value_t = crate::edge::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=MAX_REQUEST_TIMEOUT_SECONDS))]
+    pub request_timeout_seconds: u64,
+    /// Open client connections at once; clamped below the descriptor limit (1..=1000000).
+    #[arg(long, env = "BOOKING_MAX_CONNECTIONS", default_value_t = crate::edge::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS_LIMIT))]
+    pub max_connections: u32,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

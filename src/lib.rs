@@ -7,6 +7,7 @@
 //!
 //! - [`app`]: builds the service from [`app::Settings`] and runs it; tests
 //!   bind port 0 and pass their own clock and shutdown signal.
+//! - [`edge`]: the accept loop: connection cap, header and idle timers.
 //! - [`http`]: routes, extractors and the problem+json error contract.
 //! - [`holds`], [`shows`]: the application services a handler calls. A
 //!   command locks its streams in-process ([`streams`]), decides with the
@@ -22,6 +23,7 @@ pub mod catalog;
 pub mod clock;
 pub mod command;
 pub mod config;
+pub mod edge;
 pub mod http;
 pub mod metrics;
 pub mod payment;

@@ -12,6 +12,7 @@ use booking::auth::TokenKeys;
 use booking::catalog::ShowCatalog;
 use booking::clock::SystemClock;
 use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeArgs, TokenArgs};
+use booking::edge::EdgeSettings;
 use booking::rebuild::replay;
 use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
 use clap::Parser;
@@ -53,9 +54,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        edge: EdgeSettings {
+            header_timeout: Duration::from_secs(args.header_timeout_seconds),
+            idle_timeout: Duration::from_secs(args.idle_timeout_seconds),
+            request_timeout: Duration::from_secs(args.request_timeout_seconds),
+            max_connections: args.max_connections,
+        },
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
-    tracing::info!(addr = %app.local_addr()?, "booking is listening");
+    tracing::info!(
+        addr = %app.local_addr()?,
+        max_connections = app.max_connections(),
+        "booking is listening"
+    );
     app.run_until_stopped(shutdown_signal()).await?;
     tracing::info!("booking stopped");
     Ok(())

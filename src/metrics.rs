@@ -42,17 +42,37 @@ pub fn render() -> String {
     handle.render()
 }
 
+/// The method as a label: the standard methods by name, anything else
+/// `other`, so that made-up methods cannot add series.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
 /// Counts every request by route, method and status, and times it.
 pub async fn track(request: Request, next: Next) -> Response {
     let started = Instant::now();
+    // Route labels are the route templates (a fixed set) or `unmatched`:
+    // never the request's path.
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
+    let method = method_label(request.method());
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!("http_requests_total", "route" => route.clone(), "method" => method.clone(), "status" => status)
+    metrics::counter!("http_requests_total", "route" => route.clone(), "method" => method, "status" => status)
         .increment(1);
     metrics::histogram!("http_request_duration_seconds", "route" => route, "method" => method)
         .record(started.elapsed().as_secs_f64());

@@ -140,6 +140,7 @@ async fn run_store(
             sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
+        edge: booking::edge::EdgeSettings::default(),
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;

@@ -34,6 +34,12 @@ fn is_json(content_type: Option<&str>) -> bool {
 /// that, the connection is closed on it.
 pub const MAX_DISCARDED_BYTES: usize = 32 * 1024 * 1024;
 
+/// How long a whole request body may take to arrive once its head has: the
+/// largest body (MAX_SHOW_BODY_BYTES) takes well under a second on any link
+/// a buyer uses; a body still trickling in after 10 s is a stall or an
+/// attack holding a connection (408, then the connection is closed).
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A JSON body of `T` of at most `LIMIT` bytes, refused with the problem the
 /// API promises.
 pub struct JsonBody<T, const LIMIT: usize = MAX_BODY_BYTES>(pub T);
@@ -68,16 +74,23 @@ impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S>
         let mut stream = req.into_body().into_data_stream();
         let mut body = Vec::with_capacity(declared.unwrap_or(0).min(LIMIT));
         let mut received = 0usize;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk
-                .map_err(|e| ApiError::MalformedJson(format!("the body could not be read: {e}")))?;
-            received += chunk.len();
-            if received <= LIMIT {
-                body.extend_from_slice(&chunk);
-            } else if received > LIMIT + MAX_DISCARDED_BYTES {
-                break;
+        let read = async {
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| {
+                    ApiError::MalformedJson(format!("the body could not be read: {e}"))
+                })?;
+                received += chunk.len();
+                if received <= LIMIT {
+                    body.extend_from_slice(&chunk);
+                } else if received > LIMIT + MAX_DISCARDED_BYTES {
+                    break;
+                }
             }
-        }
+            Ok::<(), ApiError>(())
+        };
+        tokio::time::timeout(BODY_READ_TIMEOUT, read)
+            .await
+            .map_err(|_| ApiError::BodyTimeout)??;
         if received > LIMIT {
             return Err(too_large());
         }

@@ -12,6 +12,7 @@ mod holds;
 pub mod openapi;
 mod ops;
 mod shows;
+mod timeout;
 
 use std::sync::Arc;
 
@@ -42,7 +43,8 @@ pub struct Services {
 
 pub type AppState = Arc<Services>;
 
-pub fn router(state: AppState) -> Router {
+/// `request_timeout`: see `timeout.rs` (streaming routes go after its layer).
+pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
     Router::new()
         .merge(shows::router())
         .merge(availability::router())
@@ -53,6 +55,12 @@ pub fn router(state: AppState) -> Router {
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::middleware::from_fn_with_state(
+            request_timeout,
+            timeout::request_timeout,
+        ))
+        // Streaming (text/event-stream) routes are merged here, past the
+        // request timeout and inside the metrics.
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {

@@ -50,6 +50,9 @@ pub enum ApiError {
     PaymentUnavailable(String),
     /// 404
     BookingNotFound,
+    /// 408: the body did not arrive within the body-read timeout; the
+    /// connection is closed after this answer.
+    BodyTimeout,
     /// 413: the body is larger than the limit named in the detail.
     PayloadTooLarge(String),
     /// 415: the body is not `application/json`.
@@ -110,6 +113,11 @@ impl ApiError {
                 StatusCode::NOT_FOUND,
                 "booking_not_found",
                 "Booking not found",
+            ),
+            BodyTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "Request timeout",
             ),
             PayloadTooLarge(_) => (
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -180,6 +188,7 @@ impl ApiError {
             UnknownSeatHere(seat) => format!("the show has no seat {seat}"),
             IdempotencyKeyReused => "this Idempotency-Key was used with a different request".into(),
             Busy => "the service is busy; retry after the Retry-After delay".into(),
+            BodyTimeout => "the request body did not arrive in time".into(),
             Internal(_) => "an unexpected error occurred".into(),
         }
     }
@@ -210,6 +219,7 @@ pub const PROBLEM_CODES: &[&str] = &[
     "validation_failed",
     "malformed_json",
     "payload_too_large",
+    "request_timeout",
     "unsupported_media_type",
     "not_found",
     "method_not_allowed",
@@ -264,6 +274,11 @@ impl IntoResponse for ApiError {
         );
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of a stalled body may still come: do not read it as
+            // the next request.
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }
@@ -356,6 +371,7 @@ mod tests {
             ApiError::PaymentUnavailable(String::new()),
             ApiError::BookingNotFound,
             ApiError::PayloadTooLarge(String::new()),
+            ApiError::BodyTimeout,
             ApiError::UnsupportedMediaType,
             ApiError::Validation(String::new()),
             ApiError::UnknownSeat(vec![]),

@@ -13,6 +13,7 @@ mod checkout;
 mod cluster;
 mod cqrs;
 mod crash;
+mod edge;
 mod holds;
 mod online;
 mod ops;
@@ -52,6 +53,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(ops::tests());
     all.extend(cqrs::tests());
     all.extend(online::tests());
+    all.extend(edge::tests());
     all
 }
 

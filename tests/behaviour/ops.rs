@@ -240,6 +240,26 @@ async fn bad_configuration_stops_the_binary_with_a_clear_message(env: TestEnv) {
         "--addr",
     )
     .await;
+    for (setting, bad, flag) in [
+        (
+            "BOOKING_HEADER_TIMEOUT_SECONDS",
+            "0",
+            "--header-timeout-seconds",
+        ),
+        (
+            "BOOKING_IDLE_TIMEOUT_SECONDS",
+            "99999",
+            "--idle-timeout-seconds",
+        ),
+        (
+            "BOOKING_REQUEST_TIMEOUT_SECONDS",
+            "0",
+            "--request-timeout-seconds",
+        ),
+        ("BOOKING_MAX_CONNECTIONS", "0", "--max-connections"),
+    ] {
+        refused(&[("DATABASE_URL", &database_url), (setting, bad)], flag).await;
+    }
 }
 
 async fn hold_ttl_advice_comes_from_the_log(env: TestEnv) {

@@ -133,8 +133,14 @@ impl TestEnv {
     }
 
     pub async fn spawn(&self) -> TestApp {
+        self.spawn_with_edge(booking::edge::EdgeSettings::default())
+            .await
+    }
+
+    /// A service with its own connection and request timers.
+    pub async fn spawn_with_edge(&self, edge: booking::edge::EdgeSettings) -> TestApp {
         let (database_url, dir) = self.database_url().await;
-        TestApp::start(database_url, dir, uuid::Uuid::new_v4().to_string()).await
+        TestApp::start_with(database_url, dir, uuid::Uuid::new_v4().to_string(), edge).await
     }
 
     /// A service on a database the test made itself (say, in a cluster of
@@ -209,6 +215,21 @@ impl Answer {
 
 impl TestApp {
     async fn start(database_url: String, dir: Option<tempfile::TempDir>, secret: String) -> Self {
+        Self::start_with(
+            database_url,
+            dir,
+            secret,
+            booking::edge::EdgeSettings::default(),
+        )
+        .await
+    }
+
+    async fn start_with(
+        database_url: String,
+        dir: Option<tempfile::TempDir>,
+        secret: String,
+        edge: booking::edge::EdgeSettings,
+    ) -> Self {
         let clock = Arc::new(ShiftedClock::default());
         let url_for_tools = database_url.clone();
         let settings = Settings {
@@ -220,6 +241,7 @@ impl TestApp {
             // Tests drive the workers one pass at a time (run_once).
             workers: Workers::OFF,
             shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
+            edge,
         };
         let app = Application::build(settings, clock.clone())
             .await
