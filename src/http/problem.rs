@@ -18,6 +18,8 @@ pub const RETRY_AFTER_SECONDS: u32 = 1;
 pub enum ApiError {
     /// 400: the body is not JSON.
     MalformedJson(String),
+    /// 400: a path parameter the route's type cannot hold.
+    BadPath(String),
     /// 401: no token, or one that does not verify.
     Unauthorized(String),
     /// 403: a valid token that may not do this.
@@ -75,6 +77,11 @@ impl ApiError {
         use ApiError::*;
         match self {
             MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json", "Malformed JSON"),
+            BadPath(_) => (
+                StatusCode::BAD_REQUEST,
+                "validation_failed",
+                "Validation failed",
+            ),
             Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
             Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
             NotFound => (StatusCode::NOT_FOUND, "not_found", "Not found"),
@@ -150,8 +157,8 @@ impl ApiError {
     fn detail(&self) -> String {
         use ApiError::*;
         match self {
-            MalformedJson(d) | Unauthorized(d) | PayloadTooLarge(d) | Validation(d)
-            | NotReady(d) => d.clone(),
+            MalformedJson(d) | BadPath(d) | Unauthorized(d) | PayloadTooLarge(d)
+            | Validation(d) | NotReady(d) => d.clone(),
             HoldExpired { refunded: true } => {
                 "the hold expired while the payment ran; the charge was refunded".into()
             }
@@ -339,6 +346,7 @@ mod tests {
     fn every_code_is_published() {
         let all = [
             ApiError::MalformedJson(String::new()),
+            ApiError::BadPath(String::new()),
             ApiError::Unauthorized(String::new()),
             ApiError::Forbidden,
             ApiError::NotFound,
