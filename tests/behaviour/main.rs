@@ -15,6 +15,7 @@ mod crash;
 mod holds;
 mod ops;
 mod pools;
+mod secret;
 mod shows;
 mod store;
 
@@ -48,6 +49,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(audit::tests());
     all.extend(ops::tests());
     all.extend(cqrs::tests());
+    all.extend(secret::tests());
     all
 }
 
