@@ -18,6 +18,7 @@ mod pools;
 mod secret;
 mod shows;
 mod store;
+mod streams;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,6 +51,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(ops::tests());
     all.extend(cqrs::tests());
     all.extend(secret::tests());
+    all.extend(streams::tests());
     all
 }
 
