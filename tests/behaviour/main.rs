@@ -13,6 +13,7 @@ mod checkout;
 mod cqrs;
 mod crash;
 mod holds;
+mod hostile;
 mod ops;
 mod pools;
 mod secret;
@@ -47,6 +48,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(checkout::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());
+    all.extend(hostile::tests());
     all.extend(audit::tests());
     all.extend(ops::tests());
     all.extend(cqrs::tests());
