@@ -55,6 +55,24 @@ pub enum AuthError {
     Invalid(String),
 }
 
+/// The shortest `BOOKING_JWT_SECRET` the binary starts with: an HS256 key
+/// shorter than the hash's 32-byte output is weak (RFC 7518, 3.2, requires
+/// a key of at least the hash size), and a short one can be guessed offline
+/// from any token.
+pub const MIN_JWT_SECRET_BYTES: usize = 32;
+
+/// Refuses a secret shorter than `MIN_JWT_SECRET_BYTES`, naming the setting.
+pub fn check_secret(secret: &str) -> Result<(), String> {
+    if secret.len() < MIN_JWT_SECRET_BYTES {
+        return Err(format!(
+            "BOOKING_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes \
+             (MIN_JWT_SECRET_BYTES: a shorter HS256 key is weak); it has {}",
+            secret.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Signs and verifies tokens with one shared secret.
 #[derive(Clone)]
 pub struct TokenKeys {
@@ -174,5 +192,14 @@ mod tests {
             keys().verify_header(Some("Basic abc")),
             Err(AuthError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn a_secret_shorter_than_the_hash_output_is_refused_naming_the_setting() {
+        let refused = check_secret(&"s".repeat(MIN_JWT_SECRET_BYTES - 1)).unwrap_err();
+        assert!(refused.contains("BOOKING_JWT_SECRET"), "{refused}");
+        assert!(refused.contains("32"), "{refused}");
+        assert!(check_secret("").is_err());
+        assert!(check_secret(&"s".repeat(MIN_JWT_SECRET_BYTES)).is_ok());
     }
 }

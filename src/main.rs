@@ -31,13 +31,27 @@ fn init_logging(format: LogFormat) {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let jwt_secret = match args.jwt_secret {
-        Some(secret) if !secret.is_empty() => secret,
-        _ => {
-            let secret = uuid::Uuid::new_v4().simple().to_string();
+        Some(secret) => {
+            booking::auth::check_secret(&secret).map_err(anyhow::Error::msg)?;
+            secret
+        }
+        None => {
+            // Two v4 uuids: 64 hex characters, 244 random bits.
+            let secret = format!(
+                "{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            // Straight to stderr, never through tracing: the log (stdout,
+            // often JSON shipped to a log store) must never hold a secret
+            // that signs admin tokens. The operator reads it from the terminal.
+            eprintln!(
+                "BOOKING_JWT_SECRET is not set: this run's random secret is {secret} \
+                 (tokens will not survive a restart; export it to mint tokens with `booking token`)"
+            );
             tracing::warn!(
-                %secret,
-                "BOOKING_JWT_SECRET is not set: using a random secret for this run; \
-                 tokens will not survive a restart. Export it to mint tokens with `booking token`."
+                "BOOKING_JWT_SECRET is not set: using a random secret for this run, \
+                 printed on stderr only"
             );
             secret
         }
@@ -152,6 +166,7 @@ async fn shutdown_signal() {
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<()> {
+    booking::auth::check_secret(&args.jwt_secret).map_err(anyhow::Error::msg)?;
     let sub = BuyerId::parse(&args.sub).context("--sub")?;
     let token = TokenKeys::new(&args.jwt_secret)
         .issue(&sub, args.role, chrono::Duration::seconds(args.ttl_seconds))

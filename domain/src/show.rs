@@ -36,6 +36,8 @@ pub struct PoolSpec {
 pub enum ShowError {
     #[error("{field} must be 1..={MAX_TEXT_CHARS} characters")]
     TextLength { field: String },
+    #[error("{field} must not contain control characters (NUL, tab, newline, ...)")]
+    ControlCharacter { field: String },
     #[error("hold_ttl_seconds must be {MIN_HOLD_TTL_SECONDS}..={MAX_HOLD_TTL_SECONDS}")]
     HoldTtl,
     #[error("{field} must be 0..={MAX_PRICE_CENTS} cents")]
@@ -69,10 +71,22 @@ pub struct Show {
     seat_index: HashMap<SeatId, usize>,
 }
 
+/// A show's text (name, section, row): 1..=MAX_TEXT_CHARS characters, all
+/// printable (`check_printable`).
 fn check_text(value: &str, field: impl Fn() -> String) -> Result<(), ShowError> {
     let chars = value.chars().count();
     if chars == 0 || chars > MAX_TEXT_CHARS {
         return Err(ShowError::TextLength { field: field() });
+    }
+    check_printable(value, field)
+}
+
+/// No control character (Unicode Cc: NUL, tab, newline, escape, DEL, ...):
+/// they are invisible on a seat map and in logs, and PostgreSQL's text type
+/// refuses NUL, so the domain refuses them for both stores alike.
+fn check_printable(value: &str, field: impl Fn() -> String) -> Result<(), ShowError> {
+    if value.chars().any(char::is_control) {
+        return Err(ShowError::ControlCharacter { field: field() });
     }
     Ok(())
 }
@@ -263,5 +277,55 @@ mod tests {
             show(vec![], vec![pool("floor", 5), pool("floor", 5)], 60).unwrap_err(),
             ShowError::DuplicatePool(PoolId::parse("floor").unwrap())
         );
+    }
+
+    #[test]
+    fn it_should_refuse_a_nul_in_a_section_naming_the_field() {
+        let mut s = seat("A");
+        s.section = "A\0".into();
+        assert_eq!(
+            show(vec![s], vec![], 60).unwrap_err(),
+            ShowError::ControlCharacter {
+                field: "seats[0].section".into()
+            }
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_a_control_character_in_a_row_naming_the_field() {
+        let mut s = seat("A");
+        s.row = "1\n".into();
+        assert_eq!(
+            show(vec![s], vec![], 60).unwrap_err(),
+            ShowError::ControlCharacter {
+                field: "seats[0].row".into()
+            }
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_a_control_character_in_the_name() {
+        let refused = Show::new(
+            ShowId::parse("s").unwrap(),
+            "Rock\u{7}".into(),
+            DateTime::<Utc>::UNIX_EPOCH,
+            60,
+            vec![seat("A")],
+            vec![],
+        )
+        .unwrap_err();
+        assert_eq!(
+            refused,
+            ShowError::ControlCharacter {
+                field: "name".into()
+            }
+        );
+    }
+
+    #[test]
+    fn it_should_accept_printable_unicode_text() {
+        let mut s = seat("A");
+        s.section = "Parterre gauche – Ω".into();
+        assert!(show(vec![s], vec![], 60).is_ok());
     }
 }

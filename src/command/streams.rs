@@ -219,14 +219,21 @@ impl<A: Aggregate> LockedStream<A> {
         self.watermark = self.slot.tickets.load(Ordering::SeqCst);
     }
 
-    /// The append committed: fold in its events.
+    /// The append committed: fold in its events. Only a stream that got
+    /// events was checked by it (the insert at its next sequence would have
+    /// failed had it moved); one that got none was covered by the batch but
+    /// verified by nothing, so its freshness stays what it was.
     pub fn appended(&mut self, events: impl IntoIterator<Item = A::Event>) {
+        let mut wrote = false;
         for event in events {
             self.guard.aggregate.apply(event);
             self.guard.version += 1;
+            wrote = true;
         }
-        self.guard.fresh_through = self.watermark;
-        self.guard.loaded = true;
+        if wrote {
+            self.guard.fresh_through = self.watermark;
+            self.guard.loaded = true;
+        }
     }
 
     /// The append was refused or its outcome is unknown: reload next time

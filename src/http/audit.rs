@@ -1,6 +1,6 @@
 //! Audit (admin): seat history and show history, from the log.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
@@ -8,7 +8,7 @@ use axum::Router;
 use domain::ids::SeatId;
 use serde::Deserialize;
 
-use super::extract::{Admin, QueryParams};
+use super::extract::{Admin, PathParams, QueryParams};
 use super::problem::ApiError;
 use super::response::{json_response, show_entry};
 use super::AppState;
@@ -45,7 +45,7 @@ fn page_response(page: &HistoryPage) -> Result<Response, ApiError> {
 pub(super) async fn seat_history(
     State(state): State<AppState>,
     Admin(_admin): Admin,
-    Path((show_id, seat_id)): Path<(String, String)>,
+    PathParams((show_id, seat_id)): PathParams<(String, String)>,
 ) -> Result<Response, ApiError> {
     let entry = show_entry(&state, &show_id).await?;
     let seat_id = SeatId::parse(&seat_id)
@@ -65,7 +65,7 @@ pub(super) async fn seat_history(
 pub(super) async fn show_history(
     State(state): State<AppState>,
     Admin(_admin): Admin,
-    Path(show_id): Path<String>,
+    PathParams(show_id): PathParams<String>,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Response, ApiError> {
     let entry = show_entry(&state, &show_id).await?;
@@ -93,7 +93,7 @@ pub(super) async fn show_history(
 pub(super) async fn hold_ttl_advice(
     State(state): State<AppState>,
     Admin(_admin): Admin,
-    Path(show_id): Path<String>,
+    PathParams(show_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let entry = show_entry(&state, &show_id).await?;
     let advice = crate::query::advice::advise(&state.store, &entry, state.clock.now()).await?;

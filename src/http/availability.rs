@@ -1,7 +1,7 @@
 //! `GET /v1/shows/{id}/availability` (public): every seat's status computed
 //! against `expires_at` at the time of the query.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
@@ -11,7 +11,7 @@ use domain::seat::SeatStatus;
 use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
 
-use super::extract::QueryParams;
+use super::extract::{PathParams, QueryParams};
 use super::problem::ApiError;
 use super::response::json_response;
 use super::AppState;
@@ -75,7 +75,7 @@ pub(super) struct AvailabilityResponse<'a> {
               (status = "4XX", description = "show_not_found, validation_failed, unauthorized, forbidden", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn availability(
     State(state): State<AppState>,
-    Path(show_id): Path<String>,
+    PathParams(show_id): PathParams<String>,
     headers: HeaderMap,
     QueryParams(query): QueryParams<AvailabilityQuery>,
 ) -> Result<Response, ApiError> {

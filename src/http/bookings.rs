@@ -1,7 +1,7 @@
 //! Purchase and bookings (buyer): `POST /v1/holds/{id}/purchase`,
 //! `GET /v1/bookings/{id}`, `POST /v1/bookings/{id}/cancel`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -9,7 +9,7 @@ use axum::Router;
 use domain::ids::{BookingId, HoldId};
 use serde::Deserialize;
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, PathParams};
 use super::problem::ApiError;
 use super::response::json_response;
 use super::AppState;
@@ -48,7 +48,7 @@ fn booking_response(status: StatusCode, view: &BookingView) -> Result<Response, 
 pub(super) async fn purchase(
     State(state): State<AppState>,
     ctx: RequestContext,
-    Path(hold_id): Path<String>,
+    PathParams(hold_id): PathParams<String>,
     JsonBody(body): JsonBody<PurchaseBody>,
 ) -> Result<Response, ApiError> {
     let hold_id: HoldId = hold_id
@@ -79,7 +79,7 @@ fn parse_booking_id(raw: &str) -> Result<BookingId, ApiError> {
 pub(super) async fn get_booking(
     State(state): State<AppState>,
     actor: Actor,
-    Path(booking_id): Path<String>,
+    PathParams(booking_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let booking_id = parse_booking_id(&booking_id)?;
     let view = state.checkout.booking(&actor, booking_id).await?;
@@ -95,7 +95,7 @@ pub(super) async fn get_booking(
 pub(super) async fn cancel_booking(
     State(state): State<AppState>,
     ctx: RequestContext,
-    Path(booking_id): Path<String>,
+    PathParams(booking_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let booking_id = parse_booking_id(&booking_id)?;
     let view = state.checkout.cancel(&ctx, booking_id).await?;

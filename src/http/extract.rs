@@ -2,9 +2,11 @@
 //! 422 naming the field), query strings, the bearer token, and the request
 //! metadata stamped on events.
 
-use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header;
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
+use axum::http::{header, Method};
 use domain::ids::IdempotencyKey;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
@@ -175,6 +177,53 @@ impl FromRequestParts<AppState> for Admin {
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const REQUEST_ID: &str = "x-request-id";
+
+/// Path parameters of `T`: axum's `Path`, with its rejections answered as
+/// problem+json (docs/api.md, "The edge under a hostile crowd"). A segment
+/// that is not valid UTF-8 cannot be any id, so it is the not-found of the
+/// parameter it stands in; anything else the router passes but `T` cannot
+/// hold is 400 `validation_failed`.
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(value)| PathParams(value))
+            .map_err(|rejection| path_rejection(rejection, &parts.method))
+    }
+}
+
+fn path_rejection(rejection: PathRejection, method: &Method) -> ApiError {
+    match rejection {
+        PathRejection::FailedToDeserializePathParams(failed) => match failed.kind() {
+            // `PUT` names the resource it creates: a bad id there is invalid
+            // input (as `PUT /v1/shows/bad.id` is), not a missing resource.
+            ErrorKind::InvalidUtf8InPathParam { key } if method == Method::PUT => {
+                ApiError::Validation(format!("{key} must be valid UTF-8"))
+            }
+            ErrorKind::InvalidUtf8InPathParam { key } => not_found_for(key),
+            ErrorKind::UnsupportedType { .. } | ErrorKind::WrongNumberOfParameters { .. } => {
+                ApiError::Internal(failed.body_text())
+            }
+            _ => ApiError::BadPath(failed.body_text()),
+        },
+        other => ApiError::Internal(other.body_text()),
+    }
+}
+
+/// The not-found answer of an id named `key` in a route.
+fn not_found_for(key: &str) -> ApiError {
+    match key {
+        "show_id" => ApiError::ShowNotFound,
+        "hold_id" => ApiError::HoldNotFound,
+        "booking_id" => ApiError::BookingNotFound,
+        "seat_id" => ApiError::UnknownSeatHere("(not valid UTF-8)".into()),
+        _ => ApiError::NotFound,
+    }
+}
 
 /// The actor with the request id and idempotency key of this request.
 impl FromRequestParts<AppState> for RequestContext {

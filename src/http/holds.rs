@@ -1,6 +1,6 @@
 //! Holds (buyer): `POST /v1/shows/{id}/holds`, `GET` and `DELETE /v1/holds/{id}`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -8,7 +8,7 @@ use axum::Router;
 use domain::ids::{HoldId, PoolId, SeatId, ShowId};
 use serde::Deserialize;
 
-use super::extract::JsonBody;
+use super::extract::{JsonBody, PathParams};
 use super::problem::ApiError;
 use super::response::json_response;
 use super::AppState;
@@ -59,7 +59,7 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
 pub(super) async fn place_hold(
     State(state): State<AppState>,
     ctx: RequestContext,
-    Path(show_id): Path<String>,
+    PathParams(show_id): PathParams<String>,
     JsonBody(body): JsonBody<HoldBody>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
@@ -107,7 +107,7 @@ pub(super) async fn place_hold(
 pub(super) async fn get_hold(
     State(state): State<AppState>,
     actor: Actor,
-    Path(hold_id): Path<String>,
+    PathParams(hold_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let hold_id = parse_hold_id(&hold_id)?;
     let view = state.holds.get(&actor, &hold_id).await?;
@@ -123,7 +123,7 @@ pub(super) async fn get_hold(
 pub(super) async fn release_hold(
     State(state): State<AppState>,
     ctx: RequestContext,
-    Path(hold_id): Path<String>,
+    PathParams(hold_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let hold_id = parse_hold_id(&hold_id)?;
     state.holds.release(&ctx, &hold_id).await?;

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::CreateShowError;
 use crate::command::checkout::CheckoutError;
 use crate::command::holds::HoldError;
-use crate::store::StoreError;
+use crate::store::{StoreError, MAX_EVENTS_PER_BATCH};
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -18,6 +18,8 @@ pub const RETRY_AFTER_SECONDS: u32 = 1;
 pub enum ApiError {
     /// 400: the body is not JSON.
     MalformedJson(String),
+    /// 400: a path parameter the route's type cannot hold.
+    BadPath(String),
     /// 401: no token, or one that does not verify.
     Unauthorized(String),
     /// 403: a valid token that may not do this.
@@ -46,7 +48,8 @@ pub enum ApiError {
     HoldReleased { refunded: bool },
     /// 402: nothing was charged; another payment method may follow.
     PaymentDeclined(String),
-    /// 503: the payment provider failed; safe to retry.
+    /// 503: the payment provider failed; safe to retry. The reason is
+    /// logged, never answered: it can carry database or provider text.
     PaymentUnavailable(String),
     /// 404
     BookingNotFound,
@@ -57,6 +60,11 @@ pub enum ApiError {
     PayloadTooLarge(String),
     /// 415: the body is not `application/json`.
     UnsupportedMediaType,
+    /// 413: the request would write more events than one transaction
+    /// holds (`StoreError::TooLarge`): the client's request is what is too
+    /// big, a retry of the same request cannot succeed, and nothing was
+    /// written, so it is the payload's fault (4xx), not the service's (5xx).
+    TooLarge,
     /// 422: well-formed but invalid; the detail names the field or limit.
     Validation(String),
     /// 422: seats the show does not have.
@@ -78,6 +86,11 @@ impl ApiError {
         use ApiError::*;
         match self {
             MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json", "Malformed JSON"),
+            BadPath(_) => (
+                StatusCode::BAD_REQUEST,
+                "validation_failed",
+                "Validation failed",
+            ),
             Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
             Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
             NotFound => (StatusCode::NOT_FOUND, "not_found", "Not found"),
@@ -124,6 +137,11 @@ impl ApiError {
                 "payload_too_large",
                 "Payload too large",
             ),
+            TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Payload too large",
+            ),
             UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
@@ -158,8 +176,8 @@ impl ApiError {
     fn detail(&self) -> String {
         use ApiError::*;
         match self {
-            MalformedJson(d) | Unauthorized(d) | PayloadTooLarge(d) | Validation(d)
-            | NotReady(d) => d.clone(),
+            MalformedJson(d) | BadPath(d) | Unauthorized(d) | PayloadTooLarge(d)
+            | Validation(d) | NotReady(d) => d.clone(),
             HoldExpired { refunded: true } => {
                 "the hold expired while the payment ran; the charge was refunded".into()
             }
@@ -169,7 +187,13 @@ impl ApiError {
             }
             HoldReleased { refunded: false } => "the hold was released; nothing was charged".into(),
             PaymentDeclined(reason) => format!("{reason}; nothing was charged"),
-            PaymentUnavailable(reason) => format!("{reason}; safe to retry"),
+            PaymentUnavailable(_) => {
+                "the payment provider did not settle the payment; safe to retry".into()
+            }
+            TooLarge => format!(
+                "the request would write more than {MAX_EVENTS_PER_BATCH} events in one \
+                 transaction (MAX_EVENTS_PER_BATCH); nothing was written"
+            ),
             BookingNotFound => "no booking has this id".into(),
             Forbidden => "this token may not do that".into(),
             NotFound => "no such route".into(),
@@ -256,8 +280,12 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code, title) = self.parts();
-        if let ApiError::Internal(cause) = &self {
-            tracing::error!(%cause, "internal error");
+        match &self {
+            ApiError::Internal(cause) => tracing::error!(%cause, "internal error"),
+            ApiError::PaymentUnavailable(reason) => {
+                tracing::warn!(%reason, "payment unavailable")
+            }
+            _ => {}
         }
         let mut body = Map::new();
         body.insert("type".into(), format!("/problems/{code}").into());
@@ -290,6 +318,10 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(cause) => {
                 tracing::warn!(%cause, "database unavailable");
                 ApiError::Busy
+            }
+            StoreError::TooLarge(cause) => {
+                tracing::warn!(%cause, "write refused as too large");
+                ApiError::TooLarge
             }
             other => ApiError::Internal(other.to_string()),
         }
@@ -354,6 +386,7 @@ mod tests {
     fn every_code_is_published() {
         let all = [
             ApiError::MalformedJson(String::new()),
+            ApiError::BadPath(String::new()),
             ApiError::Unauthorized(String::new()),
             ApiError::Forbidden,
             ApiError::NotFound,
@@ -373,6 +406,7 @@ mod tests {
             ApiError::PayloadTooLarge(String::new()),
             ApiError::BodyTimeout,
             ApiError::UnsupportedMediaType,
+            ApiError::TooLarge,
             ApiError::Validation(String::new()),
             ApiError::UnknownSeat(vec![]),
             ApiError::UnknownSeatHere(String::new()),
@@ -392,5 +426,47 @@ mod tests {
         for code in PROBLEM_CODES {
             assert!(used.contains(code), "{code} is published but never used");
         }
+    }
+
+    fn detail_of(error: ApiError) -> (u16, String) {
+        let response = error.into_response();
+        let status = response.status().as_u16();
+        let body = futures::executor::block_on(axum::body::to_bytes(response.into_body(), 1 << 16))
+            .expect("a body");
+        let body: Value = serde_json::from_slice(&body).expect("problem json");
+        (status, body["detail"].as_str().unwrap_or("").to_owned())
+    }
+
+    /// docs/api.md: no database or provider error text reaches a client.
+    #[test]
+    fn no_5xx_detail_carries_database_or_provider_text() {
+        let secret = "error returned from database: relation \"sim_charges\" does not exist";
+        let errors = [
+            ApiError::from(CheckoutError::PaymentUnavailable(secret.into())),
+            ApiError::from(CheckoutError::Store(StoreError::Unavailable(secret.into()))),
+            ApiError::from(CheckoutError::Store(StoreError::Corrupt(secret.into()))),
+            ApiError::from(StoreError::Database(sqlx::Error::Protocol(secret.into()))),
+            ApiError::from(StoreError::TooLarge(secret.into())),
+            ApiError::Internal(secret.into()),
+        ];
+        for error in errors {
+            let code = error.code();
+            let (status, detail) = detail_of(error);
+            assert!(status >= 413, "{code}: {status}");
+            assert!(!detail.is_empty(), "{code}");
+            assert!(
+                !detail.contains("sim_charges") && !detail.contains("database:"),
+                "{code} leaks: {detail}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_too_large_is_413_naming_the_limit() {
+        let error = ApiError::from(StoreError::TooLarge("65536 events".into()));
+        assert_eq!(error.code(), "payload_too_large");
+        let (status, detail) = detail_of(error);
+        assert_eq!(status, 413);
+        assert!(detail.contains("MAX_EVENTS_PER_BATCH"), "{detail}");
     }
 }

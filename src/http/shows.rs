@@ -1,6 +1,6 @@
 //! `PUT /v1/shows/{id}` (admin) and `GET /v1/shows/{id}` (public).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
@@ -9,7 +9,7 @@ use axum::routing::get;
 use axum::Router;
 use domain::ids::ShowId;
 
-use super::extract::{Admin, JsonBody, MAX_SHOW_BODY_BYTES};
+use super::extract::{Admin, JsonBody, PathParams, MAX_SHOW_BODY_BYTES};
 use super::problem::ApiError;
 use super::AppState;
 use crate::catalog::{CatalogEntry, Created, ShowDefinition};
@@ -32,7 +32,7 @@ fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {
 pub(super) async fn put_show(
     State(state): State<AppState>,
     Admin(_admin): Admin,
-    Path(show_id): Path<String>,
+    PathParams(show_id): PathParams<String>,
     JsonBody(definition): JsonBody<ShowDefinition, MAX_SHOW_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|e| ApiError::Validation(e.to_string()))?;
@@ -54,7 +54,7 @@ pub(super) async fn put_show(
               (status = 404, description = "show_not_found", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn get_show(
     State(state): State<AppState>,
-    Path(show_id): Path<String>,
+    PathParams(show_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
     let entry = state

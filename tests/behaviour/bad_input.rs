@@ -14,7 +14,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
 }
 
 /// A raw request: method, path, content type, body and extra headers.
-struct Raw<'a> {
+pub struct Raw<'a> {
     method: Method,
     path: &'a str,
     content_type: Option<&'a str>,
@@ -25,7 +25,12 @@ struct Raw<'a> {
 /// (what, content type, body, expected status and code)
 type Case<'a> = (&'a str, Option<&'a str>, String, (u16, &'a str));
 
-fn raw<'a>(method: Method, path: &'a str, content_type: Option<&'a str>, body: String) -> Raw<'a> {
+pub fn raw<'a>(
+    method: Method,
+    path: &'a str,
+    content_type: Option<&'a str>,
+    body: String,
+) -> Raw<'a> {
     Raw {
         method,
         path,
@@ -36,7 +41,7 @@ fn raw<'a>(method: Method, path: &'a str, content_type: Option<&'a str>, body: S
 }
 
 /// Sends a raw request and expects a problem.
-async fn expect_refused(app: &TestApp, token: &str, request: Raw<'_>, expected: (u16, &str)) {
+pub async fn expect_refused(app: &TestApp, token: &str, request: Raw<'_>, expected: (u16, &str)) {
     let Raw {
         method,
         path,

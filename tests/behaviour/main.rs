@@ -15,12 +15,15 @@ mod cqrs;
 mod crash;
 mod edge;
 mod holds;
+mod hostile;
 mod online;
 mod ops;
 mod pools;
 mod positions;
+mod secret;
 mod shows;
 mod store;
+mod streams;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,11 +52,14 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(checkout::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());
+    all.extend(hostile::tests());
     all.extend(audit::tests());
     all.extend(ops::tests());
     all.extend(cqrs::tests());
     all.extend(online::tests());
     all.extend(edge::tests());
+    all.extend(secret::tests());
+    all.extend(streams::tests());
     all
 }
 

@@ -1,6 +1,6 @@
 //! The store's promises, checked directly on both databases.
 
-use booking::store::{AppendBatch, AppendOutcome, NewEvent};
+use booking::store::{AppendBatch, AppendOutcome, NewEvent, StoreError, MAX_EVENTS_PER_BATCH};
 use chrono::Utc;
 use cqrs_es::Aggregate;
 use domain::seat::Seat;
@@ -12,6 +12,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         a_conflict_on_any_one_stream_writes_nothing_on_the_others,
         events_get_increasing_positions_and_a_recorded_time,
+        a_batch_over_max_events_is_too_large_and_writes_nothing,
     ]
 }
 
@@ -98,5 +99,22 @@ async fn events_get_increasing_positions_and_a_recorded_time(env: TestEnv) {
     assert!(positions
         .iter()
         .all(|(_, at)| *at > now_us - 60_000_000 && *at <= now_us));
+    app.stop().await;
+}
+
+/// One transaction owns 65,535 positions: a batch of one event more is
+/// refused before anything is sent, and writes nothing.
+async fn a_batch_over_max_events_is_too_large_and_writes_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    let events: Vec<NewEvent> = (1..=MAX_EVENTS_PER_BATCH + 1)
+        .map(|n| event(&format!("large/{n}"), 1))
+        .collect();
+    assert_eq!(events.len(), 65_536);
+    let refused = app.store.append(&batch(events)).await;
+    assert!(
+        matches!(refused, Err(StoreError::TooLarge(_))),
+        "{refused:?}"
+    );
+    assert_eq!(app.event_count().await, 0);
     app.stop().await;
 }
