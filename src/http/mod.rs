@@ -8,6 +8,7 @@ mod response;
 mod audit;
 mod availability;
 mod bookings;
+mod etag;
 mod holds;
 pub mod openapi;
 mod ops;
@@ -42,6 +43,9 @@ pub struct Services {
 
 pub type AppState = Arc<Services>;
 
+/// No compression layer here, on purpose: the large read answers opt in
+/// route by route (`etag::cached`), so a streaming route (`text/event-stream`)
+/// is never compressed by construction.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(shows::router())

@@ -9,6 +9,7 @@ mod support;
 
 mod audit;
 mod bad_input;
+mod caching;
 mod checkout;
 mod cqrs;
 mod crash;
@@ -48,6 +49,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(audit::tests());
     all.extend(ops::tests());
     all.extend(cqrs::tests());
+    all.extend(caching::tests());
     all
 }
 
