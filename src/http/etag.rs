@@ -119,7 +119,7 @@ fn matches(list: &str, etag: &str) -> bool {
         return true;
     }
     let current = opaque(etag);
-    entity_tags(list).is_some_and(|tags| tags.iter().any(|tag| *tag == current))
+    entity_tags(list).is_some_and(|tags| tags.contains(&current))
 }
 
 /// The opaque tags (quotes included) of a list of entity tags, weakness
