@@ -58,6 +58,8 @@ pub struct Settings {
     pub workers: Workers,
     /// After a shutdown signal, how long in-flight requests may take to finish.
     pub shutdown_grace: Duration,
+    /// How long an idempotency key is kept before the sweeper prunes it.
+    pub idempotency_retention: Duration,
 }
 
 /// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
@@ -123,7 +125,8 @@ impl Application {
         ));
         let recovery = Recovery::new(checkout.clone());
         let projector = Projector::new(store.clone(), catalog.clone());
-        let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone());
+        let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone())
+            .with_key_retention(settings.idempotency_retention);
 
         let caught_up = projector
             .run_once()

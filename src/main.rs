@@ -53,6 +53,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        idempotency_retention: Duration::from_secs(3_600 * args.idempotency_retention_hours),
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(addr = %app.local_addr()?, "booking is listening");

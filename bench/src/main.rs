@@ -140,6 +140,7 @@ async fn run_store(
             sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
+        idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;

@@ -1,4 +1,5 @@
-//! Large read answers: compression, `ETag` and `If-None-Match`.
+//! Large read answers: compression, `ETag` and `If-None-Match`; and the
+//! retention of idempotency keys.
 
 use std::io::Read;
 
@@ -13,6 +14,8 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         read_answers_in_gzip_and_br_decode_to_the_identity_json,
         if_none_match_with_the_current_tag_is_304_without_a_body,
         a_hold_changes_the_availability_tag_and_the_old_tag_gets_200,
+        a_key_past_its_retention_is_pruned_and_then_places_a_new_hold,
+        a_key_inside_its_retention_still_returns_the_same_hold,
     ]
 }
 
@@ -209,5 +212,72 @@ async fn a_hold_changes_the_availability_tag_and_the_old_tag_gets_200(env: TestE
     assert_eq!(seat(&after.json()), Some(json!("held")));
     let current = get(&app, path, None, &[("if-none-match", &after.etag())]).await;
     assert_eq!(current.status, StatusCode::NOT_MODIFIED);
+    app.stop().await;
+}
+
+const RETENTION_HOURS: i64 = domain::limits::MIN_IDEMPOTENCY_RETENTION_HOURS as i64;
+
+/// A buyer token still valid once the clock has moved past the retention.
+fn lasting_buyer(app: &TestApp) -> String {
+    let ttl = chrono::Duration::hours(2 * RETENTION_HOURS);
+    app.token_lasting("alice", booking::auth::Role::Buyer, ttl)
+}
+
+async fn a_key_past_its_retention_is_pruned_and_then_places_a_new_hold(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("prune", 10, 480).await;
+    let alice = lasting_buyer(&app);
+    let first = app.hold(&alice, "prune", &["S1"], Some("k-old")).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let old_hold = first.str("hold_id");
+    // The first hold is bought: its checkout stream now carries its id.
+    let bought = app.purchase(&alice, &old_hold, "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+
+    app.clock
+        .advance(chrono::Duration::hours(RETENTION_HOURS) + chrono::Duration::minutes(1));
+    app.sweeper.run_once().await.unwrap();
+    assert_eq!(app.sweeper.prune_keys().await.unwrap(), 0, "already pruned");
+
+    // The key is new again: another request under it is not "reused"; the
+    // same seat is sold, so the new hold is refused like anyone's.
+    let sold = app.hold(&alice, "prune", &["S1"], Some("k-old")).await;
+    sold.expect_problem(409, "seat_taken");
+    let again = app.hold(&alice, "prune", &["S2"], Some("k-old")).await;
+    assert_eq!(again.status, StatusCode::CREATED, "{}", again.body);
+    let new_hold = again.str("hold_id");
+    assert_ne!(new_hold, old_hold, "a new hold, never the old one's id");
+    // Its purchase is its own, not the old hold's booking.
+    let bought_again = app.purchase(&alice, &new_hold, "pm_sim_ok").await;
+    assert_eq!(
+        bought_again.status,
+        StatusCode::CREATED,
+        "{}",
+        bought_again.body
+    );
+    assert_ne!(bought_again.body["booking_id"], bought.body["booking_id"]);
+    // And the retry within the new key's retention is that new hold.
+    let retry = app.hold(&alice, "prune", &["S2"], Some("k-old")).await;
+    assert_eq!(retry.status, StatusCode::OK, "{}", retry.body);
+    assert_eq!(retry.str("hold_id"), new_hold);
+    app.stop().await;
+}
+
+async fn a_key_inside_its_retention_still_returns_the_same_hold(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("keep", 10, 480).await;
+    let alice = lasting_buyer(&app);
+    let first = app.hold(&alice, "keep", &["S1"], Some("k-kept")).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+
+    app.clock
+        .advance(chrono::Duration::hours(RETENTION_HOURS) - chrono::Duration::minutes(1));
+    app.sweeper.run_once().await.unwrap();
+    let again = app.hold(&alice, "keep", &["S1"], Some("k-kept")).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.str("hold_id"), first.str("hold_id"));
+    assert_eq!(again.str("status"), "expired");
+    let reused = app.hold(&alice, "keep", &["S2"], Some("k-kept")).await;
+    reused.expect_problem(422, "idempotency_key_reused");
     app.stop().await;
 }

@@ -214,6 +214,7 @@ impl TestApp {
             // Tests drive the workers one pass at a time (run_once).
             workers: Workers::OFF,
             shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
+            idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
         };
         let app = Application::build(settings, clock.clone())
             .await
