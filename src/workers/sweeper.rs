@@ -44,12 +44,17 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// The actor recorded on the events the sweeper appends.
 pub const SWEEPER_ACTOR: &str = "system:sweeper";
 
+/// A retention as chrono counts it; one too long for that keeps every key.
+fn retention_of(retention: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX)
+}
+
 #[derive(Clone)]
 pub struct Sweeper {
     store: Arc<Store>,
     holds: Arc<HoldService>,
     clock: Arc<dyn Clock>,
-    key_retention: Duration,
+    key_retention: chrono::Duration,
 }
 
 impl Sweeper {
@@ -58,14 +63,14 @@ impl Sweeper {
             store,
             holds,
             clock,
-            key_retention: DEFAULT_KEY_RETENTION,
+            key_retention: retention_of(DEFAULT_KEY_RETENTION),
         }
     }
 
     /// Keys are pruned once older than `retention`, never before the
     /// contract's minimum whatever is asked.
     pub fn with_key_retention(mut self, retention: Duration) -> Self {
-        self.key_retention = retention.max(DEFAULT_KEY_RETENTION);
+        self.key_retention = retention_of(retention.max(DEFAULT_KEY_RETENTION));
         self
     }
 
@@ -83,9 +88,10 @@ impl Sweeper {
     /// Deletes idempotency keys created before now minus the retention, in
     /// bounded batches; returns how many.
     pub async fn prune_keys(&self) -> Result<u64, HoldError> {
-        let retention = chrono::Duration::from_std(self.key_retention)
-            .map_err(|e| HoldError::Store(StoreError::Corrupt(e.to_string())))?;
-        let cutoff_us = to_micros(self.clock.now() - retention);
+        let Some(cutoff) = self.clock.now().checked_sub_signed(self.key_retention) else {
+            return Ok(0);
+        };
+        let cutoff_us = to_micros(cutoff);
         let mut pruned = 0;
         for _ in 0..PRUNES_PER_SWEEP {
             let deleted = self
