@@ -61,6 +61,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Connection and request timers, and the connection cap.
     pub edge: EdgeSettings,
+    /// How long an idempotency key is kept before the sweeper prunes it.
+    pub idempotency_retention: Duration,
 }
 
 /// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
@@ -129,7 +131,8 @@ impl Application {
         ));
         let recovery = Recovery::new(checkout.clone());
         let projector = Projector::new(store.clone(), catalog.clone());
-        let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone());
+        let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone())
+            .with_key_retention(settings.idempotency_retention);
 
         let caught_up = projector
             .run_once()

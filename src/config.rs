@@ -129,6 +129,11 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOKING_MAX_CONNECTIONS", default_value_t = crate::edge::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS_LIMIT))]
     pub max_connections: u32,
+    /// Hours an idempotency key is kept before the sweeper prunes it (24..=720; the contract's minimum is 24).
+    #[arg(long, env = "BOOKING_IDEMPOTENCY_RETENTION_HOURS", default_value_t = crate::workers::sweeper::DEFAULT_KEY_RETENTION.as_secs() / 3_600,
+          value_parser = clap::value_parser!(u64).range(
+              domain::limits::MIN_IDEMPOTENCY_RETENTION_HOURS..=domain::limits::MAX_IDEMPOTENCY_RETENTION_HOURS))]
+    pub idempotency_retention_hours: u64,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -74,6 +74,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             max_connections: args.max_connections,
         },
+        idempotency_retention: Duration::from_secs(3_600 * args.idempotency_retention_hours),
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(

@@ -141,6 +141,7 @@ async fn run_store(
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
         edge: booking::edge::EdgeSettings::default(),
+        idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;

@@ -5,11 +5,13 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::limits::{
     MAX_BUYER_ID_CHARS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_SEAT_ID_CHARS, MAX_SHOW_ID_CHARS,
+    MIN_IDEMPOTENCY_RETENTION_HOURS,
 };
 
 /// Why an identifier was refused; the message names the rule.
@@ -133,21 +135,36 @@ string_id!(
 #[serde(transparent)]
 pub struct HoldId(pub Uuid);
 
-/// Namespace of hold ids derived from idempotency keys (UUIDv5). Fixed forever:
-/// changing it would make a retry after an upgrade create a second hold.
+/// Namespace of hold ids derived from idempotency keys (UUIDv5). Fixed forever.
 const HOLD_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a4e_0b5d_4c1e_9a77_3f0e_8d21_b6c4);
+
+/// The periods, counted from the Unix epoch, whose number goes into the
+/// hold id of a new idempotency key: one day, the minimum retention of a
+/// key. A key is pruned only once older than the retention, so the same key
+/// sent again after that falls into a later period and gets a new hold id;
+/// never the id of the old hold, whose seat, shard and checkout streams
+/// already carry it (a placement with that id would be taken for a retry
+/// of the old hold, and a purchase of it answered with the old checkout).
+pub const HOLD_ID_PERIOD_SECONDS: i64 = 3_600 * MIN_IDEMPOTENCY_RETENTION_HOURS as i64;
 
 impl HoldId {
     pub fn random() -> Self {
         Self(Uuid::new_v4())
     }
 
-    /// The hold id a buyer's idempotency key stands for. Two requests with the
-    /// same buyer and key decide with the same hold id, so the second one finds
-    /// the seats already held by "its" hold and succeeds without a new event.
-    pub fn for_idempotency_key(buyer: &BuyerId, key: &IdempotencyKey) -> Self {
-        // The separator cannot occur in a buyer id (no control characters).
-        let name = format!("{}\u{0}{}", buyer.as_str(), key.as_str());
+    /// The hold id a buyer's new idempotency key stands for, first used at
+    /// `at`. Concurrent first requests with the same buyer and key decide
+    /// with the same hold id, so the later one finds the seats already held
+    /// by "its" hold and succeeds without a new event. (Two that straddle a
+    /// period boundary get two ids; the idempotency row, unique per buyer and
+    /// key, still lets only one of them append, and the other answers the
+    /// winner's hold.) A retry of a stored key never comes here: it is
+    /// answered with the hold id its row records, so keys stored before
+    /// the period was part of the id keep their holds.
+    pub fn for_idempotency_key(buyer: &BuyerId, key: &IdempotencyKey, at: DateTime<Utc>) -> Self {
+        let period = at.timestamp().div_euclid(HOLD_ID_PERIOD_SECONDS);
+        // The separator cannot occur in a buyer id or a key (no control characters).
+        let name = format!("{}\u{0}{}\u{0}{period}", buyer.as_str(), key.as_str());
         Self(Uuid::new_v5(&HOLD_ID_NAMESPACE, name.as_bytes()))
     }
 }
@@ -232,18 +249,27 @@ mod tests {
         let bob = BuyerId::parse("bob").unwrap();
         let key = IdempotencyKey::parse("k1").unwrap();
         let other = IdempotencyKey::parse("k2").unwrap();
-        assert_eq!(
-            HoldId::for_idempotency_key(&alice, &key),
-            HoldId::for_idempotency_key(&alice, &key)
-        );
-        assert_ne!(
-            HoldId::for_idempotency_key(&alice, &key),
-            HoldId::for_idempotency_key(&bob, &key)
-        );
-        assert_ne!(
-            HoldId::for_idempotency_key(&alice, &key),
-            HoldId::for_idempotency_key(&alice, &other)
-        );
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let id = |buyer, key, at| HoldId::for_idempotency_key(buyer, key, at);
+        let later_that_period = at + chrono::Duration::seconds(60);
+        assert_eq!(id(&alice, &key, at), id(&alice, &key, later_that_period));
+        assert_ne!(id(&alice, &key, at), id(&bob, &key, at));
+        assert_ne!(id(&alice, &key, at), id(&alice, &other, at));
+    }
+
+    #[test]
+    fn a_key_used_again_after_the_minimum_retention_gets_another_hold_id() {
+        let alice = BuyerId::parse("alice").unwrap();
+        let key = IdempotencyKey::parse("k1").unwrap();
+        let retention = chrono::Duration::hours(MIN_IDEMPOTENCY_RETENTION_HOURS as i64);
+        for first in [0, 1, 43_199, 86_399] {
+            let at = DateTime::from_timestamp(1_800_057_600 + first, 0).unwrap();
+            assert_ne!(
+                HoldId::for_idempotency_key(&alice, &key, at),
+                HoldId::for_idempotency_key(&alice, &key, at + retention),
+                "first used {first} s into a period"
+            );
+        }
     }
 
     #[test]

@@ -36,6 +36,13 @@ pub const MAX_PRICE_CENTS: i64 = 10_000_000;
 pub const MIN_HOLD_TTL_SECONDS: u32 = 1;
 pub const MAX_HOLD_TTL_SECONDS: u32 = 7_200;
 
+/// Idempotency keys are kept at least 24 hours: the API contract
+/// (docs/api.md), so the retention setting cannot go below it.
+pub const MIN_IDEMPOTENCY_RETENTION_HOURS: u64 = 24;
+/// At most 30 days: clients retry within minutes, and every hour more is
+/// one more hour of every buyer's keys in the table.
+pub const MAX_IDEMPOTENCY_RETENTION_HOURS: u64 = 720;
+
 /// `[A-Za-z0-9_-]{1,64}`.
 pub const MAX_SHOW_ID_CHARS: usize = 64;
 

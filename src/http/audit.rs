@@ -8,6 +8,7 @@ use axum::Router;
 use domain::ids::SeatId;
 use serde::Deserialize;
 
+use super::etag::cached;
 use super::extract::{Admin, PathParams, QueryParams};
 use super::problem::ApiError;
 use super::response::{json_response, show_entry};
@@ -18,9 +19,9 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route(
             "/v1/shows/{show_id}/seats/{seat_id}/history",
-            get(seat_history),
+            cached(get(seat_history)),
         )
-        .route("/v1/shows/{show_id}/history", get(show_history))
+        .route("/v1/shows/{show_id}/history", cached(get(show_history)))
         .route("/v1/shows/{show_id}/hold-ttl-advice", get(hold_ttl_advice))
 }
 

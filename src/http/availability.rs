@@ -1,6 +1,8 @@
 //! `GET /v1/shows/{id}/availability` (public): every seat's status computed
 //! against `expires_at` at the time of the query.
 
+use std::ops::Range;
+
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
@@ -11,6 +13,7 @@ use domain::seat::SeatStatus;
 use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
 
+use super::etag::UntaggedRange;
 use super::extract::{PathParams, QueryParams};
 use super::problem::ApiError;
 use super::response::json_response;
@@ -18,7 +21,10 @@ use super::AppState;
 use crate::catalog::CatalogEntry;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/shows/{show_id}/availability", get(availability))
+    Router::new().route(
+        "/v1/shows/{show_id}/availability",
+        super::etag::cached(get(availability)),
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,25 +147,30 @@ pub(super) async fn availability(
             (now, statuses, pools)
         }
     };
-    let body = render(&entry, query.section.as_deref(), at, &statuses, &pools)?;
-    Ok(json_response(StatusCode::OK, body))
+    let (body, as_of_range) = render(&entry, query.section.as_deref(), at, &statuses, &pools)?;
+    let mut response = json_response(StatusCode::OK, body);
+    response.extensions_mut().insert(UntaggedRange(as_of_range));
+    Ok(response)
 }
 
 /// Writes the answer (the shape of `AvailabilityResponse`) from the show's
-/// preserialized seat entries: for 100,000 seats, a concatenation.
+/// preserialized seat entries: for 100,000 seats, a concatenation. Also
+/// the byte range of the `as_of` value, which the `ETag` leaves out.
 fn render(
     entry: &CatalogEntry,
     section: Option<&str>,
     as_of: DateTime<Utc>,
     statuses: &[SeatStatus],
     pools: &[(u32, u32)],
-) -> Result<String, ApiError> {
+) -> Result<(String, Range<usize>), ApiError> {
     let show = &entry.show;
     let mut out = String::with_capacity(256 + statuses.len() * 56);
     out.push_str("{\"show_id\":");
     out.push_str(&json(show.show_id.as_str())?);
     out.push_str(",\"as_of\":");
+    let as_of_start = out.len();
     out.push_str(&json(&as_of)?);
+    let as_of_range = as_of_start..out.len();
     out.push_str(",\"seats\":[");
     let mut summary = Summary::default();
     let mut first = true;
@@ -197,7 +208,7 @@ fn render(
     out.push_str(",\"summary\":");
     out.push_str(&json(&summary)?);
     out.push('}');
-    Ok(out)
+    Ok((out, as_of_range))
 }
 
 fn json<T: Serialize + ?Sized>(value: &T) -> Result<String, ApiError> {

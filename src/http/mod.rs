@@ -8,6 +8,7 @@ mod response;
 mod audit;
 mod availability;
 mod bookings;
+mod etag;
 mod holds;
 pub mod openapi;
 mod ops;
@@ -43,6 +44,9 @@ pub struct Services {
 
 pub type AppState = Arc<Services>;
 
+/// No compression layer here, on purpose: the large read answers opt in
+/// route by route (`etag::cached`), so a streaming route (`text/event-stream`)
+/// is never compressed by construction.
 /// `request_timeout`: see `timeout.rs` (streaming routes go after its layer).
 pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
     Router::new()

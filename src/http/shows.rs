@@ -15,7 +15,11 @@ use super::AppState;
 use crate::catalog::{CatalogEntry, Created, ShowDefinition};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/shows/{show_id}", get(get_show).put(put_show))
+    // Only the GET is cached; `cached` wraps the methods given to it so far.
+    Router::new().route(
+        "/v1/shows/{show_id}",
+        super::etag::cached(get(get_show)).put(put_show),
+    )
 }
 
 fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {

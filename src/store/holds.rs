@@ -182,7 +182,27 @@ impl Store {
     }
 }
 
+/// The oldest keys created before a cutoff, a bounded batch of them
+/// (row values in `IN`: both PostgreSQL and SQLite 3.15+).
+const PRUNE_IDEMPOTENCY: &str = "DELETE FROM idempotency_keys WHERE (buyer, key) IN \
+     (SELECT buyer, key FROM idempotency_keys WHERE created_at_us < $1 \
+      ORDER BY created_at_us LIMIT $2)";
+
 impl Store {
+    /// Deletes at most `limit` idempotency keys created before `cutoff_us`,
+    /// oldest first; returns how many.
+    pub async fn prune_idempotency_keys(&self, cutoff_us: i64, limit: i64) -> StoreResult<u64> {
+        on_store!(self, write pool => {
+            Ok(sqlx::query(PRUNE_IDEMPOTENCY)
+                .bind(cutoff_us)
+                .bind(limit)
+                .execute(pool)
+                .await
+                .map_err(StoreError::classify)?
+                .rows_affected())
+        })
+    }
+
     /// Ids of holds past their expiry that no event has closed, oldest first.
     pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
         let ids: Vec<String> = on_store!(self, read pool => {

@@ -9,6 +9,7 @@ mod support;
 
 mod audit;
 mod bad_input;
+mod caching;
 mod checkout;
 mod cluster;
 mod cqrs;
@@ -60,6 +61,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(edge::tests());
     all.extend(secret::tests());
     all.extend(streams::tests());
+    all.extend(caching::tests());
     all
 }
 

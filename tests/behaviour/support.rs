@@ -242,6 +242,7 @@ impl TestApp {
             workers: Workers::OFF,
             shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
             edge,
+            idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
         };
         let app = Application::build(settings, clock.clone())
             .await

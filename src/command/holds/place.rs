@@ -91,22 +91,43 @@ impl HoldService {
         let placement = Placement {
             ctx,
             hold_id: match &ctx.idempotency_key {
-                Some(key) => HoldId::for_idempotency_key(&ctx.actor.id, key),
+                // The day of first use is part of the id, so a key used again
+                // after it was pruned (sweeper, retention) gets a new hold,
+                // never one whose streams the old hold already wrote.
+                Some(key) => HoldId::for_idempotency_key(&ctx.actor.id, key, self.clock.now()),
                 None => HoldId::random(),
             },
             request_hash,
         };
         for _ in 0..MAX_DECIDE_ROUNDS {
-            let outcome = match &request {
-                HoldRequest::Seats(seats) => self.place_seats(&placement, &entry, seats).await?,
+            let round = match &request {
+                HoldRequest::Seats(seats) => self.place_seats(&placement, &entry, seats).await,
                 HoldRequest::Pool { pool_id, quantity } => {
                     let spec = entry
                         .show
                         .pool(pool_id)
                         .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
                     self.place_in_pool(&placement, &entry, spec, *quantity)
-                        .await?
+                        .await
                 }
+            };
+            let outcome = match (round, &ctx.idempotency_key) {
+                // The units went to another hold: if a concurrent request
+                // with this key placed it under another id (the two straddled
+                // a period of `HoldId::for_idempotency_key`), that is ours.
+                (
+                    Err(taken @ (HoldError::SeatsTaken(_) | HoldError::SoldOut { .. })),
+                    Some(key),
+                ) => {
+                    return match self
+                        .replay_idempotent(ctx, key, &placement.request_hash)
+                        .await?
+                    {
+                        Some(existing) => Ok(Placed::Existing(existing)),
+                        None => Err(taken),
+                    };
+                }
+                (round, _) => round?,
             };
             match outcome {
                 RoundOutcome::Done(view) => return Ok(Placed::New(view)),
