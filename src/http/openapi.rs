@@ -7,6 +7,8 @@ use axum::routing::get;
 use axum::Router;
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use domain::limits::{MAX_POOLS_PER_SHOW, MAX_SEATS_PER_SHOW};
+use serde_json::{json, Value};
 use utoipa::{Modify, OpenApi};
 
 use super::problem::PROBLEM_CODES;
@@ -57,11 +59,35 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/openapi.json", get(openapi_json))
 }
 
+/// The document `GET /openapi.json` serves: the generated one, with the
+/// rules utoipa's attributes cannot say added from the constants.
+pub fn document() -> Result<Value, serde_json::Error> {
+    let mut doc = serde_json::to_value(ApiDoc::openapi())?;
+    refine(&mut doc);
+    Ok(doc)
+}
+
+/// Rules between fields, and array rules the derive has no attribute for.
+fn refine(doc: &mut Value) {
+    let schemas = &mut doc["components"]["schemas"];
+    // A hold names each seat once.
+    if let Some(seats) = schemas.pointer_mut("/SeatsHold/properties/seats") {
+        seats["uniqueItems"] = json!(true);
+    }
+    // A show has seats, pools or both (`ShowError::Empty`).
+    if let Some(definition) = schemas.get_mut("ShowDefinition") {
+        definition["anyOf"] = json!([
+            {"required": ["seats"], "properties": {"seats": {"minItems": 1, "maxItems": MAX_SEATS_PER_SHOW}}},
+            {"required": ["pools"], "properties": {"pools": {"minItems": 1, "maxItems": MAX_POOLS_PER_SHOW}}},
+        ]);
+    }
+}
+
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1")))]
 pub(super) async fn openapi_json() -> Response {
-    match ApiDoc::openapi().to_json() {
-        Ok(json) => json_response(StatusCode::OK, json),
+    match document() {
+        Ok(doc) => json_response(StatusCode::OK, doc.to_string()),
         Err(e) => super::problem::ApiError::Internal(e.to_string()).into_response_now(),
     }
 }
