@@ -22,36 +22,70 @@ pub const SHOW_CACHE_CAPACITY: usize = 64;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShowDefinition {
+    /// 1..=200 characters (MAX_TEXT_CHARS).
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     pub starts_at: DateTime<Utc>,
+    /// MIN_HOLD_TTL_SECONDS..=MAX_HOLD_TTL_SECONDS.
+    #[schema(minimum = 1, maximum = 7200)]
     pub hold_ttl_seconds: u32,
+    /// At most MAX_SEATS_PER_SHOW; a show has seats, pools or both.
     #[serde(default)]
+    #[schema(max_items = 100000)]
     pub seats: Vec<SeatDefinition>,
+    /// At most MAX_POOLS_PER_SHOW.
     #[serde(default)]
+    #[schema(max_items = 100)]
     pub pools: Vec<PoolDefinition>,
+}
+
+/// A show as `PUT` and `GET /v1/shows/{id}` answer it: the definition with its id.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ShowView {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    show_id: String,
+    name: String,
+    starts_at: DateTime<Utc>,
+    hold_ttl_seconds: u32,
+    seats: Vec<SeatDefinition>,
+    pools: Vec<PoolDefinition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SeatDefinition {
     /// `[A-Za-z0-9_.:-]{1,32}`, unique in the show.
-    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$", min_length = 1, max_length = 32)]
     pub seat_id: SeatId,
+    /// 1..=200 characters (MAX_TEXT_CHARS).
+    #[schema(min_length = 1, max_length = 200)]
     pub section: String,
+    #[schema(min_length = 1, max_length = 200)]
     pub row: String,
+    /// 1..MAX_SEAT_NUMBER.
+    #[schema(minimum = 1, maximum = 999999)]
     pub number: u32,
+    /// 0..=MAX_PRICE_CENTS.
+    #[schema(minimum = 0, maximum = 10000000)]
     pub price_cents: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoolDefinition {
-    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$", min_length = 1, max_length = 32)]
     pub pool_id: PoolId,
+    /// 1..=MAX_POOL_CAPACITY.
+    #[schema(minimum = 1, maximum = 1000000)]
     pub capacity: u32,
+    /// 0..=MAX_PRICE_CENTS.
+    #[schema(minimum = 0, maximum = 10000000)]
     pub price_cents: i64,
-    /// Shards to split the capacity into; a default from the capacity if absent.
+    /// Shards to split the capacity into (1..=MAX_POOL_SHARDS, at most the
+    /// capacity); a default from the capacity if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 32)]
     pub shards: Option<u32>,
 }
 

@@ -23,9 +23,10 @@ use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::seat::has_expired;
 use crate::EVENT_VERSION;
 
-/// Expired holds recorded as `PoolHoldExpired` by one command at most. The
-/// rest are already ignored by time and get recorded by later commands; the
-/// bound keeps one buyer's append small.
+/// Expired holds recorded as `PoolHoldExpired` by one command at most: the
+/// bound keeps one buyer's append small. Places of expired holds beyond it
+/// stay taken for this decision (see [`PoolShard::placeable_at`]) and are
+/// freed by the commands that record them.
 pub const MAX_EXPIRIES_PER_COMMAND: usize = 16;
 
 /// How many shards a pool of `capacity` places gets by default: one per
@@ -78,6 +79,36 @@ impl PoolShard {
     /// Places free at `now` in a shard of `capacity` places.
     pub fn available_at(&self, capacity: u32, now: DateTime<Utc>) -> u32 {
         capacity.saturating_sub(self.sold + self.held_at(now))
+    }
+
+    /// Places a new hold may take at `now`, and the expired holds it must
+    /// record to take them. A place freed by an expiry is given to another
+    /// hold only by the append that records that expiry: an instance whose
+    /// clock is behind still takes the expired hold for active and may
+    /// convert it, and only the recorded `PoolHoldExpired` (which moves the
+    /// stream's version) stops that conversion. So the places of expired
+    /// holds this decision cannot record (beyond `MAX_EXPIRIES_PER_COMMAND`)
+    /// count as taken.
+    pub fn placeable_at(&self, capacity: u32, now: DateTime<Utc>) -> (u32, Vec<HoldId>) {
+        let expired: Vec<(&HoldId, &PoolHold)> = self
+            .holds
+            .iter()
+            .filter(|(_, h)| has_expired(h.expires_at, now))
+            .collect();
+        let unrecorded: u32 = expired
+            .iter()
+            .skip(MAX_EXPIRIES_PER_COMMAND)
+            .map(|(_, h)| h.quantity)
+            .sum();
+        let recorded = expired
+            .iter()
+            .take(MAX_EXPIRIES_PER_COMMAND)
+            .map(|(id, _)| **id)
+            .collect();
+        (
+            self.available_at(capacity, now).saturating_sub(unrecorded),
+            recorded,
+        )
     }
 
     fn active(&self, hold_id: &HoldId, now: DateTime<Utc>) -> Option<&PoolHold> {
@@ -195,16 +226,13 @@ pub fn decide(
                 // The same hold asking again (a retried request).
                 return Ok(vec![]);
             }
-            let available = shard.available_at(capacity, now);
+            let (available, expiring) = shard.placeable_at(capacity, now);
             if available < *quantity {
                 return Err(PoolError::NotEnough { available });
             }
-            let mut events: Vec<PoolEvent> = shard
-                .holds
-                .iter()
-                .filter(|(_, h)| has_expired(h.expires_at, now))
-                .take(MAX_EXPIRIES_PER_COMMAND)
-                .map(|(id, _)| PoolEvent::PoolHoldExpired { hold_id: *id })
+            let mut events: Vec<PoolEvent> = expiring
+                .into_iter()
+                .map(|hold_id| PoolEvent::PoolHoldExpired { hold_id })
                 .collect();
             events.push(PoolEvent::PoolHoldPlaced {
                 hold_id: *hold_id,
@@ -402,6 +430,26 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn it_should_give_a_new_hold_only_the_expired_places_it_records() {
+        // 18 holds of one place expire at 100; a command records at most 16
+        // expiries, so the two it cannot record keep their places: an
+        // instance whose clock is behind may still convert them.
+        let commands: Vec<(PoolCommand, i64)> = (1..=18).map(|n| (place(n, 1, 100), 0)).collect();
+        let shard = given(20, &commands);
+        assert_eq!(shard.available_at(20, t(100)), 20);
+        assert_eq!(
+            decide(&shard, 20, &place(99, 20, 200), t(100)),
+            Err(PoolError::NotEnough { available: 18 })
+        );
+        let events = decide(&shard, 20, &place(99, 18, 200), t(100)).unwrap();
+        let recorded = events
+            .iter()
+            .filter(|e| matches!(e, PoolEvent::PoolHoldExpired { .. }))
+            .count();
+        assert_eq!(recorded, MAX_EXPIRIES_PER_COMMAND);
     }
 
     #[test]

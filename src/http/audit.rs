@@ -39,7 +39,7 @@ fn page_response(page: &HistoryPage) -> Result<Response, ApiError> {
 
 /// Every event of one seat, in order (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/seats/{seat_id}/history", tag = "audit",
-    params(("show_id" = String, Path), ("seat_id" = String, Path)),
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64), ("seat_id" = String, Path, pattern = "^[A-Za-z0-9_.:-]{1,32}$", min_length = 1, max_length = 32)),
     responses((status = 200, body = HistoryPage),
               (status = "4XX", description = "unauthorized, forbidden, show_not_found, unknown_seat", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
@@ -59,7 +59,8 @@ pub(super) async fn seat_history(
 
 /// The show's events in global order, paged by position (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/history", tag = "audit",
-    params(("show_id" = String, Path), ("after" = Option<i64>, Query), ("limit" = Option<i64>, Query, description = "1..=1000, default 100")),
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64), ("after" = Option<i64>, Query, minimum = 0, description = "a position: 0 or more, default 0"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "1..=MAX_HISTORY_PAGE, default 100")),
     responses((status = 200, body = HistoryPage),
               (status = "4XX", description = "unauthorized, forbidden, show_not_found, validation_failed", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
@@ -87,7 +88,7 @@ pub(super) async fn show_history(
 }
 
 /// Hold-duration advice from the show's log (admin).
-#[utoipa::path(get, path = "/v1/shows/{show_id}/hold-ttl-advice", tag = "audit", params(("show_id" = String, Path)),
+#[utoipa::path(get, path = "/v1/shows/{show_id}/hold-ttl-advice", tag = "audit", params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     responses((status = 200, body = crate::query::advice::TtlAdvice),
               (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]

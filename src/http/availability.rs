@@ -76,7 +76,8 @@ pub(super) struct AvailabilityResponse<'a> {
 
 /// Availability (public), or as it was at `as_of` (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/availability", tag = "shows",
-    params(("show_id" = String, Path), ("section" = Option<String>, Query), ("as_of" = Option<String>, Query, description = "RFC 3339, not in the future; admin only")),
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64), ("section" = Option<String>, Query),
+        ("as_of" = Option<DateTime<Utc>>, Query, description = "RFC 3339 (date-time), not in the future; admin only")),
     responses((status = 200, body = AvailabilityResponse),
               (status = "4XX", description = "show_not_found, validation_failed, unauthorized, forbidden", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn availability(

@@ -27,7 +27,11 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PurchaseBody {
-    /// With the built-in simulator: pm_sim_ok, pm_sim_declined, pm_sim_unavailable, pm_sim_delay_<ms>.
+    /// With the built-in simulator: pm_sim_ok, pm_sim_declined, pm_sim_unavailable,
+    /// pm_sim_delay_<ms> (ms 0..=MAX_SIM_DELAY_MS).
+    #[schema(
+        pattern = "^pm_sim_(ok|declined|unavailable|delay_(0|[1-9][0-9]{0,3}|1[0-9]{4}|20000))$"
+    )]
     payment_method: String,
 }
 

@@ -100,10 +100,13 @@ impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S>
     }
 }
 
-/// Parses JSON, naming the path of the first bad field.
+/// Parses JSON, naming the path of the first bad field. A number with an
+/// integral value (`15.0`) is an integer, as in JSON Schema.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    integral_floats_to_integers(&mut value);
+    let value = serde_path_to_error::deserialize(value).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         match inner.classify() {
@@ -117,10 +120,22 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             _ => ApiError::MalformedJson(inner.to_string()),
         }
     })?;
-    deserializer
-        .end()
-        .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
     Ok(value)
+}
+
+fn integral_floats_to_integers(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // i64 covers every integer field of the API.
+            if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                *value = serde_json::Value::from(f as i64);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(integral_floats_to_integers),
+        serde_json::Value::Object(map) => map.values_mut().for_each(integral_floats_to_integers),
+        _ => {}
+    }
 }
 
 /// A query string of `T`; an unparsable one is 422 naming the problem.

@@ -22,17 +22,50 @@ pub fn router() -> Router<AppState> {
         .route("/v1/holds/{hold_id}", get(get_hold).delete(release_hold))
 }
 
-/// Either `{"seats": [...]}` or `{"pool_id": "...", "quantity": n}`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// What `POST /v1/shows/{id}/holds` reads: the fields of both bodies, so
+/// that a body with both or neither is refused naming the rule.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct HoldBody {
-    /// 1..=50 seat ids of the show, held all or nothing.
-    #[schema(value_type = Option<Vec<String>>)]
+pub(super) struct HoldFields {
     seats: Option<Vec<SeatId>>,
-    #[schema(value_type = Option<String>)]
     pool_id: Option<PoolId>,
-    /// 1..=20 places of the pool.
     quantity: Option<u32>,
+}
+
+/// Either `{"seats": [...]}` or `{"pool_id": "...", "quantity": n}` (the
+/// documented shape; `HoldFields` reads it).
+#[derive(utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum HoldBody {
+    Seats(SeatsHold),
+    Pool(PoolHold),
+}
+
+#[derive(utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct SeatsHold {
+    /// 1..=MAX_SEATS_PER_HOLD distinct seat ids of the show, held all or nothing.
+    #[schema(min_items = 1, max_items = 50)]
+    seats: Vec<SeatIdDoc>,
+}
+
+/// `[A-Za-z0-9_.:-]{1,32}`.
+#[derive(utoipa::ToSchema)]
+#[schema(pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+#[allow(dead_code)]
+pub(super) struct SeatIdDoc(String);
+
+#[derive(utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct PoolHold {
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,32}$", min_length = 1, max_length = 32)]
+    pool_id: String,
+    /// 1..=MAX_POOL_HOLD_QUANTITY places of the pool.
+    #[schema(minimum = 1, maximum = 20)]
+    quantity: u32,
 }
 
 fn hold_response(status: StatusCode, view: &HoldView) -> Result<Response, ApiError> {
@@ -46,7 +79,9 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
 
 /// Holds seats (all or nothing) or places of a pool.
 #[utoipa::path(post, path = "/v1/shows/{show_id}/holds", tag = "holds",
-    params(("show_id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "1..=255 printable ASCII; the same key and body return the same hold")),
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64),
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]([\\x20-\\x7E]{0,253}[\\x21-\\x7E])?$", min_length = 1, max_length = 255,
+         description = "1..=255 printable ASCII (no space first or last: HTTP trims it); the same key and body return the same hold")),
     request_body = HoldBody,
     responses(
         (status = 201, description = "Held", body = HoldView),
@@ -60,17 +95,17 @@ pub(super) async fn place_hold(
     State(state): State<AppState>,
     ctx: RequestContext,
     PathParams(show_id): PathParams<String>,
-    JsonBody(body): JsonBody<HoldBody>,
+    JsonBody(body): JsonBody<HoldFields>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
     let request =
         match body {
-            HoldBody {
+            HoldFields {
                 seats: Some(seats),
                 pool_id: None,
                 quantity: None,
             } => HoldRequest::Seats(seats),
-            HoldBody {
+            HoldFields {
                 seats: None,
                 pool_id: Some(pool_id),
                 quantity: Some(quantity),

@@ -5,6 +5,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use domain::limits::{MAX_POOLS_PER_SHOW, MAX_POOL_SHARDS, MAX_SEATS_PER_SHOW};
+use serde_json::{json, Value};
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -57,11 +59,157 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/openapi.json", get(openapi_json))
 }
 
+/// The document `GET /openapi.json` serves: the generated one, with the
+/// rules utoipa's attributes cannot say added from the constants.
+pub fn document() -> Result<Value, serde_json::Error> {
+    let mut doc = serde_json::to_value(ApiDoc::openapi())?;
+    refine(&mut doc);
+    Ok(doc)
+}
+
+/// Rules between fields, and array rules the derive has no attribute for.
+fn refine(doc: &mut Value) {
+    let schemas = &mut doc["components"]["schemas"];
+    // A hold names each seat once.
+    if let Some(seats) = schemas.pointer_mut("/SeatsHold/properties/seats") {
+        seats["uniqueItems"] = json!(true);
+    }
+    // A pool has at most as many shards as places (`ShowError::Shards`):
+    // shards <= k <= capacity for some k in 1..=MAX_POOL_SHARDS.
+    if let Some(pool) = schemas.get_mut("PoolDefinition") {
+        let mut any_of = vec![json!({"not": {"required": ["shards"]}})];
+        any_of.extend((1..=MAX_POOL_SHARDS).map(
+            |k| json!({"properties": {"capacity": {"minimum": k}, "shards": {"maximum": k}}}),
+        ));
+        pool["anyOf"] = Value::Array(any_of);
+    }
+    // A show has seats, pools or both (`ShowError::Empty`).
+    if let Some(definition) = schemas.get_mut("ShowDefinition") {
+        definition["anyOf"] = json!([
+            {"required": ["seats"], "properties": {"seats": {"minItems": 1, "maxItems": MAX_SEATS_PER_SHOW}}},
+            {"required": ["pools"], "properties": {"pools": {"minItems": 1, "maxItems": MAX_POOLS_PER_SHOW}}},
+        ]);
+    }
+}
+
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1")))]
 pub(super) async fn openapi_json() -> Response {
-    match ApiDoc::openapi().to_json() {
-        Ok(json) => json_response(StatusCode::OK, json),
+    match document() {
+        Ok(doc) => json_response(StatusCode::OK, doc.to_string()),
         Err(e) => super::problem::ApiError::Internal(e.to_string()).into_response_now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::limits::*;
+    use serde_json::Value;
+
+    use crate::query::audit::MAX_HISTORY_PAGE;
+
+    fn at<'a>(doc: &'a Value, pointer: &str) -> &'a Value {
+        doc.pointer(pointer)
+            .unwrap_or_else(|| panic!("{pointer} is not in the document"))
+    }
+
+    /// The attributes need literals; each must equal its constant.
+    #[test]
+    fn the_literal_limits_equal_the_constants() {
+        let doc = super::document().expect("document");
+        let s = "/components/schemas";
+        let checks: Vec<(String, i64)> = vec![
+            (
+                format!("{s}/ShowDefinition/properties/name/maxLength"),
+                MAX_TEXT_CHARS as i64,
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/hold_ttl_seconds/minimum"),
+                MIN_HOLD_TTL_SECONDS.into(),
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/hold_ttl_seconds/maximum"),
+                MAX_HOLD_TTL_SECONDS.into(),
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/seats/maxItems"),
+                MAX_SEATS_PER_SHOW as i64,
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/pools/maxItems"),
+                MAX_POOLS_PER_SHOW as i64,
+            ),
+            (
+                format!("{s}/SeatDefinition/properties/section/maxLength"),
+                MAX_TEXT_CHARS as i64,
+            ),
+            (
+                format!("{s}/SeatDefinition/properties/row/maxLength"),
+                MAX_TEXT_CHARS as i64,
+            ),
+            (
+                format!("{s}/SeatDefinition/properties/number/maximum"),
+                (MAX_SEAT_NUMBER - 1).into(),
+            ),
+            (
+                format!("{s}/SeatDefinition/properties/price_cents/maximum"),
+                MAX_PRICE_CENTS,
+            ),
+            (
+                format!("{s}/SeatDefinition/properties/seat_id/maxLength"),
+                MAX_SEAT_ID_CHARS as i64,
+            ),
+            (
+                format!("{s}/PoolDefinition/properties/capacity/maximum"),
+                MAX_POOL_CAPACITY.into(),
+            ),
+            (
+                format!("{s}/PoolDefinition/properties/price_cents/maximum"),
+                MAX_PRICE_CENTS,
+            ),
+            (
+                format!("{s}/PoolDefinition/properties/shards/maximum"),
+                MAX_POOL_SHARDS.into(),
+            ),
+            (
+                format!("{s}/SeatsHold/properties/seats/maxItems"),
+                MAX_SEATS_PER_HOLD as i64,
+            ),
+            (
+                format!("{s}/PoolHold/properties/quantity/maximum"),
+                MAX_POOL_HOLD_QUANTITY.into(),
+            ),
+            (
+                format!("{s}/PoolHold/properties/pool_id/maxLength"),
+                MAX_SEAT_ID_CHARS as i64,
+            ),
+        ];
+        for (pointer, expected) in checks {
+            assert_eq!(at(&doc, &pointer).as_i64(), Some(expected), "{pointer}");
+        }
+        let history = at(
+            &doc,
+            "/paths/~1v1~1shows~1{show_id}~1history/get/parameters",
+        );
+        let limit = history
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
+            .expect("limit");
+        assert_eq!(limit["schema"]["maximum"].as_i64(), Some(MAX_HISTORY_PAGE));
+        let holds = at(&doc, "/paths/~1v1~1shows~1{show_id}~1holds/post/parameters");
+        for p in holds.as_array().expect("parameters") {
+            let expected = match p["name"].as_str() {
+                Some("show_id") => MAX_SHOW_ID_CHARS,
+                Some("Idempotency-Key") => MAX_IDEMPOTENCY_KEY_BYTES,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(p["schema"]["maxLength"].as_u64(), Some(expected as u64));
+        }
+        let method = at(
+            &doc,
+            &format!("{s}/PurchaseBody/properties/payment_method/pattern"),
+        );
+        let max_delay = crate::payment::simulator::MAX_SIM_DELAY_MS.to_string();
+        assert!(method.as_str().unwrap_or("").contains(&max_delay));
     }
 }

@@ -27,9 +27,9 @@ fn show_response(status: StatusCode, entry: &CatalogEntry) -> Response {
 }
 
 /// Creates a show (admin); the same definition again is 200.
-#[utoipa::path(put, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$")),
+#[utoipa::path(put, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     request_body = ShowDefinition,
-    responses((status = 201, description = "Created: the definition with its show_id"), (status = 200, description = "The same show again"),
+    responses((status = 201, description = "Created: the definition with its show_id", body = crate::catalog::ShowView), (status = 200, description = "The same show again", body = crate::catalog::ShowView),
               (status = 409, description = "show_exists", body = super::response::Problem, content_type = "application/problem+json"),
               (status = "4XX", description = "unauthorized, forbidden, validation_failed, malformed_json, payload_too_large, unsupported_media_type", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
@@ -53,8 +53,8 @@ pub(super) async fn put_show(
 }
 
 /// A show (public).
-#[utoipa::path(get, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path)),
-    responses((status = 200, description = "The definition with its show_id"),
+#[utoipa::path(get, path = "/v1/shows/{show_id}", tag = "shows", params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    responses((status = 200, description = "The definition with its show_id", body = crate::catalog::ShowView),
               (status = 404, description = "show_not_found", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn get_show(
     State(state): State<AppState>,

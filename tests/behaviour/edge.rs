@@ -69,7 +69,10 @@ async fn unfinished_request_heads_never_exhaust_descriptors(env: TestEnv) {
         .arg("serve")
         .env("DATABASE_URL", &database_url)
         .env("BOOKING_ADDR", "127.0.0.1:0")
-        .env("BOOKING_JWT_SECRET", "edge-test-secret-of-at-least-32-bytes")
+        .env(
+            "BOOKING_JWT_SECRET",
+            "edge-test-secret-of-at-least-32-bytes",
+        )
         .env("BOOKING_DB_CONNECTIONS", "8")
         .env(
             "BOOKING_HEADER_TIMEOUT_SECONDS",

@@ -16,6 +16,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         expired_pool_holds_give_their_places_back_without_a_sweep,
         mixed_quantities_across_shards_never_oversell,
         a_pool_hold_is_bought_cancelled_and_released_like_a_seat_hold,
+        instances_whose_clocks_differ_never_oversell_a_pool,
     ]
 }
 
@@ -282,4 +283,52 @@ async fn a_pool_hold_is_bought_cancelled_and_released_like_a_seat_hold(env: Test
     assert_eq!(first.str("hold_id"), second.str("hold_id"));
     assert_eq!(floor(&app, "gaflow").await["held"], 2);
     app.stop().await;
+}
+
+/// Two instances, one clock 6 s ahead of the other. 18 one-place holds
+/// expire by the clock ahead; a command records at most 16 expiries. The
+/// instance behind still takes the two unrecorded holds for active and may
+/// convert them, so the instance ahead must not give their places away.
+async fn instances_whose_clocks_differ_never_oversell_a_pool(env: TestEnv) {
+    const CAPACITY: u32 = 20;
+    let (ahead, behind) = env.spawn_pair().await;
+    create_pool_show(&ahead, "skew", CAPACITY, Some(1), 5).await;
+    let mut holds = Vec::new();
+    for n in 0..18 {
+        let token = behind.buyer(&format!("early{n}"));
+        let held = pool_hold(&behind, token.clone(), "skew", 1).await;
+        assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+        holds.push((token, held.str("hold_id")));
+    }
+    ahead.clock.advance(chrono::Duration::seconds(6));
+
+    let late = ahead.buyer("late");
+    let whole = pool_hold(&ahead, late.clone(), "skew", CAPACITY).await;
+    whole.expect_problem(409, "sold_out");
+    let most = pool_hold(&ahead, late, "skew", 18).await;
+    assert_eq!(most.status, StatusCode::CREATED, "{}", most.body);
+
+    let mut converted = 0;
+    for (token, hold_id) in &holds {
+        let bought = behind.purchase(token, hold_id, "pm_sim_ok").await;
+        match bought.status {
+            StatusCode::CREATED => converted += 1,
+            StatusCode::CONFLICT => {
+                assert_eq!(bought.code(), Some("hold_expired"), "{}", bought.body)
+            }
+            other => panic!("purchase answered {other}: {}", bought.body),
+        }
+    }
+    assert!(
+        18 + converted <= CAPACITY,
+        "{converted} conversions beside a hold of 18 places in a pool of {CAPACITY}"
+    );
+    let pool = floor(&ahead, "skew").await;
+    let (sold, held) = (
+        pool["sold"].as_u64().unwrap(),
+        pool["held"].as_u64().unwrap(),
+    );
+    assert!(sold + held <= u64::from(CAPACITY), "{pool}");
+    ahead.stop().await;
+    behind.stop().await;
 }

@@ -271,7 +271,7 @@ impl HoldService {
             let free = self
                 .inventory
                 .shards
-                .peek(id, |shard| shard.available_at(key.capacity, now));
+                .peek(id, |shard| shard.placeable_at(key.capacity, now).0);
             free.is_none_or(|free| free >= quantity)
         });
         for index in candidates {
@@ -302,7 +302,10 @@ impl HoldService {
             .map(|i| {
                 (
                     i as u32,
-                    locked[i].aggregate().available_at(units[i].1.capacity, now),
+                    locked[i]
+                        .aggregate()
+                        .placeable_at(units[i].1.capacity, now)
+                        .0,
                 )
             })
             .collect();
