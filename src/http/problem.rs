@@ -315,7 +315,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::Unavailable(cause) => {
+            StoreError::Unavailable(cause) | StoreError::ConnectionLost(cause) => {
                 tracing::warn!(%cause, "database unavailable");
                 ApiError::Busy
             }
