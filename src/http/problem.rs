@@ -315,7 +315,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::Unavailable(cause) => {
+            StoreError::Unavailable(cause) | StoreError::ConnectionLost(cause) => {
                 tracing::warn!(%cause, "database unavailable");
                 ApiError::Busy
             }
@@ -444,6 +444,7 @@ mod tests {
         let errors = [
             ApiError::from(CheckoutError::PaymentUnavailable(secret.into())),
             ApiError::from(CheckoutError::Store(StoreError::Unavailable(secret.into()))),
+            ApiError::from(StoreError::ConnectionLost(secret.into())),
             ApiError::from(CheckoutError::Store(StoreError::Corrupt(secret.into()))),
             ApiError::from(StoreError::Database(sqlx::Error::Protocol(secret.into()))),
             ApiError::from(StoreError::TooLarge(secret.into())),
@@ -459,6 +460,15 @@ mod tests {
                 "{code} leaks: {detail}"
             );
         }
+    }
+
+    #[test]
+    fn a_lost_connection_is_503_busy() {
+        let error = ApiError::from(StoreError::ConnectionLost(
+            "terminating connection due to administrator command".into(),
+        ));
+        assert_eq!(error.code(), "busy");
+        assert_eq!(detail_of(error).0, 503);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use projections::checkouts::CheckoutRow;
 
 use super::holds::parse_hold_id;
 use super::tables::{decode_row, CHECKOUT_COLUMNS};
-use super::{on_store, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Store, StoreError, StoreResult};
 
 /// Oldest first, so a backlog drains in order.
 const SELECT_PENDING: &str = "SELECT hold_id FROM checkouts \
@@ -22,13 +22,17 @@ impl Store {
             "SELECT {} FROM checkouts WHERE booking_id = $1",
             self.row_object(CHECKOUT_COLUMNS)
         );
-        let text: Option<String> = on_store!(self, read pool => {
-            sqlx::query_scalar(&sql)
-                .bind(booking_id.to_string())
-                .fetch_optional(pool)
-                .await
-                .map_err(StoreError::classify)?
-        });
+        let sql = &sql;
+        let text: Option<String> = retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_scalar(sql)
+                    .bind(booking_id.to_string())
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+        })
+        .await?;
         text.map(|text| decode_row("checkouts", &text)).transpose()
     }
 

@@ -8,7 +8,7 @@ use projections::holds::HoldState;
 use projections::time::from_micros;
 use uuid::Uuid;
 
-use super::{on_store, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone)]
 pub struct HoldRecord {
@@ -109,6 +109,10 @@ fn parse_part((shard, quantity): (i32, i32)) -> StoreResult<(u32, u32)> {
 
 impl Store {
     pub async fn hold(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
+        retry_read(move || self.hold_once(hold_id)).await
+    }
+
+    async fn hold_once(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
         let id = hold_id.to_string();
         on_store!(self, read pool => {
             let row: Option<HoldColumns> = sqlx::query_as(SELECT_HOLD)
@@ -164,14 +168,17 @@ impl Store {
         buyer: &BuyerId,
         key: &IdempotencyKey,
     ) -> StoreResult<Option<IdempotencyEntry>> {
-        let row: Option<(String, String)> = on_store!(self, read pool => {
-            sqlx::query_as(SELECT_IDEMPOTENCY)
-                .bind(buyer.as_str())
-                .bind(key.as_str())
-                .fetch_optional(pool)
-                .await
-                .map_err(StoreError::classify)?
-        });
+        let row: Option<(String, String)> = retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_as(SELECT_IDEMPOTENCY)
+                    .bind(buyer.as_str())
+                    .bind(key.as_str())
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+        })
+        .await?;
         row.map(|(request_hash, hold_id)| {
             Ok(IdempotencyEntry {
                 request_hash,

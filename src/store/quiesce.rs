@@ -92,7 +92,15 @@ impl Quiesced {
                 }
                 Quiesced::Sqlite(tx) => {
                     let job = super::sqlite::SqliteJob::of(document)?;
-                    job.write(tx).await.map_err(StoreError::classify)?
+                    match job.write(tx).await {
+                        super::sqlite::JobWrite::Done(outcome) => {
+                            outcome.map_err(StoreError::classify)?
+                        }
+                        // The caller's transaction is gone: its error ends the phase.
+                        super::sqlite::JobWrite::TransactionLost(error) => {
+                            return Err(StoreError::classify(error))
+                        }
+                    }
                 }
             };
             if outcome != AppendOutcome::Appended {

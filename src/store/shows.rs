@@ -4,7 +4,7 @@ use domain::ids::{PoolId, SeatId, ShowId};
 use domain::seat::SeatStatus;
 
 use super::holds::parse_column;
-use super::{on_store, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShowInsert {
@@ -90,20 +90,23 @@ impl Store {
         watermark: &str,
     ) -> StoreResult<(Vec<SeatChange>, String)> {
         type Row = (i32, Option<String>, Option<i64>, Option<String>);
-        let rows: Vec<Row> = match self {
-            Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
-                .bind(show_id.as_str())
-                .bind(watermark)
-                .fetch_all(&s.query)
-                .await
-                .map_err(StoreError::classify)?,
-            Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
-                .bind(show_id.as_str())
-                .bind(watermark)
-                .fetch_all(&s.read)
-                .await
-                .map_err(StoreError::classify)?,
-        };
+        let rows: Vec<Row> = retry_read(move || async move {
+            match self {
+                Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
+                    .bind(show_id.as_str())
+                    .bind(watermark)
+                    .fetch_all(&s.query)
+                    .await
+                    .map_err(StoreError::classify),
+                Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
+                    .bind(show_id.as_str())
+                    .bind(watermark)
+                    .fetch_all(&s.read)
+                    .await
+                    .map_err(StoreError::classify),
+            }
+        })
+        .await?;
         let mut next = None;
         let mut changes = Vec::with_capacity(rows.len());
         for (ordinal, status, expires_at_us, mark) in rows {
@@ -197,13 +200,16 @@ impl Store {
 
     /// The stored definition of a show (canonical JSON), if it exists.
     pub async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>> {
-        on_store!(self, read pool => {
-            sqlx::query_scalar(SELECT_SHOW)
-                .bind(show_id.as_str())
-                .fetch_optional(pool)
-                .await
-                .map_err(StoreError::classify)
+        retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_scalar(SELECT_SHOW)
+                    .bind(show_id.as_str())
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
         })
+        .await
     }
 
     /// Capacity, sold and held places of each pool of a show, held counted at `now_us`.
@@ -213,12 +219,15 @@ impl Store {
         now_us: i64,
     ) -> StoreResult<Vec<PoolFigures>> {
         on_store!(self, query pool => {
-            let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(SELECT_POOLS)
-                .bind(show_id.as_str())
-                .bind(now_us)
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)?;
+            let rows: Vec<(String, i64, i64, i64)> = retry_read(move || async move {
+                sqlx::query_as(SELECT_POOLS)
+                    .bind(show_id.as_str())
+                    .bind(now_us)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+            .await?;
             rows.into_iter()
                 .map(|(pool_id, capacity, sold, held)| {
                     Ok(PoolFigures {

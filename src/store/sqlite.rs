@@ -155,21 +155,29 @@ impl SqliteJob {
 
     /// Writes the job inside the group's transaction, under a savepoint, so
     /// that a refusal or an error undoes this job and no other.
-    pub(super) async fn write(
-        &self,
-        tx: &mut sqlx::SqliteConnection,
-    ) -> Result<AppendOutcome, sqlx::Error> {
-        sqlx::query("SAVEPOINT job").execute(&mut *tx).await?;
-        let outcome = self.statements(tx).await;
-        let end = match &outcome {
-            Ok(AppendOutcome::Appended) => "RELEASE job",
-            _ => "ROLLBACK TO job",
-        };
-        sqlx::query(end).execute(&mut *tx).await?;
-        if end != "RELEASE job" {
-            sqlx::query("RELEASE job").execute(&mut *tx).await?;
+    ///
+    /// Some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, SQLITE_NOMEM, a
+    /// trigger's `RAISE(ROLLBACK)`) may make SQLite roll back the whole
+    /// transaction itself. Then the savepoint is gone with it, and `ROLLBACK
+    /// TO` fails: that, or any failure to end the savepoint, is
+    /// [`JobWrite::TransactionLost`], and the group must not go on (a
+    /// `SAVEPOINT` outside a transaction would start a new one, and the jobs
+    /// before this one, though they ran, are not written).
+    pub(super) async fn write(&self, tx: &mut sqlx::SqliteConnection) -> JobWrite {
+        if let Err(error) = sqlx::query("SAVEPOINT job").execute(&mut *tx).await {
+            return JobWrite::TransactionLost(error);
         }
-        outcome
+        let outcome = self.statements(tx).await;
+        let end: &[&str] = match &outcome {
+            Ok(AppendOutcome::Appended) => &["RELEASE job"],
+            _ => &["ROLLBACK TO job", "RELEASE job"],
+        };
+        for statement in end {
+            if let Err(error) = sqlx::query(statement).execute(&mut *tx).await {
+                return JobWrite::TransactionLost(outcome.err().unwrap_or(error));
+            }
+        }
+        JobWrite::Done(outcome)
     }
 
     async fn statements(
@@ -226,19 +234,9 @@ impl SqliteAppender {
                         Err(_) => break,
                     }
                 }
-                match write_group(&pool, &group).await {
-                    Ok(outcomes) => {
-                        for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
-                            let _ = reply.send(outcome.map_err(StoreError::classify));
-                        }
-                    }
-                    Err(error) => {
-                        // The commit itself failed: none of the group is written.
-                        let message = error.to_string();
-                        for (_, reply) in group {
-                            let _ = reply.send(Err(StoreError::Unavailable(message.clone())));
-                        }
-                    }
+                let answers = write_group(&pool, group.iter().map(|(job, _)| job)).await;
+                for ((_, reply), answer) in group.into_iter().zip(answers) {
+                    let _ = reply.send(answer);
                 }
             }
         });
@@ -257,20 +255,178 @@ impl SqliteAppender {
     }
 }
 
-type Outcomes = Vec<Result<AppendOutcome, sqlx::Error>>;
+/// What writing one job in a group's transaction came to.
+pub(super) enum JobWrite {
+    /// The job's savepoint was released or rolled back: its outcome, or
+    /// the error that undid it (and only it).
+    Done(Result<AppendOutcome, sqlx::Error>),
+    /// The transaction is gone (or in a state not known): nothing of the
+    /// group is written. The error is the job's own, if it had one.
+    TransactionLost(sqlx::Error),
+}
 
-async fn write_group(
+/// Writes a group of jobs in one transaction and answers each truthfully:
+/// its own outcome if the transaction committed; `Unavailable` ("nothing
+/// was written, retry") for every job if it did not, except the job whose
+/// error ended the transaction, which gets that error.
+async fn write_group<'a>(
     pool: &sqlx::SqlitePool,
-    group: &[(
-        SqliteJob,
-        tokio::sync::oneshot::Sender<Result<AppendOutcome, StoreError>>,
-    )],
-) -> Result<Outcomes, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let mut outcomes = Vec::with_capacity(group.len());
-    for (job, _) in group {
-        outcomes.push(job.write(&mut tx).await);
+    jobs: impl ExactSizeIterator<Item = &'a SqliteJob>,
+) -> Vec<Result<AppendOutcome, StoreError>> {
+    let size = jobs.len();
+    let not_written = |why: &str| StoreError::Unavailable(format!("nothing was written: {why}"));
+    let mut conn = match pool.acquire().await {
+        Ok(conn) => conn,
+        Err(error) => {
+            return (0..size)
+                .map(|_| Err(not_written(&error.to_string())))
+                .collect()
+        }
+    };
+    let mut tx = match sqlx::Connection::begin(&mut *conn).await {
+        Ok(tx) => tx,
+        Err(error) => {
+            return (0..size)
+                .map(|_| Err(not_written(&error.to_string())))
+                .collect()
+        }
+    };
+    let mut outcomes = Vec::with_capacity(size);
+    for (i, job) in jobs.enumerate() {
+        match job.write(&mut tx).await {
+            JobWrite::Done(outcome) => outcomes.push(outcome),
+            JobWrite::TransactionLost(error) => {
+                let message = error.to_string();
+                // Whatever state the transaction is in, this connection
+                // is not used again: closing it ends any transaction left.
+                drop(tx);
+                conn.close_on_drop();
+                let mut answers: Vec<_> = (0..i)
+                    .map(|_| {
+                        Err(not_written(&format!(
+                            "the group's transaction was rolled back: {message}"
+                        )))
+                    })
+                    .collect();
+                answers.push(Err(StoreError::classify(error)));
+                answers.extend((i + 1..size).map(|_| {
+                    Err(not_written(&format!(
+                        "the group's transaction was rolled back: {message}"
+                    )))
+                }));
+                return answers;
+            }
+        }
     }
-    tx.commit().await?;
-    Ok(outcomes)
+    match tx.commit().await {
+        Ok(()) => outcomes
+            .into_iter()
+            .map(|outcome| outcome.map_err(StoreError::classify))
+            .collect(),
+        Err(error) => {
+            // The commit itself failed: none of the group is written.
+            conn.close_on_drop();
+            let message = error.to_string();
+            (0..size)
+                .map(|_| Err(not_written(&format!("the commit failed: {message}"))))
+                .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    const INSERT: &str = "INSERT INTO t SELECT value FROM json_each($1)";
+
+    fn job(value: i64) -> SqliteJob {
+        SqliteJob {
+            recorded_at_us: 0,
+            checks: Vec::new(),
+            parts: vec![(INSERT, format!("[{value}]"))],
+        }
+    }
+
+    /// A one-connection pool like the store's writer, with a table `t`
+    /// whose trigger fails the insert of 13 (`RAISE(ABORT)`: the statement
+    /// only) and of 666 (`RAISE(ROLLBACK)`: the whole transaction, as SQLite
+    /// may do itself on SQLITE_FULL or SQLITE_IOERR).
+    async fn writer(dir: &tempfile::TempDir) -> sqlx::SqlitePool {
+        let url = format!("sqlite://{}", dir.path().join("db").display());
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .create_if_missing(true);
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        for statement in [
+            "CREATE TABLE t (x INTEGER)",
+            "CREATE TRIGGER abort BEFORE INSERT ON t WHEN NEW.x = 13 \
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+            "CREATE TRIGGER rollback BEFORE INSERT ON t WHEN NEW.x = 666 \
+             BEGIN SELECT RAISE(ROLLBACK, 'the transaction is gone'); END",
+        ] {
+            sqlx::query(statement).execute(&pool).await.unwrap();
+        }
+        pool
+    }
+
+    async fn written(pool: &sqlx::SqlitePool) -> Vec<i64> {
+        sqlx::query_scalar("SELECT x FROM t ORDER BY x")
+            .fetch_all(pool)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_member_whose_statement_fails_is_the_only_one_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = writer(&dir).await;
+        let jobs = [job(1), job(13), job(3)];
+        let answers = write_group(&pool, jobs.iter()).await;
+        assert!(matches!(answers[0], Ok(AppendOutcome::Appended)));
+        assert!(
+            matches!(answers[1], Err(StoreError::Database(_))),
+            "{:?}",
+            answers[1]
+        );
+        assert!(matches!(answers[2], Ok(AppendOutcome::Appended)));
+        assert_eq!(written(&pool).await, [1, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_group_whose_transaction_sqlite_rolled_back_reports_nothing_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = writer(&dir).await;
+        let jobs = [job(1), job(666), job(3)];
+        let answers = write_group(&pool, jobs.iter()).await;
+        assert!(
+            matches!(answers[0], Err(StoreError::Unavailable(_))),
+            "{:?}",
+            answers[0]
+        );
+        assert!(answers[1].is_err());
+        assert!(
+            matches!(answers[2], Err(StoreError::Unavailable(_))),
+            "{:?}",
+            answers[2]
+        );
+        assert_eq!(
+            written(&pool).await,
+            Vec::<i64>::new(),
+            "no member was written"
+        );
+        // The writer is usable again: the next group commits.
+        let jobs = [job(4), job(5)];
+        let answers = write_group(&pool, jobs.iter()).await;
+        assert!(answers
+            .iter()
+            .all(|a| matches!(a, Ok(AppendOutcome::Appended))));
+        assert_eq!(written(&pool).await, [4, 5]);
+    }
 }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use super::batch::{AppendBatch, AppendOutcome};
 use super::document::Document;
-use super::{on_store, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Store, StoreError, StoreResult};
 
 /// The columns each row type is read back with: its field names. A unit
 /// test holds each list against the type's serialized form, so a column
@@ -278,9 +278,13 @@ impl Store {
             "SELECT {} FROM {table} WHERE {condition}",
             self.row_object(columns)
         );
-        let texts: Vec<String> = on_store!(self, read pool => {
-            sqlx::query_scalar(&sql).fetch_all(pool).await.map_err(StoreError::classify)?
-        });
+        let sql = &sql;
+        let texts: Vec<String> = retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_scalar(sql).fetch_all(pool).await.map_err(StoreError::classify)
+            })
+        })
+        .await?;
         texts.iter().map(|text| decode_row(table, text)).collect()
     }
 

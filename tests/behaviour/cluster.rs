@@ -13,6 +13,8 @@ const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 pub struct OwnCluster {
     dir: tempfile::TempDir,
     pub port: u16,
+    /// The server options `start` was given, for a restart on the same port.
+    options: String,
 }
 
 /// Why a cluster could not be had. Under `CI=true` that is a failure (the
@@ -88,13 +90,50 @@ impl OwnCluster {
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
             dir.path().display()
         );
+        let cluster = Self { dir, port, options };
+        cluster.start_again()?;
+        Ok(cluster)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Stops the server as an operator's fast shutdown does (`pg_ctl stop
+    /// -m fast`: sessions are terminated with 57P01), and waits until it is down.
+    pub fn stop(&self) -> Result<(), String> {
         run(as_postgres(&tool("pg_ctl"))
             .args(["-w", "-t", "60", "-D"])
-            .arg(&data)
+            .arg(self.data())
+            .args(["-m", "fast", "stop"]))
+        .map(drop)
+    }
+
+    /// Starts the server again on the same port and data directory; returns
+    /// once it accepts connections (`pg_ctl -w`).
+    pub fn start_again(&self) -> Result<(), String> {
+        run(as_postgres(&tool("pg_ctl"))
+            .args(["-w", "-t", "60", "-D"])
+            .arg(self.data())
             .args(["-l"])
-            .arg(dir.path().join("log"))
-            .args(["-o", &options, "start"]))?;
-        Ok(Self { dir, port })
+            .arg(self.dir.path().join("log"))
+            .args(["-o", &self.options, "start"]))
+        .map(drop)
+    }
+
+    /// Creates an empty database `name` in this cluster.
+    pub fn create_database(&self, name: &str) -> Result<(), String> {
+        run(Command::new(tool("createdb"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .arg(name))
+        .map(drop)
     }
 
     /// The URL of database `name` in this cluster.
@@ -105,16 +144,7 @@ impl OwnCluster {
     /// Copies database `from_url` into a new database `name` of this
     /// cluster, as an operator moving it would: `pg_dump | psql`.
     pub fn restore_from(&self, from_url: &str, name: &str) -> Result<(), String> {
-        run(Command::new(tool("createdb"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-            ])
-            .arg(name))?;
+        self.create_database(name)?;
         let dump = run(Command::new(tool("pg_dump")).args(["--no-owner", from_url]))?;
         let mut psql = Command::new(tool("psql"))
             .args(["-q", "-v", "ON_ERROR_STOP=1", &self.url(name)])
@@ -145,7 +175,7 @@ impl Drop for OwnCluster {
     fn drop(&mut self) {
         let _ = as_postgres(&tool("pg_ctl"))
             .args(["-D"])
-            .arg(self.dir.path().join("data"))
+            .arg(self.data())
             .args(["-m", "immediate", "stop"])
             .output();
     }

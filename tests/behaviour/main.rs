@@ -19,6 +19,7 @@ mod holds;
 mod hostile;
 mod online;
 mod ops;
+mod outage;
 mod pools;
 mod positions;
 mod secret;
@@ -141,6 +142,7 @@ fn main() {
     for (name, test) in audit::postgres_tests()
         .into_iter()
         .chain(positions::postgres_tests())
+        .chain(outage::postgres_tests())
     {
         let pg_name = format!("postgres::{name}");
         match &skip_reason {
