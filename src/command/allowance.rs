@@ -11,8 +11,8 @@
 //! the units.
 
 use chrono::{DateTime, Utc};
-use domain::allowance::{self, allowance_stream_id, Allowance, AllowanceCommand, AllowanceEvent};
 use domain::allowance::AllowanceError;
+use domain::allowance::{self, allowance_stream_id, Allowance, AllowanceCommand, AllowanceEvent};
 use domain::ids::{BuyerId, ShowId};
 use domain::show::Show;
 
@@ -89,7 +89,9 @@ pub fn decide_and_push(
     let Some(allowance) = allowance else {
         return Ok(Vec::new());
     };
-    let events = allowance.decide(command, now).map_err(DecideError::Refused)?;
+    let events = allowance
+        .decide(command, now)
+        .map_err(DecideError::Refused)?;
     allowance
         .push(batch, &events, metadata)
         .map_err(DecideError::Store)?;

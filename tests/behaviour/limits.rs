@@ -141,7 +141,9 @@ async fn limit_given_back_by_release(env: TestEnv) {
         LIMIT,
     );
     let path = format!("/v1/holds/{}", first.str("hold_id"));
-    let released = app.call(Method::DELETE, &path, Some(&alice), None, &[]).await;
+    let released = app
+        .call(Method::DELETE, &path, Some(&alice), None, &[])
+        .await;
     assert!(released.status.is_success(), "{}", released.body);
     let again = hold(&app, &alice, "limitrel", json!({ "seats": seats(7, 6) })).await;
     assert_eq!(again.status, StatusCode::CREATED, "{}", again.body);
@@ -185,7 +187,9 @@ async fn limit_keeps_counting_purchases_after_the_ttl_until_cancelled(env: TestE
     let alice = app.buyer("alice");
     let held = hold(&app, &alice, "limitbuy", json!({ "seats": seats(1, 2) })).await;
     assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
-    let bought = app.purchase(&alice, &held.str("hold_id"), "pm_sim_ok").await;
+    let bought = app
+        .purchase(&alice, &held.str("hold_id"), "pm_sim_ok")
+        .await;
     assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
     app.clock.advance(chrono::Duration::seconds(120));
     app.sweeper.run_once().await.unwrap();
@@ -196,7 +200,13 @@ async fn limit_keeps_counting_purchases_after_the_ttl_until_cancelled(env: TestE
     let four = hold(&app, &alice, "limitbuy", json!({ "seats": seats(3, 4) })).await;
     assert_eq!(four.status, StatusCode::CREATED, "{}", four.body);
     expect_limit(
-        &hold(&app, &alice, "limitbuy", json!({ "pool_id": "floor", "quantity": 1 })).await,
+        &hold(
+            &app,
+            &alice,
+            "limitbuy",
+            json!({ "pool_id": "floor", "quantity": 1 }),
+        )
+        .await,
         LIMIT,
     );
     // Cancelling the booking gives its two seats back.
@@ -266,11 +276,23 @@ async fn limit_is_validated_read_back_and_absent_means_none(env: TestEnv) {
     assert_eq!(read.body["max_seats_per_buyer"], 1000, "{}", read.body);
     // A show without a limit has no such field and no limit.
     app.create_show("nolimit", 30, 480).await;
-    let read = app.call(Method::GET, "/v1/shows/nolimit", None, None, &[]).await;
-    assert!(read.body.get("max_seats_per_buyer").is_none(), "{}", read.body);
+    let read = app
+        .call(Method::GET, "/v1/shows/nolimit", None, None, &[])
+        .await;
+    assert!(
+        read.body.get("max_seats_per_buyer").is_none(),
+        "{}",
+        read.body
+    );
     let alice = app.buyer("alice");
     for i in 0..3 {
-        let many = hold(&app, &alice, "nolimit", json!({ "seats": seats(1 + 10 * i, 10) })).await;
+        let many = hold(
+            &app,
+            &alice,
+            "nolimit",
+            json!({ "seats": seats(1 + 10 * i, 10) }),
+        )
+        .await;
         assert_eq!(many.status, StatusCode::CREATED, "{}", many.body);
     }
 }

@@ -40,13 +40,9 @@ impl CheckoutService {
             })?;
         let show: &Show = &entry.show;
         let units = units_of(record, show)?;
-        let allowance = BuyerAllowance::lock(
-            &self.store,
-            &self.inventory.allowances,
-            show,
-            &record.buyer,
-        )
-        .await?;
+        let allowance =
+            BuyerAllowance::lock(&self.store, &self.inventory.allowances, show, &record.buyer)
+                .await?;
         Ok((units, allowance))
     }
 
@@ -164,14 +160,8 @@ impl CheckoutService {
         };
         let metadata = ctx.metadata();
         let mut batch = AppendBatch::new(now);
-        let counted = decide_and_push(
-            allowance.as_deref(),
-            &counted,
-            now,
-            &mut batch,
-            &metadata,
-        )
-        .map_err(|e| match e {
+        let counted = decide_and_push(allowance.as_deref(), &counted, now, &mut batch, &metadata)
+            .map_err(|e| match e {
             DecideError::Refused(e) => CheckoutError::Invalid(e.to_string()),
             DecideError::Store(e) => CheckoutError::Store(e),
         })?;

@@ -14,7 +14,9 @@ use rand::Rng;
 
 use super::{HoldError, HoldRequest, HoldService, HoldView, Placed, MAX_DECIDE_ROUNDS};
 use crate::catalog::CatalogEntry;
-use crate::command::allowance::{append_with_allowance, decide_and_push, BuyerAllowance, DecideError};
+use crate::command::allowance::{
+    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
+};
 use crate::command::context::RequestContext;
 use crate::command::streams::{refresh_all, refresh_or_assume_new, LockedStream};
 use crate::command::units::{SeatKey, ShardKey, Unit};
@@ -242,7 +244,15 @@ impl HoldService {
             return Err(HoldError::SeatsTaken(taken));
         }
         let outcome = self
-            .append_placement(placement, &mut locked, &units, decided, now, expires_at, counted)
+            .append_placement(
+                placement,
+                &mut locked,
+                &units,
+                decided,
+                now,
+                expires_at,
+                counted,
+            )
             .await?;
         Ok(outcome.map(|()| {
             let mut seats = seats.to_vec();
@@ -366,7 +376,15 @@ impl HoldService {
                 .map_err(|e| HoldError::Invalid(e.to_string()))?;
         }
         let outcome = self
-            .append_placement(placement, &mut locked, &units, decided, now, expires_at, counted)
+            .append_placement(
+                placement,
+                &mut locked,
+                &units,
+                decided,
+                now,
+                expires_at,
+                counted,
+            )
             .await?;
         Ok(outcome.map(|()| view(expires_at)))
     }
@@ -391,12 +409,15 @@ impl HoldService {
         let metadata = placement.ctx.metadata();
         let mut batch = AppendBatch::new(now);
         batch.idempotency = placement.idempotency(now);
-        let take = counted.allowance.as_deref().map(|allowance| AllowanceCommand::Take {
-            hold_id: placement.hold_id,
-            units: counted.units,
-            expires_at,
-            limit: allowance.limit,
-        });
+        let take = counted
+            .allowance
+            .as_deref()
+            .map(|allowance| AllowanceCommand::Take {
+                hold_id: placement.hold_id,
+                units: counted.units,
+                expires_at,
+                limit: allowance.limit,
+            });
         let allowance_events = match &take {
             Some(take) => decide_and_push(
                 counted.allowance.as_deref(),
@@ -426,13 +447,11 @@ impl HoldService {
             allowance_events,
         )
         .await?;
-        Ok(
-            match outcome {
-                AppendOutcome::Appended => RoundOutcome::Done(()),
-                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => RoundOutcome::Retry,
-                AppendOutcome::IdempotencyKeyTaken => RoundOutcome::KeyTaken,
-            },
-        )
+        Ok(match outcome {
+            AppendOutcome::Appended => RoundOutcome::Done(()),
+            AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => RoundOutcome::Retry,
+            AppendOutcome::IdempotencyKeyTaken => RoundOutcome::KeyTaken,
+        })
     }
 
     /// The hold an idempotency key already produced: `Ok(Some)` if the same

@@ -7,7 +7,9 @@ use domain::show::Show;
 use projections::holds::HoldState;
 
 use super::{HoldError, HoldService, MAX_DECIDE_ROUNDS};
-use crate::command::allowance::{append_with_allowance, decide_and_push, BuyerAllowance, DecideError};
+use crate::command::allowance::{
+    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
+};
 use crate::command::context::RequestContext;
 use crate::command::streams::{refresh_all, StreamCache};
 use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
@@ -80,13 +82,9 @@ impl HoldService {
         let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
         for _ in 0..MAX_DECIDE_ROUNDS {
             // Lock order: the allowance before the units (command::allowance).
-            let mut allowance = BuyerAllowance::lock(
-                &self.store,
-                &self.inventory.allowances,
-                show,
-                &record.buyer,
-            )
-            .await?;
+            let mut allowance =
+                BuyerAllowance::lock(&self.store, &self.inventory.allowances, show, &record.buyer)
+                    .await?;
             let mut locked = cache.lock(&ids).await;
             refresh_all(&self.store, &mut locked).await?;
             let now = self.clock.now();
