@@ -20,6 +20,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         limit_keeps_counting_purchases_after_the_ttl_until_cancelled,
         limit_does_not_count_an_idempotent_retry_twice,
         limit_is_validated_read_back_and_absent_means_none,
+        limit_stream_loads_through_cqrs_es_and_decides_as_the_service_does,
     ]
 }
 
@@ -301,4 +302,52 @@ async fn limit_is_validated_read_back_and_absent_means_none(env: TestEnv) {
         .await;
         assert_eq!(many.status, StatusCode::CREATED, "{}", many.body);
     }
+}
+
+async fn limit_stream_loads_through_cqrs_es_and_decides_as_the_service_does(env: TestEnv) {
+    use domain::allowance::{allowance_stream_id, Allowance, AllowanceCommand, AllowanceError};
+    use domain::ids::{BuyerId, HoldId, ShowId};
+    use domain::seat::Timed;
+
+    let app = env.spawn().await;
+    limited_show(&app, "limitcqrs", 10, 480, LIMIT).await;
+    let alice = app.buyer("alice");
+    let held = hold(&app, &alice, "limitcqrs", json!({ "seats": seats(1, 4) })).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let stream = allowance_stream_id(
+        &ShowId::parse("limitcqrs").unwrap(),
+        &BuyerId::parse("alice").unwrap(),
+    );
+    let db = crate::cqrs::Db::open(env.backend, &app.database_url).await;
+    let loaded = db.load::<Allowance>(&stream).await;
+    let now = app.clock_now();
+    assert_eq!(loaded.aggregate.in_use_at(now), 4);
+    assert_eq!(loaded.current_sequence, 1);
+    let take = |units| Timed {
+        command: AllowanceCommand::Take {
+            hold_id: HoldId(uuid::Uuid::new_v4()),
+            units,
+            expires_at: now + chrono::Duration::seconds(60),
+            limit: LIMIT,
+        },
+        now,
+    };
+    assert_eq!(
+        crate::cqrs::handle(&loaded.aggregate, take(3)).await,
+        Err(AllowanceError::LimitReached {
+            limit: LIMIT,
+            current: 4
+        })
+    );
+    expect_limit(
+        &hold(&app, &alice, "limitcqrs", json!({ "seats": seats(5, 3) })).await,
+        4,
+    );
+    assert_eq!(
+        crate::cqrs::handle(&loaded.aggregate, take(2))
+            .await
+            .map(|e| e.len()),
+        Ok(1)
+    );
+    db.close().await;
 }
