@@ -37,6 +37,12 @@ pub struct ShowDefinition {
     #[serde(default)]
     #[schema(max_items = 100)]
     pub pools: Vec<PoolDefinition>,
+    /// Seats and pool places one buyer may have held (not expired) or
+    /// booked on the show, MIN_SEATS_PER_BUYER..=MAX_SEATS_PER_BUYER;
+    /// absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_seats_per_buyer: Option<u32>,
 }
 
 /// A show as `PUT` and `GET /v1/shows/{id}` answer it: the definition with its id.
@@ -50,6 +56,8 @@ pub struct ShowView {
     hold_ttl_seconds: u32,
     seats: Vec<SeatDefinition>,
     pools: Vec<PoolDefinition>,
+    #[schema(minimum = 1, maximum = 1000)]
+    max_seats_per_buyer: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -115,7 +123,8 @@ impl ShowDefinition {
                     shards: p.shards.unwrap_or_else(|| default_shards(p.capacity)),
                 })
                 .collect(),
-        )
+        )?
+        .with_max_seats_per_buyer(self.max_seats_per_buyer)
     }
 }
 

@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use crate::ids::{PoolId, SeatId, ShowId};
 use crate::limits::{
     MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS,
-    MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
+    MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
+    MIN_SEATS_PER_BUYER,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,10 @@ pub enum ShowError {
     DuplicateSeat(SeatId),
     #[error("pool_id {0} appears more than once")]
     DuplicatePool(PoolId),
+    #[error(
+        "max_seats_per_buyer must be {MIN_SEATS_PER_BUYER}..={MAX_SEATS_PER_BUYER} (MAX_SEATS_PER_BUYER)"
+    )]
+    MaxSeatsPerBuyer,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +73,9 @@ pub struct Show {
     pub hold_ttl_seconds: u32,
     pub seats: Vec<SeatSpec>,
     pub pools: Vec<PoolSpec>,
+    /// Seats and pool places one buyer may have held or booked on the show
+    /// (`None`: no limit). Set with [`Show::with_max_seats_per_buyer`].
+    pub max_seats_per_buyer: Option<u32>,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -159,8 +167,21 @@ impl Show {
             hold_ttl_seconds,
             seats,
             pools,
+            max_seats_per_buyer: None,
             seat_index,
         })
+    }
+
+    /// The per-buyer limit, MIN_SEATS_PER_BUYER..=MAX_SEATS_PER_BUYER, or
+    /// `None` for no limit.
+    pub fn with_max_seats_per_buyer(mut self, limit: Option<u32>) -> Result<Self, ShowError> {
+        if let Some(limit) = limit {
+            if !(MIN_SEATS_PER_BUYER..=MAX_SEATS_PER_BUYER).contains(&limit) {
+                return Err(ShowError::MaxSeatsPerBuyer);
+            }
+        }
+        self.max_seats_per_buyer = limit;
+        Ok(self)
     }
 
     pub fn pool(&self, pool_id: &PoolId) -> Option<&PoolSpec> {
@@ -209,6 +230,20 @@ mod tests {
         let show = show(vec![seat("B"), seat("A")], vec![], 60).unwrap();
         assert_eq!(show.seat(&SeatId::parse("A").unwrap()).unwrap().0, 1);
         assert!(show.seat(&SeatId::parse("C").unwrap()).is_none());
+    }
+
+    #[test]
+    fn it_should_take_a_per_buyer_limit_within_its_bounds_or_none() {
+        let base = || show(vec![seat("A")], vec![], 60).unwrap();
+        assert_eq!(base().max_seats_per_buyer, None);
+        for ok in [None, Some(MIN_SEATS_PER_BUYER), Some(MAX_SEATS_PER_BUYER)] {
+            let limited = base().with_max_seats_per_buyer(ok).unwrap();
+            assert_eq!(limited.max_seats_per_buyer, ok);
+        }
+        for bad in [0, MAX_SEATS_PER_BUYER + 1] {
+            let err = base().with_max_seats_per_buyer(Some(bad)).unwrap_err();
+            assert_eq!(err, ShowError::MaxSeatsPerBuyer);
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! here reads a projection to decide: the append at the decided versions is
 //! what decides.
 
+pub mod allowance;
 pub mod checkout;
 pub mod context;
 pub mod holds;

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use cqrs_es::Aggregate;
+use domain::allowance::Allowance;
 use domain::ids::seat_stream_id;
 use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
 use domain::pool::{self, shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolShard};
@@ -229,11 +230,13 @@ impl Unit for PoolShard {
 }
 
 /// The loaded streams of both unit types, one per process (see streams.rs:
-/// every in-process writer of a stream must go through the same slot).
+/// every in-process writer of a stream must go through the same slot), and
+/// the buyers' allowance streams that count them (`command::allowance`).
 #[derive(Default)]
 pub struct Inventory {
     pub seats: StreamCache<Seat>,
     pub shards: StreamCache<PoolShard>,
+    pub allowances: StreamCache<Allowance>,
 }
 
 /// The units a hold holds, each with its stream id, in lock order.

@@ -86,7 +86,7 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
     responses(
         (status = 201, description = "Held", body = HoldView),
         (status = 200, description = "The hold an earlier request with this key made", body = HoldView),
-        (status = 409, description = "seat_taken (with `seats`) or sold_out (with `available`)", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "seat_taken (with `seats`), sold_out (with `available`) or buyer_limit_reached (with `limit` and `current`)", body = super::response::Problem, content_type = "application/problem+json"),
         (status = 422, description = "unknown_seat, unknown_pool, validation_failed, idempotency_key_reused", body = super::response::Problem, content_type = "application/problem+json"),
         (status = "4XX", description = "unauthorized, show_not_found, malformed_json, payload_too_large, unsupported_media_type", body = super::response::Problem, content_type = "application/problem+json"),
     ),

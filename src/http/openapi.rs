@@ -132,6 +132,14 @@ mod tests {
                 MAX_HOLD_TTL_SECONDS.into(),
             ),
             (
+                format!("{s}/ShowDefinition/properties/max_seats_per_buyer/minimum"),
+                MIN_SEATS_PER_BUYER.into(),
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/max_seats_per_buyer/maximum"),
+                MAX_SEATS_PER_BUYER.into(),
+            ),
+            (
                 format!("{s}/ShowDefinition/properties/seats/maxItems"),
                 MAX_SEATS_PER_SHOW as i64,
             ),

@@ -38,6 +38,9 @@ pub enum ApiError {
     SeatTaken(Vec<String>),
     /// 409: the pool cannot serve the quantity; `available` places are free.
     SoldOut { available: u32 },
+    /// 409: the hold would take the buyer past the show's
+    /// `max_seats_per_buyer` (`limit`); `current` is what the buyer has.
+    BuyerLimitReached { limit: u32, current: u32 },
     /// 422: a pool the show does not have.
     UnknownPool(String),
     /// 409
@@ -104,6 +107,11 @@ impl ApiError {
             ShowExists => (StatusCode::CONFLICT, "show_exists", "Show exists"),
             SeatTaken(_) => (StatusCode::CONFLICT, "seat_taken", "Seat taken"),
             SoldOut { .. } => (StatusCode::CONFLICT, "sold_out", "Sold out"),
+            BuyerLimitReached { .. } => (
+                StatusCode::CONFLICT,
+                "buyer_limit_reached",
+                "Buyer limit reached",
+            ),
             UnknownPool(_) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unknown_pool",
@@ -205,6 +213,10 @@ impl ApiError {
             SoldOut { available } => {
                 format!("only {available} places are free; nothing was held")
             }
+            BuyerLimitReached { limit, current } => format!(
+                "a buyer may have at most {limit} seats on this show and has {current}; \
+                 nothing was held"
+            ),
             UnknownPool(pool) => format!("the show has no pool {pool}"),
             HoldConverted => "the hold has been converted into a booking".into(),
             UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
@@ -225,6 +237,10 @@ impl ApiError {
             }
             ApiError::SoldOut { available } => {
                 extra.insert("available".into(), json!(available));
+            }
+            ApiError::BuyerLimitReached { limit, current } => {
+                extra.insert("limit".into(), json!(limit));
+                extra.insert("current".into(), json!(current));
             }
             ApiError::HoldExpired { refunded } | ApiError::HoldReleased { refunded } => {
                 extra.insert("refunded".into(), json!(refunded));
@@ -253,6 +269,7 @@ pub const PROBLEM_CODES: &[&str] = &[
     "unknown_pool",
     "seat_taken",
     "sold_out",
+    "buyer_limit_reached",
     "hold_not_found",
     "hold_expired",
     "hold_released",
@@ -341,6 +358,9 @@ impl From<HoldError> for ApiError {
             }
             HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
             HoldError::SoldOut { available } => ApiError::SoldOut { available },
+            HoldError::BuyerLimitReached { limit, current } => {
+                ApiError::BuyerLimitReached { limit, current }
+            }
             HoldError::UnknownPool(pool) => ApiError::UnknownPool(pool.to_string()),
             HoldError::HoldNotFound => ApiError::HoldNotFound,
             HoldError::Forbidden => ApiError::Forbidden,
@@ -396,6 +416,10 @@ mod tests {
             ApiError::ShowExists,
             ApiError::SeatTaken(vec![]),
             ApiError::SoldOut { available: 0 },
+            ApiError::BuyerLimitReached {
+                limit: 1,
+                current: 1,
+            },
             ApiError::UnknownPool(String::new()),
             ApiError::HoldConverted,
             ApiError::HoldExpired { refunded: false },

@@ -45,6 +45,10 @@ pub struct Problem {
     seats: Option<Vec<String>>,
     /// `sold_out`: places free at that instant.
     available: Option<u32>,
+    /// `buyer_limit_reached`: the show's `max_seats_per_buyer`.
+    limit: Option<u32>,
+    /// `buyer_limit_reached`: seats and places the buyer has on the show now.
+    current: Option<u32>,
     /// `hold_expired`, `hold_released`: whether a charge was refunded.
     refunded: Option<bool>,
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use cqrs_es::Aggregate;
+use domain::allowance::Allowance;
 use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{parse_seat_stream_id, PoolId, ShowId};
 use domain::pool::{shard_capacity, PoolEvent, PoolShard};
@@ -194,6 +195,9 @@ impl Folded {
                     self.checkouts
                         .insert(run.id.to_owned(), (state, version + decoded.len()));
                 }
+                // The per-buyer allowance has no read model: its count is
+                // decided from the stream itself (command::allowance).
+                kind if kind == Allowance::TYPE => {}
                 other => tracing::warn!(
                     aggregate_type = other,
                     "the projector skips an unknown stream type"

@@ -26,13 +26,13 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
 }
 
 /// The test's own database, opened beside the service's pools.
-enum Db {
+pub(crate) enum Db {
     Postgres(PgPool),
     Sqlite(SqlitePool),
 }
 
 impl Db {
-    async fn open(backend: Backend, url: &str) -> Self {
+    pub(crate) async fn open(backend: Backend, url: &str) -> Self {
         match backend {
             Backend::Postgres => Db::Postgres(
                 PgPoolOptions::new()
@@ -52,7 +52,10 @@ impl Db {
     }
 
     /// The aggregate and its version, as a stock event store loads them.
-    async fn load<A: Aggregate + Send + Sync>(&self, id: &str) -> EventStoreAggregateContext<A> {
+    pub(crate) async fn load<A: Aggregate + Send + Sync>(
+        &self,
+        id: &str,
+    ) -> EventStoreAggregateContext<A> {
         let loaded = match self {
             Db::Postgres(pool) => {
                 PersistedEventStore::<_, A>::new_event_store(PostgresEventRepository::new(
@@ -116,7 +119,7 @@ impl Db {
         rows.expect("count a stream's events")
     }
 
-    async fn close(self) {
+    pub(crate) async fn close(self) {
         match self {
             Db::Postgres(pool) => pool.close().await,
             Db::Sqlite(pool) => pool.close().await,
@@ -126,7 +129,7 @@ impl Db {
 
 /// What `Aggregate::handle` decides on a copy of the loaded aggregate: the
 /// events it wrote to the sink (nothing is committed).
-async fn handle<A: Aggregate<Services = ()> + Clone>(
+pub(crate) async fn handle<A: Aggregate<Services = ()> + Clone>(
     aggregate: &A,
     command: A::Command,
 ) -> Result<Vec<A::Event>, A::Error> {

@@ -17,6 +17,7 @@ mod crash;
 mod edge;
 mod holds;
 mod hostile;
+mod limits;
 mod online;
 mod ops;
 mod outage;
@@ -51,6 +52,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(shows::tests());
     all.extend(holds::tests());
     all.extend(pools::tests());
+    all.extend(limits::tests());
     all.extend(checkout::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());

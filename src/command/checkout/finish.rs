@@ -3,11 +3,14 @@
 //! asking for a refund instead), or freeing them when a booking is
 //! cancelled.
 
+use domain::allowance::AllowanceCommand;
 use domain::checkout::{decide, Checkout, CheckoutCommand, RefundReason};
 use domain::ids::HoldId;
+use domain::show::Show;
 use projections::holds::HoldState;
 
 use super::{CheckoutError, CheckoutService};
+use crate::command::allowance::{decide_and_push, BuyerAllowance, DecideError};
 use crate::command::context::RequestContext;
 use crate::command::rows::push_checkout;
 use crate::command::streams::{append_tracked, refresh_all, LockedStream, StreamCache, Tracked};
@@ -21,8 +24,13 @@ enum Finish {
 }
 
 impl CheckoutService {
-    /// The units of the hold, from its record and its show.
-    async fn hold_units(&self, record: &HoldRecord) -> Result<HoldUnits, CheckoutError> {
+    /// The units of the hold, from its record and its show, and the
+    /// buyer's allowance on the show, locked (after the checkout, before
+    /// the units: command::allowance) if the show has a limit.
+    async fn hold_units(
+        &self,
+        record: &HoldRecord,
+    ) -> Result<(HoldUnits, Option<BuyerAllowance>), CheckoutError> {
         let entry = self
             .catalog
             .get(&self.store, &record.show_id)
@@ -30,7 +38,12 @@ impl CheckoutService {
             .ok_or_else(|| {
                 StoreError::Corrupt(format!("show of hold {} is missing", record.hold_id))
             })?;
-        Ok(units_of(record, &entry.show)?)
+        let show: &Show = &entry.show;
+        let units = units_of(record, show)?;
+        let allowance =
+            BuyerAllowance::lock(&self.store, &self.inventory.allowances, show, &record.buyer)
+                .await?;
+        Ok((units, allowance))
     }
 
     /// Captured: converts every unit of the hold and completes the checkout
@@ -67,13 +80,17 @@ impl CheckoutService {
     ) -> Result<bool, CheckoutError> {
         let hold_id = record.hold_id;
         let inventory = &self.inventory;
-        match self.hold_units(record).await? {
+        let (units, mut allowance) = self.hold_units(record).await?;
+        let allowance = allowance.as_mut();
+        match units {
             HoldUnits::Seats(units) => {
-                self.finish_units(ctx, hold_id, checkout, &inventory.seats, &units, finish)
+                let cache = &inventory.seats;
+                self.finish_units(ctx, hold_id, checkout, allowance, cache, &units, finish)
                     .await
             }
             HoldUnits::Pool(units) => {
-                self.finish_units(ctx, hold_id, checkout, &inventory.shards, &units, finish)
+                let cache = &inventory.shards;
+                self.finish_units(ctx, hold_id, checkout, allowance, cache, &units, finish)
                     .await
             }
         }
@@ -82,12 +99,16 @@ impl CheckoutService {
     /// The last step of a purchase or a cancellation: every unit of the hold
     /// and the checkout, appended together. For a purchase, a unit that no
     /// longer holds the hold turns the step into a refund request. Returns
-    /// whether this call appended the step.
+    /// whether this call appended the step. On a show with a limit, the
+    /// buyer's allowance follows in the same append: `Convert` (booked units
+    /// keep counting) or `Return` (a cancellation gives them back).
+    #[allow(clippy::too_many_arguments)]
     async fn finish_units<U: Unit>(
         &self,
         ctx: &RequestContext,
         hold_id: HoldId,
         checkout: &mut LockedStream<Checkout>,
+        mut allowance: Option<&mut BuyerAllowance>,
         cache: &StreamCache<U>,
         units: &[(String, U::Key)],
         finish: Finish,
@@ -97,7 +118,7 @@ impl CheckoutService {
         refresh_all(&self.store, &mut locked).await?;
         let now = self.clock.now();
         let booking_id = Checkout::booking_id_for(hold_id);
-        let (decided, command) = match finish {
+        let (decided, command, counted) = match finish {
             Finish::Convert => {
                 let mut decided = Vec::with_capacity(locked.len());
                 for (stream, (_, key)) in locked.iter().zip(units) {
@@ -113,7 +134,11 @@ impl CheckoutService {
                         }
                     }
                 }
-                (decided, CheckoutCommand::Complete)
+                (
+                    decided,
+                    CheckoutCommand::Complete,
+                    AllowanceCommand::Convert { hold_id },
+                )
             }
             Finish::Cancel { refund_id } => {
                 let decided = locked
@@ -121,7 +146,11 @@ impl CheckoutService {
                     .zip(units)
                     .map(|(stream, (_, key))| stream.aggregate().cancel(key, booking_id, now))
                     .collect();
-                (decided, CheckoutCommand::RecordRefund { refund_id })
+                (
+                    decided,
+                    CheckoutCommand::RecordRefund { refund_id },
+                    AllowanceCommand::Return { hold_id },
+                )
             }
         };
         let Ok(recorded) = decide(checkout.aggregate(), &command) else {
@@ -131,6 +160,11 @@ impl CheckoutService {
         };
         let metadata = ctx.metadata();
         let mut batch = AppendBatch::new(now);
+        let counted = decide_and_push(allowance.as_deref(), &counted, now, &mut batch, &metadata)
+            .map_err(|e| match e {
+            DecideError::Refused(e) => CheckoutError::Invalid(e.to_string()),
+            DecideError::Store(e) => CheckoutError::Store(e),
+        })?;
         for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
             U::push(&mut batch, key, &stream.view(), events, &metadata)?;
         }
@@ -140,6 +174,9 @@ impl CheckoutService {
             .map(|s| s as &mut (dyn Tracked + Send))
             .collect();
         tracked.push(checkout);
+        if let Some(allowance) = allowance.as_deref_mut() {
+            tracked.push(&mut allowance.stream);
+        }
         if append_tracked(&self.store, &batch, tracked).await? != AppendOutcome::Appended {
             return Ok(false);
         }
@@ -147,6 +184,9 @@ impl CheckoutService {
             stream.appended(events);
         }
         checkout.appended(recorded);
+        if let Some(allowance) = allowance {
+            allowance.stream.appended(counted);
+        }
         Ok(true)
     }
 

@@ -52,6 +52,8 @@ pub enum HoldError {
     SeatsTaken(Vec<SeatId>),
     #[error("sold out")]
     SoldOut { available: u32 },
+    #[error("the buyer has {current} of at most {limit} seats on this show")]
+    BuyerLimitReached { limit: u32, current: u32 },
     #[error("idempotency key reused with another request")]
     IdempotencyKeyReused,
     #[error("hold not found")]

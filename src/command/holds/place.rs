@@ -3,6 +3,7 @@
 //! same idempotency key answers the hold the first request made.
 
 use chrono::{DateTime, Utc};
+use domain::allowance::{AllowanceCommand, AllowanceError};
 use domain::ids::{seat_stream_id, HoldId, IdempotencyKey, SeatId, ShowId};
 use domain::pool::{self, shard_capacity, shard_stream_id, split, PoolCommand, PoolError};
 use domain::seat::{self, SeatCommand, SeatError};
@@ -13,8 +14,11 @@ use rand::Rng;
 
 use super::{HoldError, HoldRequest, HoldService, HoldView, Placed, MAX_DECIDE_ROUNDS};
 use crate::catalog::CatalogEntry;
+use crate::command::allowance::{
+    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
+};
 use crate::command::context::RequestContext;
-use crate::command::streams::{append_decided, refresh_all, refresh_or_assume_new, LockedStream};
+use crate::command::streams::{refresh_all, refresh_or_assume_new, LockedStream};
 use crate::command::units::{SeatKey, ShardKey, Unit};
 use crate::store::{AppendBatch, AppendOutcome, IdempotencyKeyRow, StoreError};
 
@@ -23,6 +27,14 @@ struct Placement<'a> {
     ctx: &'a RequestContext,
     hold_id: HoldId,
     request_hash: String,
+}
+
+/// What a placement counts against the buyer's allowance, if the show has a
+/// limit: the allowance locked for this round (before the units), and the
+/// seats or places the hold takes.
+struct Counted<'a> {
+    allowance: Option<&'a mut BuyerAllowance>,
+    units: u32,
 }
 
 impl Placement<'_> {
@@ -100,23 +112,47 @@ impl HoldService {
             request_hash,
         };
         for _ in 0..MAX_DECIDE_ROUNDS {
+            // Lock order: the buyer's allowance before the units (see
+            // command::allowance); `None` when the show has no limit.
+            let mut allowance = BuyerAllowance::lock(
+                &self.store,
+                &self.inventory.allowances,
+                &entry.show,
+                &ctx.actor.id,
+            )
+            .await?;
             let round = match &request {
-                HoldRequest::Seats(seats) => self.place_seats(&placement, &entry, seats).await,
+                HoldRequest::Seats(seats) => {
+                    let counted = Counted {
+                        allowance: allowance.as_mut(),
+                        units: seats.len() as u32,
+                    };
+                    self.place_seats(&placement, &entry, seats, counted).await
+                }
                 HoldRequest::Pool { pool_id, quantity } => {
                     let spec = entry
                         .show
                         .pool(pool_id)
                         .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
-                    self.place_in_pool(&placement, &entry, spec, *quantity)
+                    let counted = Counted {
+                        allowance: allowance.as_mut(),
+                        units: *quantity,
+                    };
+                    self.place_in_pool(&placement, &entry, spec, *quantity, counted)
                         .await
                 }
             };
+            drop(allowance);
             let outcome = match (round, &ctx.idempotency_key) {
                 // The units went to another hold: if a concurrent request
                 // with this key placed it under another id (the two straddled
                 // a period of `HoldId::for_idempotency_key`), that is ours.
                 (
-                    Err(taken @ (HoldError::SeatsTaken(_) | HoldError::SoldOut { .. })),
+                    Err(
+                        taken @ (HoldError::SeatsTaken(_)
+                        | HoldError::SoldOut { .. }
+                        | HoldError::BuyerLimitReached { .. }),
+                    ),
                     Some(key),
                 ) => {
                     return match self
@@ -158,6 +194,7 @@ impl HoldService {
         placement: &Placement<'_>,
         entry: &CatalogEntry,
         seats: &[SeatId],
+        counted: Counted<'_>,
     ) -> Result<RoundOutcome<HoldView>, HoldError> {
         let show_id = &entry.show.show_id;
         let mut units: Vec<(String, SeatKey)> = seats
@@ -207,7 +244,15 @@ impl HoldService {
             return Err(HoldError::SeatsTaken(taken));
         }
         let outcome = self
-            .append_placement(placement, &mut locked, &units, decided, now)
+            .append_placement(
+                placement,
+                &mut locked,
+                &units,
+                decided,
+                now,
+                expires_at,
+                counted,
+            )
             .await?;
         Ok(outcome.map(|()| {
             let mut seats = seats.to_vec();
@@ -236,6 +281,7 @@ impl HoldService {
         entry: &CatalogEntry,
         spec: &PoolSpec,
         quantity: u32,
+        counted: Counted<'_>,
     ) -> Result<RoundOutcome<HoldView>, HoldError> {
         let show_id = &entry.show.show_id;
         let units: Vec<(String, ShardKey)> = (0..spec.shards)
@@ -284,7 +330,15 @@ impl HoldService {
             match pool::decide(locked[0].aggregate(), unit[0].1.capacity, &command, now) {
                 Ok(events) => {
                     let outcome = self
-                        .append_placement(placement, &mut locked, unit, vec![events], now)
+                        .append_placement(
+                            placement,
+                            &mut locked,
+                            unit,
+                            vec![events],
+                            now,
+                            expires_at,
+                            counted,
+                        )
                         .await?;
                     return Ok(outcome.map(|()| view(expires_at)));
                 }
@@ -322,12 +376,23 @@ impl HoldService {
                 .map_err(|e| HoldError::Invalid(e.to_string()))?;
         }
         let outcome = self
-            .append_placement(placement, &mut locked, &units, decided, now)
+            .append_placement(
+                placement,
+                &mut locked,
+                &units,
+                decided,
+                now,
+                expires_at,
+                counted,
+            )
             .await?;
         Ok(outcome.map(|()| view(expires_at)))
     }
 
-    /// Appends the decided events of a placement with its idempotency record.
+    /// Appends the decided events of a placement with its idempotency record
+    /// and, on a show with a limit, the buyer's allowance taken at the same
+    /// `now` (refused whole: `BuyerLimitReached`).
+    #[allow(clippy::too_many_arguments)]
     async fn append_placement<U: Unit>(
         &self,
         placement: &Placement<'_>,
@@ -335,6 +400,8 @@ impl HoldService {
         units: &[(String, U::Key)],
         decided: Vec<Vec<U::Event>>,
         now: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+        counted: Counted<'_>,
     ) -> Result<RoundOutcome<()>, HoldError> {
         if decided.iter().all(Vec::is_empty) {
             return Ok(RoundOutcome::AlreadyHeld);
@@ -342,16 +409,49 @@ impl HoldService {
         let metadata = placement.ctx.metadata();
         let mut batch = AppendBatch::new(now);
         batch.idempotency = placement.idempotency(now);
+        let take = counted
+            .allowance
+            .as_deref()
+            .map(|allowance| AllowanceCommand::Take {
+                hold_id: placement.hold_id,
+                units: counted.units,
+                expires_at,
+                limit: allowance.limit,
+            });
+        let allowance_events = match &take {
+            Some(take) => decide_and_push(
+                counted.allowance.as_deref(),
+                take,
+                now,
+                &mut batch,
+                &metadata,
+            )
+            .map_err(|e| match e {
+                DecideError::Refused(AllowanceError::LimitReached { limit, current }) => {
+                    HoldError::BuyerLimitReached { limit, current }
+                }
+                DecideError::Refused(other) => HoldError::Invalid(other.to_string()),
+                DecideError::Store(e) => HoldError::Store(e),
+            })?,
+            None => Vec::new(),
+        };
         for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
             U::push(&mut batch, key, &stream.view(), events, &metadata)?;
         }
-        Ok(
-            match append_decided(&self.store, &batch, locked, decided).await? {
-                AppendOutcome::Appended => RoundOutcome::Done(()),
-                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => RoundOutcome::Retry,
-                AppendOutcome::IdempotencyKeyTaken => RoundOutcome::KeyTaken,
-            },
+        let outcome = append_with_allowance(
+            &self.store,
+            &batch,
+            locked,
+            decided,
+            counted.allowance,
+            allowance_events,
         )
+        .await?;
+        Ok(match outcome {
+            AppendOutcome::Appended => RoundOutcome::Done(()),
+            AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => RoundOutcome::Retry,
+            AppendOutcome::IdempotencyKeyTaken => RoundOutcome::KeyTaken,
+        })
     }
 
     /// The hold an idempotency key already produced: `Ok(Some)` if the same

@@ -1,12 +1,17 @@
 //! Ending a hold before it is bought: released by its buyer, or recorded as
 //! expired by the sweeper, on every unit of the hold at once.
 
+use domain::allowance::AllowanceCommand;
 use domain::ids::HoldId;
+use domain::show::Show;
 use projections::holds::HoldState;
 
 use super::{HoldError, HoldService, MAX_DECIDE_ROUNDS};
+use crate::command::allowance::{
+    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
+};
 use crate::command::context::RequestContext;
-use crate::command::streams::{append_decided, refresh_all, StreamCache};
+use crate::command::streams::{refresh_all, StreamCache};
 use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
 use crate::store::{AppendBatch, AppendOutcome, HoldRecord};
 
@@ -49,29 +54,37 @@ impl HoldService {
         end: End,
     ) -> Result<(), HoldError> {
         let entry = self.show(&record.show_id).await?;
-        let hold_id = record.hold_id;
-        match units_of(&record, &entry.show)? {
+        let show = &entry.show;
+        match units_of(&record, show)? {
             HoldUnits::Seats(units) => {
-                self.end_units(ctx, hold_id, &self.inventory.seats, &units, end)
+                self.end_units(ctx, &record, show, &self.inventory.seats, &units, end)
                     .await
             }
             HoldUnits::Pool(units) => {
-                self.end_units(ctx, hold_id, &self.inventory.shards, &units, end)
+                self.end_units(ctx, &record, show, &self.inventory.shards, &units, end)
                     .await
             }
         }
     }
 
+    /// Ends the hold on every unit and, on a show with a limit, gives the
+    /// buyer's allowance back in the same append (`Return`).
     async fn end_units<U: Unit>(
         &self,
         ctx: &RequestContext,
-        hold_id: HoldId,
+        record: &HoldRecord,
+        show: &Show,
         cache: &StreamCache<U>,
         units: &[(String, U::Key)],
         end: End,
     ) -> Result<(), HoldError> {
+        let hold_id = record.hold_id;
         let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
         for _ in 0..MAX_DECIDE_ROUNDS {
+            // Lock order: the allowance before the units (command::allowance).
+            let mut allowance =
+                BuyerAllowance::lock(&self.store, &self.inventory.allowances, show, &record.buyer)
+                    .await?;
             let mut locked = cache.lock(&ids).await;
             refresh_all(&self.store, &mut locked).await?;
             let now = self.clock.now();
@@ -92,12 +105,30 @@ impl HoldService {
             }
             let metadata = ctx.metadata();
             let mut batch = AppendBatch::new(now);
+            let returned = decide_and_push(
+                allowance.as_ref(),
+                &AllowanceCommand::Return { hold_id },
+                now,
+                &mut batch,
+                &metadata,
+            )
+            .map_err(|e| match e {
+                DecideError::Refused(e) => HoldError::Invalid(e.to_string()),
+                DecideError::Store(e) => HoldError::Store(e),
+            })?;
             for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
                 U::push(&mut batch, key, &stream.view(), events, &metadata)?;
             }
-            if append_decided(&self.store, &batch, &mut locked, decided).await?
-                == AppendOutcome::Appended
-            {
+            let outcome = append_with_allowance(
+                &self.store,
+                &batch,
+                &mut locked,
+                decided,
+                allowance.as_mut(),
+                returned,
+            )
+            .await?;
+            if outcome == AppendOutcome::Appended {
                 return Ok(());
             }
         }
