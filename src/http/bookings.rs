@@ -46,7 +46,8 @@ fn booking_response(status: StatusCode, view: &BookingView) -> Result<Response, 
     responses((status = 201, body = BookingView), (status = 200, description = "A retry: the same booking", body = BookingView),
               (status = 402, description = "payment_declined", body = super::response::Problem, content_type = "application/problem+json"),
               (status = 409, description = "hold_expired or hold_released, with `refunded`", body = super::response::Problem, content_type = "application/problem+json"),
-              (status = 503, description = "payment_unavailable or busy", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "payment_unavailable (pm_sim_unavailable: the provider is down) or busy; retry after Retry-After", body = super::response::Problem, content_type = "application/problem+json",
+               headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
               (status = "4XX", description = "unauthorized, forbidden, hold_not_found, validation_failed", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn purchase(
@@ -93,7 +94,8 @@ pub(super) async fn get_booking(
 /// Cancels a booking: refunds it and frees its seats; cancelling again is the same answer.
 #[utoipa::path(post, path = "/v1/bookings/{booking_id}/cancel", tag = "bookings", params(("booking_id" = uuid::Uuid, Path)),
     responses((status = 200, body = BookingView),
-              (status = 503, description = "payment_unavailable (the refund did not go through; retry)", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 503, description = "payment_unavailable (the refund did not go through; retry after Retry-After)", body = super::response::Problem, content_type = "application/problem+json",
+               headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
               (status = "4XX", description = "unauthorized, forbidden, booking_not_found", body = super::response::Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub(super) async fn cancel_booking(
