@@ -302,16 +302,17 @@ pub fn decide(
             ttl,
             max_hold,
         } => match shard.holds.get(hold_id) {
-            Some(h) => match extended_expiry(h.placed_expires_at, h.expires_at, *ttl, *max_hold, now)
-            {
-                Ok(Some(expires_at)) => Ok(vec![PoolEvent::PoolHoldExtended {
-                    hold_id: *hold_id,
-                    expires_at,
-                }]),
-                Ok(None) => Ok(vec![]),
-                Err(ExtensionRefusal::Expired) => Err(PoolError::HoldExpired),
-                Err(ExtensionRefusal::Limit) => Err(PoolError::ExtensionLimit),
-            },
+            Some(h) => {
+                match extended_expiry(h.placed_expires_at, h.expires_at, *ttl, *max_hold, now) {
+                    Ok(Some(expires_at)) => Ok(vec![PoolEvent::PoolHoldExtended {
+                        hold_id: *hold_id,
+                        expires_at,
+                    }]),
+                    Ok(None) => Ok(vec![]),
+                    Err(ExtensionRefusal::Expired) => Err(PoolError::HoldExpired),
+                    Err(ExtensionRefusal::Limit) => Err(PoolError::ExtensionLimit),
+                }
+            }
             None if shard.bookings.contains_key(&converted_booking(hold_id)) => {
                 Err(PoolError::HoldConverted)
             }
@@ -470,14 +471,21 @@ mod tests {
 
     #[test]
     fn it_should_extend_a_pool_hold_no_later_than_its_cap() {
-        let shard = given(5, &[(place(1, 2, 100), 0), (extend(1), 90), (extend(1), 180)]);
+        let shard = given(
+            5,
+            &[(place(1, 2, 100), 0), (extend(1), 90), (extend(1), 180)],
+        );
         assert_eq!(shard.holds[&hold(1)].expires_at, t(250));
         assert_eq!(
             decide(&shard, 5, &extend(1), t(200)),
             Err(PoolError::ExtensionLimit)
         );
         let once = given(5, &[(place(1, 2, 100), 0), (extend(1), 90)]);
-        assert_eq!(decide(&once, 5, &extend(1), t(90)), Ok(vec![]), "moves nothing");
+        assert_eq!(
+            decide(&once, 5, &extend(1), t(90)),
+            Ok(vec![]),
+            "moves nothing"
+        );
     }
 
     #[test]
@@ -487,12 +495,30 @@ mod tests {
             decide(&shard, 5, &extend(1), t(100)),
             Err(PoolError::HoldExpired)
         );
-        let released = given(5, &[(place(1, 2, 100), 0), (PoolCommand::ReleaseHold { hold_id: hold(1) }, 5)]);
-        assert_eq!(decide(&released, 5, &extend(1), t(6)), Err(PoolError::HoldLost));
+        let released = given(
+            5,
+            &[
+                (place(1, 2, 100), 0),
+                (PoolCommand::ReleaseHold { hold_id: hold(1) }, 5),
+            ],
+        );
+        assert_eq!(
+            decide(&released, 5, &extend(1), t(6)),
+            Err(PoolError::HoldLost)
+        );
         let booking_id = converted_booking(&hold(1));
         let converted = given(
             5,
-            &[(place(1, 2, 100), 0), (PoolCommand::ConvertHold { hold_id: hold(1), booking_id }, 5)],
+            &[
+                (place(1, 2, 100), 0),
+                (
+                    PoolCommand::ConvertHold {
+                        hold_id: hold(1),
+                        booking_id,
+                    },
+                    5,
+                ),
+            ],
         );
         assert_eq!(
             decide(&converted, 5, &extend(1), t(6)),

@@ -783,12 +783,13 @@ mod tests {
     #[test]
     fn it_should_extend_an_active_hold_to_now_plus_the_ttl() {
         let seat = given(&[placed(1, "alice", 100)]);
-        assert_eq!(
-            decide(&seat, &extend(1), t(60)),
-            Ok(vec![extended(1, 160)])
-        );
+        assert_eq!(decide(&seat, &extend(1), t(60)), Ok(vec![extended(1, 160)]));
         let seat = given(&[placed(1, "alice", 100), extended(1, 160)]);
-        assert_eq!(seat.status_at(t(120)), SeatStatus::Held, "past the first expiry");
+        assert_eq!(
+            seat.status_at(t(120)),
+            SeatStatus::Held,
+            "past the first expiry"
+        );
         assert_eq!(seat.status_at(t(160)), SeatStatus::Available);
         assert_eq!(seat.active_hold(t(159)).map(|h| h.expires_at), Some(t(160)));
     }
@@ -811,8 +812,16 @@ mod tests {
     #[test]
     fn it_should_treat_an_extension_that_moves_nothing_as_a_no_op() {
         let seat = given(&[placed(1, "alice", 100), extended(1, 160)]);
-        assert_eq!(decide(&seat, &extend(1), t(60)), Ok(vec![]), "the same instant");
-        assert_eq!(decide(&seat, &extend(1), t(50)), Ok(vec![]), "a clock behind");
+        assert_eq!(
+            decide(&seat, &extend(1), t(60)),
+            Ok(vec![]),
+            "the same instant"
+        );
+        assert_eq!(
+            decide(&seat, &extend(1), t(50)),
+            Ok(vec![]),
+            "a clock behind"
+        );
     }
 
     #[test]
@@ -835,7 +844,10 @@ mod tests {
             placed(1, "alice", 100),
             SeatEvent::HoldReleased { hold_id: hold(1) },
         ]);
-        assert_eq!(decide(&released, &extend(1), t(5)), Err(SeatError::HoldLost));
+        assert_eq!(
+            decide(&released, &extend(1), t(5)),
+            Err(SeatError::HoldLost)
+        );
         let taken = given(&[
             placed(1, "alice", 100),
             SeatEvent::HoldExpired { hold_id: hold(1) },

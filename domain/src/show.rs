@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 
 use crate::ids::{PoolId, SeatId, ShowId};
 use crate::limits::{
-    DEFAULT_MAX_HOLD_TTLS, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS,
-    MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
+    DEFAULT_MAX_HOLD_TTLS, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW,
+    MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER,
+    MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,7 +174,10 @@ impl Show {
 
     /// Sets how long a hold may last in all (`None`: the default), refused
     /// outside MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP or below the TTL.
-    pub fn with_max_hold_seconds(mut self, max_hold_seconds: Option<u32>) -> Result<Self, ShowError> {
+    pub fn with_max_hold_seconds(
+        mut self,
+        max_hold_seconds: Option<u32>,
+    ) -> Result<Self, ShowError> {
         if let Some(seconds) = max_hold_seconds {
             if !(MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP).contains(&seconds)
                 || seconds < self.hold_ttl_seconds
@@ -273,13 +277,22 @@ mod tests {
 
     #[test]
     fn it_should_default_max_hold_to_three_ttls_capped_at_two_hours() {
-        assert_eq!(show(vec![seat("A")], vec![], 60).unwrap().max_hold_seconds(), 180);
         assert_eq!(
-            show(vec![seat("A")], vec![], 3000).unwrap().max_hold_seconds(),
+            show(vec![seat("A")], vec![], 60)
+                .unwrap()
+                .max_hold_seconds(),
+            180
+        );
+        assert_eq!(
+            show(vec![seat("A")], vec![], 3000)
+                .unwrap()
+                .max_hold_seconds(),
             MAX_HOLD_SECONDS_CAP
         );
         assert_eq!(
-            show(vec![seat("A")], vec![], 7200).unwrap().max_hold_seconds(),
+            show(vec![seat("A")], vec![], 7200)
+                .unwrap()
+                .max_hold_seconds(),
             7200
         );
     }
@@ -308,7 +321,13 @@ mod tests {
         assert_eq!(set.max_hold_seconds(), 60);
         let set = ttl60().with_max_hold_seconds(Some(7200)).unwrap();
         assert_eq!(set.max_hold_seconds(), 7200);
-        assert_eq!(ttl60().with_max_hold_seconds(None).unwrap().max_hold_seconds(), 180);
+        assert_eq!(
+            ttl60()
+                .with_max_hold_seconds(None)
+                .unwrap()
+                .max_hold_seconds(),
+            180
+        );
     }
 
     #[test]
