@@ -29,6 +29,12 @@ pub struct ShowDefinition {
     /// MIN_HOLD_TTL_SECONDS..=MAX_HOLD_TTL_SECONDS.
     #[schema(minimum = 1, maximum = 7200)]
     pub hold_ttl_seconds: u32,
+    /// How long a hold may last in all, extensions included, from its
+    /// placement: MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP and at least
+    /// `hold_ttl_seconds`. Absent: 3 × `hold_ttl_seconds`, at most 7200.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 7200)]
+    pub max_hold_seconds: Option<u32>,
     /// At most MAX_SEATS_PER_SHOW; a show has seats, pools or both.
     #[serde(default)]
     #[schema(max_items = 100000)]
@@ -54,6 +60,8 @@ pub struct ShowView {
     name: String,
     starts_at: DateTime<Utc>,
     hold_ttl_seconds: u32,
+    #[schema(minimum = 1, maximum = 7200)]
+    max_hold_seconds: Option<u32>,
     seats: Vec<SeatDefinition>,
     pools: Vec<PoolDefinition>,
     #[schema(minimum = 1, maximum = 1000)]
@@ -124,7 +132,8 @@ impl ShowDefinition {
                 })
                 .collect(),
         )?
-        .with_max_seats_per_buyer(self.max_seats_per_buyer)
+        .with_max_seats_per_buyer(self.max_seats_per_buyer)?
+        .with_max_hold_seconds(self.max_hold_seconds)
     }
 }
 

@@ -88,3 +88,9 @@ pub const MAX_BEST_AVAILABLE_QUANTITY: usize = 10;
 /// Extending must not become a way to keep inventory from other buyers
 /// longer than any checkout needs.
 pub const MAX_HOLD_SECONDS_CAP: u32 = 7_200;
+/// The least `max_hold_seconds` a show may set (it must also be at least
+/// the show's `hold_ttl_seconds`: a hold is never placed past its cap).
+pub const MIN_MAX_HOLD_SECONDS: u32 = 1;
+/// A show without `max_hold_seconds` lets a hold last this many TTLs in all
+/// (then capped at `MAX_HOLD_SECONDS_CAP`).
+pub const DEFAULT_MAX_HOLD_TTLS: u32 = 3;

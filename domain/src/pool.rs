@@ -13,14 +13,14 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{BookingId, BuyerId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
-use crate::seat::has_expired;
+use crate::seat::{extended_expiry, has_expired, ExtensionRefusal};
 use crate::EVENT_VERSION;
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
@@ -52,7 +52,11 @@ pub fn shard_stream_id(show: &ShowId, pool: &PoolId, index: u32) -> String {
 pub struct PoolHold {
     pub buyer: BuyerId,
     pub quantity: u32,
+    /// As placed, or as last extended.
     pub expires_at: DateTime<Utc>,
+    /// The `expires_at` the hold was placed with: what the extension cap is
+    /// measured from (`seat::extension_cap`).
+    pub placed_expires_at: DateTime<Utc>,
 }
 
 /// One shard of a pool: its capacity is not in the stream (it comes from
@@ -139,6 +143,12 @@ pub enum PoolCommand {
     CancelBooking {
         booking_id: BookingId,
     },
+    /// Extend the hold to `now + ttl`, at most `max_hold` after its placement.
+    ExtendHold {
+        hold_id: HoldId,
+        ttl: Duration,
+        max_hold: Duration,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +172,11 @@ pub enum PoolEvent {
     PoolBookingCancelled {
         booking_id: BookingId,
     },
+    /// The hold's places on this shard now expire at `expires_at`.
+    PoolHoldExtended {
+        hold_id: HoldId,
+        expires_at: DateTime<Utc>,
+    },
 }
 
 impl PoolEvent {
@@ -172,6 +187,7 @@ impl PoolEvent {
             PoolEvent::PoolHoldExpired { .. } => "PoolHoldExpired",
             PoolEvent::PoolHoldConverted { .. } => "PoolHoldConverted",
             PoolEvent::PoolBookingCancelled { .. } => "PoolBookingCancelled",
+            PoolEvent::PoolHoldExtended { .. } => "PoolHoldExtended",
         }
     }
 }
@@ -200,6 +216,8 @@ pub enum PoolError {
     HoldLost,
     #[error("the hold has been converted into a booking")]
     HoldConverted,
+    #[error("the hold already lasts as long as the show allows")]
+    ExtensionLimit,
 }
 
 /// Decides a command on a shard of `capacity` places at `now`.
@@ -279,6 +297,27 @@ pub fn decide(
                 Ok(vec![])
             }
         }
+        PoolCommand::ExtendHold {
+            hold_id,
+            ttl,
+            max_hold,
+        } => match shard.holds.get(hold_id) {
+            Some(h) => {
+                match extended_expiry(h.placed_expires_at, h.expires_at, *ttl, *max_hold, now) {
+                    Ok(Some(expires_at)) => Ok(vec![PoolEvent::PoolHoldExtended {
+                        hold_id: *hold_id,
+                        expires_at,
+                    }]),
+                    Ok(None) => Ok(vec![]),
+                    Err(ExtensionRefusal::Expired) => Err(PoolError::HoldExpired),
+                    Err(ExtensionRefusal::Limit) => Err(PoolError::ExtensionLimit),
+                }
+            }
+            None if shard.bookings.contains_key(&converted_booking(hold_id)) => {
+                Err(PoolError::HoldConverted)
+            }
+            None => Err(PoolError::HoldLost),
+        },
     }
 }
 
@@ -302,8 +341,17 @@ impl PoolShard {
                         buyer: buyer.clone(),
                         quantity: *quantity,
                         expires_at: *expires_at,
+                        placed_expires_at: *expires_at,
                     },
                 );
+            }
+            PoolEvent::PoolHoldExtended {
+                hold_id,
+                expires_at,
+            } => {
+                if let Some(hold) = self.holds.get_mut(hold_id) {
+                    hold.expires_at = *expires_at;
+                }
             }
             PoolEvent::PoolHoldReleased { hold_id } | PoolEvent::PoolHoldExpired { hold_id } => {
                 self.holds.remove(hold_id);
@@ -399,6 +447,83 @@ mod tests {
             }
         }
         shard
+    }
+
+    fn extend(n: u128) -> PoolCommand {
+        PoolCommand::ExtendHold {
+            hold_id: hold(n),
+            ttl: Duration::seconds(100),
+            max_hold: Duration::seconds(250),
+        }
+    }
+
+    #[test]
+    fn it_should_keep_an_extended_holds_places_past_its_first_expiry() {
+        let shard = given(5, &[(place(1, 5, 100), 0), (extend(1), 60)]);
+        assert_eq!(shard.holds[&hold(1)].expires_at, t(160));
+        assert_eq!(shard.available_at(5, t(120)), 0);
+        assert_eq!(
+            decide(&shard, 5, &place(2, 1, 300), t(120)),
+            Err(PoolError::NotEnough { available: 0 })
+        );
+        assert_eq!(shard.available_at(5, t(160)), 5);
+    }
+
+    #[test]
+    fn it_should_extend_a_pool_hold_no_later_than_its_cap() {
+        let shard = given(
+            5,
+            &[(place(1, 2, 100), 0), (extend(1), 90), (extend(1), 180)],
+        );
+        assert_eq!(shard.holds[&hold(1)].expires_at, t(250));
+        assert_eq!(
+            decide(&shard, 5, &extend(1), t(200)),
+            Err(PoolError::ExtensionLimit)
+        );
+        let once = given(5, &[(place(1, 2, 100), 0), (extend(1), 90)]);
+        assert_eq!(
+            decide(&once, 5, &extend(1), t(90)),
+            Ok(vec![]),
+            "moves nothing"
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_to_extend_an_expired_released_or_converted_pool_hold() {
+        let shard = given(5, &[(place(1, 2, 100), 0)]);
+        assert_eq!(
+            decide(&shard, 5, &extend(1), t(100)),
+            Err(PoolError::HoldExpired)
+        );
+        let released = given(
+            5,
+            &[
+                (place(1, 2, 100), 0),
+                (PoolCommand::ReleaseHold { hold_id: hold(1) }, 5),
+            ],
+        );
+        assert_eq!(
+            decide(&released, 5, &extend(1), t(6)),
+            Err(PoolError::HoldLost)
+        );
+        let booking_id = converted_booking(&hold(1));
+        let converted = given(
+            5,
+            &[
+                (place(1, 2, 100), 0),
+                (
+                    PoolCommand::ConvertHold {
+                        hold_id: hold(1),
+                        booking_id,
+                    },
+                    5,
+                ),
+            ],
+        );
+        assert_eq!(
+            decide(&converted, 5, &extend(1), t(6)),
+            Err(PoolError::HoldConverted)
+        );
     }
 
     #[test]

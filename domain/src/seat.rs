@@ -11,7 +11,7 @@
 //! first. [`decide`] is therefore pure and cheap, and is simply run again
 //! after a conflict.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
@@ -26,12 +26,62 @@ pub fn has_expired(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
     now >= expires_at
 }
 
+/// The latest instant a hold may be extended to: `max_hold` after it was
+/// placed. Every hold is placed to expire one show TTL after the instant it
+/// is placed at (the placing command's `now`), and a show never changes, so
+/// the placement time is `placed_expires_at - ttl`: known from the hold's
+/// own `HoldPlaced` event, on every instance and after any replay, old
+/// events included.
+pub fn extension_cap(
+    placed_expires_at: DateTime<Utc>,
+    ttl: Duration,
+    max_hold: Duration,
+) -> DateTime<Utc> {
+    placed_expires_at - ttl + max_hold
+}
+
+/// Why an extension is refused, for both unit types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtensionRefusal {
+    /// The hold has expired at `now`.
+    Expired,
+    /// The hold already expires at its cap.
+    Limit,
+}
+
+/// The one extension rule: an active hold moves to `now + ttl`, but never
+/// past [`extension_cap`]. A hold already at its cap is refused
+/// ([`ExtensionRefusal::Limit`]); an extension that would not move the
+/// expiry later (asked again at the same instant, or by an instance whose
+/// clock is behind) is `Ok(None)`: nothing to do.
+pub fn extended_expiry(
+    placed_expires_at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    ttl: Duration,
+    max_hold: Duration,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, ExtensionRefusal> {
+    if has_expired(expires_at, now) {
+        return Err(ExtensionRefusal::Expired);
+    }
+    let cap = extension_cap(placed_expires_at, ttl, max_hold);
+    if expires_at >= cap {
+        return Err(ExtensionRefusal::Limit);
+    }
+    let to = (now + ttl).min(cap);
+    Ok((to > expires_at).then_some(to))
+}
+
 /// A hold as a seat sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeatHold {
     pub hold_id: HoldId,
     pub buyer: BuyerId,
+    /// When the hold expires: as placed, or as last extended.
     pub expires_at: DateTime<Utc>,
+    /// The `expires_at` the hold was placed with (extensions never move it):
+    /// what the extension cap is measured from ([`extension_cap`]).
+    pub placed_expires_at: DateTime<Utc>,
 }
 
 impl SeatHold {
@@ -139,6 +189,13 @@ pub enum SeatCommand {
     },
     /// The booking was cancelled (and refunded): the seat is free again.
     CancelBooking { booking_id: BookingId },
+    /// Extend the hold to `now + ttl`, at most `max_hold` after its
+    /// placement (the show's `hold_ttl_seconds` and `max_hold_seconds`).
+    ExtendHold {
+        hold_id: HoldId,
+        ttl: Duration,
+        max_hold: Duration,
+    },
 }
 
 /// Events are forever: add variants, never change one.
@@ -162,6 +219,11 @@ pub enum SeatEvent {
     BookingCancelled {
         booking_id: BookingId,
     },
+    /// The hold now expires at `expires_at` (later than before).
+    HoldExtended {
+        hold_id: HoldId,
+        expires_at: DateTime<Utc>,
+    },
 }
 
 impl SeatEvent {
@@ -172,6 +234,7 @@ impl SeatEvent {
             SeatEvent::HoldExpired { .. } => "HoldExpired",
             SeatEvent::HoldConverted { .. } => "HoldConverted",
             SeatEvent::BookingCancelled { .. } => "BookingCancelled",
+            SeatEvent::HoldExtended { .. } => "HoldExtended",
         }
     }
 }
@@ -202,6 +265,8 @@ pub enum SeatError {
     HoldExpired,
     #[error("the hold no longer holds this seat")]
     HoldLost,
+    #[error("the hold already lasts as long as the show allows")]
+    ExtensionLimit,
 }
 
 /// The one decision function of the Seat stream.
@@ -297,6 +362,34 @@ pub fn decide(
             }]),
             _ => Ok(vec![]),
         },
+        SeatCommand::ExtendHold {
+            hold_id,
+            ttl,
+            max_hold,
+        } => match &seat.state {
+            SeatState::Held(current) if current.hold_id == *hold_id => {
+                match extended_expiry(
+                    current.placed_expires_at,
+                    current.expires_at,
+                    *ttl,
+                    *max_hold,
+                    now,
+                ) {
+                    Ok(Some(expires_at)) => Ok(vec![SeatEvent::HoldExtended {
+                        hold_id: *hold_id,
+                        expires_at,
+                    }]),
+                    Ok(None) => Ok(vec![]),
+                    Err(ExtensionRefusal::Expired) => Err(SeatError::HoldExpired),
+                    Err(ExtensionRefusal::Limit) => Err(SeatError::ExtensionLimit),
+                }
+            }
+            SeatState::Booked {
+                hold_id: booked_by, ..
+            } if booked_by == hold_id => Err(SeatError::HoldConverted),
+            // Released, or expired and recorded (perhaps taken since).
+            _ => Err(SeatError::HoldLost),
+        },
     }
 }
 
@@ -313,7 +406,18 @@ impl Seat {
                     hold_id: *hold_id,
                     buyer: buyer.clone(),
                     expires_at: *expires_at,
+                    placed_expires_at: *expires_at,
                 });
+            }
+            SeatEvent::HoldExtended {
+                hold_id,
+                expires_at,
+            } => {
+                if let SeatState::Held(hold) = &mut self.state {
+                    if hold.hold_id == *hold_id {
+                        hold.expires_at = *expires_at;
+                    }
+                }
             }
             SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
                 if matches!(&self.state, SeatState::Held(h) if h.hold_id == *hold_id) {
@@ -659,6 +763,113 @@ mod tests {
             Ok(vec![]),
             "another booking's cancel"
         );
+    }
+
+    /// TTL 100 s, at most 250 s in all: placed at 0, the cap is 250.
+    fn extend(n: u128) -> SeatCommand {
+        SeatCommand::ExtendHold {
+            hold_id: hold(n),
+            ttl: Duration::seconds(100),
+            max_hold: Duration::seconds(250),
+        }
+    }
+    fn extended(n: u128, until: i64) -> SeatEvent {
+        SeatEvent::HoldExtended {
+            hold_id: hold(n),
+            expires_at: t(until),
+        }
+    }
+
+    #[test]
+    fn it_should_extend_an_active_hold_to_now_plus_the_ttl() {
+        let seat = given(&[placed(1, "alice", 100)]);
+        assert_eq!(decide(&seat, &extend(1), t(60)), Ok(vec![extended(1, 160)]));
+        let seat = given(&[placed(1, "alice", 100), extended(1, 160)]);
+        assert_eq!(
+            seat.status_at(t(120)),
+            SeatStatus::Held,
+            "past the first expiry"
+        );
+        assert_eq!(seat.status_at(t(160)), SeatStatus::Available);
+        assert_eq!(seat.active_hold(t(159)).map(|h| h.expires_at), Some(t(160)));
+    }
+
+    #[test]
+    fn it_should_extend_no_later_than_max_hold_after_placement() {
+        let seat = given(&[placed(1, "alice", 100), extended(1, 230)]);
+        assert_eq!(
+            decide(&seat, &extend(1), t(200)),
+            Ok(vec![extended(1, 250)]),
+            "capped at placement (0) + 250"
+        );
+        let capped = given(&[placed(1, "alice", 100), extended(1, 230), extended(1, 250)]);
+        assert_eq!(
+            decide(&capped, &extend(1), t(240)),
+            Err(SeatError::ExtensionLimit)
+        );
+    }
+
+    #[test]
+    fn it_should_treat_an_extension_that_moves_nothing_as_a_no_op() {
+        let seat = given(&[placed(1, "alice", 100), extended(1, 160)]);
+        assert_eq!(
+            decide(&seat, &extend(1), t(60)),
+            Ok(vec![]),
+            "the same instant"
+        );
+        assert_eq!(
+            decide(&seat, &extend(1), t(50)),
+            Ok(vec![]),
+            "a clock behind"
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_to_extend_an_expired_hold() {
+        let seat = given(&[placed(1, "alice", 100)]);
+        assert_eq!(
+            decide(&seat, &extend(1), t(100)),
+            Err(SeatError::HoldExpired)
+        );
+        let extended_then_expired = given(&[placed(1, "alice", 100), extended(1, 160)]);
+        assert_eq!(
+            decide(&extended_then_expired, &extend(1), t(160)),
+            Err(SeatError::HoldExpired)
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_to_extend_a_released_converted_or_lost_hold() {
+        let released = given(&[
+            placed(1, "alice", 100),
+            SeatEvent::HoldReleased { hold_id: hold(1) },
+        ]);
+        assert_eq!(
+            decide(&released, &extend(1), t(5)),
+            Err(SeatError::HoldLost)
+        );
+        let taken = given(&[
+            placed(1, "alice", 100),
+            SeatEvent::HoldExpired { hold_id: hold(1) },
+            placed(2, "bob", 300),
+        ]);
+        assert_eq!(decide(&taken, &extend(1), t(150)), Err(SeatError::HoldLost));
+        let booked = given(&[placed(1, "alice", 100), converted(1)]);
+        assert_eq!(
+            decide(&booked, &extend(1), t(5)),
+            Err(SeatError::HoldConverted)
+        );
+    }
+
+    #[test]
+    fn it_should_not_let_an_extension_of_an_old_hold_move_the_next_one() {
+        let mut seat = given(&[
+            placed(1, "alice", 100),
+            SeatEvent::HoldExpired { hold_id: hold(1) },
+            placed(2, "bob", 300),
+        ]);
+        seat.apply_event(&extended(1, 400));
+        assert_eq!(seat.active_hold(t(300)), None);
     }
 
     #[test]

@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 
 use crate::ids::{PoolId, SeatId, ShowId};
 use crate::limits::{
-    MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS,
-    MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
+    DEFAULT_MAX_HOLD_TTLS, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW,
+    MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW,
+    MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS,
     MIN_SEATS_PER_BUYER,
 };
 
@@ -41,6 +42,10 @@ pub enum ShowError {
     ControlCharacter { field: String },
     #[error("hold_ttl_seconds must be {MIN_HOLD_TTL_SECONDS}..={MAX_HOLD_TTL_SECONDS}")]
     HoldTtl,
+    #[error(
+        "max_hold_seconds must be {MIN_MAX_HOLD_SECONDS}..={MAX_HOLD_SECONDS_CAP} and at least hold_ttl_seconds"
+    )]
+    MaxHold,
     #[error("{field} must be 0..={MAX_PRICE_CENTS} cents")]
     Price { field: String },
     #[error("{field} must be 1..{MAX_SEAT_NUMBER}")]
@@ -71,6 +76,9 @@ pub struct Show {
     pub name: String,
     pub starts_at: DateTime<Utc>,
     pub hold_ttl_seconds: u32,
+    /// How long a hold may last in all, extensions included, from its
+    /// placement; `None`: the default ([`Show::max_hold_seconds`]).
+    pub max_hold_seconds: Option<u32>,
     pub seats: Vec<SeatSpec>,
     pub pools: Vec<PoolSpec>,
     /// Seats and pool places one buyer may have held or booked on the show
@@ -165,6 +173,7 @@ impl Show {
             name,
             starts_at,
             hold_ttl_seconds,
+            max_hold_seconds: None,
             seats,
             pools,
             max_seats_per_buyer: None,
@@ -182,6 +191,37 @@ impl Show {
         }
         self.max_seats_per_buyer = limit;
         Ok(self)
+    }
+
+    /// Sets how long a hold may last in all (`None`: the default), refused
+    /// outside MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP or below the TTL.
+    pub fn with_max_hold_seconds(
+        mut self,
+        max_hold_seconds: Option<u32>,
+    ) -> Result<Self, ShowError> {
+        if let Some(seconds) = max_hold_seconds {
+            if !(MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP).contains(&seconds)
+                || seconds < self.hold_ttl_seconds
+            {
+                return Err(ShowError::MaxHold);
+            }
+        }
+        self.max_hold_seconds = max_hold_seconds;
+        Ok(self)
+    }
+
+    /// The effective limit: the show's, or DEFAULT_MAX_HOLD_TTLS × the TTL
+    /// capped at MAX_HOLD_SECONDS_CAP (never below the TTL).
+    pub fn max_hold_seconds(&self) -> u32 {
+        self.max_hold_seconds.unwrap_or_else(|| {
+            (DEFAULT_MAX_HOLD_TTLS * self.hold_ttl_seconds)
+                .min(MAX_HOLD_SECONDS_CAP)
+                .max(self.hold_ttl_seconds)
+        })
+    }
+
+    pub fn max_hold(&self) -> chrono::Duration {
+        chrono::Duration::seconds(i64::from(self.max_hold_seconds()))
     }
 
     pub fn pool(&self, pool_id: &PoolId) -> Option<&PoolSpec> {
@@ -268,6 +308,61 @@ mod tests {
             ShowError::HoldTtl
         );
         assert!(show(vec![seat("A")], vec![], 7200).is_ok());
+    }
+
+    #[test]
+    fn it_should_default_max_hold_to_three_ttls_capped_at_two_hours() {
+        assert_eq!(
+            show(vec![seat("A")], vec![], 60)
+                .unwrap()
+                .max_hold_seconds(),
+            180
+        );
+        assert_eq!(
+            show(vec![seat("A")], vec![], 3000)
+                .unwrap()
+                .max_hold_seconds(),
+            MAX_HOLD_SECONDS_CAP
+        );
+        assert_eq!(
+            show(vec![seat("A")], vec![], 7200)
+                .unwrap()
+                .max_hold_seconds(),
+            7200
+        );
+    }
+
+    #[test]
+    fn it_should_validate_max_hold_against_its_limits_and_the_ttl() {
+        let ttl60 = || show(vec![seat("A")], vec![], 60).unwrap();
+        assert_eq!(
+            ttl60().with_max_hold_seconds(Some(59)).unwrap_err(),
+            ShowError::MaxHold
+        );
+        assert_eq!(
+            ttl60()
+                .with_max_hold_seconds(Some(MAX_HOLD_SECONDS_CAP + 1))
+                .unwrap_err(),
+            ShowError::MaxHold
+        );
+        assert_eq!(
+            show(vec![seat("A")], vec![], 1)
+                .unwrap()
+                .with_max_hold_seconds(Some(0))
+                .unwrap_err(),
+            ShowError::MaxHold
+        );
+        let set = ttl60().with_max_hold_seconds(Some(60)).unwrap();
+        assert_eq!(set.max_hold_seconds(), 60);
+        let set = ttl60().with_max_hold_seconds(Some(7200)).unwrap();
+        assert_eq!(set.max_hold_seconds(), 7200);
+        assert_eq!(
+            ttl60()
+                .with_max_hold_seconds(None)
+                .unwrap()
+                .max_hold_seconds(),
+            180
+        );
     }
 
     #[test]

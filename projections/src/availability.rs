@@ -92,7 +92,8 @@ mod tests {
             SeatState::Held(SeatHold {
                 hold_id: HoldId(Uuid::from_u128(1)),
                 buyer: BuyerId::parse("a").unwrap(),
-                expires_at: at
+                expires_at: at,
+                placed_expires_at: at,
             })
         );
         assert_eq!(

@@ -120,6 +120,9 @@ pub enum HoldChange {
         hold_id: HoldId,
         booking_id: BookingId,
     },
+    /// The hold was extended: its record and pool parts, while `held`, take
+    /// the later `expires_at_us` (an earlier one changes nothing).
+    Extended { hold_id: HoldId, expires_at_us: i64 },
 }
 
 fn held(
@@ -171,6 +174,13 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             booking_id: *booking_id,
         },
         SeatEvent::BookingCancelled { .. } => return None,
+        SeatEvent::HoldExtended {
+            hold_id,
+            expires_at,
+        } => HoldChange::Extended {
+            hold_id: *hold_id,
+            expires_at_us: to_micros(*expires_at),
+        },
     })
 }
 
@@ -215,6 +225,13 @@ pub fn pool_hold_change(
             booking_id: *booking_id,
         },
         PoolEvent::PoolBookingCancelled { .. } => return None,
+        PoolEvent::PoolHoldExtended {
+            hold_id,
+            expires_at,
+        } => HoldChange::Extended {
+            hold_id: *hold_id,
+            expires_at_us: to_micros(*expires_at),
+        },
     })
 }
 

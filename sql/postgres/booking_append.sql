@@ -152,6 +152,22 @@ BEGIN
         WHERE p.hold_id = u.hold_id AND p.state = 'held';
     END IF;
 
+    -- Extensions: after the records are inserted, before they end (a batch
+    -- of the projector may carry a hold's placement, extensions and end in
+    -- that order). Only a held record moves, and only to a later expiry; a
+    -- part may name a hold once per unit, so the latest expiry is taken.
+    IF jsonb_array_length(batch -> 'hold_extensions') > 0 THEN
+        FOR r IN SELECT u.hold_id, max(u.expires_at_us) AS expires_at_us
+                 FROM jsonb_to_recordset(batch -> 'hold_extensions') AS u(hold_id text, expires_at_us bigint)
+                 GROUP BY u.hold_id
+        LOOP
+            UPDATE holds SET expires_at_us = r.expires_at_us
+            WHERE hold_id = r.hold_id AND state = 'held' AND expires_at_us < r.expires_at_us;
+            UPDATE pool_holds SET expires_at_us = r.expires_at_us
+            WHERE hold_id = r.hold_id AND state = 'held' AND expires_at_us < r.expires_at_us;
+        END LOOP;
+    END IF;
+
     IF jsonb_array_length(batch -> 'checkouts') > 0 THEN
         INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
                                refund_reason, amount_cents, last_seq, updated_at_us)

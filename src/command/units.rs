@@ -1,14 +1,16 @@
-//! What a hold holds: seats, or places in pool shards. Releasing, converting
-//! and cancelling work the same way on both, so the services drive them
+//! What a hold holds: seats, or places in pool shards. Releasing, extending,
+//! converting and cancelling work the same way on both, so the services drive them
 //! through one trait instead of two copies of every loop.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use cqrs_es::Aggregate;
 use domain::allowance::Allowance;
 use domain::ids::seat_stream_id;
 use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
-use domain::pool::{self, shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolShard};
-use domain::seat::{self, Seat, SeatCommand, SeatError};
+use domain::pool::{
+    self, shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolEvent, PoolShard,
+};
+use domain::seat::{self, Seat, SeatCommand, SeatError, SeatEvent};
 use domain::show::Show;
 use projections::holds::pool_hold_change;
 use projections::pools::PoolShardRow;
@@ -26,6 +28,8 @@ pub enum Refusal {
     Lost,
     /// The hold was converted into a booking already.
     Converted,
+    /// The hold already expires at its cap (`max_hold_seconds` after placement).
+    ExtensionLimit,
 }
 
 /// One unit of inventory a hold can hold, as a stream type.
@@ -39,6 +43,18 @@ pub trait Unit: Aggregate + Clone {
         hold_id: HoldId,
         now: DateTime<Utc>,
     ) -> Result<Vec<Self::Event>, Refusal>;
+    /// Extends an active hold to `now + ttl`, at most `max_hold` after its
+    /// placement; nothing if that is not later than its expiry.
+    fn extend(
+        &self,
+        key: &Self::Key,
+        hold_id: HoldId,
+        ttl: Duration,
+        max_hold: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal>;
+    /// The `expires_at` an extension decided on this unit moves the hold to.
+    fn extended_to(events: &[Self::Event]) -> Option<DateTime<Utc>>;
     /// Records the expiry of a hold past its `expires_at` (nothing otherwise).
     fn expire(&self, key: &Self::Key, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event>;
     fn convert(
@@ -82,6 +98,7 @@ fn seat_refusal(e: SeatError) -> Refusal {
     match e {
         SeatError::HoldExpired => Refusal::Expired,
         SeatError::HoldConverted => Refusal::Converted,
+        SeatError::ExtensionLimit => Refusal::ExtensionLimit,
         _ => Refusal::Lost,
     }
 }
@@ -90,6 +107,7 @@ fn pool_refusal(e: PoolError) -> Refusal {
     match e {
         PoolError::HoldExpired => Refusal::Expired,
         PoolError::HoldConverted => Refusal::Converted,
+        PoolError::ExtensionLimit => Refusal::ExtensionLimit,
         _ => Refusal::Lost,
     }
 }
@@ -104,6 +122,29 @@ impl Unit for Seat {
         now: DateTime<Utc>,
     ) -> Result<Vec<Self::Event>, Refusal> {
         seat::decide(self, &SeatCommand::ReleaseHold { hold_id }, now).map_err(seat_refusal)
+    }
+
+    fn extend(
+        &self,
+        _: &SeatKey,
+        hold_id: HoldId,
+        ttl: Duration,
+        max_hold: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal> {
+        let command = SeatCommand::ExtendHold {
+            hold_id,
+            ttl,
+            max_hold,
+        };
+        seat::decide(self, &command, now).map_err(seat_refusal)
+    }
+
+    fn extended_to(events: &[Self::Event]) -> Option<DateTime<Utc>> {
+        events.iter().find_map(|e| match e {
+            SeatEvent::HoldExtended { expires_at, .. } => Some(*expires_at),
+            _ => None,
+        })
     }
 
     fn expire(&self, _: &SeatKey, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event> {
@@ -155,6 +196,29 @@ impl Unit for PoolShard {
             now,
         )
         .map_err(pool_refusal)
+    }
+
+    fn extend(
+        &self,
+        key: &ShardKey,
+        hold_id: HoldId,
+        ttl: Duration,
+        max_hold: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Self::Event>, Refusal> {
+        let command = PoolCommand::ExtendHold {
+            hold_id,
+            ttl,
+            max_hold,
+        };
+        pool::decide(self, key.capacity, &command, now).map_err(pool_refusal)
+    }
+
+    fn extended_to(events: &[Self::Event]) -> Option<DateTime<Utc>> {
+        events.iter().find_map(|e| match e {
+            PoolEvent::PoolHoldExtended { expires_at, .. } => Some(*expires_at),
+            _ => None,
+        })
     }
 
     fn expire(&self, key: &ShardKey, hold_id: HoldId, now: DateTime<Utc>) -> Vec<Self::Event> {

@@ -1,4 +1,5 @@
-//! Holds (buyer): `POST /v1/shows/{id}/holds`, `GET` and `DELETE /v1/holds/{id}`.
+//! Holds (buyer): `POST /v1/shows/{id}/holds`, `GET` and `DELETE /v1/holds/{id}`,
+//! `POST /v1/holds/{id}/extend`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -20,6 +21,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/shows/{show_id}/holds", post(place_hold))
         .route("/v1/holds/{hold_id}", get(get_hold).delete(release_hold))
+        .route("/v1/holds/{hold_id}/extend", post(extend_hold))
 }
 
 /// What `POST /v1/shows/{id}/holds` reads: the fields of both bodies, so
@@ -163,4 +165,34 @@ pub(super) async fn release_hold(
     let hold_id = parse_hold_id(&hold_id)?;
     state.holds.release(&ctx, &hold_id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The body of `POST /v1/holds/{id}/extend`: `{}` (any field is refused).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExtendBody {}
+
+/// Extends a hold: it now expires `hold_ttl_seconds` from now, never later
+/// than the show's `max_hold_seconds` after it was placed.
+#[utoipa::path(post, path = "/v1/holds/{hold_id}/extend", tag = "holds", params(("hold_id" = uuid::Uuid, Path)),
+    request_body = ExtendBody,
+    responses((status = 200, description = "The hold with its new expires_at", body = HoldView),
+              (status = 409, description = "hold_extension_limit, hold_expired, hold_released, hold_converted", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 422, description = "validation_failed (a field in the body)", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = "4XX", description = "unauthorized, forbidden, hold_not_found, malformed_json, unsupported_media_type", body = super::response::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn extend_hold(
+    State(state): State<AppState>,
+    ctx: RequestContext,
+    PathParams(hold_id): PathParams<String>,
+    JsonBody(ExtendBody {}): JsonBody<ExtendBody>,
+) -> Result<Response, ApiError> {
+    let hold_id = parse_hold_id(&hold_id)?;
+    match state.holds.extend(&ctx, &hold_id).await {
+        Ok(view) => {
+            metrics::counter!("holds_extended_total").increment(1);
+            hold_response(StatusCode::OK, &view)
+        }
+        Err(error) => Err(error.into()),
+    }
 }

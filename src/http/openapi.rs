@@ -45,7 +45,7 @@ impl Modify for Extras {
     info(title = "booking", description = "Event-sourced seat reservation: a seat is sold at most once."),
     paths(
         shows::put_show, shows::get_show, availability::availability,
-        holds::place_hold, holds::get_hold, holds::release_hold,
+        holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         ops::healthz, ops::readyz, ops::metrics, openapi_json,
@@ -138,6 +138,14 @@ mod tests {
             (
                 format!("{s}/ShowDefinition/properties/max_seats_per_buyer/maximum"),
                 MAX_SEATS_PER_BUYER.into(),
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/max_hold_seconds/minimum"),
+                MIN_MAX_HOLD_SECONDS.into(),
+            ),
+            (
+                format!("{s}/ShowDefinition/properties/max_hold_seconds/maximum"),
+                MAX_HOLD_SECONDS_CAP.into(),
             ),
             (
                 format!("{s}/ShowDefinition/properties/seats/maxItems"),

@@ -45,6 +45,8 @@ pub enum ApiError {
     UnknownPool(String),
     /// 409
     HoldConverted,
+    /// 409: the hold already expires `max_hold_seconds` after its placement.
+    HoldExtensionLimit,
     /// 409: the hold expired before (refunded: false) or during (true) the payment.
     HoldExpired { refunded: bool },
     /// 409: the hold was released.
@@ -118,6 +120,11 @@ impl ApiError {
                 "Unknown pool",
             ),
             HoldConverted => (StatusCode::CONFLICT, "hold_converted", "Hold converted"),
+            HoldExtensionLimit => (
+                StatusCode::CONFLICT,
+                "hold_extension_limit",
+                "Hold extension limit",
+            ),
             HoldExpired { .. } => (StatusCode::CONFLICT, "hold_expired", "Hold expired"),
             HoldReleased { .. } => (StatusCode::CONFLICT, "hold_released", "Hold released"),
             PaymentDeclined(_) => (
@@ -219,6 +226,10 @@ impl ApiError {
             ),
             UnknownPool(pool) => format!("the show has no pool {pool}"),
             HoldConverted => "the hold has been converted into a booking".into(),
+            HoldExtensionLimit => {
+                "the hold already lasts as long as the show allows (max_hold_seconds from its placement)"
+                    .into()
+            }
             UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
             UnknownSeat(_) => "the show has no seats with these ids".into(),
             UnknownSeatHere(seat) => format!("the show has no seat {seat}"),
@@ -274,6 +285,7 @@ pub const PROBLEM_CODES: &[&str] = &[
     "hold_expired",
     "hold_released",
     "hold_converted",
+    "hold_extension_limit",
     "payment_declined",
     "payment_unavailable",
     "idempotency_key_reused",
@@ -365,6 +377,9 @@ impl From<HoldError> for ApiError {
             HoldError::HoldNotFound => ApiError::HoldNotFound,
             HoldError::Forbidden => ApiError::Forbidden,
             HoldError::HoldConverted => ApiError::HoldConverted,
+            HoldError::HoldExpired => ApiError::HoldExpired { refunded: false },
+            HoldError::HoldReleased => ApiError::HoldReleased { refunded: false },
+            HoldError::ExtensionLimit => ApiError::HoldExtensionLimit,
             HoldError::Busy => ApiError::Busy,
             HoldError::Store(e) => e.into(),
         }
@@ -422,6 +437,7 @@ mod tests {
             },
             ApiError::UnknownPool(String::new()),
             ApiError::HoldConverted,
+            ApiError::HoldExtensionLimit,
             ApiError::HoldExpired { refunded: false },
             ApiError::HoldReleased { refunded: false },
             ApiError::PaymentDeclined(String::new()),

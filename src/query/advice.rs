@@ -84,6 +84,11 @@ pub struct TtlAdvice {
     pub candidates: Vec<Candidate>,
     /// Holds that ran to their expiry (neither bought nor released).
     pub expired_holds: usize,
+    /// Holds extended at least once (`POST /v1/holds/{id}/extend`), and
+    /// their share of all holds placed: many extensions say the TTL is short
+    /// for how buyers check out.
+    pub extended_holds: usize,
+    pub extended_share: f64,
     /// Seat (or place) minutes those holds kept from other buyers at the current TTL.
     pub unavailable_seat_minutes_at_current_ttl: f64,
     pub recommended_ttl_seconds: u32,
@@ -96,11 +101,23 @@ struct HoldFacts {
     placed_at: Option<DateTime<Utc>>,
     expires_at: Option<DateTime<Utc>>,
     units: u32,
+    extended: bool,
     released: bool,
     converted: bool,
     requested_at: Option<DateTime<Utc>>,
     payment_seconds: Option<f64>,
     completed_at: Option<DateTime<Utc>>,
+}
+
+impl HoldFacts {
+    /// An extension: the hold now expires at `expires_at` (one event per
+    /// unit, all at the same instant).
+    fn extend_to(&mut self, expires_at: DateTime<Utc>) {
+        self.extended = true;
+        if self.expires_at.is_none_or(|at| at < expires_at) {
+            self.expires_at = Some(expires_at);
+        }
+    }
 }
 
 fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
@@ -153,6 +170,10 @@ fn add_event(holds: &mut HashMap<HoldId, HoldFacts>, event: &LogEvent) -> Result
                 SeatEvent::HoldConverted { hold_id, .. } => {
                     holds.entry(hold_id).or_default().converted = true
                 }
+                SeatEvent::HoldExtended {
+                    hold_id,
+                    expires_at,
+                } => holds.entry(hold_id).or_default().extend_to(expires_at),
                 SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
             }
         }
@@ -175,6 +196,10 @@ fn add_event(holds: &mut HashMap<HoldId, HoldFacts>, event: &LogEvent) -> Result
                 PoolEvent::PoolHoldConverted { hold_id, .. } => {
                     holds.entry(hold_id).or_default().converted = true
                 }
+                PoolEvent::PoolHoldExtended {
+                    hold_id,
+                    expires_at,
+                } => holds.entry(hold_id).or_default().extend_to(expires_at),
                 PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
             }
         }
@@ -285,6 +310,16 @@ pub async fn advise(
     let current = show.hold_ttl_seconds;
     let unit_minutes: f64 =
         expired.iter().map(|h| f64::from(h.units)).sum::<f64>() * f64::from(current) / 60.0;
+    let placed = holds.values().filter(|h| h.placed_at.is_some()).count();
+    let extended_holds = holds
+        .values()
+        .filter(|h| h.extended && h.placed_at.is_some())
+        .count();
+    let extended_share = if placed == 0 {
+        0.0
+    } else {
+        extended_holds as f64 / placed as f64
+    };
     let candidates = candidates(&to_purchase, current);
     let completed = to_purchase.len();
     let hold_to_purchase = Distribution::of(to_purchase);
@@ -297,6 +332,8 @@ pub async fn advise(
         payment_latency_seconds: Distribution::of(payments),
         candidates,
         expired_holds: expired.len(),
+        extended_holds,
+        extended_share,
         unavailable_seat_minutes_at_current_ttl: unit_minutes,
         recommended_ttl_seconds: recommended,
         margin: RECOMMENDATION_MARGIN,

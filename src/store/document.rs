@@ -29,6 +29,14 @@ pub struct HoldConversion {
     pub booking_id: BookingId,
 }
 
+/// A hold extended to a later `expires_at_us`: its record and its pool
+/// parts take it while `held`, and only if it is later than theirs.
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldExtension {
+    pub hold_id: HoldId,
+    pub expires_at_us: i64,
+}
+
 #[derive(Debug, Default, Serialize)]
 pub struct Document<'a> {
     /// When the batch was recorded: every event's `recorded_at_us`, the
@@ -42,6 +50,7 @@ pub struct Document<'a> {
     pub pool_holds: Vec<&'a PoolHoldRow>,
     pub hold_ends: Vec<HoldEnd>,
     pub hold_conversions: Vec<HoldConversion>,
+    pub hold_extensions: Vec<HoldExtension>,
     pub checkouts: Vec<&'a CheckoutRow>,
     pub idempotency_key: Option<&'a IdempotencyKeyRow>,
     pub checkpoint: Option<&'a CheckpointMove>,
@@ -84,6 +93,13 @@ impl<'a> Document<'a> {
             } => self.hold_conversions.push(HoldConversion {
                 hold_id: *hold_id,
                 booking_id: *booking_id,
+            }),
+            HoldChange::Extended {
+                hold_id,
+                expires_at_us,
+            } => self.hold_extensions.push(HoldExtension {
+                hold_id: *hold_id,
+                expires_at_us: *expires_at_us,
             }),
         }
     }

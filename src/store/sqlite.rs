@@ -53,6 +53,16 @@ const CONVERT_HOLDS: &str =
 const CONVERT_POOL_HOLDS: &str =
     "UPDATE pool_holds AS p SET state = 'converted' FROM json_each($1) u \
      WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
+/// One update per hold, to the latest expiry the part names (a part may
+/// name a hold once per unit).
+const EXTEND_HOLDS: &str = "UPDATE holds AS h SET expires_at_us = u.expires_at_us \
+     FROM (SELECT e.value ->> 'hold_id' AS hold_id, max(e.value ->> 'expires_at_us') AS expires_at_us \
+           FROM json_each($1) e GROUP BY 1) u \
+     WHERE h.hold_id = u.hold_id AND h.state = 'held' AND h.expires_at_us < u.expires_at_us";
+const EXTEND_POOL_HOLDS: &str = "UPDATE pool_holds AS p SET expires_at_us = u.expires_at_us \
+     FROM (SELECT e.value ->> 'hold_id' AS hold_id, max(e.value ->> 'expires_at_us') AS expires_at_us \
+           FROM json_each($1) e GROUP BY 1) u \
+     WHERE p.hold_id = u.hold_id AND p.state = 'held' AND p.expires_at_us < u.expires_at_us";
 const CHECKOUTS: &str = "INSERT INTO checkouts \
        (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id, refund_reason, amount_cents, last_seq, updated_at_us) \
      SELECT c.value ->> 'hold_id', c.value ->> 'show_id', c.value ->> 'buyer', c.value ->> 'phase', \
@@ -144,6 +154,16 @@ impl SqliteJob {
             CONVERT_POOL_HOLDS,
             doc.hold_conversions.len(),
             to_json(&doc.hold_conversions),
+        )?;
+        part(
+            EXTEND_HOLDS,
+            doc.hold_extensions.len(),
+            to_json(&doc.hold_extensions),
+        )?;
+        part(
+            EXTEND_POOL_HOLDS,
+            doc.hold_extensions.len(),
+            to_json(&doc.hold_extensions),
         )?;
         part(CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts))?;
         Ok(Self {

@@ -137,6 +137,28 @@ impl Tables {
                 hold_id,
                 booking_id,
             } => self.end(*hold_id, HoldState::Converted, Some(*booking_id)),
+            HoldChange::Extended {
+                hold_id,
+                expires_at_us,
+            } => self.extend(*hold_id, *expires_at_us),
+        }
+    }
+
+    /// As `booking_append` and the SQLite statements: a `held` record (and
+    /// its `held` pool parts) takes a later expiry, never an earlier one.
+    fn extend(&mut self, hold_id: HoldId, expires_at_us: i64) {
+        if let Some(hold) = self.holds.get_mut(&hold_id) {
+            if hold.state == HoldState::Held && hold.expires_at_us < expires_at_us {
+                hold.expires_at_us = expires_at_us;
+            }
+        }
+        for (_, part) in self
+            .pool_holds
+            .range_mut((hold_id, u32::MIN)..=(hold_id, u32::MAX))
+        {
+            if part.state == HoldState::Held && part.expires_at_us < expires_at_us {
+                part.expires_at_us = expires_at_us;
+            }
         }
     }
 

@@ -238,6 +238,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             hold_id: held_id,
             buyer: alice_id.clone(),
             expires_at: instant(&held, "expires_at"),
+            placed_expires_at: instant(&held, "expires_at"),
         })
     );
 

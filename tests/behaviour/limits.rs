@@ -12,6 +12,7 @@ use crate::tests;
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
+        limit_follows_an_extended_hold_past_its_first_expiry,
         limit_is_exact_for_20_concurrent_holds_of_one_buyer,
         limit_is_exact_across_two_instances_on_one_database,
         limit_counts_pool_places_with_seats,
@@ -350,4 +351,41 @@ async fn limit_stream_loads_through_cqrs_es_and_decides_as_the_service_does(env:
         Ok(1)
     );
     db.close().await;
+}
+
+/// An extension moves the hold's expiry on the allowance too: the extended
+/// hold keeps counting after its first `expires_at`.
+async fn limit_follows_an_extended_hold_past_its_first_expiry(env: TestEnv) {
+    let app = env.spawn().await;
+    limited_show(&app, "limitext", 10, 60, LIMIT).await;
+    let alice = app.buyer("alice");
+    let held = hold(
+        &app,
+        &alice,
+        "limitext",
+        json!({"seats": seats(1, LIMIT as usize)}),
+    )
+    .await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    app.clock.advance(chrono::Duration::seconds(50));
+    let extended = app
+        .call(
+            Method::POST,
+            &format!("/v1/holds/{}/extend", held.str("hold_id")),
+            Some(&alice),
+            Some(&json!({})),
+            &[],
+        )
+        .await;
+    assert_eq!(extended.status, StatusCode::OK, "{}", extended.body);
+    // Past the first expiry (60 s), within the extension (50 + 60 s).
+    app.clock.advance(chrono::Duration::seconds(20));
+    let more = hold(
+        &app,
+        &alice,
+        "limitext",
+        json!({"seats": seats(LIMIT as usize + 1, 1)}),
+    )
+    .await;
+    expect_limit(&more, LIMIT);
 }

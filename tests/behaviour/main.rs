@@ -15,6 +15,7 @@ mod cluster;
 mod cqrs;
 mod crash;
 mod edge;
+mod extension;
 mod holds;
 mod hostile;
 mod limits;
@@ -65,6 +66,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(secret::tests());
     all.extend(streams::tests());
     all.extend(caching::tests());
+    all.extend(extension::tests());
     all
 }
 

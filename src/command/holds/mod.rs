@@ -11,8 +11,10 @@
 //! By step: `request` (what is asked, checked against the show), `place`
 //! (deciding and appending a new hold, or answering an idempotent retry),
 //! `read` (a stored hold as the API shows it) and `release` (ending a hold
-//! before it is bought: released by the buyer, or expired by the sweeper).
+//! before it is bought: released by the buyer, or expired by the sweeper),
+//! `extend` (moving an active hold's expiry on, up to the show's cap).
 
+mod extend;
 mod place;
 mod read;
 mod release;
@@ -62,6 +64,12 @@ pub enum HoldError {
     Forbidden,
     #[error("the hold has been converted into a booking")]
     HoldConverted,
+    #[error("the hold has expired")]
+    HoldExpired,
+    #[error("the hold was released")]
+    HoldReleased,
+    #[error("the hold already lasts as long as the show allows")]
+    ExtensionLimit,
     #[error("contention did not settle")]
     Busy,
     #[error(transparent)]
