@@ -38,6 +38,8 @@ pub enum ApiError {
     SeatTaken(Vec<String>),
     /// 409: the pool cannot serve the quantity; `available` places are free.
     SoldOut { available: u32 },
+    /// 409: best available found no block of free seats side by side.
+    NoAdjacentSeats,
     /// 422: a pool the show does not have.
     UnknownPool(String),
     /// 409
@@ -104,6 +106,11 @@ impl ApiError {
             ShowExists => (StatusCode::CONFLICT, "show_exists", "Show exists"),
             SeatTaken(_) => (StatusCode::CONFLICT, "seat_taken", "Seat taken"),
             SoldOut { .. } => (StatusCode::CONFLICT, "sold_out", "Sold out"),
+            NoAdjacentSeats => (
+                StatusCode::CONFLICT,
+                "no_adjacent_seats",
+                "No adjacent seats",
+            ),
             UnknownPool(_) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unknown_pool",
@@ -205,6 +212,9 @@ impl ApiError {
             SoldOut { available } => {
                 format!("only {available} places are free; nothing was held")
             }
+            NoAdjacentSeats => {
+                "no block of that many free seats side by side is left; nothing was held".into()
+            }
             UnknownPool(pool) => format!("the show has no pool {pool}"),
             HoldConverted => "the hold has been converted into a booking".into(),
             UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
@@ -253,6 +263,7 @@ pub const PROBLEM_CODES: &[&str] = &[
     "unknown_pool",
     "seat_taken",
     "sold_out",
+    "no_adjacent_seats",
     "hold_not_found",
     "hold_expired",
     "hold_released",
@@ -341,6 +352,7 @@ impl From<HoldError> for ApiError {
             }
             HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
             HoldError::SoldOut { available } => ApiError::SoldOut { available },
+            HoldError::NoAdjacentSeats => ApiError::NoAdjacentSeats,
             HoldError::UnknownPool(pool) => ApiError::UnknownPool(pool.to_string()),
             HoldError::HoldNotFound => ApiError::HoldNotFound,
             HoldError::Forbidden => ApiError::Forbidden,
@@ -396,6 +408,7 @@ mod tests {
             ApiError::ShowExists,
             ApiError::SeatTaken(vec![]),
             ApiError::SoldOut { available: 0 },
+            ApiError::NoAdjacentSeats,
             ApiError::UnknownPool(String::new()),
             ApiError::HoldConverted,
             ApiError::HoldExpired { refunded: false },

@@ -13,6 +13,7 @@
 //! `read` (a stored hold as the API shows it) and `release` (ending a hold
 //! before it is bought: released by the buyer, or expired by the sweeper).
 
+mod best;
 mod place;
 mod read;
 mod release;
@@ -30,6 +31,7 @@ use crate::clock::Clock;
 use crate::command::units::Inventory;
 use crate::store::{Store, StoreError};
 
+pub use best::{BestAvailable, SeatStates, MAX_CHOOSE_ROUNDS};
 pub use request::HoldRequest;
 
 /// Rounds of deciding and appending per command before giving up with 503
@@ -52,6 +54,8 @@ pub enum HoldError {
     SeatsTaken(Vec<SeatId>),
     #[error("sold out")]
     SoldOut { available: u32 },
+    #[error("no block of free seats side by side of that size")]
+    NoAdjacentSeats,
     #[error("idempotency key reused with another request")]
     IdempotencyKeyReused,
     #[error("hold not found")]
@@ -98,6 +102,7 @@ pub struct HoldService {
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     inventory: Arc<Inventory>,
+    claims: best::Claims,
 }
 
 impl HoldService {
@@ -112,6 +117,7 @@ impl HoldService {
             catalog,
             clock,
             inventory,
+            claims: best::Claims::default(),
         }
     }
 
