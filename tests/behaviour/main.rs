@@ -9,6 +9,7 @@ mod support;
 
 mod audit;
 mod bad_input;
+mod best;
 mod caching;
 mod checkout;
 mod cluster;
@@ -62,6 +63,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(secret::tests());
     all.extend(streams::tests());
     all.extend(caching::tests());
+    all.extend(best::tests());
     all
 }
 
