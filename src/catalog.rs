@@ -85,6 +85,11 @@ pub struct SeatDefinition {
     /// 0..=MAX_PRICE_CENTS.
     #[schema(minimum = 0, maximum = 10000000)]
     pub price_cents: i64,
+    /// 0..=MAX_SEAT_RANK; for best available, lower is better. Absent: the
+    /// seat's position in `seats` (absent stays absent when read back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1000000000)]
+    pub rank: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -120,6 +125,7 @@ impl ShowDefinition {
                     row: s.row.clone(),
                     number: s.number,
                     price_cents: s.price_cents,
+                    rank: s.rank,
                 })
                 .collect(),
             self.pools

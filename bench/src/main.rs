@@ -50,7 +50,7 @@ struct Args {
     /// Concurrent connections of the fixed-time scenarios and the baseline.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// Scenarios to run (default: all).
+    /// Scenarios to run (default: all but the opt-in ones, `best`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -207,6 +207,10 @@ async fn run_store(
     }
     if wanted("floor") {
         results.push(scenarios::http_floor(&target, args.concurrency, seconds).await?);
+    }
+    // Opt-in: only when named (`--only best`).
+    if args.only.iter().any(|o| o == "best") {
+        results.push(scenarios::best_storm(&target).await?);
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);

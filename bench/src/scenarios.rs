@@ -497,3 +497,86 @@ pub async fn sample_lag(
     let mean = samples.iter().sum::<i64>() as f64 / samples.len().max(1) as f64;
     Ok((max, mean))
 }
+
+/// Best available under a storm: 2,000 buyers ask for 2 seats each at once
+/// on a 5,000-seat show (5 sections of 40 rows of 25). Reports the holds
+/// placed and the single seats left stranded: free seats whose neighbours
+/// in their row (numbers one below and above) are both non-free or walls.
+pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
+    const BUYERS: usize = 2_000;
+    const SECTIONS: [&str; 5] = ["A", "B", "C", "D", "E"];
+    const ROWS: u32 = 40;
+    const PER_ROW: u32 = 25;
+    let show = "best";
+    let seats: Vec<Value> = SECTIONS
+        .iter()
+        .flat_map(|section| {
+            (1..=ROWS).flat_map(move |row| {
+                (1..=PER_ROW).map(move |n| {
+                    json!({"seat_id": format!("{section}-{row}-{n}"), "section": section,
+                           "row": row.to_string(), "number": n, "price_cents": 5000})
+                })
+            })
+        })
+        .collect();
+    put_show(
+        target,
+        show,
+        json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats}),
+    )
+    .await?;
+    let tokens: Vec<String> = (0..BUYERS)
+        .map(|i| target.token(&format!("b{i}"), Role::Buyer))
+        .collect();
+    let target = Arc::new(target.clone());
+    let (wall, answers) = burst(&target, BUYERS, |i| {
+        (
+            format!("/v1/shows/{show}/holds"),
+            tokens[i].clone(),
+            json!({"best_available": {"quantity": 2}}),
+        )
+    })
+    .await;
+    let placed = answers.iter().filter(|(s, _)| *s == 201).count();
+    let availability: Value = target
+        .client
+        .get(format!("{}/v1/shows/{show}/availability", target.base))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let free: std::collections::HashSet<String> = availability["seats"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s["status"] == "available")
+        .filter_map(|s| s["seat_id"].as_str().map(str::to_owned))
+        .collect();
+    let is_free = |section: &str, row: u32, n: u32| {
+        (1..=PER_ROW).contains(&n) && free.contains(&format!("{section}-{row}-{n}"))
+    };
+    let mut stranded = 0;
+    for section in SECTIONS {
+        for row in 1..=ROWS {
+            stranded += (1..=PER_ROW)
+                .filter(|&n| {
+                    is_free(section, row, n)
+                        && !is_free(section, row, n - 1)
+                        && !is_free(section, row, n + 1)
+                })
+                .count();
+        }
+    }
+    let mut figures = Figures::from_latencies(
+        "best available storm (2,000 buyers x 2, 5,000 seats)",
+        target.store,
+        &answers,
+        wall,
+    );
+    figures.note = format!(
+        "holds placed: {placed}; free seats left: {}; stranded single seats: {stranded}",
+        free.len()
+    );
+    Ok(figures)
+}

@@ -83,6 +83,12 @@ pub const MAX_SEATS_PER_BUYER: u32 = 1_000;
 pub const MIN_BEST_AVAILABLE_QUANTITY: usize = 1;
 pub const MAX_BEST_AVAILABLE_QUANTITY: usize = 10;
 
+/// A seat's `rank` in a show definition (lower is better for best
+/// available): 0..=MAX_SEAT_RANK. A billion leaves room for any venue's
+/// scheme (section * 1e6 + row * 1e3 + seat, say), and the sum of ten ranks
+/// stays far inside an i64.
+pub const MAX_SEAT_RANK: i64 = 1_000_000_000;
+
 /// How long a hold may last in total, extensions included, in seconds from
 /// the moment it was placed: two hours, the same as the longest hold TTL.
 /// Extending must not become a way to keep inventory from other buyers

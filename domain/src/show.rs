@@ -10,7 +10,7 @@ use crate::ids::{PoolId, SeatId, ShowId};
 use crate::limits::{
     DEFAULT_MAX_HOLD_TTLS, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW,
     MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW,
-    MAX_SEAT_NUMBER, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS,
+    MAX_SEAT_NUMBER, MAX_SEAT_RANK, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS,
     MIN_SEATS_PER_BUYER,
 };
 
@@ -21,6 +21,9 @@ pub struct SeatSpec {
     pub row: String,
     pub number: u32,
     pub price_cents: i64,
+    /// For best available, lower is better; `None`: the seat's position in
+    /// the show's list (`Show::seat_rank`).
+    pub rank: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,8 @@ pub enum ShowError {
     Price { field: String },
     #[error("{field} must be 1..{MAX_SEAT_NUMBER}")]
     SeatNumber { field: String },
+    #[error("{field} must be 0..={MAX_SEAT_RANK} (MAX_SEAT_RANK)")]
+    Rank { field: String },
     #[error("{field} must be 1..={MAX_POOL_CAPACITY}")]
     Capacity { field: String },
     #[error("{field} must be 1..={MAX_POOL_SHARDS} and at most the capacity")]
@@ -147,6 +152,14 @@ impl Show {
                     field: format!("seats[{i}].number"),
                 });
             }
+            if seat
+                .rank
+                .is_some_and(|rank| !(0..=MAX_SEAT_RANK).contains(&rank))
+            {
+                return Err(ShowError::Rank {
+                    field: format!("seats[{i}].rank"),
+                });
+            }
             if seat_index.insert(seat.seat_id.clone(), i).is_some() {
                 return Err(ShowError::DuplicateSeat(seat.seat_id.clone()));
             }
@@ -235,6 +248,15 @@ impl Show {
         Some((ordinal, &self.seats[ordinal]))
     }
 
+    /// The rank of the seat at `ordinal` for best available: its own, else
+    /// its position in the list.
+    pub fn seat_rank(&self, ordinal: usize) -> i64 {
+        self.seats
+            .get(ordinal)
+            .and_then(|seat| seat.rank)
+            .unwrap_or(ordinal as i64)
+    }
+
     pub fn hold_ttl(&self) -> chrono::Duration {
         chrono::Duration::seconds(i64::from(self.hold_ttl_seconds))
     }
@@ -251,6 +273,7 @@ mod tests {
             row: "1".into(),
             number: 1,
             price_cents: 5000,
+            rank: None,
         }
     }
 
@@ -449,6 +472,31 @@ mod tests {
             ShowError::ControlCharacter {
                 field: "name".into()
             }
+        );
+    }
+
+    #[test]
+    fn it_should_refuse_a_rank_outside_its_range_naming_the_field() {
+        for bad in [-1, MAX_SEAT_RANK + 1] {
+            let mut s = seat("A");
+            s.rank = Some(bad);
+            assert_eq!(
+                show(vec![seat("B"), s], vec![], 60).unwrap_err(),
+                ShowError::Rank {
+                    field: "seats[1].rank".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_seat_ranks_by_its_own_rank_else_by_its_position() {
+        let mut ranked = seat("B");
+        ranked.rank = Some(MAX_SEAT_RANK);
+        let show = show(vec![seat("A"), ranked, seat("C")], vec![], 60).unwrap();
+        assert_eq!(
+            [show.seat_rank(0), show.seat_rank(1), show.seat_rank(2)],
+            [0, MAX_SEAT_RANK, 2]
         );
     }
 

@@ -14,8 +14,11 @@ use super::problem::ApiError;
 use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
+use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::command::holds::{HoldRequest, HoldView, Placed};
+use crate::command::holds::{BestAvailable, HoldRequest, HoldView, Placed, SeatStates};
+use crate::query::availability::AvailabilityCache;
+use crate::store::{Store, StoreError};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -24,24 +27,70 @@ pub fn router() -> Router<AppState> {
         .route("/v1/holds/{hold_id}/extend", post(extend_hold))
 }
 
-/// What `POST /v1/shows/{id}/holds` reads: the fields of both bodies, so
-/// that a body with both or neither is refused naming the rule.
+/// What `POST /v1/shows/{id}/holds` reads: the fields of all three bodies,
+/// so that a body with two or none is refused naming the rule.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct HoldFields {
     seats: Option<Vec<SeatId>>,
     pool_id: Option<PoolId>,
     quantity: Option<u32>,
+    best_available: Option<BestAvailableFields>,
 }
 
-/// Either `{"seats": [...]}` or `{"pool_id": "...", "quantity": n}` (the
-/// documented shape; `HoldFields` reads it).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BestAvailableFields {
+    quantity: u32,
+    section: Option<String>,
+}
+
+/// `{"seats": [...]}`, `{"pool_id": "...", "quantity": n}` or
+/// `{"best_available": {"quantity": n, "section": "A"}}` (the documented
+/// shape; `HoldFields` reads it).
 #[derive(utoipa::ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
 pub(super) enum HoldBody {
     Seats(SeatsHold),
     Pool(PoolHold),
+    BestAvailable(BestAvailableHold),
+}
+
+#[derive(utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct BestAvailableHold {
+    best_available: BestAvailableAsk,
+}
+
+/// The service chooses `quantity` free seats side by side (one section and
+/// row, consecutive numbers), never stranding a single free seat unless
+/// every block would, best ranked first.
+#[derive(utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct BestAvailableAsk {
+    /// MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY seats.
+    #[schema(minimum = 1, maximum = 10)]
+    quantity: u32,
+    /// Only this section (one the show has; else 422); any section if absent.
+    #[schema(min_length = 1, max_length = 200)]
+    section: Option<String>,
+}
+
+/// Best available chooses from the availability cache's statuses (advice:
+/// the hold's append decides).
+impl SeatStates for AvailabilityCache {
+    fn statuses(
+        &self,
+        store: &Store,
+        entry: &CatalogEntry,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> impl std::future::Future<Output = Result<Vec<domain::seat::SeatStatus>, StoreError>> + Send
+    {
+        AvailabilityCache::statuses(self, store, entry, now)
+    }
 }
 
 #[derive(utoipa::ToSchema)]
@@ -79,7 +128,8 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
     raw.parse().map(HoldId).map_err(|_| ApiError::HoldNotFound)
 }
 
-/// Holds seats (all or nothing) or places of a pool.
+/// Holds seats (all or nothing), places of a pool, or the best available
+/// block of seats side by side.
 #[utoipa::path(post, path = "/v1/shows/{show_id}/holds", tag = "holds",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7E]([\\x20-\\x7E]{0,253}[\\x21-\\x7E])?$", min_length = 1, max_length = 255,
@@ -88,7 +138,7 @@ fn parse_hold_id(raw: &str) -> Result<HoldId, ApiError> {
     responses(
         (status = 201, description = "Held", body = HoldView),
         (status = 200, description = "The hold an earlier request with this key made", body = HoldView),
-        (status = 409, description = "seat_taken (with `seats`), sold_out (with `available`) or buyer_limit_reached (with `limit` and `current`)", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "seat_taken (with `seats`), sold_out (with `available`) buyer_limit_reached (with `limit` and `current`) or no_adjacent_seats", body = super::response::Problem, content_type = "application/problem+json"),
         (status = 422, description = "unknown_seat, unknown_pool, validation_failed, idempotency_key_reused", body = super::response::Problem, content_type = "application/problem+json"),
         (status = "4XX", description = "unauthorized, show_not_found, malformed_json, payload_too_large, unsupported_media_type", body = super::response::Problem, content_type = "application/problem+json"),
     ),
@@ -100,28 +150,53 @@ pub(super) async fn place_hold(
     JsonBody(body): JsonBody<HoldFields>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
-    let request =
-        match body {
-            HoldFields {
-                seats: Some(seats),
-                pool_id: None,
-                quantity: None,
-            } => HoldRequest::Seats(seats),
-            HoldFields {
-                seats: None,
-                pool_id: Some(pool_id),
-                quantity: Some(quantity),
-            } => HoldRequest::Pool { pool_id, quantity },
-            _ => return Err(ApiError::Validation(
-                "send either \"seats\", or \"pool_id\" with \"quantity\"; not both, not neither"
-                    .into(),
-            )),
-        };
+    let request = match body {
+        HoldFields {
+            seats: Some(seats),
+            pool_id: None,
+            quantity: None,
+            best_available: None,
+        } => HoldRequest::Seats(seats),
+        HoldFields {
+            seats: None,
+            pool_id: Some(pool_id),
+            quantity: Some(quantity),
+            best_available: None,
+        } => HoldRequest::Pool { pool_id, quantity },
+        HoldFields {
+            seats: None,
+            pool_id: None,
+            quantity: None,
+            best_available: Some(best),
+        } => {
+            let ask = BestAvailable {
+                quantity: best.quantity,
+                section: best.section,
+            };
+            let placed = state
+                .holds
+                .place_best(&ctx, &show_id, ask, &state.availability)
+                .await;
+            return placed_response("best", placed);
+        }
+        _ => return Err(ApiError::Validation(
+            "send exactly one of \"seats\", \"pool_id\" with \"quantity\", or \"best_available\""
+                .into(),
+        )),
+    };
     let kind = match &request {
         HoldRequest::Seats(_) => "seats",
         HoldRequest::Pool { .. } => "pool",
     };
-    match state.holds.place(&ctx, &show_id, request).await {
+    let placed = state.holds.place(&ctx, &show_id, request).await;
+    placed_response(kind, placed)
+}
+
+fn placed_response(
+    kind: &'static str,
+    placed: Result<Placed, crate::command::holds::HoldError>,
+) -> Result<Response, ApiError> {
+    match placed {
         Ok(Placed::New(view)) => {
             metrics::counter!("holds_placed_total", "kind" => kind).increment(1);
             hold_response(StatusCode::CREATED, &view)

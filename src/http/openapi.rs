@@ -199,6 +199,22 @@ mod tests {
                 format!("{s}/PoolHold/properties/pool_id/maxLength"),
                 MAX_SEAT_ID_CHARS as i64,
             ),
+            (
+                format!("{s}/BestAvailableAsk/properties/quantity/minimum"),
+                MIN_BEST_AVAILABLE_QUANTITY as i64,
+            ),
+            (
+                format!("{s}/BestAvailableAsk/properties/quantity/maximum"),
+                MAX_BEST_AVAILABLE_QUANTITY as i64,
+            ),
+            (
+                format!("{s}/BestAvailableAsk/properties/section/maxLength"),
+                MAX_TEXT_CHARS as i64,
+            ),
+            (
+                format!("{s}/SeatDefinition/properties/rank/maximum"),
+                MAX_SEAT_RANK,
+            ),
         ];
         for (pointer, expected) in checks {
             assert_eq!(at(&doc, &pointer).as_i64(), Some(expected), "{pointer}");

@@ -41,6 +41,8 @@ pub enum ApiError {
     /// 409: the hold would take the buyer past the show's
     /// `max_seats_per_buyer` (`limit`); `current` is what the buyer has.
     BuyerLimitReached { limit: u32, current: u32 },
+    /// 409: best available found no block of free seats side by side.
+    NoAdjacentSeats,
     /// 422: a pool the show does not have.
     UnknownPool(String),
     /// 409
@@ -113,6 +115,11 @@ impl ApiError {
                 StatusCode::CONFLICT,
                 "buyer_limit_reached",
                 "Buyer limit reached",
+            ),
+            NoAdjacentSeats => (
+                StatusCode::CONFLICT,
+                "no_adjacent_seats",
+                "No adjacent seats",
             ),
             UnknownPool(_) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -224,6 +231,9 @@ impl ApiError {
                 "a buyer may have at most {limit} seats on this show and has {current}; \
                  nothing was held"
             ),
+            NoAdjacentSeats => {
+                "no block of that many free seats side by side is left; nothing was held".into()
+            }
             UnknownPool(pool) => format!("the show has no pool {pool}"),
             HoldConverted => "the hold has been converted into a booking".into(),
             HoldExtensionLimit => {
@@ -281,6 +291,7 @@ pub const PROBLEM_CODES: &[&str] = &[
     "seat_taken",
     "sold_out",
     "buyer_limit_reached",
+    "no_adjacent_seats",
     "hold_not_found",
     "hold_expired",
     "hold_released",
@@ -373,6 +384,7 @@ impl From<HoldError> for ApiError {
             HoldError::BuyerLimitReached { limit, current } => {
                 ApiError::BuyerLimitReached { limit, current }
             }
+            HoldError::NoAdjacentSeats => ApiError::NoAdjacentSeats,
             HoldError::UnknownPool(pool) => ApiError::UnknownPool(pool.to_string()),
             HoldError::HoldNotFound => ApiError::HoldNotFound,
             HoldError::Forbidden => ApiError::Forbidden,
@@ -435,6 +447,7 @@ mod tests {
                 limit: 1,
                 current: 1,
             },
+            ApiError::NoAdjacentSeats,
             ApiError::UnknownPool(String::new()),
             ApiError::HoldConverted,
             ApiError::HoldExtensionLimit,

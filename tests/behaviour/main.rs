@@ -9,6 +9,7 @@ mod support;
 
 mod audit;
 mod bad_input;
+mod best;
 mod caching;
 mod checkout;
 mod cluster;
@@ -67,6 +68,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(streams::tests());
     all.extend(caching::tests());
     all.extend(extension::tests());
+    all.extend(best::tests());
     all
 }
 

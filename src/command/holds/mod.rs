@@ -14,6 +14,7 @@
 //! before it is bought: released by the buyer, or expired by the sweeper),
 //! `extend` (moving an active hold's expiry on, up to the show's cap).
 
+mod best;
 mod extend;
 mod place;
 mod read;
@@ -32,6 +33,7 @@ use crate::clock::Clock;
 use crate::command::units::Inventory;
 use crate::store::{Store, StoreError};
 
+pub use best::{BestAvailable, SeatStates, MAX_CHOOSE_ROUNDS};
 pub use request::HoldRequest;
 
 /// Rounds of deciding and appending per command before giving up with 503
@@ -56,6 +58,8 @@ pub enum HoldError {
     SoldOut { available: u32 },
     #[error("the buyer has {current} of at most {limit} seats on this show")]
     BuyerLimitReached { limit: u32, current: u32 },
+    #[error("no block of free seats side by side of that size")]
+    NoAdjacentSeats,
     #[error("idempotency key reused with another request")]
     IdempotencyKeyReused,
     #[error("hold not found")]
@@ -108,6 +112,7 @@ pub struct HoldService {
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     inventory: Arc<Inventory>,
+    claims: best::Claims,
 }
 
 impl HoldService {
@@ -122,6 +127,7 @@ impl HoldService {
             catalog,
             clock,
             inventory,
+            claims: best::Claims::default(),
         }
     }
 

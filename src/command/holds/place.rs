@@ -95,6 +95,20 @@ impl HoldService {
         let entry = self.show(show_id).await?;
         request.validate(&entry)?;
         let request_hash = request.hash(show_id);
+        self.place_validated(ctx, &entry, request, request_hash)
+            .await
+    }
+
+    /// Places a request already checked against the show, remembered under
+    /// `request_hash` (a best-available hold passes the hash of what was
+    /// asked, not of the seats chosen).
+    pub(super) async fn place_validated(
+        &self,
+        ctx: &RequestContext,
+        entry: &CatalogEntry,
+        request: HoldRequest,
+        request_hash: String,
+    ) -> Result<Placed, HoldError> {
         if let Some(key) = &ctx.idempotency_key {
             if let Some(existing) = self.replay_idempotent(ctx, key, &request_hash).await? {
                 return Ok(Placed::Existing(existing));
@@ -127,7 +141,7 @@ impl HoldService {
                         allowance: allowance.as_mut(),
                         units: seats.len() as u32,
                     };
-                    self.place_seats(&placement, &entry, seats, counted).await
+                    self.place_seats(&placement, entry, seats, counted).await
                 }
                 HoldRequest::Pool { pool_id, quantity } => {
                     let spec = entry
@@ -138,7 +152,7 @@ impl HoldService {
                         allowance: allowance.as_mut(),
                         units: *quantity,
                     };
-                    self.place_in_pool(&placement, &entry, spec, *quantity, counted)
+                    self.place_in_pool(&placement, entry, spec, *quantity, counted)
                         .await
                 }
             };
@@ -456,7 +470,7 @@ impl HoldService {
 
     /// The hold an idempotency key already produced: `Ok(Some)` if the same
     /// request made it, `Err(IdempotencyKeyReused)` if another one did.
-    async fn replay_idempotent(
+    pub(super) async fn replay_idempotent(
         &self,
         ctx: &RequestContext,
         key: &IdempotencyKey,
