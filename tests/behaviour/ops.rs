@@ -376,6 +376,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/shows/{show_id}/holds"),
     ("get", "/v1/holds/{hold_id}"),
     ("delete", "/v1/holds/{hold_id}"),
+    ("post", "/v1/holds/{hold_id}/extend"),
     ("post", "/v1/holds/{hold_id}/purchase"),
     ("get", "/v1/bookings/{booking_id}"),
     ("post", "/v1/bookings/{booking_id}/cancel"),
