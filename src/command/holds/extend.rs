@@ -8,9 +8,7 @@ use domain::show::Show;
 use projections::holds::HoldStatus;
 
 use super::{HoldError, HoldService, HoldView, MAX_DECIDE_ROUNDS};
-use crate::command::allowance::{
-    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
-};
+use crate::command::allowance::{append_with_allowance, decide_and_push, BuyerAllowance};
 use crate::command::context::RequestContext;
 use crate::command::streams::{refresh_all, StreamCache};
 use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
@@ -119,10 +117,7 @@ impl HoldService {
                     &mut batch,
                     &metadata,
                 )
-                .map_err(|e| match e {
-                    DecideError::Refused(e) => HoldError::Invalid(e.to_string()),
-                    DecideError::Store(e) => HoldError::Store(e),
-                })?,
+                .map_err(HoldError::from)?,
                 None => Vec::new(),
             };
             for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {

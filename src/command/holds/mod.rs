@@ -138,3 +138,15 @@ impl HoldService {
             .ok_or(HoldError::ShowNotFound)
     }
 }
+
+/// An allowance that cannot follow a release, expiry or extension: its
+/// decisions there only follow the units (nothing to refuse), so a refusal
+/// is a bug worth its message; a store error stays one.
+impl From<crate::command::allowance::DecideError> for HoldError {
+    fn from(e: crate::command::allowance::DecideError) -> Self {
+        match e {
+            crate::command::allowance::DecideError::Refused(e) => HoldError::Invalid(e.to_string()),
+            crate::command::allowance::DecideError::Store(e) => HoldError::Store(e),
+        }
+    }
+}

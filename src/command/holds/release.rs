@@ -7,9 +7,7 @@ use domain::show::Show;
 use projections::holds::HoldState;
 
 use super::{HoldError, HoldService, MAX_DECIDE_ROUNDS};
-use crate::command::allowance::{
-    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
-};
+use crate::command::allowance::{append_with_allowance, decide_and_push, BuyerAllowance};
 use crate::command::context::RequestContext;
 use crate::command::streams::{refresh_all, StreamCache};
 use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
@@ -112,10 +110,7 @@ impl HoldService {
                 &mut batch,
                 &metadata,
             )
-            .map_err(|e| match e {
-                DecideError::Refused(e) => HoldError::Invalid(e.to_string()),
-                DecideError::Store(e) => HoldError::Store(e),
-            })?;
+            .map_err(HoldError::from)?;
             for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
                 U::push(&mut batch, key, &stream.view(), events, &metadata)?;
             }
