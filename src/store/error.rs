@@ -128,12 +128,21 @@ pub(super) fn note_connection_loss() {
 
 /// Whether a pooled connection idle for `idle_for` must be pinged before use.
 pub(super) fn needs_ping(idle_for: Duration) -> bool {
+    needs_ping_at(
+        idle_for,
+        LAST_CONNECTION_LOSS_US.load(Ordering::Relaxed),
+        since_epoch_us(),
+    )
+}
+
+/// The rule of [`needs_ping`] at `now_us`, with the last loss at `lost_us`
+/// (0: none seen), both in microseconds since the process's epoch.
+fn needs_ping_at(idle_for: Duration, lost_us: u64, now_us: u64) -> bool {
     if idle_for >= PING_IDLE_CONNECTIONS_AFTER {
         return true;
     }
-    let lost = LAST_CONNECTION_LOSS_US.load(Ordering::Relaxed);
     // Idle since before the last loss seen.
-    lost > 0 && since_epoch_us().saturating_sub(idle_for.as_micros() as u64) <= lost
+    lost_us > 0 && now_us.saturating_sub(idle_for.as_micros() as u64) <= lost_us
 }
 
 impl StoreError {
@@ -332,11 +341,18 @@ mod tests {
 
     #[test]
     fn a_connection_idle_since_a_loss_is_pinged() {
-        assert!(needs_ping(PING_IDLE_CONNECTIONS_AFTER));
-        note_connection_loss();
-        std::thread::sleep(Duration::from_millis(5));
-        // Idle since before the loss, and since after it.
-        assert!(needs_ping(Duration::from_millis(50)));
-        assert!(!needs_ping(Duration::from_micros(10)));
+        assert!(needs_ping_at(PING_IDLE_CONNECTIONS_AFTER, 0, 1_000));
+        assert!(!needs_ping_at(Duration::from_millis(50), 0, 1_000_000));
+        // A loss at 1 s; now 1.005 s: idle since before the loss, and since after it.
+        assert!(needs_ping_at(
+            Duration::from_millis(50),
+            1_000_000,
+            1_005_000
+        ));
+        assert!(!needs_ping_at(
+            Duration::from_micros(10),
+            1_000_000,
+            1_005_000
+        ));
     }
 }

@@ -36,16 +36,7 @@ fn rows(section: &str, rows: u32, per_row: u32) -> Vec<Value> {
 async fn create(app: &TestApp, show: &str, seats: Vec<Value>) {
     let body = json!({"name": "Best", "starts_at": "2026-12-31T20:00:00Z",
                       "hold_ttl_seconds": 600, "seats": seats});
-    let answer = app
-        .call(
-            Method::PUT,
-            &format!("/v1/shows/{show}"),
-            Some(&app.admin()),
-            Some(&body),
-            &[],
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    app.create_show_from(show, &body).await;
 }
 
 async fn best(

@@ -174,16 +174,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
     body["pools"] = json!([{
         "pool_id": POOL, "capacity": POOL_CAPACITY, "price_cents": 3000, "shards": POOL_SHARDS
     }]);
-    let created = app
-        .call(
-            Method::PUT,
-            &format!("/v1/shows/{SHOW}"),
-            Some(&app.admin()),
-            Some(&body),
-            &[],
-        )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    app.create_show_from(SHOW, &body).await;
 
     // 1. Through the HTTP API: two seats held and bought, one seat held, two pool places held.
     let alice = app.buyer("alice");

@@ -25,16 +25,7 @@ async fn create(app: &TestApp, show: &str, seats: usize, ttl: u32, max_hold: Opt
     if let Some(max_hold) = max_hold {
         body["max_hold_seconds"] = json!(max_hold);
     }
-    let answer = app
-        .call(
-            Method::PUT,
-            &format!("/v1/shows/{show}"),
-            Some(&app.admin()),
-            Some(&body),
-            &[],
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    app.create_show_from(show, &body).await;
 }
 
 async fn extend(app: &TestApp, token: &str, hold_id: &str) -> Answer {
@@ -192,16 +183,7 @@ async fn pool_show(app: &TestApp, show: &str, capacity: u32, shards: u32) {
         "name": "Festival", "starts_at": "2026-12-31T20:00:00Z", "hold_ttl_seconds": 100,
         "pools": [{"pool_id": "floor", "capacity": capacity, "price_cents": 3000, "shards": shards}]
     });
-    let answer = app
-        .call(
-            Method::PUT,
-            &format!("/v1/shows/{show}"),
-            Some(&app.admin()),
-            Some(&body),
-            &[],
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    app.create_show_from(show, &body).await;
 }
 
 async fn floor(app: &TestApp, show: &str) -> Value {

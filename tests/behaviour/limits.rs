@@ -31,16 +31,7 @@ const LIMIT: u32 = 6;
 async fn limited_show(app: &TestApp, show_id: &str, seats: usize, ttl: u32, limit: u32) {
     let mut body = show_body(seats, ttl);
     body["max_seats_per_buyer"] = json!(limit);
-    let answer = app
-        .call(
-            Method::PUT,
-            &format!("/v1/shows/{show_id}"),
-            Some(&app.admin()),
-            Some(&body),
-            &[],
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    app.create_show_from(show_id, &body).await;
 }
 
 fn seats(from: usize, n: usize) -> Vec<String> {

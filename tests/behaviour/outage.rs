@@ -2,7 +2,7 @@
 //! semantics"): 503 `busy` with `Retry-After` within 5 s while it is down,
 //! never a 500, and service again as soon as it is back.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,10 @@ const BUYERS: usize = 16;
 const SEATS_PER_BUYER: usize = 120;
 /// A buyer's pause between two requests: the load is steady, not a storm.
 const PACE: Duration = Duration::from_millis(40);
-const LOAD_BEFORE_STOP: Duration = Duration::from_secs(1);
+/// Holds placed before the server is stopped: the load is under way.
+const PLACED_BEFORE_STOP: usize = BUYERS;
+/// How long the load may take to place them.
+const LOAD_DEADLINE: Duration = Duration::from_secs(30);
 const OUTAGE: Duration = Duration::from_secs(5);
 /// docs/api.md: answered within 5 s.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
@@ -87,11 +90,14 @@ async fn postgres_stopped_for_5_seconds_under_hold_load_is_503_never_500(env: Te
     let stop = Arc::new(AtomicBool::new(false));
     let log: Arc<Mutex<Vec<Sent>>> = Arc::default();
     let placed_after = Arc::new(tokio::sync::Notify::new());
+    let placed = Arc::new(AtomicUsize::new(0));
+    let placed_one = Arc::new(tokio::sync::Notify::new());
     let back_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let mut buyers = tokio::task::JoinSet::new();
     for buyer in 0..BUYERS {
         let (app, stop, log) = (app.clone(), stop.clone(), log.clone());
         let (placed_after, back_at) = (placed_after.clone(), back_at.clone());
+        let (placed, placed_one) = (placed.clone(), placed_one.clone());
         buyers.spawn(async move {
             let token = app.buyer(&format!("buyer{buyer}"));
             let mut n = 0;
@@ -102,6 +108,8 @@ async fn postgres_stopped_for_5_seconds_under_hold_load_is_503_never_500(env: Te
                 let sent = hold_once(&app, &token, &seat, &format!("k-{seat}"), buyer).await;
                 if sent.status.is_success() {
                     n += 1;
+                    placed.fetch_add(1, Ordering::SeqCst);
+                    placed_one.notify_one();
                     let back = *back_at.lock().unwrap();
                     if back.is_some_and(|back| sent.answered_at > back) {
                         placed_after.notify_one();
@@ -113,7 +121,15 @@ async fn postgres_stopped_for_5_seconds_under_hold_load_is_503_never_500(env: Te
         });
     }
 
-    tokio::time::sleep(LOAD_BEFORE_STOP).await;
+    let load_deadline = Instant::now() + LOAD_DEADLINE;
+    while placed.load(Ordering::SeqCst) < PLACED_BEFORE_STOP {
+        let left = load_deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "the load placed no {PLACED_BEFORE_STOP} holds in time"
+        );
+        let _ = tokio::time::timeout(left, placed_one.notified()).await;
+    }
     let stopping = Instant::now();
     let cluster = tokio::task::spawn_blocking(move || {
         cluster.stop().unwrap();

@@ -29,16 +29,7 @@ async fn create_pool_show(app: &TestApp, show: &str, capacity: u32, shards: Opti
         "name": "Festival", "starts_at": "2026-12-31T20:00:00Z", "hold_ttl_seconds": ttl,
         "pools": [pool]
     });
-    let answer = app
-        .call(
-            Method::PUT,
-            &format!("/v1/shows/{show}"),
-            Some(&app.admin()),
-            Some(&body),
-            &[],
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+    app.create_show_from(show, &body).await;
 }
 
 fn pool_hold(

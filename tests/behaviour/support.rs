@@ -360,12 +360,18 @@ impl TestApp {
 
     /// Creates a show of `seats` seats named S1..Sn in sections of 10 (A, B, ...).
     pub async fn create_show(&self, show_id: &str, seats: usize, hold_ttl_seconds: u32) -> Answer {
+        self.create_show_from(show_id, &show_body(seats, hold_ttl_seconds))
+            .await
+    }
+
+    /// Creates a show from its definition, as an admin; it must be new (201).
+    pub async fn create_show_from(&self, show_id: &str, body: &Value) -> Answer {
         let answer = self
             .call(
                 Method::PUT,
                 &format!("/v1/shows/{show_id}"),
                 Some(&self.admin()),
-                Some(&show_body(seats, hold_ttl_seconds)),
+                Some(body),
                 &[],
             )
             .await;
