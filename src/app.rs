@@ -149,13 +149,21 @@ impl Application {
             tracing::info!(?report, "finished checkouts left by the previous run");
         }
 
+        let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
+        let live = crate::live::LiveHub::new(
+            store.clone(),
+            availability.clone(),
+            clock.clone(),
+            settings.edge.max_subscribers,
+        );
         let state: AppState = Arc::new(Services {
+            live,
             store,
             catalog,
             holds,
             checkout,
             projector: projector.clone(),
-            availability: Default::default(),
+            availability,
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
         });
@@ -240,6 +248,10 @@ impl Application {
                 async move { sweeper.run_once().await }
             }));
         }
+        // Live availability: runs until the shutdown signal closes it.
+        workers.spawn(self.state.live.clone().run());
+        let live = self.state.live.clone();
+        let live_at_stop = self.state.live.clone();
         let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
         let server = crate::edge::serve(
             self.listener,
@@ -249,6 +261,9 @@ impl Application {
             async move {
                 shutdown.await;
                 tracing::info!("shutting down: no new connections; finishing requests in flight");
+                // Streams never finish by themselves: end them, so that the
+                // grace period is spent on requests that do.
+                live.close();
                 let _ = signalled_tx.send(());
             },
         );
@@ -267,6 +282,7 @@ impl Application {
             }
         }
         let _ = stop_tx.send(true);
+        live_at_stop.close();
         while workers.join_next().await.is_some() {}
         Ok(())
     }

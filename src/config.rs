@@ -129,6 +129,10 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOKING_MAX_CONNECTIONS", default_value_t = crate::edge::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS_LIMIT))]
     pub max_connections: u32,
+    /// Live availability streams this instance serves at once; past it 503 busy (1..=1000000).
+    #[arg(long, env = "BOOKING_MAX_SUBSCRIBERS", default_value_t = crate::live::DEFAULT_MAX_SUBSCRIBERS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS_LIMIT))]
+    pub max_subscribers: u32,
     /// Hours an idempotency key is kept before the sweeper prunes it (24..=720; the contract's minimum is 24).
     #[arg(long, env = "BOOKING_IDEMPOTENCY_RETENTION_HOURS", default_value_t = crate::workers::sweeper::DEFAULT_KEY_RETENTION.as_secs() / 3_600,
           value_parser = clap::value_parser!(u64).range(

@@ -64,12 +64,47 @@ pub const EXTRA_DB_CONNECTIONS: u64 = 4;
 /// on the same error; a short pause lets descriptors come back.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
+/// The client connection a request came on, for a handler that tunes it
+/// (a live stream bounds its send buffer). Valid while the request is
+/// served: the connection outlives its requests.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientSocket(std::os::fd::RawFd);
+
+impl ClientSocket {
+    /// Fixes the kernel's send buffer of this connection at `bytes` (Linux
+    /// doubles it for bookkeeping), instead of letting it grow to
+    /// `net.ipv4.tcp_wmem`'s maximum (4 MB by default): what a reader that
+    /// stopped reading can make the kernel keep for it.
+    pub fn bound_send_buffer(self, bytes: usize) -> std::io::Result<()> {
+        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: the descriptor is the live connection's (see above); the
+        // option value is a c_int of the size given.
+        let done = unsafe {
+            libc::setsockopt(
+                self.0,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                std::ptr::addr_of!(value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct EdgeSettings {
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
     pub request_timeout: Duration,
     pub max_connections: u32,
+    /// Live availability streams at once (`live::DEFAULT_MAX_SUBSCRIBERS`);
+    /// each also holds one of the connections above.
+    pub max_subscribers: usize,
 }
 
 impl Default for EdgeSettings {
@@ -79,6 +114,7 @@ impl Default for EdgeSettings {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_subscribers: crate::live::DEFAULT_MAX_SUBSCRIBERS,
         }
     }
 }
@@ -333,6 +369,7 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
+        let socket = ClientSocket(std::os::fd::AsRawFd::as_raw_fd(&stream));
         let activity = Arc::new(Activity::new());
         let io = TokioIo::new(Watched {
             stream,
@@ -345,7 +382,8 @@ pub async fn serve(
             let _permit = permit;
             let service_activity = activity.clone();
             let service = hyper::service::service_fn(
-                move |request: hyper::Request<hyper::body::Incoming>| {
+                move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(socket);
                     let in_flight = service_activity.begin();
                     let router = router.clone();
                     async move {

@@ -25,6 +25,7 @@ pub mod command;
 pub mod config;
 pub mod edge;
 pub mod http;
+pub mod live;
 pub mod metrics;
 pub mod payment;
 pub mod query;

@@ -73,6 +73,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             idle_timeout: Duration::from_secs(args.idle_timeout_seconds),
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             max_connections: args.max_connections,
+            max_subscribers: args.max_subscribers as usize,
         },
         idempotency_retention: Duration::from_secs(3_600 * args.idempotency_retention_hours),
     };

@@ -10,6 +10,7 @@
 //! Absolute times on a shared machine mean little; the ratios are the point.
 
 mod baseline;
+mod live;
 mod report;
 mod scenarios;
 
@@ -110,28 +111,19 @@ async fn admin_exec(url: &str, sql: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_store(
-    args: &Args,
-    store: &'static str,
-    results: &mut Vec<report::Figures>,
-) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let pg_database = format!("booking_bench_{}", uuid::Uuid::new_v4().simple());
-    let database_url = if store == "postgres" {
-        admin_exec(
-            &args.postgres_url,
-            &format!("CREATE DATABASE \"{pg_database}\""),
-        )
-        .await?;
-        with_database(&args.postgres_url, &pg_database)
-    } else {
-        format!("sqlite://{}", dir.path().join("bench.db").display())
-    };
-    let secret = uuid::Uuid::new_v4().to_string();
+type Running = (
+    Target,
+    Arc<booking::store::Store>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+);
+
+/// The service in-process on port 0, with every worker running.
+async fn start(database_url: &str, secret: &str, store: &'static str) -> anyhow::Result<Running> {
     let settings = Settings {
         addr: "127.0.0.1:0".parse()?,
-        database_url,
-        jwt_secret: secret.clone(),
+        database_url: database_url.to_owned(),
+        jwt_secret: secret.to_owned(),
         database_connections: booking::store::DEFAULT_POOL_CONNECTIONS,
         payment_latency: Duration::from_millis(booking::payment::simulator::DEFAULT_LATENCY_MS),
         workers: Workers {
@@ -157,8 +149,30 @@ async fn run_store(
             .pool_max_idle_per_host(usize::MAX)
             .build()?,
         store,
-        keys: TokenKeys::new(&secret),
+        keys: TokenKeys::new(secret),
     };
+    Ok((target, service_store, stop, server))
+}
+
+async fn run_store(
+    args: &Args,
+    store: &'static str,
+    results: &mut Vec<report::Figures>,
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let pg_database = format!("booking_bench_{}", uuid::Uuid::new_v4().simple());
+    let database_url = if store == "postgres" {
+        admin_exec(
+            &args.postgres_url,
+            &format!("CREATE DATABASE \"{pg_database}\""),
+        )
+        .await?;
+        with_database(&args.postgres_url, &pg_database)
+    } else {
+        format!("sqlite://{}", dir.path().join("bench.db").display())
+    };
+    let secret = uuid::Uuid::new_v4().to_string();
+    let (target, service_store, stop, server) = start(&database_url, &secret, store).await?;
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     let seconds = Duration::from_secs(args.seconds);
     if wanted("storm") {
@@ -211,6 +225,17 @@ async fn run_store(
     // Opt-in: only when named (`--only best`).
     if args.only.iter().any(|o| o == "best") {
         results.push(scenarios::best_storm(&target).await?);
+    }
+    // Opt-in: 1,000 subscribers (`--only live`); on PostgreSQL also over two instances.
+    if args.only.iter().any(|o| o == "live") {
+        results.push(live::subscribers(&[&target], args.concurrency, seconds).await?);
+        if store == "postgres" {
+            let (second, _, stop_second, second_server) =
+                start(&database_url, &secret, store).await?;
+            results.push(live::subscribers(&[&target, &second], args.concurrency, seconds).await?);
+            let _ = stop_second.send(());
+            second_server.await??;
+        }
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);

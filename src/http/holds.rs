@@ -175,7 +175,7 @@ pub(super) async fn place_hold(
             };
             let placed = state
                 .holds
-                .place_best(&ctx, &show_id, ask, &state.availability)
+                .place_best(&ctx, &show_id, ask, &*state.availability)
                 .await;
             return placed_response("best", placed);
         }

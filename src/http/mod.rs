@@ -10,8 +10,10 @@ mod availability;
 mod bookings;
 mod etag;
 mod holds;
+mod live;
 pub mod openapi;
 mod ops;
+mod page;
 mod shows;
 mod timeout;
 
@@ -37,7 +39,8 @@ pub struct Services {
     pub holds: Arc<HoldService>,
     pub checkout: Arc<CheckoutService>,
     pub projector: Projector,
-    pub availability: crate::query::availability::AvailabilityCache,
+    pub availability: Arc<crate::query::availability::AvailabilityCache>,
+    pub live: Arc<crate::live::LiveHub>,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }
@@ -57,14 +60,19 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         .merge(audit::router())
         .merge(openapi::router())
         .merge(ops::router())
-        .fallback(|| async { ApiError::NotFound })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .merge(page::router())
         .layer(axum::middleware::from_fn_with_state(
             request_timeout,
             timeout::request_timeout,
         ))
         // Streaming (text/event-stream) routes are merged here, past the
         // request timeout and inside the metrics.
+        .merge(live::router())
+        // The fallbacks last, so that they cover every route merged above
+        // (a route merged after `method_not_allowed_fallback` would answer
+        // a wrong method with an empty 405).
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {

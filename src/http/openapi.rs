@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::problem::PROBLEM_CODES;
 use super::response::{json_response, Problem};
-use super::{audit, availability, bookings, holds, ops, shows, AppState};
+use super::{audit, availability, bookings, holds, live, ops, page, shows, AppState};
 
 struct Extras;
 
@@ -44,7 +44,7 @@ impl Modify for Extras {
 #[openapi(
     info(title = "booking", description = "Event-sourced seat reservation: a seat is sold at most once."),
     paths(
-        shows::put_show, shows::get_show, availability::availability,
+        shows::put_show, shows::get_show, availability::availability, live::stream, page::seat_map,
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,

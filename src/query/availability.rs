@@ -10,12 +10,14 @@
 //! read is picked up by the next. Expiry is still applied at query time.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use domain::ids::ShowId;
 use domain::seat::SeatStatus;
-use projections::time::from_micros;
+use projections::time::{from_micros, to_micros};
+use serde::Serialize;
 
 use crate::catalog::CatalogEntry;
 use crate::store::{Store, StoreError};
@@ -70,6 +72,18 @@ impl AvailabilityCache {
         entry: &CatalogEntry,
         now: DateTime<Utc>,
     ) -> Result<Vec<SeatStatus>, StoreError> {
+        Ok(self.statuses_and_next_expiry(store, entry, now).await?.0)
+    }
+
+    /// Each seat's status at `now`, in show order, and the earliest
+    /// `expires_at` (µs) after `now` of a seat still held: the instant the
+    /// answer next changes without any event (the live feed's timer).
+    pub async fn statuses_and_next_expiry(
+        &self,
+        store: &Store,
+        entry: &CatalogEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(Vec<SeatStatus>, Option<i64>), StoreError> {
         let seats = entry.show.seats.len();
         let rows = {
             use std::sync::atomic::Ordering;
@@ -96,11 +110,210 @@ impl AvailabilityCache {
             }
             cached.rows.clone()
         };
-        Ok(rows
+        let now_us = to_micros(now);
+        let mut next_expiry: Option<i64> = None;
+        let statuses = rows
             .into_iter()
             .map(|(recorded, expires_at_us)| {
-                SeatStatus::at(recorded, expires_at_us.and_then(from_micros), now)
+                let status = SeatStatus::at(recorded, expires_at_us.and_then(from_micros), now);
+                if let (SeatStatus::Held, Some(at)) = (status, expires_at_us) {
+                    if at > now_us {
+                        next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
+                    }
+                }
+                status
             })
-            .collect())
+            .collect();
+        Ok((statuses, next_expiry))
     }
+}
+
+/// Availability of a show at one instant: what the availability answer,
+/// the live stream's snapshot and its changes are written from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Current {
+    /// Each seat's status, in show order.
+    pub statuses: Vec<SeatStatus>,
+    /// Each pool's `(held, sold)`, in show order.
+    pub pools: Vec<(u32, u32)>,
+    /// The earliest instant (µs) after this one at which a held seat or
+    /// pool place expires: the answer changes then without any event.
+    pub next_expiry_us: Option<i64>,
+}
+
+impl AvailabilityCache {
+    /// Seats from the cache, pools from their shards, both at `now`.
+    pub async fn current(
+        &self,
+        store: &Store,
+        entry: &CatalogEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Current, StoreError> {
+        let (statuses, seats_next) = self.statuses_and_next_expiry(store, entry, now).await?;
+        if entry.show.pools.is_empty() {
+            return Ok(Current {
+                statuses,
+                pools: Vec::new(),
+                next_expiry_us: seats_next,
+            });
+        }
+        let show_id = &entry.show.show_id;
+        let now_us = to_micros(now);
+        let figures = store.pool_figures(show_id, now_us).await?;
+        let pools_next = store.next_pool_expiry(show_id, now_us).await?;
+        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+        let pools = entry
+            .show
+            .pools
+            .iter()
+            .map(|pool| {
+                let stored = figures.iter().find(|f| f.pool_id == pool.pool_id);
+                (
+                    stored.map_or(0, |f| count(f.held)),
+                    stored.map_or(0, |f| count(f.sold)),
+                )
+            })
+            .collect();
+        let next_expiry_us = match (seats_next, pools_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(Current {
+            statuses,
+            pools,
+            next_expiry_us,
+        })
+    }
+}
+
+/// One pool in an availability answer or a live change.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PoolAvailability<'a> {
+    pool_id: &'a str,
+    capacity: u32,
+    available: u32,
+    held: u32,
+    sold: u32,
+}
+
+/// Seats by status (pools report their own figures).
+#[derive(Serialize, Default, utoipa::ToSchema)]
+pub struct Summary {
+    available: u32,
+    held: u32,
+    booked: u32,
+}
+
+fn pool_entry<'a>(
+    pool: &'a domain::show::PoolSpec,
+    (held, sold): (u32, u32),
+) -> PoolAvailability<'a> {
+    PoolAvailability {
+        pool_id: pool.pool_id.as_str(),
+        capacity: pool.capacity,
+        available: pool.capacity.saturating_sub(held + sold),
+        held,
+        sold,
+    }
+}
+
+fn push_seat(out: &mut String, prefix: &str, status: SeatStatus) {
+    out.push_str(prefix);
+    out.push_str(status.as_str());
+    out.push_str("\"}");
+}
+
+/// Writes the availability answer (docs/api.md, "Availability") from the
+/// show's preserialized seat entries: for 100,000 seats, a concatenation.
+/// With `position`, it is the live stream's `snapshot`. Also returns the
+/// byte range of the `as_of` value, which the `ETag` leaves out.
+pub fn render_document(
+    entry: &CatalogEntry,
+    section: Option<&str>,
+    as_of: DateTime<Utc>,
+    statuses: &[SeatStatus],
+    pools: &[(u32, u32)],
+    position: Option<i64>,
+) -> serde_json::Result<(String, Range<usize>)> {
+    let show = &entry.show;
+    let mut out = String::with_capacity(256 + statuses.len() * 56);
+    out.push_str("{\"show_id\":");
+    out.push_str(&serde_json::to_string(show.show_id.as_str())?);
+    if let Some(position) = position {
+        out.push_str(",\"position\":");
+        out.push_str(&position.to_string());
+    }
+    out.push_str(",\"as_of\":");
+    let as_of_start = out.len();
+    out.push_str(&serde_json::to_string(&as_of)?);
+    let as_of_range = as_of_start..out.len();
+    out.push_str(",\"seats\":[");
+    let mut summary = Summary::default();
+    let mut first = true;
+    for ((spec, prefix), status) in show.seats.iter().zip(&entry.seat_json_prefix).zip(statuses) {
+        if section.is_some_and(|s| s != spec.section) {
+            continue;
+        }
+        match status {
+            SeatStatus::Available => summary.available += 1,
+            SeatStatus::Held => summary.held += 1,
+            SeatStatus::Booked => summary.booked += 1,
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        push_seat(&mut out, prefix, *status);
+    }
+    let pools: Vec<PoolAvailability<'_>> = show
+        .pools
+        .iter()
+        .zip(pools)
+        .map(|(pool, figures)| pool_entry(pool, *figures))
+        .collect();
+    out.push_str("],\"pools\":");
+    out.push_str(&serde_json::to_string(&pools)?);
+    out.push_str(",\"summary\":");
+    out.push_str(&serde_json::to_string(&summary)?);
+    out.push('}');
+    Ok((out, as_of_range))
+}
+
+/// Writes a live `change` (docs/api.md, "Live availability"): the seats and
+/// pools of `now` that differ from `before`, or `None` when nothing does.
+pub fn render_change(
+    entry: &CatalogEntry,
+    position: i64,
+    before: &Current,
+    now: &Current,
+) -> serde_json::Result<Option<String>> {
+    let mut seats = String::new();
+    for ((prefix, old), new) in entry
+        .seat_json_prefix
+        .iter()
+        .zip(&before.statuses)
+        .zip(&now.statuses)
+    {
+        if old != new {
+            if !seats.is_empty() {
+                seats.push(',');
+            }
+            push_seat(&mut seats, prefix, *new);
+        }
+    }
+    let pools: Vec<PoolAvailability<'_>> = entry
+        .show
+        .pools
+        .iter()
+        .zip(before.pools.iter().zip(&now.pools))
+        .filter(|(_, (old, new))| old != new)
+        .map(|(pool, (_, new))| pool_entry(pool, *new))
+        .collect();
+    if seats.is_empty() && pools.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "{{\"position\":{position},\"seats\":[{seats}],\"pools\":{}}}",
+        serde_json::to_string(&pools)?
+    )))
 }

@@ -68,6 +68,31 @@ impl Store {
         self.read_log_from(filter, after, limit, false).await
     }
 
+    /// Positions and shows of up to `limit` events after `after`, in global
+    /// order, never past a transaction still open (see `PG_SAFE`): what a
+    /// reader needs that only asks which shows changed (the live feed).
+    pub async fn log_touches(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<(i64, Option<String>)>> {
+        let safe = match self {
+            Store::Postgres(_) => format!(" AND {PG_SAFE}"),
+            Store::Sqlite(_) => String::new(),
+        };
+        let sql = format!(
+            "SELECT position, show_id FROM events WHERE position > $1{safe} ORDER BY position LIMIT $2"
+        );
+        on_store!(self, query pool => {
+            sqlx::query_as(&sql)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
+    }
+
     /// The highest position a tailing reader can reach now (see `PG_SAFE`).
     pub async fn safe_head(&self) -> StoreResult<i64> {
         let sql = match self {

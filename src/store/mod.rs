@@ -75,6 +75,8 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(4);
 
 pub struct PgStore {
     pool: PgPool,
+    /// Counts this process's appends; see [`Store::appends`].
+    appended: tokio::sync::watch::Sender<u64>,
     /// Public queries only: see `QUERY_POOL_CONNECTIONS`.
     query: PgPool,
     repo: PostgresEventRepository,
@@ -88,6 +90,8 @@ pub struct SqliteStore {
     appender: sqlite::SqliteAppender,
     read: SqlitePool,
     repo: SqliteEventRepository,
+    /// Counts this process's appends; see [`Store::appends`].
+    appended: tokio::sync::watch::Sender<u64>,
 }
 
 pub enum Store {
@@ -175,7 +179,12 @@ impl Store {
                 .await
                 .map_err(StoreError::classify)?;
             let repo = PostgresEventRepository::new(pool.clone());
-            Ok(Store::Postgres(PgStore { pool, query, repo }))
+            Ok(Store::Postgres(PgStore {
+                pool,
+                query,
+                repo,
+                appended: tokio::sync::watch::Sender::new(0),
+            }))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
                 .map_err(|e| StoreError::BadUrl(e.to_string()))?
@@ -206,12 +215,36 @@ impl Store {
                 read,
                 repo,
                 appender,
+                appended: tokio::sync::watch::Sender::new(0),
             }))
         } else {
             Err(StoreError::BadUrl(format!(
                 "DATABASE_URL must start with sqlite:// or postgres://, got {:?}",
                 url.split(':').next().unwrap_or_default()
             )))
+        }
+    }
+
+    fn appended(&self) -> &tokio::sync::watch::Sender<u64> {
+        match self {
+            Store::Postgres(s) => &s.appended,
+            Store::Sqlite(s) => &s.appended,
+        }
+    }
+
+    /// Changes after every batch of events this process appends (a count,
+    /// not a position): what wakes a reader tailing the log in-process
+    /// instead of polling it. Appends by other processes are not seen here
+    /// (on PostgreSQL, `live::wake` carries them with LISTEN/NOTIFY).
+    pub fn appends(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.appended().subscribe()
+    }
+
+    /// The PostgreSQL pool, for what only PostgreSQL has (LISTEN/NOTIFY).
+    pub fn postgres_pool(&self) -> Option<&PgPool> {
+        match self {
+            Store::Postgres(s) => Some(&s.pool),
+            Store::Sqlite(_) => None,
         }
     }
 
@@ -368,6 +401,7 @@ impl Store {
             .await?;
         if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
             metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
+            self.appended().send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok(outcome)
     }

@@ -240,4 +240,27 @@ impl Store {
                 .collect()
         })
     }
+
+    /// The earliest `expires_at` after `now_us` of a held pool place of the
+    /// show: when its pools' figures next change without any event.
+    pub async fn next_pool_expiry(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+    ) -> StoreResult<Option<i64>> {
+        on_store!(self, query pool => {
+            retry_read(move || async move {
+                sqlx::query_scalar(
+                    "SELECT MIN(expires_at_us) FROM pool_holds \
+                     WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2",
+                )
+                .bind(show_id.as_str())
+                .bind(now_us)
+                .fetch_one(pool)
+                .await
+                .map_err(StoreError::classify)
+            })
+            .await
+        })
+    }
 }

@@ -10,6 +10,7 @@ mod support;
 mod audit;
 mod bad_input;
 mod best;
+mod browser;
 mod caching;
 mod checkout;
 mod cluster;
@@ -20,6 +21,7 @@ mod extension;
 mod holds;
 mod hostile;
 mod limits;
+mod live;
 mod online;
 mod ops;
 mod outage;
@@ -69,6 +71,8 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(caching::tests());
     all.extend(extension::tests());
     all.extend(best::tests());
+    all.extend(live::tests());
+    all.extend(browser::tests());
     all
 }
 
@@ -149,6 +153,7 @@ fn main() {
         .into_iter()
         .chain(positions::postgres_tests())
         .chain(outage::postgres_tests())
+        .chain(live::postgres_tests())
     {
         let pg_name = format!("postgres::{name}");
         match &skip_reason {

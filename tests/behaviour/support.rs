@@ -149,6 +149,14 @@ impl TestEnv {
         TestApp::start(database_url, None, uuid::Uuid::new_v4().to_string()).await
     }
 
+    /// Two instances on a database the test made itself.
+    pub async fn spawn_pair_at(&self, database_url: String) -> (TestApp, TestApp) {
+        let secret = uuid::Uuid::new_v4().to_string();
+        let first = TestApp::start(database_url.clone(), None, secret.clone()).await;
+        let second = TestApp::start(database_url, None, secret).await;
+        (first, second)
+    }
+
     /// Two instances of the service sharing one database and one secret, as
     /// two replicas behind a load balancer would.
     pub async fn spawn_pair(&self) -> (TestApp, TestApp) {
@@ -169,6 +177,7 @@ pub struct TestApp {
     pub recovery: Recovery,
     pub projector: Projector,
     pub sweeper: Sweeper,
+    pub live: Arc<booking::live::LiveHub>,
     pub database_url: String,
     keys: TokenKeys,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -252,6 +261,7 @@ impl TestApp {
         let recovery = app.recovery().clone();
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
+        let live = app.state().live.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = app
@@ -273,6 +283,7 @@ impl TestApp {
             recovery,
             projector,
             sweeper,
+            live,
             database_url: url_for_tools,
             keys: TokenKeys::new(&secret),
             shutdown: Some(tx),

@@ -16,12 +16,17 @@
 //! same best block from the same statuses, and all but one would lose it:
 //! each round would place one hold. So the seats of a choice are *claimed*
 //! in-process until its hold is answered, and a concurrent choice treats
-//! claimed seats as taken. A claim is an optimisation, never a lock (another
+//! claimed seats as taken; and once the hold is placed, its seats stay
+//! taken for every choice whose statuses were read before it (in a storm
+//! a read takes longer than many holds: measured, 2,000 buyers at once
+//! otherwise placed a few dozen holds in 30 s, every other choice losing
+//! to a hold its statuses did not show yet). A claim is an optimisation, never a lock (another
 //! instance does not see it): if only claimed seats would make a block, the
 //! choice takes it anyway, and the append decides.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
@@ -102,78 +107,182 @@ pub trait SeatStates: Sync {
     ) -> impl Future<Output = Result<Vec<SeatStatus>, StoreError>> + Send;
 }
 
-/// Seats (by ordinal) chosen by requests of this instance whose holds are
-/// not answered yet.
+/// What the choices of this instance know that the statuses they read may
+/// not show yet, per show.
 #[derive(Default)]
 pub(super) struct Claims {
-    shows: Mutex<HashMap<ShowId, HashSet<usize>>>,
+    shows: Mutex<HashMap<ShowId, ShowClaims>>,
+    /// Increases at every hold a choice placed.
+    epoch: AtomicU64,
 }
 
-/// A claim on chosen seats, given back when dropped.
+#[derive(Default)]
+struct ShowClaims {
+    /// Seats (by ordinal) chosen by requests whose holds are not answered
+    /// yet, with how many requests chose each (only the fallback lets two).
+    in_flight: HashMap<usize, usize>,
+    /// Seats of holds placed, by the epoch of their placement: a choice
+    /// whose statuses were read before that epoch may not see them taken
+    /// (under load a read can take longer than many holds do), so it treats
+    /// them as taken. Dropped once no choice reading from before is left.
+    placed: Vec<(u64, Vec<usize>)>,
+    /// Epochs at which choices still choosing started to read statuses
+    /// (with how many started at each).
+    reading: BTreeMap<u64, usize>,
+}
+
+impl ShowClaims {
+    fn forget_what_every_reader_sees(&mut self) {
+        match self.reading.keys().next().copied() {
+            None => self.placed.clear(),
+            Some(oldest) => self.placed.retain(|(epoch, _)| *epoch > oldest),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.in_flight.is_empty() && self.placed.is_empty() && self.reading.is_empty()
+    }
+}
+
+/// A choice reading statuses: registered so that holds placed meanwhile
+/// are remembered for it.
+struct Reading<'a> {
+    claims: &'a Claims,
+    show_id: ShowId,
+    started: u64,
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.claims.with_show(&self.show_id, |show| {
+            if let Some(count) = show.reading.get_mut(&self.started) {
+                *count -= 1;
+                if *count == 0 {
+                    show.reading.remove(&self.started);
+                }
+            }
+            show.forget_what_every_reader_sees();
+        });
+    }
+}
+
+/// A claim on chosen seats while their hold is placed, given back when
+/// dropped (and remembered as placed, if it was).
 struct Claim<'a> {
     claims: &'a Claims,
     show_id: ShowId,
     ordinals: Vec<usize>,
 }
 
+impl Claim<'_> {
+    /// The hold is placed: until every choice reading from before sees it,
+    /// its seats count as taken for them.
+    fn placed(self) {
+        let epoch = self.claims.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let ordinals = self.ordinals.clone();
+        self.claims.with_show(&self.show_id, |show| {
+            if !show.reading.is_empty() {
+                show.placed.push((epoch, ordinals));
+            }
+        });
+    }
+}
+
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        let mut shows = self.claims.shows.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(claimed) = shows.get_mut(&self.show_id) {
+        self.claims.with_show(&self.show_id, |show| {
             for ordinal in &self.ordinals {
-                claimed.remove(ordinal);
+                if let Some(count) = show.in_flight.get_mut(ordinal) {
+                    *count -= 1;
+                    if *count == 0 {
+                        show.in_flight.remove(ordinal);
+                    }
+                }
             }
-            if claimed.is_empty() {
-                shows.remove(&self.show_id);
-            }
-        }
+        });
     }
 }
 
 impl Claims {
-    /// Chooses a block from `statuses`, treating seats claimed by other
-    /// requests as taken unless only they would make a block, and claims it.
+    fn with_show<T>(&self, show_id: &ShowId, f: impl FnOnce(&mut ShowClaims) -> T) -> T {
+        let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+        let show = shows.entry(show_id.clone()).or_default();
+        let out = f(show);
+        if show.is_empty() {
+            shows.remove(show_id);
+        }
+        out
+    }
+
+    /// Call before reading statuses; keep until the choice is claimed.
+    fn start_reading(&self, show_id: &ShowId) -> Reading<'_> {
+        let started = self.with_show(show_id, |show| {
+            let started = self.epoch.load(Ordering::SeqCst);
+            *show.reading.entry(started).or_default() += 1;
+            started
+        });
+        Reading {
+            claims: self,
+            show_id: show_id.clone(),
+            started,
+        }
+    }
+
+    /// Chooses a block from `statuses` (read since `reading` started),
+    /// treating seats claimed by other requests, or placed since, as taken
+    /// unless only they would make a block, and claims it.
     fn choose(
         &self,
         entry: &CatalogEntry,
         statuses: &[SeatStatus],
+        reading: &Reading<'_>,
         quantity: usize,
         section: Option<&str>,
     ) -> Result<(Claim<'_>, Vec<SeatId>), HoldError> {
         let show = &entry.show;
-        let mut places: Vec<SeatPlace> = show
+        let mut places: Vec<(usize, SeatPlace)> = show
             .seats
             .iter()
             .enumerate()
             .filter(|(_, seat)| section.is_none_or(|wanted| seat.section == wanted))
-            .map(|(ordinal, seat)| SeatPlace {
-                seat_id: seat.seat_id.clone(),
-                section: seat.section.clone(),
-                row: seat.row.clone(),
-                number: seat.number,
-                rank: show.seat_rank(ordinal),
-                free: statuses.get(ordinal) == Some(&SeatStatus::Available),
+            .map(|(ordinal, seat)| {
+                let place = SeatPlace {
+                    seat_id: seat.seat_id.clone(),
+                    section: seat.section.clone(),
+                    row: seat.row.clone(),
+                    number: seat.number,
+                    rank: show.seat_rank(ordinal),
+                    free: statuses.get(ordinal) == Some(&SeatStatus::Available),
+                };
+                (ordinal, place)
             })
             .collect();
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
-        let claimed = shows.entry(show.show_id.clone()).or_default();
+        let claims = shows.entry(show.show_id.clone()).or_default();
+        let taken_since: HashSet<usize> = claims
+            .placed
+            .iter()
+            .filter(|(epoch, _)| *epoch > reading.started)
+            .flat_map(|(_, ordinals)| ordinals.iter().copied())
+            .chain(claims.in_flight.keys().copied())
+            .collect();
         let mut unclaimed = Vec::new();
-        for place in places.iter_mut() {
-            let ordinal = show.seat(&place.seat_id).map(|(o, _)| o);
-            if place.free && ordinal.is_some_and(|o| claimed.contains(&o)) {
+        for (ordinal, place) in places.iter_mut() {
+            if place.free && taken_since.contains(ordinal) {
                 place.free = false;
-                unclaimed.push(place.seat_id.clone());
+                unclaimed.push(*ordinal);
             }
         }
-        let chosen = match choose(&places, quantity, None) {
+        let mut seat_places: Vec<SeatPlace> = places.iter().map(|(_, p)| p.clone()).collect();
+        let chosen = match choose(&seat_places, quantity, None) {
             Ok(chosen) => chosen,
             Err(BestAvailableError::NoBlock) if !unclaimed.is_empty() => {
-                for place in places.iter_mut() {
-                    if unclaimed.contains(&place.seat_id) {
+                for ((ordinal, _), place) in places.iter().zip(seat_places.iter_mut()) {
+                    if unclaimed.contains(ordinal) {
                         place.free = true;
                     }
                 }
-                choose(&places, quantity, None).map_err(|_| HoldError::NoAdjacentSeats)?
+                choose(&seat_places, quantity, None).map_err(|_| HoldError::NoAdjacentSeats)?
             }
             Err(BestAvailableError::NoBlock) => return Err(HoldError::NoAdjacentSeats),
             Err(e @ BestAvailableError::QuantityOutOfRange { .. }) => {
@@ -184,7 +293,9 @@ impl Claims {
             .iter()
             .filter_map(|seat| show.seat(seat).map(|(o, _)| o))
             .collect();
-        claimed.extend(ordinals.iter().copied());
+        for ordinal in &ordinals {
+            *claims.in_flight.entry(*ordinal).or_default() += 1;
+        }
         drop(shows);
         let claim = Claim {
             claims: self,
@@ -215,16 +326,26 @@ impl HoldService {
             }
         }
         for _ in 0..MAX_CHOOSE_ROUNDS {
+            let reading = self.claims.start_reading(show_id);
             let statuses = states
                 .statuses(&self.store, &entry, self.clock.now())
                 .await?;
-            let (claim, seats) =
-                self.claims
-                    .choose(&entry, &statuses, quantity, ask.section.as_deref())?;
+            let (claim, seats) = self.claims.choose(
+                &entry,
+                &statuses,
+                &reading,
+                quantity,
+                ask.section.as_deref(),
+            )?;
+            drop(reading);
             let placed = self
                 .place_validated(ctx, &entry, HoldRequest::Seats(seats), request_hash.clone())
                 .await;
-            drop(claim);
+            if placed.is_ok() {
+                claim.placed();
+            } else {
+                drop(claim);
+            }
             match placed {
                 Err(HoldError::SeatsTaken(_)) => {
                     metrics::counter!("best_available_rechosen_total").increment(1);

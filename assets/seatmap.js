@@ -1,0 +1,465 @@
+// The seat map: the show's seats drawn from its definition, coloured live
+// from the availability stream, and a buyer's hold, extension, payment and
+// release through the public API. No framework, nothing fetched from
+// elsewhere. The stable data-* attributes are part of the contract
+// (docs/api.md, "Seat map").
+(() => {
+  "use strict";
+
+  const SVG = "http://www.w3.org/2000/svg";
+  const SEAT = 20; // seat square, px
+  const PITCH = 24; // distance between seats in a row
+  const ROW_PITCH = 26;
+  const LEFT = 34; // room for row labels
+  const MAX_BEST = 10; // docs/api.md: best available, quantity 1..10
+
+  const parts = location.pathname.split("/").filter(Boolean);
+  const showId = decodeURIComponent(parts[parts.length - 1] || "");
+  const $ = (selector) => document.querySelector(selector);
+
+  const seats = new Map(); // seat_id -> { spec, el, label, cross, status }
+  const rows = []; // [[seat_id, ...], ...] per drawn row, for arrow keys
+  const pools = new Map(); // pool_id -> { spec, el, count }
+  const selected = new Set();
+  let hold = null;
+  let clockOffset = 0; // server time - local time, from the Date header
+
+  const tokenInput = $("#token");
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  if (fragment.get("token")) tokenInput.value = fragment.get("token");
+
+  function say(text, tone) {
+    const message = $("#message");
+    message.textContent = text;
+    message.dataset.tone = tone || "error";
+  }
+
+  function list(items) {
+    return (items || []).join(", ");
+  }
+
+  function serverNow() {
+    return Date.now() + clockOffset;
+  }
+
+  async function api(method, path, body, idempotencyKey) {
+    const headers = { Accept: "application/json" };
+    const token = tokenInput.value.trim();
+    if (token) headers.Authorization = "Bearer " + token;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (error) {
+      return { ok: false, status: 0, problem: { code: "network", detail: String(error) } };
+    }
+    const date = Date.parse(response.headers.get("date") || "");
+    if (!Number.isNaN(date)) clockOffset = date - Date.now();
+    let data = null;
+    if (response.status !== 204) {
+      try {
+        data = await response.json();
+      } catch (error) {
+        data = null;
+      }
+    }
+    if (response.ok) return { ok: true, status: response.status, data };
+    return { ok: false, status: response.status, problem: data || {} };
+  }
+
+  // Every problem code a buyer can meet here, in words.
+  function explain(problem) {
+    switch (problem.code) {
+      case "seat_taken":
+        return `Sorry, ${list(problem.seats) || "a seat you chose"} ${(problem.seats || []).length > 1 ? "were" : "was"} just taken by someone else. Choose other seats.`;
+      case "sold_out":
+        return `Not enough places left: ${problem.available} free right now.`;
+      case "buyer_limit_reached":
+        return `You have reached this show's limit of ${problem.limit} seats per buyer (you have ${problem.current}).`;
+      case "no_adjacent_seats":
+        return "No block of that many seats side by side is free right now.";
+      case "hold_expired":
+        return problem.refunded
+          ? "Your hold expired while paying; the charge was refunded."
+          : "Your hold expired. Choose seats again.";
+      case "hold_released":
+        return "This hold was released.";
+      case "hold_converted":
+        return "This hold is already booked.";
+      case "hold_extension_limit":
+        return "This hold cannot be extended any further.";
+      case "payment_declined":
+        return "The payment was declined. Try another card; your seats stay held until the countdown ends.";
+      case "payment_unavailable":
+        return "The payment provider is not answering. Try again: you will not be charged twice.";
+      case "unauthorized":
+        return "Enter a valid buyer token first.";
+      case "forbidden":
+        return "This token may not do that.";
+      case "busy":
+        return "The service is busy. Try again in a moment.";
+      case "network":
+        return "No connection to the service. Check your network and try again.";
+      default:
+        return problem.detail || problem.title || "Something went wrong.";
+    }
+  }
+
+  function words(status) {
+    return { available: "available", selected: "chosen by you", held: "held", booked: "booked" }[status];
+  }
+
+  function mine(seatId) {
+    return Boolean(hold && (hold.seats || []).includes(seatId));
+  }
+
+  function paint(seatId) {
+    const seat = seats.get(seatId);
+    if (!seat) return;
+    const shown = selected.has(seatId) && seat.status === "available" ? "selected" : seat.status;
+    seat.el.dataset.status = shown;
+    seat.label.dataset.status = shown;
+    seat.el.dataset.mine = mine(seatId) ? "true" : "false";
+    seat.el.setAttribute("aria-checked", shown === "selected" ? "true" : "false");
+    seat.el.setAttribute("aria-disabled", shown === "held" || shown === "booked" ? "true" : "false");
+    const yours = mine(seatId) ? ", yours" : "";
+    seat.el.setAttribute(
+      "aria-label",
+      `Seat ${seatId}, section ${seat.spec.section}, row ${seat.spec.row}, number ${seat.spec.number}: ${words(shown)}${yours}`,
+    );
+    seat.title.textContent = `${seatId}: ${words(shown)}${yours}`;
+    seat.cross.setAttribute("visibility", seat.status === "booked" ? "visible" : "hidden");
+  }
+
+  function setStatus(seatId, status) {
+    const seat = seats.get(seatId);
+    if (!seat) return;
+    seat.status = status;
+    if (selected.has(seatId) && status !== "available") {
+      selected.delete(seatId);
+      if (!mine(seatId)) say(`Seat ${seatId} was just taken by someone else.`);
+      showSelection();
+    }
+    paint(seatId);
+  }
+
+  function showSelection() {
+    const chosen = [...selected];
+    $("#selection").textContent = chosen.length
+      ? `Selected: ${chosen.join(", ")} (${chosen.length} seat${chosen.length > 1 ? "s" : ""}).`
+      : "No seat selected.";
+    document.querySelector('[data-action="hold"]').disabled = chosen.length === 0 || Boolean(hold);
+  }
+
+  function toggle(seatId) {
+    const seat = seats.get(seatId);
+    if (!seat) return;
+    if (seat.status !== "available") {
+      say(mine(seatId) ? `Seat ${seatId} is in your hold.` : `Seat ${seatId} is ${seat.status}.`);
+      return;
+    }
+    if (selected.has(seatId)) selected.delete(seatId);
+    else selected.add(seatId);
+    say("", "ok");
+    paint(seatId);
+    showSelection();
+  }
+
+  function moveFocus(seatId, key) {
+    const r = rows.findIndex((row) => row.includes(seatId));
+    if (r < 0) return;
+    const i = rows[r].indexOf(seatId);
+    let target = null;
+    if (key === "ArrowLeft") target = rows[r][i - 1];
+    if (key === "ArrowRight") target = rows[r][i + 1];
+    if (key === "ArrowUp" && r > 0) target = rows[r - 1][Math.min(i, rows[r - 1].length - 1)];
+    if (key === "ArrowDown" && r + 1 < rows.length) target = rows[r + 1][Math.min(i, rows[r + 1].length - 1)];
+    if (target) seats.get(target).el.focus();
+  }
+
+  function el(name, attributes, parent) {
+    const node = document.createElementNS(SVG, name);
+    for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function draw(show) {
+    $("#show-name").textContent = show.name;
+    document.title = `${show.name}: seat map`;
+    $("#show-when").textContent = new Date(show.starts_at).toLocaleString();
+    const sections = new Map();
+    for (const spec of show.seats || []) {
+      if (!sections.has(spec.section)) sections.set(spec.section, new Map());
+      const byRow = sections.get(spec.section);
+      if (!byRow.has(spec.row)) byRow.set(spec.row, []);
+      byRow.get(spec.row).push(spec);
+    }
+    const container = $("#sections");
+    const bestSection = $("#best-section");
+    for (const [section, byRow] of sections) {
+      const option = document.createElement("option");
+      option.value = section;
+      option.textContent = section;
+      bestSection.appendChild(option);
+      const block = document.createElement("div");
+      block.className = "section";
+      const heading = document.createElement("h2");
+      heading.textContent = `Section ${section}`;
+      block.appendChild(heading);
+      const widest = Math.max(...[...byRow.values()].map((r) => r.length));
+      const svg = el("svg", {
+        class: "section-map",
+        role: "group",
+        "aria-label": `Section ${section}`,
+        width: LEFT + widest * PITCH + 4,
+        height: byRow.size * ROW_PITCH + 4,
+      });
+      let r = 0;
+      for (const [row, specs] of byRow) {
+        specs.sort((a, b) => a.number - b.number);
+        const y = 2 + r * ROW_PITCH;
+        el("text", { class: "row-label", x: 2, y: y + SEAT / 2 }, svg).textContent = row;
+        const drawn = [];
+        specs.forEach((spec, i) => {
+          const x = LEFT + i * PITCH;
+          const rect = el("rect", {
+            class: "seat",
+            x,
+            y,
+            width: SEAT,
+            height: SEAT,
+            rx: 3,
+            tabindex: 0,
+            role: "checkbox",
+            "data-seat-id": spec.seat_id,
+            "data-status": "available",
+          }, svg);
+          const title = el("title", {}, rect);
+          const cross = el("path", {
+            class: "cross",
+            d: `M${x + 4} ${y + 4} L${x + SEAT - 4} ${y + SEAT - 4} M${x + SEAT - 4} ${y + 4} L${x + 4} ${y + SEAT - 4}`,
+            visibility: "hidden",
+          }, svg);
+          const label = el("text", { class: "seat-label", x: x + SEAT / 2, y: y + SEAT / 2 }, svg);
+          label.textContent = String(spec.number);
+          rect.addEventListener("click", () => toggle(spec.seat_id));
+          rect.addEventListener("keydown", (event) => {
+            if (event.key === "Enter" || event.key === " ") {
+              event.preventDefault();
+              toggle(spec.seat_id);
+            } else if (event.key.startsWith("Arrow")) {
+              event.preventDefault();
+              moveFocus(spec.seat_id, event.key);
+            }
+          });
+          seats.set(spec.seat_id, { spec, el: rect, label, cross, title, status: "available" });
+          drawn.push(spec.seat_id);
+          paint(spec.seat_id);
+        });
+        rows.push(drawn);
+        r += 1;
+      }
+      block.appendChild(svg);
+      container.appendChild(block);
+    }
+    for (const spec of show.pools || []) {
+      const block = document.createElement("div");
+      block.className = "pool";
+      block.dataset.poolId = spec.pool_id;
+      block.dataset.available = String(spec.capacity);
+      const name = document.createElement("span");
+      name.textContent = `Standing: ${spec.pool_id}`;
+      const count = document.createElement("span");
+      count.className = "count";
+      const quantity = document.createElement("input");
+      quantity.type = "number";
+      quantity.min = "1";
+      quantity.max = "20";
+      quantity.value = "2";
+      quantity.setAttribute("aria-label", `Places in ${spec.pool_id}`);
+      const button = document.createElement("button");
+      button.type = "button";
+      button.dataset.action = "hold-pool";
+      button.textContent = "Hold places";
+      button.addEventListener("click", () =>
+        placeHold({ pool_id: spec.pool_id, quantity: Number(quantity.value) }),
+      );
+      block.append(name, count, quantity, button);
+      $("#pools").appendChild(block);
+      pools.set(spec.pool_id, { spec, el: block, count });
+      setPool({ pool_id: spec.pool_id, capacity: spec.capacity, available: spec.capacity, held: 0, sold: 0 });
+    }
+  }
+
+  function setPool(figures) {
+    const pool = pools.get(figures.pool_id);
+    if (!pool) return;
+    pool.el.dataset.available = String(figures.available);
+    pool.count.textContent = `${figures.available} of ${figures.capacity} places available (${figures.held} held, ${figures.sold} sold)`;
+  }
+
+  function setHold(next) {
+    const before = hold ? hold.seats || [] : [];
+    hold = next;
+    const box = $("#hold");
+    box.hidden = false;
+    box.dataset.holdId = hold.hold_id;
+    box.dataset.expiresAt = hold.expires_at;
+    $("#hold-what").textContent = hold.pool_id
+      ? `${hold.quantity} place${hold.quantity > 1 ? "s" : ""} in ${hold.pool_id}`
+      : `Seats ${list(hold.seats)}`;
+    $("#hold-until").textContent = `until ${new Date(hold.expires_at).toLocaleTimeString()}`;
+    for (const seatId of [...before, ...(hold.seats || [])]) paint(seatId);
+    tick();
+    showSelection();
+  }
+
+  function clearHold() {
+    const before = hold ? hold.seats || [] : [];
+    hold = null;
+    const box = $("#hold");
+    box.hidden = true;
+    delete box.dataset.holdId;
+    delete box.dataset.expiresAt;
+    for (const seatId of before) paint(seatId);
+    showSelection();
+  }
+
+  function tick() {
+    if (!hold) return;
+    const left = Date.parse(hold.expires_at) - serverNow();
+    if (left <= 0) {
+      $("#countdown").textContent = "0:00";
+      clearHold();
+      say("Your hold expired. Choose seats again.");
+      return;
+    }
+    const seconds = Math.ceil(left / 1000);
+    $("#countdown").textContent = `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}`;
+  }
+
+  async function busy(button, work) {
+    button.disabled = true;
+    try {
+      await work();
+    } finally {
+      button.disabled = false;
+      showSelection();
+    }
+  }
+
+  async function placeHold(body) {
+    if (hold) {
+      say("Pay for or release your current hold first.");
+      return;
+    }
+    const answer = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/holds`, body, crypto.randomUUID());
+    if (!answer.ok) {
+      say(explain(answer.problem));
+      return;
+    }
+    selected.clear();
+    setHold(answer.data);
+    say("Held. Pay before the countdown ends.", "ok");
+  }
+
+  function bind(action, handler) {
+    const button = document.querySelector(`[data-action="${action}"]`);
+    button.addEventListener("click", () => busy(button, handler));
+  }
+
+  bind("hold", () => placeHold({ seats: [...selected] }));
+  bind("best", () => {
+    const quantity = Number($("#best-quantity").value);
+    if (!Number.isInteger(quantity) || quantity < 1 || quantity > MAX_BEST) {
+      say(`Best available finds 1 to ${MAX_BEST} seats.`);
+      return Promise.resolve();
+    }
+    const section = $("#best-section").value;
+    return placeHold({ best_available: section ? { quantity, section } : { quantity } });
+  });
+  bind("extend", async () => {
+    if (!hold) return;
+    const answer = await api("POST", `/v1/holds/${hold.hold_id}/extend`, {});
+    if (!answer.ok) {
+      say(explain(answer.problem));
+      if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold();
+      return;
+    }
+    setHold(answer.data);
+    say("More time: your hold now lasts longer.", "ok");
+  });
+  bind("release", async () => {
+    if (!hold) return;
+    const answer = await api("DELETE", `/v1/holds/${hold.hold_id}`);
+    if (!answer.ok) {
+      say(explain(answer.problem));
+      return;
+    }
+    clearHold();
+    say("Released.", "ok");
+  });
+  bind("pay", async () => {
+    if (!hold) return;
+    const method = $("#payment-method").value;
+    const paying = hold;
+    say("Paying…", "ok");
+    const answer = await api("POST", `/v1/holds/${paying.hold_id}/purchase`, { payment_method: method });
+    if (!answer.ok) {
+      say(explain(answer.problem));
+      if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold();
+      return;
+    }
+    const booked = answer.data;
+    const box = $("#booking");
+    box.hidden = false;
+    box.dataset.bookingId = booked.booking_id;
+    $("#booking-what").textContent = `${booked.pool_id ? `${booked.quantity} places in ${booked.pool_id}` : `Seats ${list(booked.seats)}`}, ${(booked.amount_cents / 100).toFixed(2)} paid. Booking ${booked.booking_id}.`;
+    clearHold();
+    say("Booked. Enjoy the show!", "ok");
+  });
+
+  function connected(live) {
+    const status = $("#connection");
+    status.dataset.connection = live ? "live" : "connecting";
+    status.textContent = live ? "Live" : "Reconnecting…";
+  }
+
+  function listen() {
+    // EventSource reconnects by itself, sending Last-Event-ID.
+    const stream = new EventSource(`/v1/shows/${encodeURIComponent(showId)}/availability/stream`);
+    stream.addEventListener("snapshot", (event) => {
+      const snapshot = JSON.parse(event.data);
+      for (const seat of snapshot.seats) setStatus(seat.seat_id, seat.status);
+      for (const pool of snapshot.pools) setPool(pool);
+      connected(true);
+    });
+    stream.addEventListener("change", (event) => {
+      const change = JSON.parse(event.data);
+      for (const seat of change.seats) setStatus(seat.seat_id, seat.status);
+      for (const pool of change.pools) setPool(pool);
+      connected(true);
+    });
+    stream.addEventListener("error", () => connected(false));
+  }
+
+  async function start() {
+    const answer = await api("GET", `/v1/shows/${encodeURIComponent(showId)}`);
+    if (!answer.ok) {
+      say(answer.problem.code === "show_not_found" ? "There is no such show." : explain(answer.problem));
+      return;
+    }
+    draw(answer.data);
+    showSelection();
+    listen();
+    setInterval(tick, 250);
+  }
+
+  start();
+})();

@@ -1,0 +1,240 @@
+//! Live availability under load: subscribers of one large show while
+//! writers hold its seats (`--only live`).
+//!
+//! Each writer records when its hold's 201 arrived; each subscriber records
+//! when the change naming that seat as held arrived. The latency is the
+//! difference (0 when the change beat the 201 to the client: the change is
+//! computed after the commit, the 201 is written after it too).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use booking::auth::Role;
+use serde_json::{json, Value};
+
+use crate::report::Figures;
+use crate::Target;
+
+/// The issue's figures: 1,000 subscribers, a 20,000-seat show, 64 writers.
+pub const SUBSCRIBERS: usize = 1_000;
+pub const SEATS: usize = 20_000;
+
+/// Resident memory of this process, in kB (Linux).
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn seat_name(n: usize) -> String {
+    format!("L{n}")
+}
+
+async fn create_show(target: &Target, show: &str) -> anyhow::Result<()> {
+    let seats: Vec<Value> = (0..SEATS)
+        .map(|n| {
+            json!({"seat_id": seat_name(n), "section": format!("{}", n / 1000), "row": format!("{}", n / 50 % 20),
+                   "number": n % 50 + 1, "price_cents": 5000})
+        })
+        .collect();
+    let response = target
+        .client
+        .put(format!("{}/v1/shows/{show}", target.base))
+        .bearer_auth(target.token("bench-admin", Role::Admin))
+        .json(&json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "create show: {}",
+        response.status()
+    );
+    Ok(())
+}
+
+/// One subscriber: reads its stream until `stop`, noting when each seat
+/// was first reported held.
+async fn subscribe(
+    target: Target,
+    show: String,
+    connected: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    events: Arc<AtomicUsize>,
+) -> anyhow::Result<Vec<(usize, Instant)>> {
+    let mut response = target
+        .client
+        .get(format!(
+            "{}/v1/shows/{show}/availability/stream",
+            target.base
+        ))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "subscribe: {}",
+        response.status()
+    );
+    let mut buffer = String::new();
+    let mut seen = Vec::new();
+    let mut counted = false;
+    while !stop.load(Ordering::Relaxed) {
+        let chunk = match tokio::time::timeout(Duration::from_millis(200), response.chunk()).await {
+            Err(_) => continue,
+            Ok(chunk) => chunk?,
+        };
+        let Some(chunk) = chunk else { break };
+        let at = Instant::now();
+        buffer.push_str(std::str::from_utf8(&chunk)?);
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let is_change = block.lines().any(|l| l == "event: change");
+            let is_snapshot = block.lines().any(|l| l == "event: snapshot");
+            if is_snapshot && !counted {
+                counted = true;
+                connected.fetch_add(1, Ordering::SeqCst);
+            }
+            if !is_change {
+                continue;
+            }
+            events.fetch_add(1, Ordering::Relaxed);
+            let data: String = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .collect();
+            let change: Value = serde_json::from_str(&data)?;
+            for seat in change["seats"].as_array().into_iter().flatten() {
+                if seat["status"] == "held" {
+                    if let Some(n) = seat["seat_id"].as_str().and_then(|s| s[1..].parse().ok()) {
+                        seen.push((n, at));
+                    }
+                }
+            }
+        }
+    }
+    Ok(seen)
+}
+
+/// `subscribers` streams spread over `targets` (round robin), `writers`
+/// holding distinct seats through the first target for `duration`.
+pub async fn subscribers(
+    targets: &[&Target],
+    writers: usize,
+    duration: Duration,
+) -> anyhow::Result<Figures> {
+    let first = targets[0];
+    let show = format!("live{}", targets.len());
+    create_show(first, &show).await?;
+    let before_kb = rss_kb();
+    let connected = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let events = Arc::new(AtomicUsize::new(0));
+    let mut readers = Vec::new();
+    for i in 0..SUBSCRIBERS {
+        let target = targets[i % targets.len()].clone();
+        readers.push(tokio::spawn(subscribe(
+            target,
+            show.clone(),
+            connected.clone(),
+            stop.clone(),
+            events.clone(),
+        )));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while connected.load(Ordering::SeqCst) < SUBSCRIBERS {
+        anyhow::ensure!(Instant::now() < deadline, "subscribers did not all connect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let per_subscriber_kb = rss_kb().saturating_sub(before_kb) as f64 / SUBSCRIBERS as f64;
+
+    // Writers: distinct seats, each hold's 201 instant noted.
+    let next = Arc::new(AtomicUsize::new(0));
+    let answered: Arc<Mutex<HashMap<usize, Instant>>> = Arc::default();
+    let started = Instant::now();
+    let mut holders = Vec::new();
+    for w in 0..writers {
+        let target = first.clone();
+        let (next, answered, show) = (next.clone(), answered.clone(), show.clone());
+        holders.push(tokio::spawn(async move {
+            let token = target.token(&format!("live-writer-{w}"), Role::Buyer);
+            let mut statuses = Vec::new();
+            while started.elapsed() < duration {
+                let n = next.fetch_add(1, Ordering::SeqCst);
+                if n >= SEATS {
+                    break;
+                }
+                let sent = Instant::now();
+                let response = target
+                    .client
+                    .post(format!("{}/v1/shows/{show}/holds", target.base))
+                    .bearer_auth(&token)
+                    .json(&json!({"seats": [seat_name(n)]}))
+                    .send()
+                    .await;
+                let status = response.map(|r| r.status().as_u16()).unwrap_or(0);
+                if status == 201 {
+                    if let Ok(mut answered) = answered.lock() {
+                        answered.insert(n, Instant::now());
+                    }
+                }
+                statuses.push((status, sent.elapsed()));
+            }
+            statuses
+        }));
+    }
+    let mut holds = Vec::new();
+    for holder in holders {
+        holds.extend(holder.await?);
+    }
+    let wall = started.elapsed();
+    // Let the last changes arrive, then stop the readers.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let answered = answered.lock().map(|a| a.clone()).unwrap_or_default();
+    let mut latencies = Vec::new();
+    let mut missing = 0usize;
+    for reader in readers {
+        let seen: HashMap<usize, Instant> = reader.await??.into_iter().collect();
+        for (seat, at) in &answered {
+            match seen.get(seat) {
+                Some(received) => latencies.push((200u16, received.saturating_duration_since(*at))),
+                None => missing += 1,
+            }
+        }
+    }
+    let delivered = events.load(Ordering::SeqCst);
+    let mut figures = Figures::from_latencies(
+        &format!(
+            "live: {SUBSCRIBERS} subscribers{} of a {SEATS}-seat show, {writers} writers",
+            if targets.len() > 1 {
+                format!(" over {} instances", targets.len())
+            } else {
+                String::new()
+            }
+        ),
+        first.store,
+        &latencies,
+        wall,
+    );
+    let placed = holds.iter().filter(|(s, _)| *s == 201).count();
+    figures.requests = latencies.len() + missing;
+    figures.ok = latencies.len();
+    figures.failed = missing;
+    figures.refused = 0;
+    figures.per_second = delivered as f64 / wall.as_secs_f64();
+    figures.note = format!(
+        "p50/p99 = hold 201 -> its change at each subscriber; per second = change events delivered (all subscribers); \
+         {placed} holds placed ({:.0}/s); {missing} (subscriber, hold) pairs never seen; \
+         memory {per_subscriber_kb:.1} kB per subscriber (client and server sides, one process)",
+        placed as f64 / wall.as_secs_f64()
+    );
+    Ok(figures)
+}

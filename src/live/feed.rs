@@ -1,0 +1,172 @@
+//! The feed: tails the log for the watched shows, and runs each show's
+//! channel (recomputation on a poke or at the next expiry).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use projections::time::to_micros;
+use tokio::time::Instant;
+
+use super::channel::ShowChannel;
+use super::{LiveHub, CHANNEL_LINGER, EXPIRY_MARGIN, RETRY_AFTER_ERROR};
+use crate::store::StoreResult;
+
+/// While a show is watched, the feed also reads the log this often on its
+/// own: a wake-up that never came (a notification lost with its
+/// connection, a transaction that drew positions and rolled back, so the
+/// commit that passes it notified before it was readable) costs at most
+/// this much delay, never a change.
+pub const FEED_POLL: Duration = Duration::from_millis(250);
+
+/// Events the feed reads per query (positions and show ids only).
+pub const FEED_PAGE: i64 = 10_000;
+
+/// How often an idle channel checks whether it has outlived its linger.
+const LINGER_CHECK: Duration = Duration::from_secs(5);
+
+/// Tails the log until the hub closes. Starts at the log's head: a channel
+/// reads its first state after that, so nothing before it is needed; and
+/// the cursor never skips, so nothing after it is missed.
+pub async fn run(hub: Arc<LiveHub>) {
+    let mut closing = hub.closing();
+    let mut appends = hub.store.appends();
+    loop {
+        match hub.store.safe_head().await {
+            Ok(head) => {
+                hub.head.fetch_max(head, Ordering::SeqCst);
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_AFTER_ERROR) => {}
+                    () = LiveHub::closed(&mut closing) => return,
+                }
+            }
+        }
+    }
+    hub.started.send_replace(true);
+    loop {
+        let watched = hub.watched();
+        if watched.is_empty() {
+            tokio::select! {
+                () = hub.wake.notified() => continue,
+                () = LiveHub::closed(&mut closing) => return,
+            }
+        }
+        let pause = match read_once(&hub, &watched).await {
+            Ok(true) => continue,
+            Ok(false) => FEED_POLL,
+            Err(error) => {
+                tracing::warn!(%error, "live feed: cannot read the log; retrying");
+                RETRY_AFTER_ERROR
+            }
+        };
+        tokio::select! {
+            changed = appends.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            () = hub.wake.notified() => {}
+            () = tokio::time::sleep(pause) => {}
+            () = LiveHub::closed(&mut closing) => return,
+        }
+    }
+}
+
+/// One page of the log after the cursor: pokes the channels of the shows
+/// it touched, then moves the cursor. True when a full page came (more
+/// may be waiting).
+async fn read_once(hub: &LiveHub, watched: &[Arc<ShowChannel>]) -> StoreResult<bool> {
+    let after = hub.head.load(Ordering::SeqCst);
+    let touches = hub.store.log_touches(after, FEED_PAGE).await?;
+    let Some(&(last, _)) = touches.last() else {
+        return Ok(false);
+    };
+    let by_show: HashMap<&str, &Arc<ShowChannel>> = watched
+        .iter()
+        .map(|channel| (channel.entry.show.show_id.as_str(), channel))
+        .collect();
+    let mut poked: Vec<&Arc<ShowChannel>> = Vec::new();
+    for (_, show_id) in &touches {
+        if let Some(channel) = show_id.as_deref().and_then(|id| by_show.get(id)) {
+            if !poked.iter().any(|p| Arc::ptr_eq(p, channel)) {
+                poked.push(channel);
+            }
+        }
+    }
+    // The cursor moves before the pokes: a channel labels its change with
+    // a position its state already includes.
+    hub.head.fetch_max(last, Ordering::SeqCst);
+    for channel in poked {
+        channel.dirty.notify_one();
+    }
+    Ok(i64::try_from(touches.len()).is_ok_and(|n| n == FEED_PAGE))
+}
+
+/// When `expires_at_us` comes, as an instant of the runtime's timer.
+fn instant_of(expires_at_us: i64, now: DateTime<Utc>) -> Instant {
+    let ahead = u64::try_from(expires_at_us.saturating_sub(to_micros(now))).unwrap_or(0);
+    Instant::now() + Duration::from_micros(ahead) + EXPIRY_MARGIN
+}
+
+/// A show's task: computes its availability when poked or when the next
+/// expiry passes, hands it to the channel (which broadcasts what changed),
+/// and ends once the show has had no subscriber for `CHANNEL_LINGER`.
+pub async fn run_show(hub: Arc<LiveHub>, channel: Arc<ShowChannel>) {
+    let mut closing = hub.closing();
+    let mut started = hub.started.subscribe();
+    tokio::select! {
+        () = async { let _ = started.wait_for(|s| *s).await.map(|_| ()); } => {}
+        () = LiveHub::closed(&mut closing) => return,
+    }
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        // Read before the state: the state then includes every event at or
+        // below the position its change is labelled with.
+        let position = hub.head.load(Ordering::SeqCst);
+        let now = hub.clock.now();
+        let next = match hub
+            .availability
+            .current(&hub.store, &channel.entry, now)
+            .await
+        {
+            Ok(current) => {
+                let next = current.next_expiry_us.map(|at| instant_of(at, now));
+                if let Err(error) = channel.update(position, now, current) {
+                    tracing::error!(%error, "live: a change could not be written");
+                }
+                next
+            }
+            Err(error) => {
+                tracing::warn!(%error, show = %channel.entry.show.show_id, "live: cannot read availability; retrying");
+                Some(Instant::now() + RETRY_AFTER_ERROR)
+            }
+        };
+        loop {
+            if channel.subscribers() == 0 {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= CHANNEL_LINGER && hub.remove(&channel) {
+                    return;
+                }
+            } else {
+                idle_since = None;
+            }
+            let check = Instant::now() + LINGER_CHECK;
+            let wake = next.map_or(check, |next| next.min(check));
+            tokio::select! {
+                () = channel.dirty.notified() => break,
+                () = tokio::time::sleep_until(wake) => {
+                    if next.is_some_and(|next| Instant::now() >= next) {
+                        break;
+                    }
+                }
+                () = LiveHub::closed(&mut closing) => return,
+            }
+        }
+    }
+}
