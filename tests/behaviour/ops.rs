@@ -373,6 +373,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/shows/{show_id}"),
     ("get", "/v1/shows/{show_id}"),
     ("get", "/v1/shows/{show_id}/availability"),
+    ("get", "/v1/shows/{show_id}/availability/stream"),
+    ("get", "/shows/{show_id}"),
     ("post", "/v1/shows/{show_id}/holds"),
     ("get", "/v1/holds/{hold_id}"),
     ("delete", "/v1/holds/{hold_id}"),
