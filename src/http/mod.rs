@@ -14,6 +14,7 @@ pub mod openapi;
 mod ops;
 mod shows;
 mod timeout;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use crate::command::checkout::CheckoutService;
 use crate::command::holds::HoldService;
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
+use crate::webhooks::endpoints::WebhookEndpoints;
 use problem::ApiError;
 
 /// What every handler can reach.
@@ -38,6 +40,7 @@ pub struct Services {
     pub checkout: Arc<CheckoutService>,
     pub projector: Projector,
     pub availability: crate::query::availability::AvailabilityCache,
+    pub webhooks: WebhookEndpoints,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }
@@ -55,6 +58,7 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         .merge(holds::router())
         .merge(bookings::router())
         .merge(audit::router())
+        .merge(webhooks::router())
         .merge(openapi::router())
         .merge(ops::router())
         .fallback(|| async { ApiError::NotFound })

@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::problem::PROBLEM_CODES;
 use super::response::{json_response, Problem};
-use super::{audit, availability, bookings, holds, ops, shows, AppState};
+use super::{audit, availability, bookings, holds, ops, shows, webhooks, AppState};
 
 struct Extras;
 
@@ -48,9 +48,11 @@ impl Modify for Extras {
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
+        webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
+        webhooks::list_deliveries, webhooks::retry_delivery,
         ops::healthz, ops::readyz, ops::metrics, openapi_json,
     ),
-    components(schemas(Problem)),
+    components(schemas(Problem, crate::webhooks::payload::RefundView)),
     modifiers(&Extras),
 )]
 pub struct ApiDoc;
@@ -73,6 +75,10 @@ fn refine(doc: &mut Value) {
     // A hold names each seat once.
     if let Some(seats) = schemas.pointer_mut("/SeatsHold/properties/seats") {
         seats["uniqueItems"] = json!(true);
+    }
+    // An endpoint names each event type once.
+    if let Some(events) = schemas.pointer_mut("/RegisterWebhook/properties/events") {
+        events["uniqueItems"] = json!(true);
     }
     // A pool has at most as many shards as places (`ShowError::Shards`):
     // shards <= k <= capacity for some k in 1..=MAX_POOL_SHARDS.
