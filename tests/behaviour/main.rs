@@ -25,10 +25,12 @@ mod ops;
 mod outage;
 mod pools;
 mod positions;
+mod receiver;
 mod secret;
 mod shows;
 mod store;
 mod streams;
+mod webhooks;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,6 +71,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(caching::tests());
     all.extend(extension::tests());
     all.extend(best::tests());
+    all.extend(webhooks::tests());
     all
 }
 
