@@ -50,6 +50,9 @@ CREATE TABLE webhook_deliveries
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (endpoint_id, next_attempt_at_us)
     WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries (endpoint_id, status, position);
+-- The age of the oldest pending delivery, read every sender pass.
+CREATE INDEX webhook_deliveries_waiting ON webhook_deliveries (retry_from_us)
+    WHERE status = 'pending';
 
 INSERT INTO projector_checkpoints (name, position, updated_at_us)
 SELECT 'webhooks', coalesce(max(position), 0), 0 FROM events;

@@ -221,6 +221,14 @@ mod tests {
                 format!("{s}/SeatDefinition/properties/rank/maximum"),
                 MAX_SEAT_RANK,
             ),
+            (
+                format!("{s}/RegisterWebhook/properties/url/maxLength"),
+                crate::webhooks::endpoints::MAX_URL_CHARS as i64,
+            ),
+            (
+                format!("{s}/RegisterWebhook/properties/events/maxItems"),
+                crate::store::WebhookEventType::ALL.len() as i64,
+            ),
         ];
         for (pointer, expected) in checks {
             assert_eq!(at(&doc, &pointer).as_i64(), Some(expected), "{pointer}");
@@ -234,6 +242,18 @@ mod tests {
             .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
             .expect("limit");
         assert_eq!(limit["schema"]["maximum"].as_i64(), Some(MAX_HISTORY_PAGE));
+        let deliveries = at(
+            &doc,
+            "/paths/~1v1~1webhooks~1{webhook_id}~1deliveries/get/parameters",
+        );
+        let limit = deliveries
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
+            .expect("limit");
+        assert_eq!(
+            limit["schema"]["maximum"].as_i64(),
+            Some(crate::webhooks::endpoints::MAX_DELIVERIES_PAGE)
+        );
         let holds = at(&doc, "/paths/~1v1~1shows~1{show_id}~1holds/post/parameters");
         for p in holds.as_array().expect("parameters") {
             let expected = match p["name"].as_str() {

@@ -490,12 +490,15 @@ impl Store {
         })
     }
 
-    /// Endpoints with a delivery due at `now_us` that nobody holds.
+    /// Endpoints with a delivery due at `now_us` that nobody holds: one
+    /// probe of the due index per endpoint, however large a dead
+    /// endpoint's backlog has grown.
     pub async fn endpoints_with_due_deliveries(&self, now_us: i64) -> StoreResult<Vec<EndpointId>> {
         let ids: Vec<String> = on_store!(self, read pool => {
             sqlx::query_scalar(
-                "SELECT DISTINCT endpoint_id FROM webhook_deliveries \
-                 WHERE status = 'pending' AND next_attempt_at_us <= $1 AND claimed_until_us <= $1",
+                "SELECT e.endpoint_id FROM webhook_endpoints e WHERE EXISTS \
+                 (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.endpoint_id \
+                  AND d.status = 'pending' AND d.next_attempt_at_us <= $1 AND d.claimed_until_us <= $1)",
             )
             .bind(now_us)
             .fetch_all(pool)
@@ -628,6 +631,24 @@ impl Store {
             Some(row) => Ok(RetryOutcome::Reset(row.try_into()?)),
             None => Ok(RetryOutcome::NotFound),
         }
+    }
+
+    /// Deletes up to `limit` delivered or failed deliveries last changed
+    /// before `before_us`; returns how many.
+    pub async fn prune_webhook_deliveries(&self, before_us: i64, limit: i64) -> StoreResult<u64> {
+        on_store!(self, write pool => {
+            sqlx::query(
+                "DELETE FROM webhook_deliveries WHERE delivery_id IN \
+                 (SELECT delivery_id FROM webhook_deliveries \
+                  WHERE status <> 'pending' AND updated_at_us < $1 LIMIT $2)",
+            )
+            .bind(before_us)
+            .bind(limit)
+            .execute(pool)
+            .await
+            .map_err(StoreError::classify)
+            .map(|done| done.rows_affected())
+        })
     }
 
     /// When the oldest pending delivery began waiting (recorded, or

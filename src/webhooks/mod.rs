@@ -56,6 +56,10 @@ pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(25 * 3_600);
 /// its own slots, never another endpoint's.
 pub const MAX_IN_FLIGHT_PER_ENDPOINT: usize = 8;
 
+/// How often old delivered and failed deliveries are pruned
+/// (`sender::DELIVERY_RETENTION`).
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(600);
+
 /// How deliveries are retried and timed; tests shorten every figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WebhookSettings {
@@ -101,6 +105,7 @@ impl Webhooks {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut attempts = tokio::task::JoinSet::new();
+        let mut pruned_at: Option<std::time::Instant> = None;
         tokio::pin!(stop);
         loop {
             tokio::select! {
@@ -111,6 +116,12 @@ impl Webhooks {
                     }
                     if let Err(error) = self.sender.run_once(&mut attempts).await {
                         tracing::warn!(worker = "webhook sender", %error, "pass failed; retrying next interval");
+                    }
+                    if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_INTERVAL) {
+                        pruned_at = Some(std::time::Instant::now());
+                        if let Err(error) = self.sender.prune().await {
+                            tracing::warn!(worker = "webhook sender", %error, "pruning deliveries failed");
+                        }
                     }
                     // Reap finished attempts so the set stays small.
                     while attempts.try_join_next().is_some() {}

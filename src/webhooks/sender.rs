@@ -32,6 +32,16 @@ use crate::store::{
     AttemptRecord, AttemptVerdict, ClaimedDelivery, EndpointId, EndpointRow, Store, StoreError,
 };
 
+/// How long a delivered or failed delivery stays listed (and can be
+/// retried by hand) before it is pruned: a month of history, while the
+/// table stays bounded by a month of traffic.
+pub const DELIVERY_RETENTION: Duration = Duration::from_secs(30 * 24 * 3_600);
+
+/// Deliveries deleted per statement, and statements per prune at most: a
+/// bounded delete holds the writer only briefly.
+pub const DELIVERIES_PER_PRUNE: i64 = 1_000;
+pub const PRUNES_PER_PASS: usize = 10;
+
 /// Characters of an attempt's error kept for the deliveries list.
 pub const MAX_ERROR_CHARS: usize = 300;
 
@@ -190,6 +200,32 @@ impl Sender {
             }
         }
         Ok(started)
+    }
+
+    /// Deletes delivered and failed deliveries older than
+    /// [`DELIVERY_RETENTION`], in bounded statements; returns how many.
+    pub async fn prune(&self) -> Result<u64, StoreError> {
+        let retention =
+            chrono::Duration::from_std(DELIVERY_RETENTION).unwrap_or(chrono::Duration::MAX);
+        let Some(cutoff) = self.clock.now().checked_sub_signed(retention) else {
+            return Ok(0);
+        };
+        let cutoff_us = to_micros(cutoff);
+        let mut pruned = 0;
+        for _ in 0..PRUNES_PER_PASS {
+            let deleted = self
+                .store
+                .prune_webhook_deliveries(cutoff_us, DELIVERIES_PER_PRUNE)
+                .await?;
+            pruned += deleted;
+            if deleted < DELIVERIES_PER_PRUNE as u64 {
+                break;
+            }
+        }
+        if pruned > 0 {
+            tracing::info!(pruned, "webhook deliveries past their retention pruned");
+        }
+        Ok(pruned)
     }
 
     /// One more due delivery of `endpoint`, claimed for this instance.

@@ -211,6 +211,7 @@ pub struct TestApp {
     pub recovery: Recovery,
     pub projector: Projector,
     pub sweeper: Sweeper,
+    pub webhooks: booking::webhooks::Webhooks,
     pub database_url: String,
     keys: TokenKeys,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -301,6 +302,7 @@ impl TestApp {
         let recovery = app.recovery().clone();
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
+        let webhooks = app.webhooks().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = app
@@ -322,6 +324,7 @@ impl TestApp {
             recovery,
             projector,
             sweeper,
+            webhooks,
             database_url: url_for_tools,
             keys: TokenKeys::new(&secret),
             shutdown: Some(tx),

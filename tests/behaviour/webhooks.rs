@@ -24,6 +24,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_receiver_that_never_answers_in_time_fails_and_a_manual_retry_delivers,
         a_hold_of_three_seats_expires_into_one_hold_expired,
         an_endpoint_hears_only_of_events_after_its_registration_and_none_once_deleted,
+        a_delivered_delivery_is_pruned_after_a_month,
         a_kill_9_during_200_purchases_delivers_every_booking_and_no_other,
         two_instances_deliver_every_booking_and_never_attempt_one_at_once_twice,
         buyers_cannot_register_list_delete_or_retry_webhooks,
@@ -408,6 +409,21 @@ async fn an_endpoint_hears_only_of_events_after_its_registration_and_none_once_d
         2,
         "a deleted endpoint hears nothing"
     );
+    app.stop().await;
+}
+
+async fn a_delivered_delivery_is_pruned_after_a_month(env: TestEnv) {
+    let receiver = Receiver::start(Mode::Answer(204)).await;
+    let app = env.spawn_with_webhooks(quick()).await;
+    let endpoint = register(&app, &receiver.url, &["booking.confirmed"]).await;
+    let webhook_id = endpoint.str("webhook_id");
+    app.create_show("old", 1, 600).await;
+    buy(&app, "fay", "old", "S1").await;
+    wait_for_deliveries(&app, &webhook_id, "delivered", 1).await;
+    assert_eq!(app.webhooks.sender.prune().await.expect("prune"), 0);
+    app.clock.advance(chrono::Duration::days(31));
+    assert_eq!(app.webhooks.sender.prune().await.expect("prune"), 1);
+    assert!(deliveries(&app, &webhook_id, "delivered").await.is_empty());
     app.stop().await;
 }
 
