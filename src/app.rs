@@ -21,6 +21,11 @@ use crate::http::{router, AppState, Services};
 use crate::payment::simulator::Simulator;
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
+use crate::webhooks::dispatch::Dispatcher;
+use crate::webhooks::endpoints::WebhookEndpoints;
+use crate::webhooks::payload::Payloads;
+use crate::webhooks::sender::Sender;
+use crate::webhooks::{WebhookSettings, Webhooks};
 use crate::workers::recovery::Recovery;
 use crate::workers::runner::every;
 use crate::workers::sweeper::Sweeper;
@@ -37,6 +42,8 @@ pub struct Workers {
     pub projector: Option<Duration>,
     pub recovery: Option<Duration>,
     pub sweeper: Option<Duration>,
+    /// The webhook dispatcher and sender (`webhooks::Webhooks`).
+    pub webhooks: Option<Duration>,
 }
 
 impl Workers {
@@ -44,6 +51,7 @@ impl Workers {
         projector: None,
         recovery: None,
         sweeper: None,
+        webhooks: None,
     };
 }
 
@@ -63,6 +71,8 @@ pub struct Settings {
     pub edge: EdgeSettings,
     /// How long an idempotency key is kept before the sweeper prunes it.
     pub idempotency_retention: Duration,
+    /// Webhook attempt timeout and retry schedule.
+    pub webhooks: WebhookSettings,
 }
 
 /// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
@@ -77,6 +87,7 @@ pub struct Application {
     recovery: Recovery,
     projector: Projector,
     sweeper: Sweeper,
+    webhooks: Webhooks,
     workers: Workers,
     shutdown_grace: Duration,
     edge: EdgeSettings,
@@ -134,6 +145,22 @@ impl Application {
         let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone())
             .with_key_retention(settings.idempotency_retention);
 
+        let webhooks = Webhooks {
+            dispatcher: Dispatcher::new(
+                store.clone(),
+                Arc::new(Payloads::new(
+                    store.clone(),
+                    checkout.clone(),
+                    holds.clone(),
+                )),
+                clock.clone(),
+            ),
+            sender: Arc::new(
+                Sender::new(store.clone(), clock.clone(), settings.webhooks)
+                    .context("cannot build the webhook HTTP client")?,
+            ),
+        };
+
         let caught_up = projector
             .run_once()
             .await
@@ -156,6 +183,7 @@ impl Application {
             clock.clone(),
             settings.edge.max_subscribers,
         );
+        let endpoints = WebhookEndpoints::new(store.clone(), clock.clone());
         let state: AppState = Arc::new(Services {
             live,
             store,
@@ -164,6 +192,7 @@ impl Application {
             checkout,
             projector: projector.clone(),
             availability,
+            webhooks: endpoints,
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
         });
@@ -180,6 +209,7 @@ impl Application {
             recovery,
             projector,
             sweeper,
+            webhooks,
             workers: settings.workers,
             shutdown_grace: settings.shutdown_grace,
             edge: settings.edge,
@@ -210,6 +240,10 @@ impl Application {
 
     pub fn sweeper(&self) -> &Sweeper {
         &self.sweeper
+    }
+
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.webhooks
     }
 
     /// Serves until `shutdown` completes, then stops accepting and lets
@@ -252,6 +286,9 @@ impl Application {
         workers.spawn(self.state.live.clone().run());
         let live = self.state.live.clone();
         let live_at_stop = self.state.live.clone();
+        if let Some(interval) = self.workers.webhooks {
+            workers.spawn(self.webhooks.clone().run_until(interval, stopped()));
+        }
         let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
         let server = crate::edge::serve(
             self.listener,

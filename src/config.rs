@@ -138,6 +138,26 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(
               domain::limits::MIN_IDEMPOTENCY_RETENTION_HOURS..=domain::limits::MAX_IDEMPOTENCY_RETENTION_HOURS))]
     pub idempotency_retention_hours: u64,
+    /// Milliseconds between webhook passes: the dispatcher reads the log, the sender sends what is due (0: off; else 10..=60000).
+    #[arg(long, env = "BOOKING_WEBHOOK_INTERVAL_MS", default_value_t = crate::webhooks::DEFAULT_INTERVAL.as_millis() as u64,
+          value_parser = interval_parser(10, 60_000))]
+    pub webhook_interval_ms: u64,
+    /// Milliseconds a webhook receiver has to answer 2xx (100..=60000; the contract's 10 s by default).
+    #[arg(long, env = "BOOKING_WEBHOOK_TIMEOUT_MS", default_value_t = crate::webhooks::DEFAULT_ATTEMPT_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub webhook_timeout_ms: u64,
+    /// Milliseconds before the first retry of a webhook; each later wait doubles (10..=3600000).
+    #[arg(long, env = "BOOKING_WEBHOOK_BACKOFF_MS", default_value_t = crate::webhooks::DEFAULT_INITIAL_BACKOFF.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub webhook_backoff_ms: u64,
+    /// Milliseconds between two webhook attempts at most (10..=86400000).
+    #[arg(long, env = "BOOKING_WEBHOOK_MAX_BACKOFF_MS", default_value_t = crate::webhooks::DEFAULT_MAX_BACKOFF.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    pub webhook_max_backoff_ms: u64,
+    /// Seconds a webhook delivery is retried before it is failed (1..=604800; 25 h by default).
+    #[arg(long, env = "BOOKING_WEBHOOK_RETRY_SECONDS", default_value_t = crate::webhooks::DEFAULT_RETRY_WINDOW.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub webhook_retry_seconds: u64,
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

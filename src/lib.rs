@@ -15,6 +15,8 @@
 //! - [`store`]: PostgreSQL or SQLite; the event log (read through the
 //!   cqrs-es repositories), our all-or-nothing append, and the read models
 //!   the `projections` crate describes.
+//! - [`webhooks`]: deliveries driven from the log: endpoints, the
+//!   dispatcher (log to recorded deliveries) and the sender.
 //! - [`auth`], [`clock`], [`config`]: identity, injected time, settings.
 
 pub mod app;
@@ -31,4 +33,5 @@ pub mod payment;
 pub mod query;
 pub mod rebuild;
 pub mod store;
+pub mod webhooks;
 pub mod workers;

@@ -15,6 +15,7 @@ use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeAr
 use booking::edge::EdgeSettings;
 use booking::rebuild::replay;
 use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
+use booking::webhooks::WebhookSettings;
 use clap::Parser;
 use domain::ids::BuyerId;
 use tracing_subscriber::EnvFilter;
@@ -66,6 +67,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             projector: nonzero(Duration::from_millis(args.projector_interval_ms)),
             recovery: nonzero(Duration::from_secs(args.recovery_interval_seconds)),
             sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
+            webhooks: nonzero(Duration::from_millis(args.webhook_interval_ms)),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         edge: EdgeSettings {
@@ -76,6 +78,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             max_subscribers: args.max_subscribers as usize,
         },
         idempotency_retention: Duration::from_secs(3_600 * args.idempotency_retention_hours),
+        webhooks: WebhookSettings {
+            attempt_timeout: Duration::from_millis(args.webhook_timeout_ms),
+            initial_backoff: Duration::from_millis(args.webhook_backoff_ms),
+            max_backoff: Duration::from_millis(args.webhook_max_backoff_ms),
+            retry_window: Duration::from_secs(args.webhook_retry_seconds),
+        },
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(

@@ -51,7 +51,7 @@ struct Args {
     /// Concurrent connections of the fixed-time scenarios and the baseline.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// Scenarios to run (default: all but the opt-in ones, `best`).
+    /// Scenarios to run (default: all but the opt-in ones, `best` and `webhooks`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -130,10 +130,12 @@ async fn start(database_url: &str, secret: &str, store: &'static str) -> anyhow:
             projector: Some(booking::rebuild::projector::PROJECTOR_INTERVAL),
             recovery: Some(booking::workers::recovery::RECOVERY_INTERVAL),
             sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
+            webhooks: Some(booking::webhooks::DEFAULT_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
         edge: booking::edge::EdgeSettings::default(),
         idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
+        webhooks: booking::webhooks::WebhookSettings::default(),
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;
@@ -222,7 +224,7 @@ async fn run_store(
     if wanted("floor") {
         results.push(scenarios::http_floor(&target, args.concurrency, seconds).await?);
     }
-    // Opt-in: only when named (`--only best`).
+    // Opt-in: only when named (`--only best`, `--only webhooks`).
     if args.only.iter().any(|o| o == "best") {
         results.push(scenarios::best_storm(&target).await?);
     }
@@ -236,6 +238,8 @@ async fn run_store(
             let _ = stop_second.send(());
             second_server.await??;
         }
+    if args.only.iter().any(|o| o == "webhooks") {
+        results.push(scenarios::webhooks(&target, args.concurrency, seconds).await?);
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);

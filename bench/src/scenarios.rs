@@ -580,3 +580,160 @@ pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
     );
     Ok(figures)
 }
+
+/// Webhook delivery under a checkout load: one fast endpoint (a receiver on
+/// 127.0.0.1 that answers 204 at once) hears `booking.confirmed` while
+/// `concurrency` buyers check out for `duration`. Latency figures are the
+/// delivery lag, from the purchase's 201 to the receiver having it;
+/// `per_second` is deliveries per second, from the first to the last.
+pub async fn webhooks(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Figures> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    type Heard = Arc<Mutex<HashMap<String, Instant>>>;
+    async fn receive(
+        axum::extract::State(heard): axum::extract::State<Heard>,
+        body: axum::body::Bytes,
+    ) -> axum::http::StatusCode {
+        let at = Instant::now();
+        let booking = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|event| event["data"]["booking_id"].as_str().map(str::to_owned));
+        if let Some(booking) = booking {
+            heard
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(booking)
+                .or_insert(at);
+        }
+        axum::http::StatusCode::NO_CONTENT
+    }
+    let heard: Heard = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let receiver_url = format!("http://{}/hooks", listener.local_addr()?);
+    let app = axum::Router::new()
+        .route("/hooks", axum::routing::post(receive))
+        .with_state(heard.clone());
+    let receiver = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (status, _, endpoint) = post(
+        target,
+        "/v1/webhooks",
+        &target.token("bench-admin", Role::Admin),
+        &json!({"url": receiver_url, "events": ["booking.confirmed"]}),
+    )
+    .await;
+    anyhow::ensure!(status == 201, "register the endpoint: {status}");
+    let webhook_id = endpoint["webhook_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    seat_show(target, "hooked", BIG_SHOW_SEATS).await?;
+    let confirmed: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let next = Arc::new(AtomicUsize::new(0));
+    let target = Arc::new(target.clone());
+    let (load_wall, _) = for_duration(concurrency, duration, {
+        let (target, confirmed) = (target.clone(), confirmed.clone());
+        move |worker| {
+            let (target, next, confirmed) = (target.clone(), next.clone(), confirmed.clone());
+            let token = target.token(&format!("h{worker}"), Role::Buyer);
+            async move {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= BIG_SHOW_SEATS {
+                    return None;
+                }
+                let (status, latency, hold) = post(
+                    &target,
+                    "/v1/shows/hooked/holds",
+                    &token,
+                    &json!({"seats": [format!("S{}", n + 1)]}),
+                )
+                .await;
+                if status != 201 {
+                    return Some((status, latency));
+                }
+                let hold_id = hold["hold_id"].as_str().unwrap_or_default();
+                let (status, latency, booking) = post(
+                    &target,
+                    &format!("/v1/holds/{hold_id}/purchase"),
+                    &token,
+                    &json!({"payment_method": "pm_sim_ok"}),
+                )
+                .await;
+                if status == 201 {
+                    let at = Instant::now();
+                    if let Some(id) = booking["booking_id"].as_str() {
+                        confirmed
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((id.to_owned(), at));
+                    }
+                }
+                Some((status, latency))
+            }
+        }
+    })
+    .await;
+
+    // Every confirmed booking heard, within a minute of the load's end.
+    let confirmed = confirmed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let missing = {
+            let heard = heard.lock().unwrap_or_else(|p| p.into_inner());
+            confirmed
+                .iter()
+                .filter(|(id, _)| !heard.contains_key(id))
+                .count()
+        };
+        if missing == 0 {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{missing} of {} bookings not delivered a minute after the load",
+            confirmed.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let heard = heard.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let lags: Vec<(u16, Duration)> = confirmed
+        .iter()
+        .filter_map(|(id, answered)| {
+            heard
+                .get(id)
+                .map(|at| (200, at.saturating_duration_since(*answered)))
+        })
+        .collect();
+    let first = heard.values().min().copied();
+    let last = heard.values().max().copied();
+    let span = match (first, last) {
+        (Some(first), Some(last)) => last.saturating_duration_since(first),
+        _ => Duration::ZERO,
+    };
+    let mut figures = Figures::from_latencies(
+        "webhooks (delivery lag while buyers check out)",
+        target.store,
+        &lags,
+        span.max(Duration::from_millis(1)),
+    );
+    figures.note = format!(
+        "{} bookings in {:.1} s of load, each delivered; per_second is deliveries/s to one endpoint",
+        confirmed.len(),
+        load_wall.as_secs_f64()
+    );
+    // The endpoint goes, so later scenarios send nothing.
+    let _ = target
+        .client
+        .delete(format!("{}/v1/webhooks/{webhook_id}", target.base))
+        .bearer_auth(target.token("bench-admin", Role::Admin))
+        .send()
+        .await;
+    receiver.abort();
+    Ok(figures)
+}

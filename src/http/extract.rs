@@ -235,6 +235,8 @@ fn not_found_for(key: &str) -> ApiError {
         "show_id" => ApiError::ShowNotFound,
         "hold_id" => ApiError::HoldNotFound,
         "booking_id" => ApiError::BookingNotFound,
+        "webhook_id" => ApiError::WebhookNotFound,
+        "delivery_id" => ApiError::DeliveryNotFound,
         "seat_id" => ApiError::UnknownSeatHere("(not valid UTF-8)".into()),
         _ => ApiError::NotFound,
     }

@@ -16,6 +16,7 @@ mod ops;
 mod page;
 mod shows;
 mod timeout;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -30,6 +31,7 @@ use crate::command::checkout::CheckoutService;
 use crate::command::holds::HoldService;
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
+use crate::webhooks::endpoints::WebhookEndpoints;
 use problem::ApiError;
 
 /// What every handler can reach.
@@ -41,6 +43,7 @@ pub struct Services {
     pub projector: Projector,
     pub availability: Arc<crate::query::availability::AvailabilityCache>,
     pub live: Arc<crate::live::LiveHub>,
+    pub webhooks: WebhookEndpoints,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
 }
@@ -58,6 +61,7 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         .merge(holds::router())
         .merge(bookings::router())
         .merge(audit::router())
+        .merge(webhooks::router())
         .merge(openapi::router())
         .merge(ops::router())
         .merge(page::router())

@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::problem::PROBLEM_CODES;
 use super::response::{json_response, Problem};
-use super::{audit, availability, bookings, holds, live, ops, page, shows, AppState};
+use super::{audit, availability, bookings, holds, live, ops, page, shows, webhooks, AppState};
 
 struct Extras;
 
@@ -48,9 +48,11 @@ impl Modify for Extras {
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
+        webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
+        webhooks::list_deliveries, webhooks::retry_delivery,
         ops::healthz, ops::readyz, ops::metrics, openapi_json,
     ),
-    components(schemas(Problem)),
+    components(schemas(Problem, crate::webhooks::payload::RefundView)),
     modifiers(&Extras),
 )]
 pub struct ApiDoc;
@@ -73,6 +75,10 @@ fn refine(doc: &mut Value) {
     // A hold names each seat once.
     if let Some(seats) = schemas.pointer_mut("/SeatsHold/properties/seats") {
         seats["uniqueItems"] = json!(true);
+    }
+    // An endpoint names each event type once.
+    if let Some(events) = schemas.pointer_mut("/RegisterWebhook/properties/events") {
+        events["uniqueItems"] = json!(true);
     }
     // A pool has at most as many shards as places (`ShowError::Shards`):
     // shards <= k <= capacity for some k in 1..=MAX_POOL_SHARDS.
@@ -215,6 +221,14 @@ mod tests {
                 format!("{s}/SeatDefinition/properties/rank/maximum"),
                 MAX_SEAT_RANK,
             ),
+            (
+                format!("{s}/RegisterWebhook/properties/url/maxLength"),
+                crate::webhooks::endpoints::MAX_URL_CHARS as i64,
+            ),
+            (
+                format!("{s}/RegisterWebhook/properties/events/maxItems"),
+                crate::store::WebhookEventType::ALL.len() as i64,
+            ),
         ];
         for (pointer, expected) in checks {
             assert_eq!(at(&doc, &pointer).as_i64(), Some(expected), "{pointer}");
@@ -228,6 +242,18 @@ mod tests {
             .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
             .expect("limit");
         assert_eq!(limit["schema"]["maximum"].as_i64(), Some(MAX_HISTORY_PAGE));
+        let deliveries = at(
+            &doc,
+            "/paths/~1v1~1webhooks~1{webhook_id}~1deliveries/get/parameters",
+        );
+        let limit = deliveries
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
+            .expect("limit");
+        assert_eq!(
+            limit["schema"]["maximum"].as_i64(),
+            Some(crate::webhooks::endpoints::MAX_DELIVERIES_PAGE)
+        );
         let holds = at(&doc, "/paths/~1v1~1shows~1{show_id}~1holds/post/parameters");
         for p in holds.as_array().expect("parameters") {
             let expected = match p["name"].as_str() {

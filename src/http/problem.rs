@@ -10,6 +10,7 @@ use crate::catalog::CreateShowError;
 use crate::command::checkout::CheckoutError;
 use crate::command::holds::HoldError;
 use crate::store::{StoreError, MAX_EVENTS_PER_BATCH};
+use crate::webhooks::endpoints::WebhookError;
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -80,6 +81,20 @@ pub enum ApiError {
     UnknownSeatHere(String),
     /// 422: the idempotency key was used for a different request.
     IdempotencyKeyReused,
+    /// 404: no webhook endpoint has this id.
+    WebhookNotFound,
+    /// 404: the endpoint has no delivery with this id.
+    DeliveryNotFound,
+    /// 422: a webhook URL longer than `MAX_URL_CHARS`.
+    WebhookUrlTooLong,
+    /// 422: a webhook URL with a user or password in it.
+    WebhookUrlCredentials,
+    /// 422: not an http or https URL with a host; the detail says why.
+    WebhookUrlInvalid(String),
+    /// 422: an event type the service does not deliver.
+    UnknownEventType(String),
+    /// 409: `MAX_ENDPOINTS` endpoints are registered already.
+    WebhookLimitReached,
     /// 503: the database did not answer in time, or contention did not settle.
     Busy,
     /// 503 from `/readyz`: up, but not ready for traffic (the detail says why).
@@ -185,6 +200,41 @@ impl ApiError {
                 "idempotency_key_reused",
                 "Idempotency key reused",
             ),
+            WebhookNotFound => (
+                StatusCode::NOT_FOUND,
+                "webhook_not_found",
+                "Webhook not found",
+            ),
+            DeliveryNotFound => (
+                StatusCode::NOT_FOUND,
+                "delivery_not_found",
+                "Delivery not found",
+            ),
+            WebhookUrlTooLong => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "webhook_url_too_long",
+                "Webhook URL too long",
+            ),
+            WebhookUrlCredentials => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "webhook_url_credentials",
+                "Webhook URL with credentials",
+            ),
+            WebhookUrlInvalid(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "webhook_url_invalid",
+                "Webhook URL invalid",
+            ),
+            UnknownEventType(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown_event_type",
+                "Unknown event type",
+            ),
+            WebhookLimitReached => (
+                StatusCode::CONFLICT,
+                "webhook_limit_reached",
+                "Webhook limit reached",
+            ),
             Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy"),
             NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Not ready"),
             Internal(_) => (
@@ -244,6 +294,24 @@ impl ApiError {
             UnknownSeat(_) => "the show has no seats with these ids".into(),
             UnknownSeatHere(seat) => format!("the show has no seat {seat}"),
             IdempotencyKeyReused => "this Idempotency-Key was used with a different request".into(),
+            WebhookNotFound => "no webhook endpoint has this id".into(),
+            DeliveryNotFound => "the endpoint has no delivery with this id".into(),
+            WebhookUrlTooLong => format!(
+                "url is longer than {} characters (MAX_URL_CHARS)",
+                crate::webhooks::endpoints::MAX_URL_CHARS
+            ),
+            WebhookUrlCredentials => {
+                "url carries credentials (a user or password); nothing was registered".into()
+            }
+            WebhookUrlInvalid(why) => format!("url {why}; nothing was registered"),
+            UnknownEventType(name) => format!(
+                "{name:?} is not an event type (booking.confirmed, booking.cancelled, \
+                 refund.issued, hold.expired); nothing was registered"
+            ),
+            WebhookLimitReached => format!(
+                "{} endpoints are registered (MAX_ENDPOINTS); delete one first",
+                crate::webhooks::endpoints::MAX_ENDPOINTS
+            ),
             Busy => "the service is busy; retry after the Retry-After delay".into(),
             BodyTimeout => "the request body did not arrive in time".into(),
             Internal(_) => "an unexpected error occurred".into(),
@@ -301,6 +369,13 @@ pub const PROBLEM_CODES: &[&str] = &[
     "payment_unavailable",
     "idempotency_key_reused",
     "booking_not_found",
+    "webhook_not_found",
+    "delivery_not_found",
+    "webhook_url_too_long",
+    "webhook_url_credentials",
+    "webhook_url_invalid",
+    "unknown_event_type",
+    "webhook_limit_reached",
     "busy",
     "not_ready",
     "internal_error",
@@ -415,6 +490,22 @@ impl From<CheckoutError> for ApiError {
     }
 }
 
+impl From<WebhookError> for ApiError {
+    fn from(err: WebhookError) -> Self {
+        match err {
+            WebhookError::UrlTooLong => ApiError::WebhookUrlTooLong,
+            WebhookError::UrlCredentials => ApiError::WebhookUrlCredentials,
+            WebhookError::UrlInvalid(why) => ApiError::WebhookUrlInvalid(why),
+            WebhookError::UnknownEventType(name) => ApiError::UnknownEventType(name),
+            WebhookError::Invalid(why) => ApiError::Validation(why),
+            WebhookError::TooManyEndpoints => ApiError::WebhookLimitReached,
+            WebhookError::EndpointNotFound => ApiError::WebhookNotFound,
+            WebhookError::DeliveryNotFound => ApiError::DeliveryNotFound,
+            WebhookError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<CreateShowError> for ApiError {
     fn from(err: CreateShowError) -> Self {
         match err {
@@ -464,6 +555,13 @@ mod tests {
             ApiError::UnknownSeat(vec![]),
             ApiError::UnknownSeatHere(String::new()),
             ApiError::IdempotencyKeyReused,
+            ApiError::WebhookNotFound,
+            ApiError::DeliveryNotFound,
+            ApiError::WebhookUrlTooLong,
+            ApiError::WebhookUrlCredentials,
+            ApiError::WebhookUrlInvalid(String::new()),
+            ApiError::UnknownEventType(String::new()),
+            ApiError::WebhookLimitReached,
             ApiError::Busy,
             ApiError::NotReady(String::new()),
             ApiError::Internal(String::new()),

@@ -36,6 +36,26 @@ impl Store {
         text.map(|text| decode_row("checkouts", &text)).transpose()
     }
 
+    /// The checkout of a hold, if a purchase of it was ever asked for.
+    pub async fn checkout_by_hold(&self, hold_id: &HoldId) -> StoreResult<Option<CheckoutRow>> {
+        let sql = format!(
+            "SELECT {} FROM checkouts WHERE hold_id = $1",
+            self.row_object(CHECKOUT_COLUMNS)
+        );
+        let sql = &sql;
+        let text: Option<String> = retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_scalar(sql)
+                    .bind(hold_id.to_string())
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+        })
+        .await?;
+        text.map(|text| decode_row("checkouts", &text)).transpose()
+    }
+
     /// Hold ids of checkouts waiting on the payment provider, oldest first.
     pub async fn pending_checkouts(&self, limit: i64) -> StoreResult<Vec<HoldId>> {
         let ids: Vec<String> = on_store!(self, read pool => {

@@ -25,6 +25,7 @@ mod quiesce;
 mod shows;
 mod sqlite;
 mod tables;
+mod webhooks;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -50,6 +51,10 @@ pub use payments::{LedgerCharge, SimCharge};
 pub use quiesce::Quiesced;
 pub use shows::{PoolFigures, ShowInsert};
 pub use tables::{Projection, Tables};
+pub use webhooks::{
+    AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,
+    EndpointId, EndpointRow, NewDelivery, RetryOutcome, WebhookEventType,
+};
 
 /// Default size of the connection pool: PostgreSQL connections, or read
 /// connections to a SQLite file (beside its one writer). Commands hold a

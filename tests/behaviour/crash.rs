@@ -30,8 +30,14 @@ pub struct Service {
 }
 
 pub async fn start(database_url: &str, secret: &str) -> Service {
+    start_with(database_url, secret, &[]).await
+}
+
+/// `start`, with more settings in the environment.
+pub async fn start_with(database_url: &str, secret: &str, settings: &[(&str, &str)]) -> Service {
     let mut child = Command::new(env!("CARGO_BIN_EXE_booking"))
         .arg("serve")
+        .envs(settings.iter().copied())
         .env("DATABASE_URL", database_url)
         .env("BOOKING_ADDR", "127.0.0.1:0")
         .env("BOOKING_JWT_SECRET", secret)

@@ -27,10 +27,12 @@ mod ops;
 mod outage;
 mod pools;
 mod positions;
+mod receiver;
 mod secret;
 mod shows;
 mod store;
 mod streams;
+mod webhooks;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -73,6 +75,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(best::tests());
     all.extend(live::tests());
     all.extend(browser::tests());
+    all.extend(webhooks::tests());
     all
 }
 

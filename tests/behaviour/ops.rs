@@ -385,6 +385,14 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/shows/{show_id}/seats/{seat_id}/history"),
     ("get", "/v1/shows/{show_id}/history"),
     ("get", "/v1/shows/{show_id}/hold-ttl-advice"),
+    ("post", "/v1/webhooks"),
+    ("get", "/v1/webhooks"),
+    ("delete", "/v1/webhooks/{webhook_id}"),
+    ("get", "/v1/webhooks/{webhook_id}/deliveries"),
+    (
+        "post",
+        "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
+    ),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -456,6 +464,10 @@ async fn the_openapi_document_covers_every_route_and_problem_code(env: TestEnv) 
         "Problem",
         "HistoryPage",
         "TtlAdvice",
+        "RegisterWebhook",
+        "WebhookCreated",
+        "DeliveryList",
+        "RefundView",
     ] {
         assert!(
             doc.body["components"]["schemas"].get(schema).is_some(),

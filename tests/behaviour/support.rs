@@ -8,6 +8,7 @@ use booking::auth::{Role, TokenKeys};
 use booking::clock::ShiftedClock;
 use booking::rebuild::projector::Projector;
 use booking::store::Store;
+use booking::webhooks::WebhookSettings;
 use booking::workers::recovery::Recovery;
 use booking::workers::sweeper::Sweeper;
 use domain::ids::BuyerId;
@@ -24,6 +25,9 @@ const TEST_POOL_CONNECTIONS: u32 = 8;
 /// The simulator's base latency in tests: short, but not zero, so that
 /// concurrent purchases really overlap with a payment in flight.
 pub const TEST_PAYMENT_LATENCY_MS: u64 = 20;
+
+/// How often the webhook workers run in tests that turn them on.
+pub const WEBHOOK_TEST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -140,7 +144,45 @@ impl TestEnv {
     /// A service with its own connection and request timers.
     pub async fn spawn_with_edge(&self, edge: booking::edge::EdgeSettings) -> TestApp {
         let (database_url, dir) = self.database_url().await;
-        TestApp::start_with(database_url, dir, uuid::Uuid::new_v4().to_string(), edge).await
+        TestApp::start_with(
+            database_url,
+            dir,
+            uuid::Uuid::new_v4().to_string(),
+            edge,
+            None,
+        )
+        .await
+    }
+
+    /// A service whose webhook dispatcher and sender run in the background
+    /// (every `WEBHOOK_TEST_INTERVAL`) with `webhooks`' timings.
+    pub async fn spawn_with_webhooks(&self, webhooks: WebhookSettings) -> TestApp {
+        let (database_url, dir) = self.database_url().await;
+        TestApp::start_with(
+            database_url,
+            dir,
+            uuid::Uuid::new_v4().to_string(),
+            booking::edge::EdgeSettings::default(),
+            Some(webhooks),
+        )
+        .await
+    }
+
+    /// Two instances on one database, both running webhooks.
+    pub async fn spawn_pair_with_webhooks(&self, webhooks: WebhookSettings) -> (TestApp, TestApp) {
+        let (database_url, dir) = self.database_url().await;
+        let secret = uuid::Uuid::new_v4().to_string();
+        let edge = booking::edge::EdgeSettings::default;
+        let first = TestApp::start_with(
+            database_url.clone(),
+            dir,
+            secret.clone(),
+            edge(),
+            Some(webhooks),
+        )
+        .await;
+        let second = TestApp::start_with(database_url, None, secret, edge(), Some(webhooks)).await;
+        (first, second)
     }
 
     /// A service on a database the test made itself (say, in a cluster of
@@ -178,6 +220,7 @@ pub struct TestApp {
     pub projector: Projector,
     pub sweeper: Sweeper,
     pub live: Arc<booking::live::LiveHub>,
+    pub webhooks: booking::webhooks::Webhooks,
     pub database_url: String,
     keys: TokenKeys,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -229,6 +272,7 @@ impl TestApp {
             dir,
             secret,
             booking::edge::EdgeSettings::default(),
+            None,
         )
         .await
     }
@@ -238,6 +282,7 @@ impl TestApp {
         dir: Option<tempfile::TempDir>,
         secret: String,
         edge: booking::edge::EdgeSettings,
+        webhooks: Option<WebhookSettings>,
     ) -> Self {
         let clock = Arc::new(ShiftedClock::default());
         let url_for_tools = database_url.clone();
@@ -247,11 +292,16 @@ impl TestApp {
             jwt_secret: secret.clone(),
             database_connections: TEST_POOL_CONNECTIONS,
             payment_latency: std::time::Duration::from_millis(TEST_PAYMENT_LATENCY_MS),
-            // Tests drive the workers one pass at a time (run_once).
-            workers: Workers::OFF,
+            // Tests drive the workers one pass at a time (run_once); the
+            // webhook workers run in the background when a test asks.
+            workers: Workers {
+                webhooks: webhooks.map(|_| WEBHOOK_TEST_INTERVAL),
+                ..Workers::OFF
+            },
             shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
             edge,
             idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
+            webhooks: webhooks.unwrap_or_default(),
         };
         let app = Application::build(settings, clock.clone())
             .await
@@ -262,6 +312,7 @@ impl TestApp {
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
         let live = app.state().live.clone();
+        let webhooks = app.webhooks().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = app
@@ -284,6 +335,7 @@ impl TestApp {
             projector,
             sweeper,
             live,
+            webhooks,
             database_url: url_for_tools,
             keys: TokenKeys::new(&secret),
             shutdown: Some(tx),

@@ -78,6 +78,22 @@ impl CheckoutService {
         })
     }
 
+    /// A booking as the API shows it, from the checkout event that
+    /// confirmed (`cancelled: false`) or cancelled it: what a webhook
+    /// carries, the booking as of that event rather than as of now.
+    pub async fn booking_at_event(
+        &self,
+        hold_id: &HoldId,
+        booking_id: BookingId,
+        charge_id: &str,
+        amount_cents: i64,
+        cancelled: bool,
+    ) -> Result<BookingView, CheckoutError> {
+        let record = self.stored_hold(hold_id).await?;
+        self.booking_view(&record, booking_id, charge_id, amount_cents, cancelled)
+            .await
+    }
+
     async fn booking_record(
         &self,
         actor: &Actor,

@@ -1,0 +1,172 @@
+//! The dispatcher: from the log to recorded deliveries.
+//!
+//! It reads the log in global order after its checkpoint with the tailing
+//! read (on PostgreSQL never past a transaction still open: the late-commit
+//! rule), turns each event into the webhook events the endpoints asked for,
+//! and records one delivery per event and endpoint **in the transaction
+//! that moves the checkpoint**, by compare-and-set. Nothing is sent here:
+//! a crash before the commit reads the same events again; after it, the
+//! deliveries are recorded and the sender sends them. Another instance
+//! moving the checkpoint first is not an error: this one reads again from
+//! there, and a delivery recorded twice is one row (same subject and
+//! endpoint).
+
+use std::sync::Arc;
+
+use projections::time::to_micros;
+
+use super::payload::{types_of, Payloads};
+use crate::clock::Clock;
+use crate::store::{
+    DeliveryId, EndpointId, LogFilter, NewDelivery, Store, StoreError, WebhookEventType,
+};
+
+/// The dispatcher's checkpoint in `projector_checkpoints`.
+pub const WEBHOOKS_CHECKPOINT: &str = "webhooks";
+
+/// Events per dispatcher transaction.
+pub const DISPATCH_BATCH: i64 = 500;
+
+/// The Standard Webhooks message id of `event_type` from the event at
+/// `position` to `endpoint`: the same on every attempt and on every
+/// instance, different for every other event, type or endpoint.
+pub fn message_id(position: i64, endpoint: EndpointId, event_type: WebhookEventType) -> String {
+    format!("msg_{position}_{}_{event_type}", endpoint.0.simple())
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchReport {
+    pub events: usize,
+    pub deliveries: usize,
+    /// The checkpoint after the pass.
+    pub position: i64,
+}
+
+#[derive(Clone)]
+pub struct Dispatcher {
+    store: Arc<Store>,
+    payloads: Arc<Payloads>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Dispatcher {
+    pub fn new(store: Arc<Store>, payloads: Arc<Payloads>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            store,
+            payloads,
+            clock,
+        }
+    }
+
+    /// Records the deliveries of every event after the checkpoint, batch by
+    /// batch, up to what a tailing reader can see now.
+    pub async fn run_once(&self) -> Result<DispatchReport, StoreError> {
+        let mut report = DispatchReport::default();
+        loop {
+            let from = self.store.checkpoint(WEBHOOKS_CHECKPOINT).await?;
+            report.position = from;
+            // With no endpoint, nothing after the head so far can be owed to
+            // anyone: an endpoint registered after the read below starts at
+            // a head at or above this one.
+            let safe_head = self.store.safe_head().await?;
+            let mut endpoints = self.store.webhook_endpoints().await?;
+            if endpoints.is_empty() {
+                if safe_head > from {
+                    let now_us = to_micros(self.clock.now());
+                    self.store
+                        .record_webhook_deliveries(
+                            WEBHOOKS_CHECKPOINT,
+                            from,
+                            safe_head,
+                            &[],
+                            now_us,
+                        )
+                        .await?;
+                }
+                return Ok(report);
+            }
+            let events = self
+                .store
+                .read_log(LogFilter::All, from, DISPATCH_BATCH)
+                .await?;
+            let Some(last) = events.last() else {
+                return Ok(report);
+            };
+            let to = last.position;
+            // Read again after the events: an endpoint registered meanwhile
+            // is either in this list or starts above every event read.
+            endpoints = self.store.webhook_endpoints().await?;
+            let mut deliveries = Vec::new();
+            for event in &events {
+                if types_of(event).is_empty() {
+                    continue;
+                }
+                let wanted =
+                    |t: WebhookEventType| endpoints.iter().any(|e| e.wants(t, event.position));
+                for occurrence in self.payloads.occurrences(event, wanted).await? {
+                    for endpoint in endpoints
+                        .iter()
+                        .filter(|e| e.wants(occurrence.event_type, event.position))
+                    {
+                        let webhook_id =
+                            message_id(event.position, endpoint.endpoint_id, occurrence.event_type);
+                        deliveries.push(NewDelivery {
+                            delivery_id: DeliveryId::of_message(&webhook_id),
+                            endpoint_id: endpoint.endpoint_id,
+                            webhook_id,
+                            event_type: occurrence.event_type,
+                            subject: occurrence.subject.clone(),
+                            position: event.position,
+                            body: occurrence.body.clone(),
+                        });
+                    }
+                }
+            }
+            let now_us = to_micros(self.clock.now());
+            if self
+                .store
+                .record_webhook_deliveries(WEBHOOKS_CHECKPOINT, from, to, &deliveries, now_us)
+                .await?
+            {
+                report.events += events.len();
+                report.deliveries += deliveries.len();
+                report.position = to;
+            }
+        }
+    }
+
+    /// How many events of the log the checkpoint is behind.
+    pub async fn lag(&self) -> Result<i64, StoreError> {
+        let checkpoint = self.store.checkpoint(WEBHOOKS_CHECKPOINT).await?;
+        self.store.count_after(checkpoint).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_id_names_the_position_the_endpoint_and_the_type() {
+        let endpoint = EndpointId(uuid::Uuid::from_u128(0xabc));
+        let id = message_id(42, endpoint, WebhookEventType::BookingConfirmed);
+        assert_eq!(
+            id,
+            "msg_42_00000000000000000000000000000abc_booking.confirmed"
+        );
+        assert_eq!(
+            id,
+            message_id(42, endpoint, WebhookEventType::BookingConfirmed)
+        );
+        assert_ne!(
+            id,
+            message_id(43, endpoint, WebhookEventType::BookingConfirmed)
+        );
+        assert_ne!(id, message_id(42, endpoint, WebhookEventType::RefundIssued));
+        let other = EndpointId(uuid::Uuid::from_u128(0xabd));
+        assert_ne!(
+            id,
+            message_id(42, other, WebhookEventType::BookingConfirmed)
+        );
+    }
+}
