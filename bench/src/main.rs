@@ -50,7 +50,8 @@ struct Args {
     /// Concurrent connections of the fixed-time scenarios and the baseline.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// Scenarios to run (default: all but the opt-in ones, `best`).
+    /// Scenarios to run, comma-separated (default: all but the opt-in ones,
+    /// `best` and `limit`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -208,9 +209,16 @@ async fn run_store(
     if wanted("floor") {
         results.push(scenarios::http_floor(&target, args.concurrency, seconds).await?);
     }
-    // Opt-in: only when named (`--only best`).
-    if args.only.iter().any(|o| o == "best") {
+    // Opt-in: only when named (`--only best,limit`).
+    let named = |name: &str| args.only.iter().any(|o| o == name);
+    if named("best") {
         results.push(scenarios::best_storm(&target).await?);
+    }
+    if named("limit") {
+        let (without, with) =
+            scenarios::limit_holds(&target, &service_store, args.concurrency, seconds).await?;
+        results.push(without);
+        results.push(with);
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);
