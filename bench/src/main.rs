@@ -51,7 +51,8 @@ struct Args {
     /// Concurrent connections of the fixed-time scenarios and the baseline.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// Scenarios to run (default: all but the opt-in ones, `best` and `webhooks`).
+    /// Scenarios to run, comma-separated (default: all but the opt-in ones,
+    /// `best`, `limit`, `live` and `webhooks`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -224,12 +225,19 @@ async fn run_store(
     if wanted("floor") {
         results.push(scenarios::http_floor(&target, args.concurrency, seconds).await?);
     }
-    // Opt-in: only when named (`--only best`, `--only webhooks`).
-    if args.only.iter().any(|o| o == "best") {
+    // Opt-in: only when named (`--only best,limit,live,webhooks`).
+    let named = |name: &str| args.only.iter().any(|o| o == name);
+    if named("best") {
         results.push(scenarios::best_storm(&target).await?);
     }
-    // Opt-in: 1,000 subscribers (`--only live`); on PostgreSQL also over two instances.
-    if args.only.iter().any(|o| o == "live") {
+    if named("limit") {
+        let (without, with) =
+            scenarios::limit_holds(&target, &service_store, args.concurrency, seconds).await?;
+        results.push(without);
+        results.push(with);
+    }
+    // 1,000 subscribers; on PostgreSQL also over two instances.
+    if named("live") {
         results.push(live::subscribers(&[&target], args.concurrency, seconds).await?);
         if store == "postgres" {
             let (second, _, stop_second, second_server) =
@@ -238,7 +246,8 @@ async fn run_store(
             let _ = stop_second.send(());
             second_server.await??;
         }
-    if args.only.iter().any(|o| o == "webhooks") {
+    }
+    if named("webhooks") {
         results.push(scenarios::webhooks(&target, args.concurrency, seconds).await?);
     }
     if wanted("replay") {

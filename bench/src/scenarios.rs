@@ -41,15 +41,24 @@ pub async fn seat_show_pub(target: &Target, show: &str) -> anyhow::Result<()> {
 }
 
 async fn seat_show(target: &Target, show: &str, seats: usize) -> anyhow::Result<()> {
+    seat_show_limited(target, show, seats, None).await
+}
+
+/// A show of `seats` seats, with `max_seats_per_buyer` set when `limit` is.
+async fn seat_show_limited(
+    target: &Target,
+    show: &str,
+    seats: usize,
+    limit: Option<u32>,
+) -> anyhow::Result<()> {
     let seats: Vec<Value> = (1..=seats)
         .map(|n| json!({"seat_id": format!("S{n}"), "section": format!("{}", n / 1000), "row": "1", "number": n, "price_cents": 5000}))
         .collect();
-    put_show(
-        target,
-        show,
-        json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats}),
-    )
-    .await
+    let mut body = json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats});
+    if let Some(limit) = limit {
+        body["max_seats_per_buyer"] = json!(limit);
+    }
+    put_show(target, show, body).await
 }
 
 /// Sends a JSON POST; returns the status and the time it took.
@@ -167,6 +176,149 @@ pub async fn holds(
         format!("multi-seat holds ({seats_per_hold} adjacent)")
     };
     Ok(Figures::from_latencies(&name, target.store, &answers, wall))
+}
+
+/// Holds a buyer places on the per-buyer limit scenario's shows, one after
+/// another, before its worker moves on to a new buyer.
+const HOLDS_PER_BUYER: usize = 4;
+
+/// The limited show's `max_seats_per_buyer`: far above [`HOLDS_PER_BUYER`],
+/// so it never refuses and the scenario measures the allowance stream's
+/// cost, not refusals.
+const LIMIT_SEATS_PER_BUYER: u32 = 1_000;
+
+/// One side of the per-buyer limit scenario: its show and how far it got.
+struct LimitArm {
+    show: String,
+    /// The next seat (index) of the show.
+    next: Arc<AtomicUsize>,
+    /// Holds asked for by each worker on this show; its buyer is the
+    /// `asked / HOLDS_PER_BUYER`-th of that worker.
+    asked: Arc<Vec<AtomicUsize>>,
+    wall: Duration,
+    answers: Vec<(u16, Duration)>,
+}
+
+impl LimitArm {
+    fn new(show: &str, concurrency: usize) -> Self {
+        Self {
+            show: show.to_owned(),
+            next: Arc::new(AtomicUsize::new(0)),
+            asked: Arc::new((0..concurrency).map(|_| AtomicUsize::new(0)).collect()),
+            wall: Duration::ZERO,
+            answers: Vec::new(),
+        }
+    }
+
+    /// Distinct buyers that asked for a hold on this show.
+    fn buyers(&self) -> usize {
+        self.asked
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed).div_ceil(HOLDS_PER_BUYER))
+            .sum()
+    }
+
+    /// One-seat holds on distinct seats at `concurrency` connections for
+    /// `duration`; each worker's buyer changes every `HOLDS_PER_BUYER` holds,
+    /// so a buyer's holds come one after another, as from one browser.
+    async fn run(&mut self, target: &Arc<Target>, concurrency: usize, duration: Duration) {
+        let (wall, answers) = for_duration(concurrency, duration, {
+            let (target, show) = (target.clone(), self.show.clone());
+            let (next, asked) = (self.next.clone(), self.asked.clone());
+            move |worker| {
+                let (target, show) = (target.clone(), show.clone());
+                let (next, asked) = (next.clone(), asked.clone());
+                async move {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= BIG_SHOW_SEATS {
+                        return None;
+                    }
+                    let k = asked[worker].fetch_add(1, Ordering::Relaxed);
+                    let buyer = format!("{show}-{worker}-{}", k / HOLDS_PER_BUYER);
+                    let token = target.token(&buyer, Role::Buyer);
+                    let (status, latency, _) = post(
+                        &target,
+                        &format!("/v1/shows/{show}/holds"),
+                        &token,
+                        &json!({"seats": [format!("S{}", n + 1)]}),
+                    )
+                    .await;
+                    Some((status, latency))
+                }
+            }
+        })
+        .await;
+        self.wall += wall;
+        self.answers.extend(answers);
+    }
+}
+
+/// Waits (at most a minute) until the projector has caught up with the log,
+/// so that one half of a comparison does not pay for the other's backlog.
+async fn drain_projector(store: &booking::store::Store) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let checkpoint = store
+            .checkpoint(booking::rebuild::projector::PROJECTIONS_CHECKPOINT)
+            .await?;
+        if store.count_after(checkpoint).await? == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// Holds per second on two shows identical but for `max_seats_per_buyer`
+/// (absent, and [`LIMIT_SEATS_PER_BUYER`]), in the same run: the distinct-seat
+/// holds scenario with many buyers, each placing [`HOLDS_PER_BUYER`] holds.
+/// Each side runs `duration` in all, as two halves in the order none, limit,
+/// limit, none (a drift over the run weighs on both alike), with the
+/// projector drained between halves.
+pub async fn limit_holds(
+    target: &Target,
+    store: &booking::store::Store,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<(Figures, Figures)> {
+    let mut none = LimitArm::new("limitnone", concurrency);
+    let mut limited = LimitArm::new("limit1000", concurrency);
+    seat_show_limited(target, &none.show, BIG_SHOW_SEATS, None).await?;
+    seat_show_limited(
+        target,
+        &limited.show,
+        BIG_SHOW_SEATS,
+        Some(LIMIT_SEATS_PER_BUYER),
+    )
+    .await?;
+    drain_projector(store).await?;
+    let target = Arc::new(target.clone());
+    let half = duration / 2;
+    for limit in [false, true, true, false] {
+        let arm = if limit { &mut limited } else { &mut none };
+        arm.run(&target, concurrency, half).await;
+        drain_projector(store).await?;
+    }
+    let figures = |arm: &LimitArm, name: &str| {
+        let mut figures = Figures::from_latencies(name, target.store, &arm.answers, arm.wall);
+        figures.note = format!(
+            "{} buyers, {HOLDS_PER_BUYER} holds each in turn; halves run none, limit, limit, none",
+            arm.buyers()
+        );
+        figures
+    };
+    let without = figures(&none, "holds (distinct seats, no per-buyer limit)");
+    let mut with = figures(
+        &limited,
+        "holds (distinct seats, max_seats_per_buyer 1,000)",
+    );
+    let ratio = with.per_second / without.per_second.max(f64::MIN_POSITIVE);
+    with.note = format!(
+        "{}; {ratio:.2}× the holds/s without the limit (its cost: {:.0}%)",
+        with.note,
+        100.0 * (1.0 - ratio)
+    );
+    Ok((without, with))
 }
 
 /// Hold a seat, then buy it with the simulator at its default latency.
@@ -501,7 +653,11 @@ pub async fn sample_lag(
 /// Best available under a storm: 2,000 buyers ask for 2 seats each at once
 /// on a 5,000-seat show (5 sections of 40 rows of 25). Reports the holds
 /// placed and the single seats left stranded: free seats whose neighbours
-/// in their row (numbers one below and above) are both non-free or walls.
+/// in their row (numbers one below and above) are both non-free or walls,
+/// counted from the final availability (and that checked against the
+/// availability computed from the log, and against the holds answered).
+/// 2,000 pairs fit without stranding any seat (11 pairs a row leave a block
+/// of 3), so any stranded seat is one the choices under contention left.
 pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
     const BUYERS: usize = 2_000;
     const SECTIONS: [&str; 5] = ["A", "B", "C", "D", "E"];
@@ -538,23 +694,42 @@ pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
     })
     .await;
     let placed = answers.iter().filter(|(s, _)| *s == 201).count();
-    let availability: Value = target
-        .client
-        .get(format!("{}/v1/shows/{show}/availability", target.base))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let free: std::collections::HashSet<String> = availability["seats"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    // The instance's availability (read your writes: every answered hold is
+    // in it), and the same computed from the log, which must agree.
+    let live = seat_statuses(&target, show, None).await?;
+    let as_of = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let logged = seat_statuses(&target, show, Some(&as_of)).await?;
+    let expected = SECTIONS.len() * (ROWS * PER_ROW) as usize;
+    anyhow::ensure!(
+        live.len() == expected && logged.len() == expected,
+        "availability of {show}: {} seats live, {} from the log, {expected} in the show",
+        live.len(),
+        logged.len()
+    );
+    // Disagreements are reported with the figures, not fatal: they are findings.
+    let mut odd = Vec::new();
+    let differing = live
         .iter()
-        .filter(|s| s["status"] == "available")
-        .filter_map(|s| s["seat_id"].as_str().map(str::to_owned))
-        .collect();
+        .filter(|(id, s)| logged.get(*id) != Some(*s))
+        .count();
+    if differing > 0 {
+        odd.push(format!(
+            "the instance and the log disagree on {differing} seats"
+        ));
+    }
+    let count = |status: &str| live.values().filter(|s| *s == status).count();
+    let (free, held) = (count("available"), count("held"));
+    if held != 2 * placed || free + held != expected {
+        odd.push(format!(
+            "{held} seats held and {free} free after {placed} holds of 2"
+        ));
+    }
     let is_free = |section: &str, row: u32, n: u32| {
-        (1..=PER_ROW).contains(&n) && free.contains(&format!("{section}-{row}-{n}"))
+        (1..=PER_ROW).contains(&n)
+            && live
+                .get(&format!("{section}-{row}-{n}"))
+                .map(String::as_str)
+                == Some("available")
     };
     let mut stranded = 0;
     for section in SECTIONS {
@@ -575,9 +750,14 @@ pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
         wall,
     );
     figures.note = format!(
-        "holds placed: {placed}; free seats left: {}; stranded single seats: {stranded}",
-        free.len()
+        "holds placed: {placed}; free seats left: {free}; stranded single seats: {stranded} \
+         (counted from the final availability)"
     );
+    if odd.is_empty() {
+        figures.note.push_str("; the log's availability agrees");
+    } else {
+        figures.note = format!("{}; ODD: {}", figures.note, odd.join("; "));
+    }
     Ok(figures)
 }
 
@@ -736,4 +916,42 @@ pub async fn webhooks(
         .await;
     receiver.abort();
     Ok(figures)
+
+/// Seat id to status, from `GET /v1/shows/{show}/availability` (at `as_of`,
+/// computed from the log, when given; that needs an admin token).
+async fn seat_statuses(
+    target: &Target,
+    show: &str,
+    as_of: Option<&str>,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let url = format!("{}/v1/shows/{show}/availability", target.base);
+    let request = match as_of {
+        // An RFC 3339 time in UTC ("Z", no "+"): nothing to escape.
+        Some(as_of) => target
+            .client
+            .get(format!("{url}?as_of={as_of}"))
+            .bearer_auth(target.token("bench-admin", Role::Admin)),
+        None => target.client.get(url),
+    };
+    let response = request.send().await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "availability of {show} (as_of {as_of:?}): {}",
+        response.status()
+    );
+    let availability: Value = response.json().await?;
+    let seats = availability["seats"]
+        .as_array()
+        .ok_or_else(|| anyhow::anyhow!("availability of {show}: no seats array"))?;
+    seats
+        .iter()
+        .map(
+            |seat| match (seat["seat_id"].as_str(), seat["status"].as_str()) {
+                (Some(id), Some(status)) => Ok((id.to_owned(), status.to_owned())),
+                _ => Err(anyhow::anyhow!(
+                    "availability of {show}: a seat without id or status"
+                )),
+            },
+        )
+        .collect()
 }
