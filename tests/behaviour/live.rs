@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::{unavailable, OwnCluster};
-use crate::support::{seat_id, TestApp, TestEnv};
+use crate::support::{seat_entries, seat_id, TestApp, TestEnv};
 use crate::tests;
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
@@ -52,17 +52,7 @@ impl SseEvent {
 
     /// `(seat_id, status)` of every seat the event names.
     pub fn seats(&self) -> Vec<(String, String)> {
-        self.data["seats"]
-            .as_array()
-            .expect("seats")
-            .iter()
-            .map(|s| {
-                (
-                    s["seat_id"].as_str().unwrap().to_owned(),
-                    s["status"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
+        seat_entries(&self.data)
     }
 }
 
@@ -212,16 +202,7 @@ async fn a_stream_starts_with_a_snapshot_and_then_sends_every_change(env: TestEn
     let mut last = change.position();
 
     // A release.
-    let released = app
-        .call(
-            Method::DELETE,
-            &format!("/v1/holds/{}", held.str("hold_id")),
-            Some(&buyer),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(released.status, StatusCode::NO_CONTENT);
+    app.release(&buyer, &held.str("hold_id")).await;
     let change = stream.until_seat(&seat_id(1), "available").await;
     assert!(change.position() > last, "positions increase");
     last = change.position();
@@ -460,16 +441,7 @@ async fn a_slow_subscriber_gets_a_new_snapshot_never_a_gap(env: TestEnv) {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let held = app.hold(&buyer, &show, &seats, None).await;
                 assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
-                let released = app
-                    .call(
-                        Method::DELETE,
-                        &format!("/v1/holds/{}", held.str("hold_id")),
-                        Some(&buyer),
-                        None,
-                        &[],
-                    )
-                    .await;
-                assert_eq!(released.status, StatusCode::NO_CONTENT);
+                app.release(&buyer, &held.str("hold_id")).await;
             }
         }));
     }

@@ -495,17 +495,15 @@ impl TestApp {
     /// seat id -> status, from the availability answer.
     pub async fn seat_statuses(&self, show_id: &str) -> std::collections::BTreeMap<String, String> {
         let answer = self.availability(show_id).await;
-        answer.body["seats"]
-            .as_array()
-            .expect("seats")
-            .iter()
-            .map(|s| {
-                (
-                    s["seat_id"].as_str().unwrap().to_owned(),
-                    s["status"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
+        seat_entries(&answer.body).into_iter().collect()
+    }
+
+    /// `DELETE /v1/holds/{hold_id}`; it must be answered 204.
+    pub async fn release(&self, token: &str, hold_id: &str) {
+        let released = self
+            .call(Method::DELETE, &format!("/v1/holds/{hold_id}"), Some(token), None, &[])
+            .await;
+        assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
     }
 
     /// Awaits (with a deadline) the moment a tailing reader of the log can
@@ -529,6 +527,22 @@ impl TestApp {
     pub async fn event_count(&self) -> i64 {
         self.store.count_events().await.expect("count events")
     }
+}
+
+/// `(seat_id, status)` of each seat of an availability answer, a live
+/// snapshot or a live change, in their order.
+pub fn seat_entries(body: &Value) -> Vec<(String, String)> {
+    body["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .map(|s| {
+            (
+                s["seat_id"].as_str().unwrap().to_owned(),
+                s["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
 }
 
 pub fn seat_id(n: usize) -> String {
