@@ -916,6 +916,7 @@ pub async fn webhooks(
         .await;
     receiver.abort();
     Ok(figures)
+}
 
 /// Seat id to status, from `GET /v1/shows/{show}/availability` (at `as_of`,
 /// computed from the log, when given; that needs an admin token).
