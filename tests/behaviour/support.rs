@@ -501,7 +501,13 @@ impl TestApp {
     /// `DELETE /v1/holds/{hold_id}`; it must be answered 204.
     pub async fn release(&self, token: &str, hold_id: &str) {
         let released = self
-            .call(Method::DELETE, &format!("/v1/holds/{hold_id}"), Some(token), None, &[])
+            .call(
+                Method::DELETE,
+                &format!("/v1/holds/{hold_id}"),
+                Some(token),
+                None,
+                &[],
+            )
             .await;
         assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
     }
