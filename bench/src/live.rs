@@ -93,9 +93,16 @@ async fn subscribe(
         };
         let Some(chunk) = chunk else { break };
         let at = Instant::now();
+        // Look for the end of an event only in what is new (a 20,000-seat
+        // snapshot arrives in dozens of chunks; scanning it whole each time
+        // made the client, not the service, the bottleneck).
+        let from = buffer.len().saturating_sub(1);
         buffer.push_str(std::str::from_utf8(&chunk)?);
-        while let Some(end) = buffer.find("\n\n") {
+        let mut search_from = from;
+        while let Some(found) = buffer[search_from..].find("\n\n") {
+            let end = search_from + found;
             let block: String = buffer.drain(..end + 2).collect();
+            search_from = 0;
             let is_change = block.lines().any(|l| l == "event: change");
             let is_snapshot = block.lines().any(|l| l == "event: snapshot");
             if is_snapshot && !counted {
