@@ -25,9 +25,9 @@ pub const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 /// Sends a notification after this process's appends, until the hub closes.
 pub async fn notify_appends(hub: Arc<LiveHub>) {
-    let Some(pool) = hub.store.postgres_pool().cloned() else {
+    if hub.store.postgres_pool().is_none() {
         return;
-    };
+    }
     let mut appends = hub.store.appends();
     let mut closing = hub.closing();
     loop {
@@ -35,12 +35,8 @@ pub async fn notify_appends(hub: Arc<LiveHub>) {
             changed = appends.changed() => if changed.is_err() { return },
             () = LiveHub::closed(&mut closing) => return,
         }
-        let sent = sqlx::query("SELECT pg_notify($1, '')")
-            .bind(NOTIFY_CHANNEL)
-            .execute(&pool)
-            .await;
-        let pause = match sent {
-            Ok(_) => NOTIFY_MIN_GAP,
+        let pause = match hub.store.notify(NOTIFY_CHANNEL).await {
+            Ok(()) => NOTIFY_MIN_GAP,
             Err(error) => {
                 tracing::warn!(%error, "live: cannot notify other instances; retrying");
                 RECONNECT_PAUSE

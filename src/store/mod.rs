@@ -245,12 +245,27 @@ impl Store {
         self.appended().subscribe()
     }
 
-    /// The PostgreSQL pool, for what only PostgreSQL has (LISTEN/NOTIFY).
+    /// The PostgreSQL pool, for what only PostgreSQL has (a LISTEN
+    /// connection, held for as long as it listens).
     pub fn postgres_pool(&self) -> Option<&PgPool> {
         match self {
             Store::Postgres(s) => Some(&s.pool),
             Store::Sqlite(_) => None,
         }
+    }
+
+    /// `pg_notify(channel, '')` on PostgreSQL (a no-op on SQLite), on the
+    /// pool kept for public queries: a notification after an append never
+    /// waits behind, or takes a connection from, the commands.
+    pub async fn notify(&self, channel: &str) -> StoreResult<()> {
+        if let Store::Postgres(s) = self {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(channel)
+                .execute(&s.query)
+                .await
+                .map_err(StoreError::classify)?;
+        }
+        Ok(())
     }
 
     pub fn kind(&self) -> StoreKind {

@@ -240,7 +240,8 @@ impl Claims {
         section: Option<&str>,
     ) -> Result<(Claim<'_>, Vec<SeatId>), HoldError> {
         let show = &entry.show;
-        let mut places: Vec<(usize, SeatPlace)> = show
+        // The seats considered (by ordinal), and what the choice reads of each.
+        let (considered, mut places): (Vec<usize>, Vec<SeatPlace>) = show
             .seats
             .iter()
             .enumerate()
@@ -256,7 +257,7 @@ impl Claims {
                 };
                 (ordinal, place)
             })
-            .collect();
+            .unzip();
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
         let claims = shows.entry(show.show_id.clone()).or_default();
         let taken_since: HashSet<usize> = claims
@@ -266,23 +267,21 @@ impl Claims {
             .flat_map(|(_, ordinals)| ordinals.iter().copied())
             .chain(claims.in_flight.keys().copied())
             .collect();
+        // Places (by index) free in the statuses but taken since, or claimed.
         let mut unclaimed = Vec::new();
-        for (ordinal, place) in places.iter_mut() {
+        for (index, (ordinal, place)) in considered.iter().zip(places.iter_mut()).enumerate() {
             if place.free && taken_since.contains(ordinal) {
                 place.free = false;
-                unclaimed.push(*ordinal);
+                unclaimed.push(index);
             }
         }
-        let mut seat_places: Vec<SeatPlace> = places.iter().map(|(_, p)| p.clone()).collect();
-        let chosen = match choose(&seat_places, quantity, None) {
+        let chosen = match choose(&places, quantity, None) {
             Ok(chosen) => chosen,
             Err(BestAvailableError::NoBlock) if !unclaimed.is_empty() => {
-                for ((ordinal, _), place) in places.iter().zip(seat_places.iter_mut()) {
-                    if unclaimed.contains(ordinal) {
-                        place.free = true;
-                    }
+                for index in &unclaimed {
+                    places[*index].free = true;
                 }
-                choose(&seat_places, quantity, None).map_err(|_| HoldError::NoAdjacentSeats)?
+                choose(&places, quantity, None).map_err(|_| HoldError::NoAdjacentSeats)?
             }
             Err(BestAvailableError::NoBlock) => return Err(HoldError::NoAdjacentSeats),
             Err(e @ BestAvailableError::QuantityOutOfRange { .. }) => {
