@@ -28,6 +28,8 @@ const HOLD: &str = "INSERT INTO holds (seat_id, hold_id, expires_at) \
 pub struct Baseline {
     pub holds: Figures,
     pub storm: Figures,
+    /// The same hold from `pgbench` (see `external`).
+    pub pgbench: Figures,
 }
 
 /// A point in PostgreSQL's write-ahead log. The difference between two is
@@ -35,24 +37,48 @@ pub struct Baseline {
 /// its WAL to be flushed, so bytes per hold is the write amplification that
 /// bounds a write-heavy scenario. Exact and immediate, unlike `pg_stat_wal`,
 /// which backends report only every second or so.
-#[derive(Clone, Copy)]
-pub struct WalMark(f64);
+#[derive(Clone)]
+pub struct WalMark(f64, String);
 
 impl WalMark {
     pub async fn now(url: &str) -> anyhow::Result<Self> {
         let mut conn = sqlx::PgConnection::connect(url).await?;
-        let (lsn,): (f64,) =
-            sqlx::query_as("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8")
-                .fetch_one(&mut conn)
-                .await?;
+        let (lsn, text): (f64, String) = sqlx::query_as(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8, \
+             pg_current_wal_insert_lsn()::text",
+        )
+        .fetch_one(&mut conn)
+        .await?;
         conn.close().await?;
-        Ok(Self(lsn))
+        Ok(Self(lsn, text))
+    }
+
+    /// With `BENCH_WALDUMP=<the server's pg_wal directory>` (and read access
+    /// to it), what the WAL since this mark consists of, by record type
+    /// (`pg_waldump --stats=record`), into `target/waldump-<scenario>.txt`.
+    async fn dump(&self, url: &str, scenario: &str) -> anyhow::Result<()> {
+        let Ok(dir) = std::env::var("BENCH_WALDUMP") else {
+            return Ok(());
+        };
+        let end = Self::now(url).await?;
+        let output = tokio::process::Command::new("/usr/lib/postgresql/15/bin/pg_waldump")
+            .args(["--stats=record", "-p", &dir, "-s", &self.1, "-e", &end.1])
+            .output()
+            .await?;
+        let name: String = scenario
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        std::fs::write(format!("target/waldump-{name}.txt"), &output.stdout)?;
+        Ok(())
     }
 
     /// "WAL per success" since this mark, over the `ok` answers of `figures`,
     /// appended to its note. Cluster-wide: it includes the service's
     /// background work (projector checkpoint) during the scenario.
     pub async fn annotate(self, url: &str, figures: &mut Figures) -> anyhow::Result<()> {
+        self.dump(url, &format!("{}-{}", figures.scenario, figures.store))
+            .await?;
         let bytes = Self::now(url).await?.0 - self.0;
         let per = bytes / figures.ok.max(1) as f64;
         let wal = format!("WAL per success: {per:.0} bytes");
@@ -172,8 +198,14 @@ async fn measure(url: &str, concurrency: usize, duration: Duration) -> anyhow::R
         wall,
     );
     storm.note = format!("winners: {winners}");
+    sqlx::query("TRUNCATE holds").execute(&pool).await?;
     pool.close().await;
-    Ok(Baseline { holds, storm })
+    let pgbench = crate::external::pgbench_holds(url, concurrency, duration).await?;
+    Ok(Baseline {
+        holds,
+        storm,
+        pgbench,
+    })
 }
 
 /// The service's own write, without the service: `booking_append` called
@@ -209,22 +241,28 @@ pub async fn direct_append(
                 let seat = format!("S{n}");
                 let hold = uuid::Uuid::new_v4().to_string();
                 let expires_us: i64 = 1_893_456_000_000_000;
+                // The document `store::document` writes for such a hold
+                // (parts named after their tables, rows by column name).
                 let doc = serde_json::json!({
-                    "events": [{"t": "Seat", "i": format!("{show}/{seat}"), "s": 1, "et": "HoldPlaced", "ev": "1.0",
-                                "p": {"HoldPlaced": {"hold_id": hold, "buyer": "b", "expires_at": "2030-01-01T00:00:00Z"}},
-                                "m": {"actor": "b"}, "r": 0, "sh": show, "n": 1}],
-                    "seats": [{"show_id": show, "seat_id": seat, "status": "held", "hold_id": hold, "buyer": "b",
-                               "expires_at_us": expires_us, "booking_id": null, "seq": 1}],
-                    "shards": [], "pool_holds": [], "ends": [], "converts": [], "checkouts": [],
-                    "holds": [{"hold_id": hold, "show_id": show, "buyer": "b", "expires_at_us": expires_us, "pool_id": null}],
-                    "hold_seats": [{"hold_id": hold, "seat_id": seat}],
-                    "idempotency": null, "checkpoint": null
+                    "recorded_at_us": 0,
+                    "events": [{"aggregate_type": "Seat", "aggregate_id": format!("{show}/{seat}"), "sequence": 1,
+                                "event_type": "HoldPlaced", "event_version": "1.0",
+                                "payload": {"HoldPlaced": {"hold_id": hold, "buyer": "b", "expires_at": "2030-01-01T00:00:00Z"}},
+                                "metadata": {"actor": "b"}, "show_id": show}],
+                    "seat_availability": [{"show_id": show, "seat_id": seat, "status": "held", "hold_id": hold, "buyer": "b",
+                               "expires_at_us": expires_us, "booking_id": null, "last_seq": 1}],
+                    "holds": [{"hold_id": hold, "show_id": show, "buyer": "b", "expires_at_us": expires_us,
+                               "state": "held", "booking_id": null, "pool_id": null}],
+                    "hold_seats": [{"hold_id": hold, "seat_id": seat}]
                 });
                 let t = Instant::now();
                 let done = sqlx::query("SELECT booking_append($1::jsonb)")
                     .bind(doc.to_string())
                     .execute(&pool)
                     .await;
+                if let (Err(error), true) = (&done, answers.is_empty()) {
+                    eprintln!("booking_append failed: {error}");
+                }
                 answers.push((if done.is_ok() { 201 } else { 0 }, t.elapsed()));
             }
             answers

@@ -10,6 +10,7 @@
 //! Absolute times on a shared machine mean little; the ratios are the point.
 
 mod baseline;
+mod external;
 mod live;
 mod report;
 mod scenarios;
@@ -195,6 +196,27 @@ async fn run_store(
         let (max_lag, mean_lag) = sampler.await??;
         figures.note =
             format!("projector lag while holding: max {max_lag} events, mean {mean_lag:.0}");
+        if let Some(wal) = wal {
+            wal.annotate(&args.postgres_url, &mut figures).await?;
+        }
+        results.push(figures);
+    }
+    if wanted("wrk") {
+        // The same holds, from `wrk` in a second process, on a show of their own.
+        let show = "wrkholds";
+        scenarios::seat_show_pub(&target, show).await?;
+        let wal = match store {
+            "postgres" => Some(baseline::WalMark::now(&args.postgres_url).await?),
+            _ => None,
+        };
+        let mut figures = external::wrk_holds(
+            &target,
+            show,
+            scenarios::BIG_SHOW_SEATS,
+            args.concurrency,
+            seconds,
+        )
+        .await?;
         if let Some(wal) = wal {
             wal.annotate(&args.postgres_url, &mut figures).await?;
         }

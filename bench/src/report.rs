@@ -69,7 +69,7 @@ struct Report<'a> {
     command: &'a str,
     machine: String,
     results: &'a [Figures],
-    baseline: [&'a Figures; 2],
+    baseline: [&'a Figures; 3],
 }
 
 fn machine() -> String {
@@ -108,6 +108,13 @@ fn ratio(figures: &Figures, baseline: &Baseline) -> String {
     }
     if figures.scenario.starts_with("availability") || figures.scenario.starts_with("replay") {
         return String::from("—");
+    }
+    // Load from a C client on both sides: `wrk` against `pgbench`.
+    if figures.scenario.ends_with("load from wrk") {
+        return format!(
+            "{:.2}× pgbench's raw hold/s",
+            figures.per_second / baseline.pgbench.per_second
+        );
     }
     format!(
         "{:.0}% of baseline holds/s",
@@ -156,12 +163,13 @@ pub fn write(
     }
     row(&mut md, &baseline.holds, "baseline".into())?;
     row(&mut md, &baseline.storm, "baseline".into())?;
+    row(&mut md, &baseline.pgbench, "baseline (for wrk)".into())?;
     std::fs::write(markdown, md)?;
     let report = Report {
         command,
         machine,
         results,
-        baseline: [&baseline.holds, &baseline.storm],
+        baseline: [&baseline.holds, &baseline.storm, &baseline.pgbench],
     };
     std::fs::write(json, serde_json::to_string_pretty(&report)?)?;
     Ok(())

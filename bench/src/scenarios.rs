@@ -11,7 +11,7 @@ use crate::report::Figures;
 use crate::Target;
 
 /// Seats in the show the fixed-time hold scenarios draw from.
-const BIG_SHOW_SEATS: usize = 100_000;
+pub const BIG_SHOW_SEATS: usize = 100_000;
 
 async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()> {
     let response = target

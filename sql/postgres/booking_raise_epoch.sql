@@ -2,9 +2,8 @@
 -- at every start (src/store/postgres.rs), and called then: at start, before the service serves, raises the
 -- log's xid_offset if the positions of new transactions would not sort above
 -- the highest position in the log (a dump restored into a new cluster, a
--- promoted logical replica). Seat rows' change marks (changed_txid, read by
--- the availability cache) hold the old cluster's ids too: they are reset, so
--- that a reader's watermark from this cluster compares with them again.
+-- promoted logical replica). (Marks that are log positions, such as
+-- shows.rows_rewritten_at, need nothing: new positions sort above them.)
 -- Returns the offset in force.
 CREATE OR REPLACE FUNCTION booking_raise_epoch() RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -16,8 +15,6 @@ BEGIN
     IF ((current + raised) << 16) <= head THEN
         raised := (head >> 16) + 1 - current;
         UPDATE log_epoch SET xid_offset = raised;
-        UPDATE seat_availability SET changed_txid = pg_current_xact_id()
-        WHERE changed_txid > pg_current_xact_id();
     END IF;
     RETURN raised;
 END

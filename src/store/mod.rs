@@ -80,6 +80,8 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(4);
 
 pub struct PgStore {
     pool: PgPool,
+    /// Commands' appends, committed in groups.
+    appender: postgres::PgAppender,
     /// Counts this process's appends; see [`Store::appends`].
     appended: tokio::sync::watch::Sender<u64>,
     /// Public queries only: see `QUERY_POOL_CONNECTIONS`.
@@ -184,8 +186,10 @@ impl Store {
                 .await
                 .map_err(StoreError::classify)?;
             let repo = PostgresEventRepository::new(pool.clone());
+            let appender = postgres::PgAppender::start(pool.clone());
             Ok(Store::Postgres(PgStore {
                 pool,
+                appender,
                 query,
                 repo,
                 appended: tokio::sync::watch::Sender::new(0),
@@ -427,15 +431,23 @@ impl Store {
     }
 
     /// Writes one append document in one transaction, through the store's
-    /// own writer: `booking_append` on PostgreSQL, the group-committing
-    /// appender on SQLite.
+    /// own writer: a group-committing appender on either store. On
+    /// PostgreSQL the projector's batches (rows only, a checkpoint to move)
+    /// go alone, with their commit not waiting for the disk.
     async fn write_document(
         &self,
         document: &document::Document<'_>,
         rows_only: bool,
     ) -> StoreResult<AppendOutcome> {
         match self {
-            Store::Postgres(s) => postgres::append(&s.pool, &document.to_json()?, rows_only).await,
+            Store::Postgres(s) if rows_only || document.checkpoint.is_some() => {
+                postgres::append(&s.pool, &document.to_json()?, rows_only).await
+            }
+            Store::Postgres(s) => {
+                s.appender
+                    .append(document.to_json()?, document.events.len())
+                    .await
+            }
             Store::Sqlite(s) => s.appender.append(sqlite::SqliteJob::of(document)?).await,
         }
     }

@@ -1,17 +1,26 @@
-//! The PostgreSQL append: one call of `booking_append(jsonb)` per batch.
+//! The PostgreSQL append: the commands that arrive together go in one call
+//! of `booking_append_group(jsonb)`, one transaction and one WAL flush for
+//! the group ([`PgAppender`]); a command alone, the projector and replay call
+//! `booking_append(jsonb)`.
 //!
-//! The function's body lives in one file, `sql/postgres/booking_append.sql`,
-//! applied with `CREATE OR REPLACE` after the migrations at every start
-//! ([`install_functions`]): changing what the function writes is an edit of
-//! that file, never a new migration that restates it, and shipped
-//! migrations stay byte for byte as they were applied.
+//! The functions' bodies live in `sql/postgres/`, applied with `CREATE OR
+//! REPLACE` after the migrations at every start ([`install_functions`]):
+//! changing what they write is an edit of those files, never a new migration
+//! that restates them, and shipped migrations stay byte for byte as they
+//! were applied.
 
-use super::batch::AppendOutcome;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::batch::{AppendOutcome, MAX_EVENTS_PER_BATCH};
 use super::StoreError;
 
 /// The current definitions of our functions, one statement each.
-const FUNCTIONS: [&str; 2] = [
+const FUNCTIONS: [&str; 4] = [
     include_str!("../../sql/postgres/booking_append.sql"),
+    include_str!("../../sql/postgres/booking_append_one.sql"),
+    include_str!("../../sql/postgres/booking_append_group.sql"),
     include_str!("../../sql/postgres/booking_raise_epoch.sql"),
 ];
 
@@ -63,6 +72,7 @@ pub(super) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
 }
 
 pub(super) const APPEND: &str = "SELECT booking_append($1::jsonb)";
+const APPEND_GROUP: &str = "SELECT booking_append_group($1::jsonb)";
 /// Projection-only batches (the projector, replay) need not wait for their
 /// commit to reach the disk: they are derived from the log, and a batch lost
 /// in a crash is lost with its checkpoint move, so it is simply redone.
@@ -80,6 +90,195 @@ pub async fn append(
         Err(err) => match refusal(&err) {
             Some(outcome) => Ok(outcome),
             None => Err(StoreError::classify(err)),
+        },
+    }
+}
+
+/// Commands appended in one transaction at most. The group is what queued
+/// while the groups before it were being written (nothing waits to fill
+/// one): under light load a command goes alone, at once; in an onsale, one
+/// commit and one WAL flush serve up to this many holds.
+pub const PG_GROUP_COMMIT: usize = 64;
+
+/// Groups written at once, each on a connection of the command pool. One
+/// group runs on one backend, one document after another: a second and a
+/// third keep the server's cores busy while a group waits for its flush,
+/// and fewer groups in flight make larger groups (fewer commits).
+pub const PG_APPENDERS: usize = 3;
+
+/// Appends waiting for an appender at most; more wait to be queued.
+const PG_QUEUE: usize = 4_096;
+
+type Reply = oneshot::Sender<Result<AppendOutcome, StoreError>>;
+
+/// One command's append document, waiting for its group.
+struct PgJob {
+    document: String,
+    events: usize,
+    reply: Reply,
+}
+
+struct Queue {
+    jobs: mpsc::Receiver<PgJob>,
+    /// A job taken from the queue that did not fit the last group (its
+    /// events would have passed [`MAX_EVENTS_PER_BATCH`]): the next group
+    /// starts with it.
+    carried: Option<PgJob>,
+}
+
+impl Queue {
+    /// The next group: the first job to arrive, and every job queued behind
+    /// it that fits ([`PG_GROUP_COMMIT`] jobs, [`MAX_EVENTS_PER_BATCH`]
+    /// events, since the group's events share one transaction's positions).
+    async fn next_group(&mut self) -> Option<Vec<PgJob>> {
+        let first = match self.carried.take() {
+            Some(job) => job,
+            None => self.jobs.recv().await?,
+        };
+        let mut events = first.events;
+        let mut group = vec![first];
+        while group.len() < PG_GROUP_COMMIT {
+            let Ok(job) = self.jobs.try_recv() else { break };
+            if events + job.events > MAX_EVENTS_PER_BATCH {
+                self.carried = Some(job);
+                break;
+            }
+            events += job.events;
+            group.push(job);
+        }
+        Some(group)
+    }
+}
+
+/// Group commit on PostgreSQL: [`PG_APPENDERS`] tasks take the commands'
+/// appends from one queue, each writing what queued up as one group.
+pub struct PgAppender {
+    jobs: mpsc::Sender<PgJob>,
+}
+
+impl PgAppender {
+    pub fn start(pool: sqlx::PgPool) -> Self {
+        let (jobs, queue) = mpsc::channel(PG_QUEUE);
+        let queue = Arc::new(Mutex::new(Queue {
+            jobs: queue,
+            carried: None,
+        }));
+        for _ in 0..PG_APPENDERS {
+            let (pool, queue) = (pool.clone(), queue.clone());
+            tokio::spawn(async move {
+                loop {
+                    // The lock is held while waiting for the first job and
+                    // taking the rest, never while writing: the next
+                    // appender forms the next group meanwhile.
+                    let group = queue.lock().await.next_group().await;
+                    let Some(group) = group else { return };
+                    write_group(&pool, group).await;
+                }
+            });
+        }
+        Self { jobs }
+    }
+
+    pub async fn append(
+        &self,
+        document: String,
+        events: usize,
+    ) -> Result<AppendOutcome, StoreError> {
+        let stopped = || StoreError::Unavailable("the PostgreSQL appender has stopped".into());
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(PgJob {
+                document,
+                events,
+                reply,
+            })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// A group's outcome for each of its documents, from the function's answer:
+/// NULL is appended, a SQLSTATE a refusal.
+fn outcome_of(code: Option<&str>) -> Result<AppendOutcome, StoreError> {
+    match code {
+        None => Ok(AppendOutcome::Appended),
+        Some("BK409") => Ok(AppendOutcome::Conflict),
+        Some("BK422") => Ok(AppendOutcome::IdempotencyKeyTaken),
+        Some("BK412") => Ok(AppendOutcome::CheckpointMoved),
+        Some(other) => Err(StoreError::Corrupt(format!(
+            "booking_append_group answered {other:?} for a document"
+        ))),
+    }
+}
+
+/// The same error for every member of a group whose call failed without a
+/// verdict from the server (connection lost, pool exhausted): whether it
+/// committed is not known, exactly as for a command alone.
+fn shared_error(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::ConnectionLost(why) => StoreError::ConnectionLost(why.clone()),
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}
+
+/// Writes one group and answers each member. A group of one is an ordinary
+/// `booking_append`. A group the server refused with an error (not a
+/// refusal: those are per document) was rolled back whole; its documents
+/// are then appended one by one, so that the error is answered to its own
+/// command alone and its neighbours are written (a deadlock with another
+/// instance's group, too, costs only the retry).
+async fn write_group(pool: &sqlx::PgPool, group: Vec<PgJob>) {
+    if group.len() == 1 {
+        for job in group {
+            let _ = job.reply.send(append(pool, &job.document, false).await);
+        }
+        return;
+    }
+    metrics::counter!("append_groups_total").increment(1);
+    metrics::counter!("append_group_members_total").increment(group.len() as u64);
+    let size: usize = group.iter().map(|job| job.document.len() + 1).sum();
+    let mut documents = String::with_capacity(size + 2);
+    documents.push('[');
+    for (i, job) in group.iter().enumerate() {
+        if i > 0 {
+            documents.push(',');
+        }
+        documents.push_str(&job.document);
+    }
+    documents.push(']');
+    let answer: Result<Vec<Option<String>>, sqlx::Error> = sqlx::query_scalar(APPEND_GROUP)
+        .bind(documents)
+        .fetch_one(pool)
+        .await;
+    match answer {
+        Ok(outcomes) if outcomes.len() == group.len() => {
+            for (job, outcome) in group.into_iter().zip(outcomes) {
+                let _ = job.reply.send(outcome_of(outcome.as_deref()));
+            }
+        }
+        Ok(outcomes) => {
+            let wrong = format!(
+                "booking_append_group answered {} outcomes for {} documents",
+                outcomes.len(),
+                group.len()
+            );
+            for job in group {
+                let _ = job.reply.send(Err(StoreError::Corrupt(wrong.clone())));
+            }
+        }
+        Err(error) => match StoreError::classify(error) {
+            StoreError::Database(_) => {
+                metrics::counter!("append_groups_retried_total").increment(1);
+                for job in group {
+                    let _ = job.reply.send(append(pool, &job.document, false).await);
+                }
+            }
+            unavailable => {
+                for job in group {
+                    let _ = job.reply.send(Err(shared_error(&unavailable)));
+                }
+            }
         },
     }
 }

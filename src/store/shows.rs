@@ -70,13 +70,43 @@ macro_rules! insert_shards {
 }
 
 /// Seat rows of a show changed since a watermark, and the watermark to pass
-/// next time, in one statement (one snapshot). See migration 0007.
-const PG_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, NULL::text \
-     FROM seat_availability WHERE show_id = $1 AND changed_txid >= $2::text::xid8 \
-     UNION ALL SELECT -1, NULL, NULL, pg_snapshot_xmin(pg_current_snapshot())::text";
+/// next time, in one statement (one snapshot).
+///
+/// PostgreSQL (migration 0013): the watermark is a log position, the
+/// late-commit bound of the previous read's snapshot ((xmin + xid_offset)
+/// * 65,536): every transaction that read could not see writes its events
+/// at or above it. The seats that changed are those the show's seat events
+/// since then name (a command writes its rows with its events), unless the
+/// show's rows were rewritten without events since then (`-2`): then the
+/// show is read whole.
+///
+/// The seat rows are found one by one through the primary key (the LIMIT
+/// keeps the lateral subquery from being flattened into a join the planner
+/// could make a scan of the show's every row).
+const PG_SEAT_CHANGES: &str = "SELECT a.ordinal, a.status, a.expires_at_us, NULL::text \
+     FROM (SELECT DISTINCT aggregate_id FROM events \
+           WHERE show_id = $1 AND position >= $2::bigint AND aggregate_type = 'Seat') e \
+     CROSS JOIN LATERAL (SELECT ordinal, status, expires_at_us FROM seat_availability \
+           WHERE show_id = $1 AND seat_id = substr(e.aggregate_id, length($1) + 2) LIMIT 1) a \
+     UNION ALL SELECT -2, NULL, NULL, NULL FROM shows \
+       WHERE show_id = $1 AND rows_rewritten_at >= $2::bigint \
+     UNION ALL SELECT -1, NULL, NULL, \
+       ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16)::text";
+/// The whole show, and the watermark to pass next time.
+const PG_SEATS: &str = "SELECT ordinal, status, expires_at_us, NULL::text \
+     FROM seat_availability WHERE show_id = $1 \
+     UNION ALL SELECT -1, NULL, NULL, \
+       ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16)::text";
 const SQLITE_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, NULL \
      FROM seat_availability WHERE show_id = $1 AND changed >= CAST($2 AS INTEGER) \
      UNION ALL SELECT -1, NULL, NULL, CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
+
+/// The watermark that asks for every seat row of a show.
+const WHOLE_SHOW: &str = "0";
+
+/// A row of a changed-rows read: `(ordinal, status, expires_at_us, mark)`;
+/// ordinal -1 carries the next watermark, -2 says "read the show whole".
+type SeatRow = (i32, Option<String>, Option<i64>, Option<String>);
 
 /// A seat row as the availability cache keeps it: recorded status and expiry.
 pub type SeatChange = (usize, SeatStatus, Option<i64>);
@@ -89,24 +119,15 @@ impl Store {
         show_id: &ShowId,
         watermark: &str,
     ) -> StoreResult<(Vec<SeatChange>, String)> {
-        type Row = (i32, Option<String>, Option<i64>, Option<String>);
-        let rows: Vec<Row> = retry_read(move || async move {
-            match self {
-                Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
-                    .bind(show_id.as_str())
-                    .bind(watermark)
-                    .fetch_all(&s.query)
-                    .await
-                    .map_err(StoreError::classify),
-                Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
-                    .bind(show_id.as_str())
-                    .bind(watermark)
-                    .fetch_all(&s.read)
-                    .await
-                    .map_err(StoreError::classify),
-            }
-        })
-        .await?;
+        let rows = self.seat_rows(show_id, watermark, false).await?;
+        let rows = match rows {
+            Some(rows) => rows,
+            // Rewritten without events since the watermark: read it whole.
+            None => self
+                .seat_rows(show_id, WHOLE_SHOW, true)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("a whole-show read asked for itself".into()))?,
+        };
         let mut next = None;
         let mut changes = Vec::with_capacity(rows.len());
         for (ordinal, status, expires_at_us, mark) in rows {
@@ -124,6 +145,39 @@ impl Store {
         }
         let next = next.ok_or_else(|| StoreError::Corrupt("no watermark".into()))?;
         Ok((changes, next))
+    }
+
+    /// One changed-rows read (see [`PG_SEAT_CHANGES`]); `None` if the show
+    /// must be read whole instead.
+    async fn seat_rows(
+        &self,
+        show_id: &ShowId,
+        watermark: &str,
+        whole: bool,
+    ) -> StoreResult<Option<Vec<SeatRow>>> {
+        let rows: Vec<SeatRow> = retry_read(move || async move {
+            match self {
+                Store::Postgres(s) if whole || watermark == WHOLE_SHOW => sqlx::query_as(PG_SEATS)
+                    .bind(show_id.as_str())
+                    .fetch_all(&s.query)
+                    .await
+                    .map_err(StoreError::classify),
+                Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
+                    .bind(show_id.as_str())
+                    .bind(watermark)
+                    .fetch_all(&s.query)
+                    .await
+                    .map_err(StoreError::classify),
+                Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
+                    .bind(show_id.as_str())
+                    .bind(watermark)
+                    .fetch_all(&s.read)
+                    .await
+                    .map_err(StoreError::classify),
+            }
+        })
+        .await?;
+        Ok((!rows.iter().any(|(ordinal, ..)| *ordinal == -2)).then_some(rows))
     }
 
     /// Creates the show and an available row for each of its seats, in one

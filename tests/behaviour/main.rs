@@ -157,6 +157,7 @@ fn main() {
         .chain(positions::postgres_tests())
         .chain(outage::postgres_tests())
         .chain(live::postgres_tests())
+        .chain(store::postgres_tests())
     {
         let pg_name = format!("postgres::{name}");
         match &skip_reason {

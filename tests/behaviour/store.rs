@@ -1,6 +1,8 @@
 //! The store's promises, checked directly on both databases.
 
-use booking::store::{AppendBatch, AppendOutcome, NewEvent, StoreError, MAX_EVENTS_PER_BATCH};
+use booking::store::{
+    AppendBatch, AppendOutcome, IdempotencyKeyRow, NewEvent, StoreError, MAX_EVENTS_PER_BATCH,
+};
 use chrono::Utc;
 use cqrs_es::Aggregate;
 use domain::seat::Seat;
@@ -13,7 +15,13 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_conflict_on_any_one_stream_writes_nothing_on_the_others,
         events_get_increasing_positions_and_a_recorded_time,
         a_batch_over_max_events_is_too_large_and_writes_nothing,
+        appends_sent_at_once_each_get_their_own_outcome,
     ]
+}
+
+/// PostgreSQL only: the group function itself, on a group it is certain to get.
+pub fn postgres_tests() -> Vec<(&'static str, crate::TestFn)> {
+    tests![a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted]
 }
 
 fn event(stream: &str, sequence: i64) -> NewEvent {
@@ -116,5 +124,167 @@ async fn a_batch_over_max_events_is_too_large_and_writes_nothing(env: TestEnv) {
         "{refused:?}"
     );
     assert_eq!(app.event_count().await, 0);
+    app.stop().await;
+}
+
+fn keyed(events: Vec<NewEvent>, key: &str) -> AppendBatch {
+    AppendBatch {
+        idempotency: Some(IdempotencyKeyRow {
+            buyer: domain::ids::BuyerId::parse("grouped").unwrap(),
+            key: domain::ids::IdempotencyKey::parse(key).unwrap(),
+            request_hash: "h".into(),
+            hold_id: domain::ids::HoldId::random(),
+            created_at_us: 0,
+        }),
+        ..batch(events)
+    }
+}
+
+/// Appends that arrive together (on PostgreSQL: written as groups, in one
+/// transaction each; on SQLite: one savepoint each in a group) are each
+/// answered by their own outcome: a stale version or a taken key refuses
+/// that append alone, writes nothing of it, and never its neighbours.
+async fn appends_sent_at_once_each_get_their_own_outcome(env: TestEnv) {
+    const N: usize = 16;
+    let app = env.spawn().await;
+    for i in 0..N {
+        let taken = batch(vec![event(&format!("group/T{i}"), 1)]);
+        assert_eq!(
+            app.store.append(&taken).await.unwrap(),
+            AppendOutcome::Appended
+        );
+    }
+    let mut batches = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..N {
+        // Stale: T{i} is at 1 already.
+        batches.push(batch(vec![event(&format!("group/T{i}"), 1)]));
+        expected.push(Some(AppendOutcome::Conflict));
+        // Free.
+        batches.push(batch(vec![event(&format!("group/F{i}"), 1)]));
+        expected.push(Some(AppendOutcome::Appended));
+        // Free on G{i}, stale on T{i}: refused whole, G{i} left empty...
+        batches.push(batch(vec![
+            event(&format!("group/G{i}"), 1),
+            event(&format!("group/T{i}"), 1),
+        ]));
+        expected.push(Some(AppendOutcome::Conflict));
+        // ... so that this one, at the same sequence of G{i}, is appended.
+        batches.push(batch(vec![event(&format!("group/G{i}"), 1)]));
+        expected.push(Some(AppendOutcome::Appended));
+    }
+    // One key, two appends: exactly one is written (either may be first).
+    batches.push(keyed(vec![event("group/H1", 1)], "k1"));
+    expected.push(None);
+    batches.push(keyed(vec![event("group/H2", 1)], "k1"));
+    expected.push(None);
+    let before = app.event_count().await;
+    let outcomes = futures::future::join_all(batches.iter().map(|b| app.store.append(b))).await;
+    let outcomes: Vec<AppendOutcome> = outcomes.into_iter().map(|o| o.unwrap()).collect();
+    for (i, (outcome, expected)) in outcomes.iter().zip(&expected).enumerate() {
+        if let Some(expected) = expected {
+            assert_eq!(outcome, expected, "append {i}");
+        }
+    }
+    let keyed_outcomes = &outcomes[4 * N..];
+    assert_eq!(
+        keyed_outcomes
+            .iter()
+            .filter(|o| **o == AppendOutcome::Appended)
+            .count(),
+        1,
+        "{keyed_outcomes:?}"
+    );
+    assert!(keyed_outcomes.contains(&AppendOutcome::IdempotencyKeyTaken));
+    assert_eq!(app.event_count().await, before + (2 * N + 1) as i64);
+    for i in 0..N {
+        for (stream, sequences) in [("T", vec![1]), ("F", vec![1]), ("G", vec![1])] {
+            let id = format!("group/{stream}{i}");
+            let events = app.store.stream_events::<Seat>(&id, 0).await.unwrap();
+            let got: Vec<usize> = events.iter().map(|e| e.sequence).collect();
+            assert_eq!(got, sequences, "{id}");
+        }
+    }
+    let mut written = 0;
+    for (stream, outcome) in ["group/H1", "group/H2"].iter().zip(keyed_outcomes) {
+        let events = app.store.stream_events::<Seat>(stream, 0).await.unwrap();
+        let expected = usize::from(*outcome == AppendOutcome::Appended);
+        assert_eq!(events.len(), expected, "{stream}: {outcome:?}");
+        written += events.len();
+    }
+    assert_eq!(written, 1);
+    app.stop().await;
+}
+
+/// `booking_append_group` on one group of six documents: each is answered
+/// alone, a refused one leaves none of its events nor its key (so a later
+/// document of the group may take the same sequence or key), and the
+/// group's events take increasing positions in document order.
+async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: TestEnv) {
+    use sqlx::Connection;
+    let app = env.spawn().await;
+    let ev = |stream: &str, mark: &str| {
+        serde_json::json!({
+            "aggregate_type": "Seat", "aggregate_id": stream, "sequence": 1,
+            "event_type": "HoldReleased", "event_version": "1.0",
+            "payload": {"HoldReleased": {"hold_id": "00000000-0000-0000-0000-000000000001"}},
+            "metadata": {"mark": mark}, "show_id": "atomic"})
+    };
+    let key = |hold: &str| serde_json::json!({"buyer": "b", "key": "k1", "request_hash": "h", "hold_id": hold, "created_at_us": 0});
+    let doc =
+        |events: Vec<serde_json::Value>| serde_json::json!({"recorded_at_us": 1, "events": events});
+    let mut keyed_d = doc(vec![ev("g/S3", "d")]);
+    keyed_d["idempotency_key"] = key("00000000-0000-4000-8000-00000000000d");
+    let mut keyed_e = doc(vec![ev("g/S4", "e")]);
+    keyed_e["idempotency_key"] = key("00000000-0000-4000-8000-00000000000e");
+    let group = serde_json::json!([
+        doc(vec![ev("g/S1", "a")]),
+        doc(vec![ev("g/S2", "b"), ev("g/S1", "b")]),
+        doc(vec![ev("g/S2", "c")]),
+        keyed_d,
+        keyed_e,
+        doc(vec![ev("g/S4", "f")]),
+    ]);
+    let mut conn = sqlx::PgConnection::connect(&app.database_url)
+        .await
+        .unwrap();
+    let outcomes: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT booking_append_group($1::jsonb)")
+            .bind(group.to_string())
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        outcomes,
+        [
+            None,
+            Some("BK409".into()),
+            None,
+            None,
+            Some("BK422".into()),
+            None
+        ]
+    );
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT aggregate_id, metadata ->> 'mark', position FROM events \
+         WHERE aggregate_id LIKE 'g/%' ORDER BY position",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let written: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|(id, mark, _)| (id.as_str(), mark.as_str()))
+        .collect();
+    assert_eq!(
+        written,
+        [("g/S1", "a"), ("g/S2", "c"), ("g/S3", "d"), ("g/S4", "f")]
+    );
+    let hold: String = sqlx::query_scalar("SELECT hold_id FROM idempotency_keys WHERE key = 'k1'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(hold, "00000000-0000-4000-8000-00000000000d");
+    conn.close().await.unwrap();
     app.stop().await;
 }
