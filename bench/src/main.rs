@@ -216,7 +216,8 @@ async fn run_store(
         results.push(loaded);
     }
     if wanted("availability") {
-        let (idle, loaded) = scenarios::availability_large(&target, args.concurrency, seconds).await?;
+        let (idle, loaded) =
+            scenarios::availability_large(&target, args.concurrency, seconds).await?;
         results.push(idle);
         results.push(loaded);
     }

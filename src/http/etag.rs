@@ -88,7 +88,10 @@ pub async fn answer(headers: &HeaderMap, rendered: &Arc<Rendered>) -> Response {
     let mut response = (
         StatusCode::OK,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
             (header::ETAG, etag),
             vary,
         ],

@@ -285,9 +285,10 @@ impl AvailabilityCache {
                 .collect(),
             Part::NoSuchSection => Vec::new(),
         };
-        if let Some(still) = kept.as_mut().filter(|k| {
-            k.as_of <= now && k.statuses == statuses && k.pools == current.pools
-        }) {
+        if let Some(still) = kept
+            .as_mut()
+            .filter(|k| k.as_of <= now && k.statuses == statuses && k.pools == current.pools)
+        {
             still.fresh_through = starting;
             return Ok(still.rendered.clone());
         }

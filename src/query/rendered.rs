@@ -167,7 +167,10 @@ mod tests {
             .unwrap();
         assert_eq!(decoded, body);
         let (encoding, identity) = rendered.encoded(Encoding::Identity).await;
-        assert_eq!((encoding, &identity[..]), (Encoding::Identity, body.as_bytes()));
+        assert_eq!(
+            (encoding, &identity[..]),
+            (Encoding::Identity, body.as_bytes())
+        );
         assert_eq!(rendered.held_bytes(), body.len() + gzip.len() + br.len());
     }
 

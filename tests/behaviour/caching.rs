@@ -269,7 +269,9 @@ async fn an_unchanged_availability_is_served_again_byte_for_byte_with_its_tag(en
     }
     // The answer's `as_of` is when it was rendered; its statuses are still
     // the current ones.
-    let answer = get(&app, "/v1/shows/still/availability", None, &[]).await.json();
+    let answer = get(&app, "/v1/shows/still/availability", None, &[])
+        .await
+        .json();
     let as_of: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(answer["as_of"].clone()).expect("as_of");
     assert!(as_of <= app.clock_now());
@@ -279,7 +281,9 @@ async fn an_unchanged_availability_is_served_again_byte_for_byte_with_its_tag(en
 async fn a_hold_expiring_changes_the_availability_without_any_event(env: TestEnv) {
     let app = env.spawn().await;
     app.create_show("lapse", 20, 60).await;
-    let held = app.hold(&app.buyer("ann"), "lapse", &["S1", "S12"], None).await;
+    let held = app
+        .hold(&app.buyer("ann"), "lapse", &["S1", "S12"], None)
+        .await;
     assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
     let seat = |body: &Value, id: &str| {
         body["seats"]
