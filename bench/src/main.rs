@@ -237,6 +237,12 @@ async fn run_store(
         results.push(idle);
         results.push(loaded);
     }
+    if wanted("availability") {
+        let (idle, loaded) =
+            scenarios::availability_large(&target, args.concurrency, seconds).await?;
+        results.push(idle);
+        results.push(loaded);
+    }
     if wanted("direct") && store == "postgres" {
         // The database's share: the same write without the service in front.
         let show = "direct";

@@ -524,6 +524,97 @@ pub async fn availability(
     Ok((idle, loaded))
 }
 
+/// Availability of a 100,000-seat show read with `Accept-Encoding: gzip`:
+/// alone, then while `concurrency` writers place holds on it. The note gives
+/// the bytes on the wire (the client does not decode: it has no gzip).
+pub async fn availability_large(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<(Figures, Figures)> {
+    const READERS: usize = 4;
+    let show = "avail100k";
+    seat_show(target, show, BIG_SHOW_SEATS).await?;
+    let target = Arc::new(target.clone());
+    let wire = Arc::new(std::sync::Mutex::new(Vec::<usize>::new()));
+    let read = {
+        let (target, wire) = (target.clone(), wire.clone());
+        move |_| {
+            let (target, wire) = (target.clone(), wire.clone());
+            async move {
+                let started = Instant::now();
+                let status = match target
+                    .client
+                    .get(format!("{}/v1/shows/{show}/availability", target.base))
+                    .header("accept-encoding", "gzip")
+                    .send()
+                    .await
+                {
+                    Ok(r) => {
+                        let status = r.status().as_u16();
+                        let bytes = r.bytes().await.map_or(0, |b| b.len());
+                        wire.lock().unwrap_or_else(|p| p.into_inner()).push(bytes);
+                        status
+                    }
+                    Err(_) => 0,
+                };
+                Some((status, started.elapsed()))
+            }
+        }
+    };
+    let bytes_note = |wire: &std::sync::Mutex<Vec<usize>>| {
+        let mut sizes = std::mem::take(&mut *wire.lock().unwrap_or_else(|p| p.into_inner()));
+        sizes.sort_unstable();
+        let median = sizes.get(sizes.len() / 2).copied().unwrap_or(0);
+        let max = sizes.last().copied().unwrap_or(0);
+        format!("{READERS} readers, gzip; {median} bytes on the wire (median), {max} max")
+    };
+    let (idle_wall, idle_reads) = for_duration(READERS, duration / 2, read.clone()).await;
+    let mut idle = Figures::from_latencies(
+        "availability of 100,000 seats (gzip), no other load",
+        target.store,
+        &idle_reads,
+        idle_wall,
+    );
+    idle.note = bytes_note(&wire);
+    let next = Arc::new(AtomicUsize::new(0));
+    let background = tokio::spawn(for_duration(concurrency, duration, {
+        let target = target.clone();
+        move |worker| {
+            let (target, next) = (target.clone(), next.clone());
+            let token = target.token(&format!("l{worker}"), Role::Buyer);
+            async move {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= BIG_SHOW_SEATS {
+                    return None;
+                }
+                let (status, latency, _) = post(
+                    &target,
+                    &format!("/v1/shows/{show}/holds"),
+                    &token,
+                    &json!({"seats": [format!("S{}", n + 1)]}),
+                )
+                .await;
+                Some((status, latency))
+            }
+        }
+    }));
+    let (wall, reads) = for_duration(READERS, duration, read).await;
+    let (_, holds) = background.await?;
+    let mut loaded = Figures::from_latencies(
+        "availability of 100,000 seats (gzip) under hold load",
+        target.store,
+        &reads,
+        wall,
+    );
+    let held = holds.iter().filter(|(s, _)| *s == 201).count();
+    loaded.note = format!(
+        "{}; {held} holds placed meanwhile by {concurrency} writers",
+        bytes_note(&wire)
+    );
+    Ok((idle, loaded))
+}
+
 /// Runs `concurrency` workers, each calling its request again and again
 /// until `duration` has passed (or it returns `None`).
 async fn for_duration<F, Fut>(

@@ -1,8 +1,10 @@
 //! `GET /v1/shows/{id}/availability` (public): every seat's status computed
 //! against `expires_at` at the time of the query.
 
+use std::sync::Arc;
+
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -10,18 +12,16 @@ use chrono::{DateTime, Utc};
 use domain::seat::SeatStatus;
 use serde::{Deserialize, Serialize};
 
-use super::etag::UntaggedRange;
 use super::extract::{PathParams, QueryParams};
 use super::problem::ApiError;
-use super::response::json_response;
 use super::AppState;
-use crate::query::availability::{render_document, PoolAvailability, Summary};
+use crate::query::availability::{render_document, PoolAvailability, RenderError, Summary};
+use crate::query::rendered::Rendered;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/v1/shows/{show_id}/availability",
-        super::etag::cached(get(availability)),
-    )
+    // Not behind `etag::cached`: the handler serves its kept answer, tag
+    // and compressed bytes itself (`etag::answer`).
+    Router::new().route("/v1/shows/{show_id}/availability", get(availability))
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,35 +89,41 @@ pub(super) async fn availability(
         }
     };
     let entry = super::response::show_entry(&state, &show_id).await?;
-    let now = state.clock.now();
-    let (at, statuses, pools) = match as_of {
+    let rendered = match as_of {
+        // The current answer: kept, and served again while still true.
+        None => state
+            .availability
+            .rendered(
+                &state.store,
+                &entry,
+                query.section.as_deref(),
+                state.clock.as_ref(),
+            )
+            .await
+            .map_err(|e| match e {
+                RenderError::Store(e) => ApiError::from(e),
+                RenderError::Render(e) => ApiError::Internal(e),
+            })?,
+        // The past, from the log: rendered (and compressed) per request;
+        // an admin's audit read, rare, and not worth keeping.
         Some(as_of) => {
-            if as_of > now {
+            if as_of > state.clock.now() {
                 return Err(ApiError::Validation(
                     "as_of must not be in the future".into(),
                 ));
             }
             let past = crate::query::audit::availability_at(&state.store, &entry, as_of).await?;
-            (as_of, past.seats, past.pools)
-        }
-        None => {
-            let current = state
-                .availability
-                .current(&state.store, &entry, now)
-                .await?;
-            (now, current.statuses, current.pools)
+            let body = render_document(
+                &entry,
+                query.section.as_deref(),
+                as_of,
+                &past.seats,
+                &past.pools,
+                None,
+            )
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+            Arc::new(Rendered::new(body))
         }
     };
-    let (body, as_of_range) = render_document(
-        &entry,
-        query.section.as_deref(),
-        at,
-        &statuses,
-        &pools,
-        None,
-    )
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut response = json_response(StatusCode::OK, body);
-    response.extensions_mut().insert(UntaggedRange(as_of_range));
-    Ok(response)
+    Ok(super::etag::answer(&headers, &rendered).await)
 }

@@ -2,42 +2,31 @@
 //! client accepts `gzip` or `br`, tagged with a strong `ETag`, and answered
 //! 304 with no body when `If-None-Match` names the current tag.
 //!
-//! Written once, as a layer a route opts into with [`cached`]. Nothing else
-//! in the router compresses: there is no global `CompressionLayer`, so a
+//! Written once, as a layer a route opts into with [`cached`], and as
+//! [`answer`] for a handler that keeps its rendered answers
+//! ([`Rendered`]: availability), which serves the kept bytes as they are.
+//! Nothing else in the router compresses: there is no global `CompressionLayer`, so a
 //! route that must never be compressed (a future `text/event-stream`, whose
 //! events a compressor would hold back in its buffer) is left out by
 //! construction, simply by not being wrapped.
 
 use std::convert::Infallible;
-use std::ops::Range;
+use std::sync::Arc;
 
-use axum::body::{to_bytes, Body, Bytes, HttpBody as _};
+use axum::body::{to_bytes, Body, HttpBody as _};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
-use sha2::{Digest, Sha256};
 use tower_http::compression::CompressionLayer;
 
-/// Hex characters of the SHA-256 of the body kept in the tag: 64 bits, so an
-/// accidental collision between two versions of one answer is out of reach,
-/// and the header stays short.
-pub const ETAG_HEX_CHARS: usize = 16;
+use crate::query::rendered::{etag_of, Encoding, Rendered};
 
 /// Answers larger than this pass through untagged. The handlers build their
-/// bodies in memory anyway (a 100,000-seat availability is about 6 MB), so
-/// reading one back costs no extra allocation; the bound only guarantees
-/// the layer never buffers something unbounded.
+/// bodies in memory anyway, so reading one back costs no extra allocation;
+/// the bound only guarantees the layer never buffers something unbounded.
 pub const MAX_TAGGED_BODY_BYTES: usize = 64 * 1024 * 1024;
-
-/// A response extension a handler may attach: the byte range of its body
-/// that the tag leaves out. Availability names its `as_of`, the instant of
-/// the answer, which moves with every request while the statuses it
-/// describes do not; leaving it out lets an unchanged availability keep its
-/// tag. The body itself is sent whole.
-#[derive(Debug, Clone)]
-pub struct UntaggedRange(pub Range<usize>);
 
 /// The route with compression and `ETag` / `If-None-Match` around it:
 /// compression outside, so the tag is computed on the uncompressed body and
@@ -72,8 +61,7 @@ async fn tag(request: Request, next: Next) -> Response {
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
     };
-    let untagged = parts.extensions.remove::<UntaggedRange>();
-    let etag = etag_of(&bytes, untagged.map(|r| r.0));
+    let etag = etag_of(&bytes);
     let Ok(value) = HeaderValue::from_str(&etag) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
@@ -84,19 +72,78 @@ async fn tag(request: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(bytes))
 }
 
-/// `"` + the first [`ETAG_HEX_CHARS`] hex characters of the SHA-256 of the
-/// body (without `untagged`, if given and inside it) + `"`.
-pub fn etag_of(body: &Bytes, untagged: Option<Range<usize>>) -> String {
-    let mut hasher = Sha256::new();
-    match untagged.filter(|r| r.start <= r.end && r.end <= body.len()) {
-        Some(range) => {
-            hasher.update(&body[..range.start]);
-            hasher.update(&body[range.end..]);
-        }
-        None => hasher.update(body),
+/// A kept answer, as the client asked for it: 304 with the tag when
+/// `If-None-Match` names it, else 200 with the body in the encoding the
+/// client prefers (gzip on a tie; br only when preferred to gzip: it costs
+/// more to make), compressed once per answer.
+pub async fn answer(headers: &HeaderMap, rendered: &Arc<Rendered>) -> Response {
+    let vary = (header::VARY, HeaderValue::from_static("accept-encoding"));
+    let Ok(etag) = HeaderValue::from_str(rendered.etag()) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    if if_none_match(headers).is_some_and(|list| matches(&list, rendered.etag())) {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag), vary]).into_response();
     }
-    let digest = hex::encode(hasher.finalize());
-    format!("\"{}\"", &digest[..ETAG_HEX_CHARS])
+    let (encoding, body) = rendered.encoded(preferred_encoding(headers)).await;
+    let mut response = (
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::ETAG, etag),
+            vary,
+        ],
+        Body::from(body),
+    )
+        .into_response();
+    if let Some(coding) = encoding.header_value() {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding));
+    }
+    response
+}
+
+/// The encoding `Accept-Encoding` asks for (RFC 9110 §12.5.3): the
+/// highest-weighted of gzip and br (`*` standing for an unnamed one), gzip
+/// on a tie; identity when neither is acceptable, or the field is absent
+/// or not text.
+fn preferred_encoding(headers: &HeaderMap) -> Encoding {
+    let (mut gzip, mut br, mut any) = (None, None, None);
+    for value in headers.get_all(header::ACCEPT_ENCODING) {
+        let Ok(value) = value.to_str() else {
+            return Encoding::Identity;
+        };
+        for item in value.split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let mut weight = 1.0_f32;
+            for parameter in parts {
+                if let Some((name, q)) = parameter.split_once('=') {
+                    if name.trim().eq_ignore_ascii_case("q") {
+                        weight = q.trim().parse().unwrap_or(0.0);
+                    }
+                }
+            }
+            match coding.as_str() {
+                "gzip" | "x-gzip" => gzip = Some(weight),
+                "br" => br = Some(weight),
+                "*" => any = Some(weight),
+                _ => {}
+            }
+        }
+    }
+    let gzip = gzip.or(any).unwrap_or(0.0);
+    let br = br.or(any).unwrap_or(0.0);
+    if br > gzip {
+        Encoding::Br
+    } else if gzip > 0.0 {
+        Encoding::Gzip
+    } else {
+        Encoding::Identity
+    }
 }
 
 /// Every `If-None-Match` field line, joined as one list; `None` if absent
@@ -170,14 +217,28 @@ mod tests {
         assert!(!matches("", TAG));
     }
 
+    fn accepting(values: &[&str]) -> Encoding {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        preferred_encoding(&headers)
+    }
+
     #[test]
-    fn the_tag_is_16_hex_characters_of_the_body_without_the_untagged_range() {
-        let a = Bytes::from_static(b"{\"as_of\":\"1\",\"seats\":[]}");
-        let b = Bytes::from_static(b"{\"as_of\":\"2\",\"seats\":[]}");
-        let tag = etag_of(&a, None);
-        assert_eq!(tag.len(), ETAG_HEX_CHARS + 2);
-        assert_ne!(tag, etag_of(&b, None));
-        assert_eq!(etag_of(&a, Some(9..12)), etag_of(&b, Some(9..12)));
-        assert_eq!(etag_of(&a, Some(9..100)), tag, "a range outside is ignored");
+    fn accept_encoding_picks_gzip_on_a_tie_and_br_only_when_preferred() {
+        assert_eq!(accepting(&[]), Encoding::Identity);
+        assert_eq!(accepting(&["identity"]), Encoding::Identity);
+        assert_eq!(accepting(&["gzip, deflate, br, zstd"]), Encoding::Gzip);
+        assert_eq!(accepting(&["br"]), Encoding::Br);
+        assert_eq!(accepting(&["gzip;q=0.5, br"]), Encoding::Br);
+        assert_eq!(accepting(&["GZIP;Q=0.9", "br;q=0.1"]), Encoding::Gzip);
+        assert_eq!(accepting(&["gzip;q=0, br;q=0"]), Encoding::Identity);
+        assert_eq!(accepting(&["*"]), Encoding::Gzip);
+        assert_eq!(accepting(&["*;q=0.2, br;q=0.8"]), Encoding::Br);
+        assert_eq!(accepting(&["deflate"]), Encoding::Identity);
     }
 }

@@ -229,7 +229,7 @@ fn snapshot_of(entry: &CatalogEntry, state: &mut State) -> serde_json::Result<Ar
     if let Some(snapshot) = &state.snapshot {
         return Ok(snapshot.clone());
     }
-    let (data, _) = render_document(
+    let data = render_document(
         entry,
         None,
         state.at,

@@ -8,9 +8,15 @@
 //! finished at the previous read's snapshot; on SQLite: at or after the
 //! previous log position), so a commit that was in flight during the last
 //! read is picked up by the next. Expiry is still applied at query time.
+//!
+//! The answer itself is kept too ([`AvailabilityCache::rendered`]): each
+//! request still computes the statuses at its own instant (so an expiry is
+//! never missed: no event marks it), and the kept answer is served as long
+//! as those statuses and the pools' figures are the ones it was written
+//! from; otherwise it is written again. Its tag, and its compressed forms
+//! once made, go with it.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -20,6 +26,8 @@ use projections::time::{from_micros, to_micros};
 use serde::Serialize;
 
 use crate::catalog::CatalogEntry;
+use crate::clock::Clock;
+use crate::query::rendered::Rendered;
 use crate::store::{Store, StoreError};
 
 /// Shows whose seat rows an instance keeps (16 bytes a seat).
@@ -34,9 +42,55 @@ struct Cached {
     fresh_through: u64,
 }
 
+/// Parts of one show whose rendered answers are kept: the whole show, each
+/// section asked for, and one for every name that is no section (they all
+/// answer the same empty seat list). Past it, parts not being answered are
+/// dropped. A show's parts partition its seats, so its kept answers hold at
+/// most about twice its whole answer (5.6 MB for 100,000 seats, plus 340
+/// KB gzip); the bound is on the count of small ones a show of many small
+/// sections would otherwise keep.
+pub const KEPT_PARTS_PER_SHOW: usize = 64;
+
 struct Slot {
     tickets: std::sync::atomic::AtomicU64,
     cached: tokio::sync::Mutex<Cached>,
+    parts: Mutex<HashMap<Part, Arc<PartSlot>>>,
+}
+
+/// What one availability answer covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Part {
+    Whole,
+    Section(String),
+    NoSuchSection,
+}
+
+/// One part's kept answer, and the tickets that let requests arriving while
+/// it is being checked or written share the result (as [`Cached`] does).
+struct PartSlot {
+    tickets: std::sync::atomic::AtomicU64,
+    kept: tokio::sync::Mutex<Option<Kept>>,
+}
+
+struct Kept {
+    /// The statuses of the part's seats, in show order, and the pools'
+    /// figures, that the answer was written from: what decides whether it
+    /// is still true.
+    statuses: Vec<SeatStatus>,
+    pools: Vec<(u32, u32)>,
+    /// Its `as_of`: never served to a request whose instant is before it.
+    as_of: DateTime<Utc>,
+    fresh_through: u64,
+    rendered: Arc<Rendered>,
+}
+
+/// Why a rendered answer could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("availability could not be rendered: {0}")]
+    Render(String),
 }
 
 #[derive(Default)]
@@ -60,6 +114,7 @@ impl AvailabilityCache {
                 watermark: "0".into(),
                 fresh_through: 0,
             }),
+            parts: Mutex::new(HashMap::new()),
         });
         shows.insert(show_id.clone(), slot.clone());
         slot
@@ -186,6 +241,102 @@ impl AvailabilityCache {
     }
 }
 
+impl AvailabilityCache {
+    /// The availability answer of the show (or of one `section`) at the
+    /// clock's instant, rendered once and served again while the statuses
+    /// and pools it shows are still the current ones. Its `as_of` is the
+    /// instant it was rendered at: what it says was true then and is still
+    /// true at the time of the query. A request that arrives while the part
+    /// is being checked or rendered is answered by the next check (started
+    /// after it arrived) instead of queueing one of its own.
+    pub async fn rendered(
+        &self,
+        store: &Store,
+        entry: &Arc<CatalogEntry>,
+        section: Option<&str>,
+        clock: &dyn Clock,
+    ) -> Result<Arc<Rendered>, RenderError> {
+        use std::sync::atomic::Ordering;
+        let part = match section {
+            None => Part::Whole,
+            Some(name) if entry.show.seats.iter().any(|seat| seat.section == name) => {
+                Part::Section(name.to_owned())
+            }
+            Some(_) => Part::NoSuchSection,
+        };
+        let part_slot = self.part_slot(&entry.show.show_id, &part);
+        let ticket = part_slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut kept = part_slot.kept.lock().await;
+        if let Some(kept) = kept.as_ref().filter(|k| k.fresh_through >= ticket) {
+            return Ok(kept.rendered.clone());
+        }
+        let starting = part_slot.tickets.load(Ordering::SeqCst);
+        let now = clock.now();
+        let current = self.current(store, entry, now).await?;
+        let statuses: Vec<SeatStatus> = match &part {
+            Part::Whole => current.statuses.clone(),
+            Part::Section(name) => entry
+                .show
+                .seats
+                .iter()
+                .zip(&current.statuses)
+                .filter(|(seat, _)| seat.section == *name)
+                .map(|(_, status)| *status)
+                .collect(),
+            Part::NoSuchSection => Vec::new(),
+        };
+        if let Some(still) = kept
+            .as_mut()
+            .filter(|k| k.as_of <= now && k.statuses == statuses && k.pools == current.pools)
+        {
+            still.fresh_through = starting;
+            return Ok(still.rendered.clone());
+        }
+        let (entry, section) = (entry.clone(), section.map(str::to_owned));
+        let pools = current.pools.clone();
+        let rendered = tokio::task::spawn_blocking(move || {
+            render_document(
+                &entry,
+                section.as_deref(),
+                now,
+                &current.statuses,
+                &pools,
+                None,
+            )
+            .map(Rendered::new)
+        })
+        .await
+        .map_err(|e| RenderError::Render(e.to_string()))?
+        .map_err(|e| RenderError::Render(e.to_string()))?;
+        let rendered = Arc::new(rendered);
+        *kept = Some(Kept {
+            statuses,
+            pools: current.pools,
+            as_of: now,
+            fresh_through: starting,
+            rendered: rendered.clone(),
+        });
+        Ok(rendered)
+    }
+
+    fn part_slot(&self, show_id: &ShowId, part: &Part) -> Arc<PartSlot> {
+        let slot = self.slot(show_id);
+        let mut parts = slot.parts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(part_slot) = parts.get(part) {
+            return part_slot.clone();
+        }
+        if parts.len() >= KEPT_PARTS_PER_SHOW {
+            parts.retain(|_, part_slot| Arc::strong_count(part_slot) > 1);
+        }
+        let part_slot = Arc::new(PartSlot {
+            tickets: std::sync::atomic::AtomicU64::new(0),
+            kept: tokio::sync::Mutex::new(None),
+        });
+        parts.insert(part.clone(), part_slot.clone());
+        part_slot
+    }
+}
+
 /// One pool in an availability answer or a live change.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct PoolAvailability<'a> {
@@ -225,8 +376,7 @@ fn push_seat(out: &mut String, prefix: &str, status: SeatStatus) {
 
 /// Writes the availability answer (docs/api.md, "Availability") from the
 /// show's preserialized seat entries: for 100,000 seats, a concatenation.
-/// With `position`, it is the live stream's `snapshot`. Also returns the
-/// byte range of the `as_of` value, which the `ETag` leaves out.
+/// With `position`, it is the live stream's `snapshot`.
 pub fn render_document(
     entry: &CatalogEntry,
     section: Option<&str>,
@@ -234,7 +384,7 @@ pub fn render_document(
     statuses: &[SeatStatus],
     pools: &[(u32, u32)],
     position: Option<i64>,
-) -> serde_json::Result<(String, Range<usize>)> {
+) -> serde_json::Result<String> {
     let show = &entry.show;
     let mut out = String::with_capacity(256 + statuses.len() * 56);
     out.push_str("{\"show_id\":");
@@ -244,9 +394,7 @@ pub fn render_document(
         out.push_str(&position.to_string());
     }
     out.push_str(",\"as_of\":");
-    let as_of_start = out.len();
     out.push_str(&serde_json::to_string(&as_of)?);
-    let as_of_range = as_of_start..out.len();
     out.push_str(",\"seats\":[");
     let mut summary = Summary::default();
     let mut first = true;
@@ -276,7 +424,7 @@ pub fn render_document(
     out.push_str(",\"summary\":");
     out.push_str(&serde_json::to_string(&summary)?);
     out.push('}');
-    Ok((out, as_of_range))
+    Ok(out)
 }
 
 /// Writes a live `change` (docs/api.md, "Live availability"): the seats and

@@ -5,3 +5,4 @@
 pub mod advice;
 pub mod audit;
 pub mod availability;
+pub mod rendered;

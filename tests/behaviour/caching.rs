@@ -14,6 +14,9 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         read_answers_in_gzip_and_br_decode_to_the_identity_json,
         if_none_match_with_the_current_tag_is_304_without_a_body,
         a_hold_changes_the_availability_tag_and_the_old_tag_gets_200,
+        an_unchanged_availability_is_served_again_byte_for_byte_with_its_tag,
+        a_hold_expiring_changes_the_availability_without_any_event,
+        a_pool_hold_changes_the_availability_tag_and_its_sections,
         a_key_past_its_retention_is_pruned_and_then_places_a_new_hold,
         a_key_inside_its_retention_still_returns_the_same_hold,
     ]
@@ -216,6 +219,146 @@ async fn a_hold_changes_the_availability_tag_and_the_old_tag_gets_200(env: TestE
     assert_eq!(seat(&after.json()), Some(json!("held")));
     let current = get(&app, path, None, &[("if-none-match", &after.etag())]).await;
     assert_eq!(current.status, StatusCode::NOT_MODIFIED);
+    app.stop().await;
+}
+
+/// Availability of `show` (with `query`), in identity and gzip.
+async fn both_encodings(app: &TestApp, path: &str, extra: &[(&str, &str)]) -> (Raw, Raw) {
+    let mut identity_headers = vec![("accept-encoding", "identity")];
+    identity_headers.extend_from_slice(extra);
+    let mut gzip_headers = vec![("accept-encoding", "gzip, deflate, br")];
+    gzip_headers.extend_from_slice(extra);
+    let identity = get(app, path, None, &identity_headers).await;
+    let gzip = get(app, path, None, &gzip_headers).await;
+    (identity, gzip)
+}
+
+async fn an_unchanged_availability_is_served_again_byte_for_byte_with_its_tag(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("still", 20, 480).await;
+    let held = app.hold(&app.buyer("ann"), "still", &["S3"], None).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    for path in [
+        "/v1/shows/still/availability",
+        "/v1/shows/still/availability?section=A",
+        "/v1/shows/still/availability?section=B",
+        "/v1/shows/still/availability?section=nowhere",
+    ] {
+        let (identity, gzip) = both_encodings(&app, path, &[]).await;
+        assert_eq!(identity.status, StatusCode::OK, "{path}");
+        assert_eq!(gzip.header("content-encoding").as_deref(), Some("gzip"));
+        assert_eq!(gzip.header("vary").as_deref(), Some("accept-encoding"));
+        assert_eq!(gzip.etag(), identity.etag(), "{path}: one tag");
+        // One rendered answer: even `as_of` is the same in both encodings.
+        assert_eq!(gzip.json(), identity.json(), "{path}: gzip decodes to it");
+        // Time passes, nothing changes: the same bytes, the same tag.
+        app.clock.advance(chrono::Duration::seconds(5));
+        let (again, again_gzip) = both_encodings(&app, path, &[]).await;
+        assert_eq!(again.etag(), identity.etag(), "{path}");
+        assert_eq!(again.bytes, identity.bytes, "{path}: byte for byte");
+        assert_eq!(again_gzip.bytes, gzip.bytes, "{path}: compressed once");
+        let tag = identity.etag();
+        let (unchanged, unchanged_gzip) =
+            both_encodings(&app, path, &[("if-none-match", &tag)]).await;
+        for answer in [&unchanged, &unchanged_gzip] {
+            assert_eq!(answer.status, StatusCode::NOT_MODIFIED, "{path}");
+            assert!(answer.bytes.is_empty(), "{path}: no body");
+            assert_eq!(answer.etag(), tag);
+            assert_eq!(answer.header("content-encoding"), None);
+        }
+    }
+    // The answer's `as_of` is when it was rendered; its statuses are still
+    // the current ones.
+    let answer = get(&app, "/v1/shows/still/availability", None, &[])
+        .await
+        .json();
+    let as_of: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(answer["as_of"].clone()).expect("as_of");
+    assert!(as_of <= app.clock_now());
+    app.stop().await;
+}
+
+async fn a_hold_expiring_changes_the_availability_without_any_event(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("lapse", 20, 60).await;
+    let held = app
+        .hold(&app.buyer("ann"), "lapse", &["S1", "S12"], None)
+        .await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let seat = |body: &Value, id: &str| {
+        body["seats"]
+            .as_array()
+            .expect("seats")
+            .iter()
+            .find(|s| s["seat_id"] == id)
+            .map(|s| s["status"].clone())
+    };
+    let paths = [
+        "/v1/shows/lapse/availability",
+        "/v1/shows/lapse/availability?section=B",
+    ];
+    let mut before = Vec::new();
+    for path in paths {
+        let (identity, gzip) = both_encodings(&app, path, &[]).await;
+        assert_eq!(seat(&identity.json(), "S12"), Some(json!("held")), "{path}");
+        assert_eq!(seat(&gzip.json(), "S12"), Some(json!("held")), "{path}");
+        before.push((identity.etag(), identity.bytes));
+    }
+    let events = app.event_count().await;
+    // Just before the expiry: still held, still the same answer.
+    app.clock.advance(chrono::Duration::seconds(59));
+    for (path, (tag, _)) in paths.iter().zip(&before) {
+        let again = get(&app, path, None, &[("if-none-match", tag)]).await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED, "{path}");
+    }
+    // Past it, with no sweep and no event: the seats are available, under a
+    // new tag, in every encoding.
+    app.clock.advance(chrono::Duration::seconds(2));
+    for (path, (tag, bytes)) in paths.iter().zip(&before) {
+        let (identity, gzip) = both_encodings(&app, path, &[("if-none-match", tag)]).await;
+        for answer in [&identity, &gzip] {
+            assert_eq!(answer.status, StatusCode::OK, "{path}: not the kept answer");
+            assert_ne!(&answer.etag(), tag, "{path}");
+            assert_eq!(seat(&answer.json(), "S12"), Some(json!("available")));
+        }
+        assert_ne!(&identity.bytes, bytes);
+        assert_eq!(identity.json()["summary"]["held"], 0, "{path}");
+    }
+    assert_eq!(app.event_count().await, events, "no event was needed");
+    app.stop().await;
+}
+
+async fn a_pool_hold_changes_the_availability_tag_and_its_sections(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("pooled", 20, 480).await;
+    let whole = "/v1/shows/pooled/availability";
+    let section = "/v1/shows/pooled/availability?section=A";
+    let before = get(&app, whole, None, &[]).await;
+    let before_section = get(&app, section, None, &[]).await;
+    let placed = app
+        .call(
+            Method::POST,
+            "/v1/shows/pooled/holds",
+            Some(&app.buyer("pat")),
+            Some(&json!({"pool_id": "floor", "quantity": 2})),
+            &[],
+        )
+        .await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
+    for (path, old) in [(whole, &before), (section, &before_section)] {
+        let after = get(&app, path, None, &[("if-none-match", &old.etag())]).await;
+        assert_eq!(after.status, StatusCode::OK, "{path}");
+        assert_ne!(after.etag(), old.etag(), "{path}");
+        assert_eq!(after.json()["pools"][0]["held"], 2, "{path}");
+    }
+    // A seat held in section B changes the whole answer, not section A's.
+    let a = get(&app, section, None, &[]).await;
+    let held = app.hold(&app.buyer("pat"), "pooled", &["S15"], None).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let a_again = get(&app, section, None, &[("if-none-match", &a.etag())]).await;
+    assert_eq!(a_again.status, StatusCode::NOT_MODIFIED);
+    let whole_after = get(&app, whole, None, &[]).await;
+    assert_eq!(whole_after.json()["summary"]["held"], 1);
     app.stop().await;
 }
 
