@@ -46,10 +46,10 @@ DECLARE
 BEGIN
     IF expected > 0 THEN
         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
-                            payload, metadata, recorded_at_us, show_id, position)
+                            payload, metadata, recorded_at_us, show_id, position, rows_written)
         SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
                e.payload, e.metadata, at_us, e.show_id,
-               base + first + d.n
+               base + first + d.n, coalesce((batch ->> 'rows_written')::boolean, false)
         FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
              jsonb_populate_record(NULL::events, d.doc) AS e
         ON CONFLICT DO NOTHING;

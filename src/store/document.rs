@@ -54,6 +54,10 @@ pub struct Document<'a> {
     pub checkouts: Vec<&'a CheckoutRow>,
     pub idempotency_key: Option<&'a IdempotencyKeyRow>,
     pub checkpoint: Option<&'a CheckpointMove>,
+    /// The events' rows are in this document (a command's batch, built by
+    /// the same builders the projector uses): written into each event's
+    /// `rows_written`, so that the projector passes over it.
+    pub rows_written: bool,
 }
 
 impl<'a> Document<'a> {
@@ -71,6 +75,7 @@ impl<'a> Document<'a> {
         for change in &batch.hold_changes {
             doc.add_change(change);
         }
+        doc.rows_written = !batch.rows_only && doc.rows() > 0;
         doc
     }
 

@@ -15,15 +15,18 @@ pub struct LogEvent {
     pub metadata: String,
     pub recorded_at_us: i64,
     pub show_id: Option<String>,
+    /// The append that wrote it wrote its read-model rows too (migration
+    /// 0014 on PostgreSQL, 0012 on SQLite): the projector passes over it.
+    pub rows_written: bool,
 }
 
 /// Lag is counted up to this many events (readiness allows far fewer).
 pub const MAX_COUNTED_LAG: i64 = 1_000_000;
 
 const PG_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
-     payload::text AS payload, metadata::text AS metadata, recorded_at_us, show_id";
+     payload::text AS payload, metadata::text AS metadata, recorded_at_us, show_id, rows_written";
 const SQLITE_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
-     payload, metadata, recorded_at_us, show_id";
+     payload, metadata, recorded_at_us, show_id, rows_written";
 
 /// On PostgreSQL a reader of the log in position order must not pass a
 /// transaction that has drawn positions but not committed: its events would

@@ -8,10 +8,11 @@ use super::document::{to_json, Document};
 use super::StoreError;
 
 const EVENTS: &str = "INSERT INTO events \
-       (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id) \
+       (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id, \
+        rows_written) \
      SELECT e.value ->> 'aggregate_type', e.value ->> 'aggregate_id', e.value ->> 'sequence', \
             e.value ->> 'event_type', e.value ->> 'event_version', e.value -> 'payload', e.value -> 'metadata', \
-            $2, e.value ->> 'show_id' \
+            $2, e.value ->> 'show_id', $3 \
      FROM json_each($1) e WHERE true ORDER BY e.key \
      ON CONFLICT DO NOTHING";
 const IDEMPOTENCY_KEY: &str = "INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us) \
@@ -89,6 +90,8 @@ struct Check {
 /// the appender task.
 pub struct SqliteJob {
     recorded_at_us: i64,
+    /// `$3` of the events' insert: see `Document::rows_written`.
+    rows_written: bool,
     checks: Vec<Check>,
     parts: Vec<(&'static str, String)>,
 }
@@ -168,6 +171,7 @@ impl SqliteJob {
         part(CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts))?;
         Ok(Self {
             recorded_at_us: doc.recorded_at_us,
+            rows_written: doc.rows_written,
             checks,
             parts,
         })
@@ -208,6 +212,9 @@ impl SqliteJob {
             let mut query = sqlx::query(check.sql).bind(&check.json);
             if check.timed {
                 query = query.bind(self.recorded_at_us);
+            }
+            if check.sql == EVENTS {
+                query = query.bind(self.rows_written);
             }
             let done = query.execute(&mut *tx).await?;
             if done.rows_affected() != check.rows {
@@ -365,6 +372,7 @@ mod tests {
     fn job(value: i64) -> SqliteJob {
         SqliteJob {
             recorded_at_us: 0,
+            rows_written: false,
             checks: Vec::new(),
             parts: vec![(INSERT, format!("[{value}]"))],
         }
