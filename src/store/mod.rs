@@ -16,9 +16,9 @@
 mod batch;
 mod bulk;
 mod checkouts;
-mod copy;
 mod document;
 mod error;
+mod flat;
 mod holds;
 mod log;
 mod payments;

@@ -84,17 +84,14 @@ impl Quiesced {
         reset: &[Projection],
         chunk: usize,
     ) -> StoreResult<usize> {
-        let bulk: Vec<Table> = match self {
-            Quiesced::Postgres(_) => reset.iter().flat_map(|p| p.tables()).copied().collect(),
-            Quiesced::Sqlite(_) => Vec::new(),
-        };
+        let bulk: Vec<Table> = reset.iter().flat_map(|p| p.tables()).copied().collect();
         let merged: Vec<Table> = Table::ALL
             .into_iter()
             .filter(|t| !bulk.contains(t))
             .collect();
         let mut statements = match self {
             Quiesced::Postgres(tx) => super::bulk::write_postgres(&mut **tx, tables, &bulk).await?,
-            Quiesced::Sqlite(_) => 0,
+            Quiesced::Sqlite(tx) => super::bulk::write_sqlite(&mut **tx, tables, &bulk).await?,
         };
         let docs = tables.documents(chunk, &merged);
         for document in &docs {
