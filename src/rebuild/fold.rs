@@ -52,9 +52,9 @@ async fn state_before<'f, A: Aggregate>(
     id: &str,
     first: usize,
 ) -> Result<&'f mut (A, usize), StoreError> {
-    if !folded
+    if folded
         .get(id)
-        .is_some_and(|(_, version)| version + 1 == first)
+        .is_none_or(|(_, version)| version + 1 != first)
     {
         let mut state = A::default();
         let mut version = 0;

@@ -360,7 +360,7 @@ impl ser::Serializer for FieldSerializer<'_> {
         self.signed(i64::from(v))
     }
     fn serialize_i64(self, v: i64) -> Result<(), FlatError> {
-        self.signed(i64::from(v))
+        self.signed(v)
     }
     fn serialize_u8(self, v: u8) -> Result<(), FlatError> {
         self.sink.unsigned(u64::from(v))
@@ -372,14 +372,14 @@ impl ser::Serializer for FieldSerializer<'_> {
         self.sink.unsigned(u64::from(v))
     }
     fn serialize_u64(self, v: u64) -> Result<(), FlatError> {
-        self.sink.unsigned(u64::from(v))
+        self.sink.unsigned(v)
     }
     fn serialize_f32(self, v: f32) -> Result<(), FlatError> {
         self.sink.real(f64::from(v));
         Ok(())
     }
     fn serialize_f64(self, v: f64) -> Result<(), FlatError> {
-        self.sink.real(f64::from(v));
+        self.sink.real(v);
         Ok(())
     }
     fn serialize_char(self, v: char) -> Result<(), FlatError> {

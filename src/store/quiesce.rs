@@ -90,8 +90,8 @@ impl Quiesced {
             .filter(|t| !bulk.contains(t))
             .collect();
         let mut statements = match self {
-            Quiesced::Postgres(tx) => super::bulk::write_postgres(&mut **tx, tables, &bulk).await?,
-            Quiesced::Sqlite(tx) => super::bulk::write_sqlite(&mut **tx, tables, &bulk).await?,
+            Quiesced::Postgres(tx) => super::bulk::write_postgres(tx, tables, &bulk).await?,
+            Quiesced::Sqlite(tx) => super::bulk::write_sqlite(tx, tables, &bulk).await?,
         };
         let docs = tables.documents(chunk, &merged);
         for document in &docs {
