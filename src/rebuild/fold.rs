@@ -10,16 +10,19 @@ use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{parse_seat_stream_id, PoolId, ShowId};
 use domain::pool::{shard_capacity, PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
+use futures::TryStreamExt;
 use projections::time::from_micros;
 use serde::de::DeserializeOwned;
 
 use crate::catalog::ShowCatalog;
 use crate::command::rows::{push_checkout_at, StreamView};
 use crate::command::units::{SeatKey, ShardKey, Unit};
-use crate::store::{AppendBatch, LogEvent, LogFilter, Store, StoreError, Tables};
+use crate::store::{AppendBatch, LogEvent, Store, StoreError, Tables};
 
-/// Events read per batch by a whole-log fold (replay, verify).
-pub const REBUILD_BATCH: i64 = 10_000;
+/// Events folded per step by a whole-log fold (replay, verify), out of its
+/// one scan of the log: bounds the events held in memory at once, and the
+/// rows a step's batch carries, while the log streams in behind.
+pub const REBUILD_BATCH: usize = 10_000;
 
 /// Aggregates folded so far, by stream, with the version they are at.
 #[derive(Default)]
@@ -39,32 +42,39 @@ fn decode<E: DeserializeOwned>(event: &LogEvent) -> Result<E, StoreError> {
 }
 
 /// The state of a stream just before `first` (its first event in this
-/// batch): from the fold if it is there, else read from the log.
-async fn state_before<A: Aggregate>(
+/// batch), in place in the fold: from the fold if it is there, else read
+/// from the log. (In place: a whole-log fold meets each of millions of
+/// streams once a batch, and neither moves it out nor allocates its key
+/// again.)
+async fn state_before<'f, A: Aggregate>(
     store: &Store,
-    folded: &mut HashMap<String, (A, usize)>,
+    folded: &'f mut HashMap<String, (A, usize)>,
     id: &str,
     first: usize,
-) -> Result<(A, usize), StoreError> {
-    if let Some((state, version)) = folded.remove(id) {
-        if version + 1 == first {
-            return Ok((state, version));
-        }
-    }
-    let mut state = A::default();
-    let mut version = 0;
-    if first > 1 {
-        for event in store.stream_events::<A>(id, 0).await? {
-            if event.sequence >= first {
-                break;
+) -> Result<&'f mut (A, usize), StoreError> {
+    if folded
+        .get(id)
+        .is_none_or(|(_, version)| version + 1 != first)
+    {
+        let mut state = A::default();
+        let mut version = 0;
+        if first > 1 {
+            for event in store.stream_events::<A>(id, 0).await? {
+                if event.sequence >= first {
+                    break;
+                }
+                let payload: A::Event = serde_json::from_value(event.payload).map_err(|e| {
+                    StoreError::Corrupt(format!("event {id}#{}: {e}", event.sequence))
+                })?;
+                state.apply(payload);
+                version = event.sequence;
             }
-            let payload: A::Event = serde_json::from_value(event.payload)
-                .map_err(|e| StoreError::Corrupt(format!("event {id}#{}: {e}", event.sequence)))?;
-            state.apply(payload);
-            version = event.sequence;
         }
+        folded.insert(id.to_owned(), (state, version));
     }
-    Ok((state, version))
+    folded
+        .get_mut(id)
+        .ok_or_else(|| StoreError::Corrupt(format!("stream {id} left the fold")))
 }
 
 /// Events of one stream that follow each other in a batch.
@@ -129,18 +139,17 @@ impl Folded {
                         .iter()
                         .map(|e| decode::<SeatEvent>(e))
                         .collect::<Result<Vec<_>, _>>()?;
-                    let (mut state, version) =
+                    let (state, version) =
                         state_before(store, &mut self.seats, run.id, first).await?;
                     let key = SeatKey { show_id, seat_id };
                     let view = StreamView {
                         id: run.id,
-                        version,
-                        aggregate: &state,
+                        version: *version,
+                        aggregate: &*state,
                     };
                     Seat::push(batch, &key, &view, &decoded, "{}")?;
                     decoded.iter().for_each(|e| state.apply_event(e));
-                    self.seats
-                        .insert(run.id.to_owned(), (state, version + decoded.len()));
+                    *version += decoded.len();
                 }
                 kind if kind == PoolShard::TYPE => {
                     let (show_id, pool_id, index) =
@@ -164,17 +173,16 @@ impl Folded {
                         .iter()
                         .map(|e| decode::<PoolEvent>(e))
                         .collect::<Result<Vec<_>, _>>()?;
-                    let (mut state, version) =
+                    let (state, version) =
                         state_before(store, &mut self.shards, run.id, first).await?;
                     let view = StreamView {
                         id: run.id,
-                        version,
-                        aggregate: &state,
+                        version: *version,
+                        aggregate: &*state,
                     };
                     PoolShard::push(batch, &key, &view, &decoded, "{}")?;
                     decoded.iter().for_each(|e| state.apply_event(e));
-                    self.shards
-                        .insert(run.id.to_owned(), (state, version + decoded.len()));
+                    *version += decoded.len();
                 }
                 kind if kind == Checkout::TYPE => {
                     let decoded = run
@@ -182,18 +190,17 @@ impl Folded {
                         .iter()
                         .map(|e| decode::<CheckoutEvent>(e))
                         .collect::<Result<Vec<_>, _>>()?;
-                    let (mut state, version) =
+                    let (state, version) =
                         state_before(store, &mut self.checkouts, run.id, first).await?;
                     let view = StreamView {
                         id: run.id,
-                        version,
-                        aggregate: &state,
+                        version: *version,
+                        aggregate: &*state,
                     };
                     let recorded_at_us = run.events[run.events.len() - 1].recorded_at_us;
                     push_checkout_at(batch, &view, &decoded, "{}", recorded_at_us)?;
                     decoded.iter().for_each(|e| state.apply_event(e));
-                    self.checkouts
-                        .insert(run.id.to_owned(), (state, version + decoded.len()));
+                    *version += decoded.len();
                 }
                 // The per-buyer allowance has no read model: its count is
                 // decided from the stream itself (command::allowance).
@@ -237,39 +244,38 @@ pub struct Rebuild {
 }
 
 impl Rebuild {
-    /// Folds the events after `self.after`, read as `reading` says; returns
-    /// how many it folded.
+    /// Folds the events after `self.after`, read as `reading` says, in one
+    /// scan of the log, `REBUILD_BATCH` events a step; returns how many it
+    /// folded.
     pub async fn advance(
         &mut self,
         store: &Store,
         catalog: &ShowCatalog,
         reading: Read,
     ) -> Result<usize, StoreError> {
+        let scan = store.log_scan(reading == Read::Tailing);
+        let mut log = store.scan_log(&scan, self.after);
         let mut folded = 0;
+        let mut step = Vec::with_capacity(REBUILD_BATCH);
         loop {
-            let events = match reading {
-                Read::Tailing => {
-                    store
-                        .read_log(LogFilter::All, self.after, REBUILD_BATCH)
-                        .await?
-                }
-                Read::Committed => {
-                    store
-                        .read_log_committed(LogFilter::All, self.after, REBUILD_BATCH)
-                        .await?
-                }
-            };
-            let full = events.len() as i64 == REBUILD_BATCH;
-            let Some(last) = events.last() else { break };
-            self.after = last.position;
-            self.events += events.len();
-            folded += events.len();
-            let mut batch = AppendBatch::projection(chrono::Utc::now());
-            self.folded
-                .project(store, catalog, &events, &mut batch)
-                .await?;
-            self.tables.apply(&batch);
-            if !full {
+            let next = log.try_next().await?;
+            let end = next.is_none();
+            step.extend(next);
+            if step.len() < REBUILD_BATCH && !end {
+                continue;
+            }
+            if let Some(last) = step.last() {
+                self.after = last.position;
+                self.events += step.len();
+                folded += step.len();
+                let mut batch = AppendBatch::projection(chrono::Utc::now());
+                self.folded
+                    .project(store, catalog, &step, &mut batch)
+                    .await?;
+                self.tables.apply(batch);
+                step.clear();
+            }
+            if end {
                 break;
             }
         }

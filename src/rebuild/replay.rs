@@ -5,13 +5,19 @@ use crate::catalog::ShowCatalog;
 use crate::rebuild::fold::{Read, Rebuild};
 use crate::store::{Projection, Store, StoreError};
 
-/// Rows written per replay statement.
+/// Rows per append document, for the tables replay writes without having
+/// reset them (their rows merge through the append's guards).
 pub const REPLAY_BATCH: usize = 10_000;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ReplayReport {
     pub events: usize,
+    /// Statements that wrote rows.
     pub batches: usize,
+    /// Time spent folding while commands went on.
+    pub online_ms: u128,
+    /// Time of the write phase: what commands waited for.
+    pub quiesced_ms: u128,
 }
 
 /// Rebuilds projections from the whole log without losing what commands
@@ -31,17 +37,31 @@ pub async fn replay(
 ) -> Result<ReplayReport, StoreError> {
     // Fresh planner statistics: a log that grew fast since the last
     // autovacuum would otherwise be read by sorting it whole for each batch.
+    let started = std::time::Instant::now();
     store.analyze_log().await?;
     let mut rebuild = Rebuild::default();
     rebuild.advance(store, catalog, Read::Tailing).await?;
     rebuild.advance(store, catalog, Read::Tailing).await?;
+    let online_ms = started.elapsed().as_millis();
+    let started = std::time::Instant::now();
     let mut quiesced = store.quiesce().await?;
     rebuild.advance(store, catalog, Read::Committed).await?;
     quiesced.reset_projections(which).await?;
-    let batches = quiesced.write_tables(&rebuild.tables, REPLAY_BATCH).await?;
+    let batches = quiesced
+        .write_tables(&rebuild.tables, which, REPLAY_BATCH)
+        .await?;
     quiesced.commit().await?;
+    let quiesced_ms = started.elapsed().as_millis();
+    tracing::info!(
+        events = rebuild.events,
+        online_ms,
+        quiesced_ms,
+        "replayed the log"
+    );
     Ok(ReplayReport {
         events: rebuild.events,
         batches,
+        online_ms,
+        quiesced_ms,
     })
 }

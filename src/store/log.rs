@@ -1,6 +1,8 @@
 //! Reading the event log in global order: for the projector, replay,
 //! verify and the audit API.
 
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+
 use super::{on_store, Store, StoreError, StoreResult};
 
 /// One event as the log holds it.
@@ -39,6 +41,10 @@ const SQLITE_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, 
 /// ids.) SQLite has one writer: commit order is position order.
 const PG_SAFE: &str = "position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
      + (SELECT xid_offset FROM log_epoch)) << 16)";
+
+/// The statement of one scan of the whole log in position order (see
+/// [`Store::scan_log`]); the scan borrows it.
+pub struct LogScan(String);
 
 pub enum LogFilter<'a> {
     All,
@@ -108,6 +114,40 @@ impl Store {
                 .await
                 .map_err(StoreError::classify)?;
             Ok(head.unwrap_or(0))
+        })
+    }
+
+    /// The statement that reads every event after a position in one scan:
+    /// never past a transaction still open if `tailing` (see `PG_SAFE`),
+    /// else every committed event (see [`Store::read_log_committed`]).
+    pub fn log_scan(&self, tailing: bool) -> LogScan {
+        let (columns, safe) = match self {
+            Store::Postgres(_) if tailing => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
+            Store::Postgres(_) => (PG_COLUMNS, String::new()),
+            Store::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
+        };
+        LogScan(format!(
+            "SELECT {columns} FROM events WHERE position > $1{safe} ORDER BY position"
+        ))
+    }
+
+    /// Every event after `after` that `scan` reads, in position order, as
+    /// one statement whose rows arrive as they are consumed: a whole-log
+    /// fold reads the log once (one walk of the position index, one
+    /// snapshot) instead of a query, a sort or an index descent per page,
+    /// and holds only what it has not folded yet. The scan holds one
+    /// connection of the read pool until it ends or is dropped.
+    pub fn scan_log<'a>(
+        &'a self,
+        scan: &'a LogScan,
+        after: i64,
+    ) -> BoxStream<'a, StoreResult<LogEvent>> {
+        on_store!(self, read pool => {
+            sqlx::query_as::<_, LogEvent>(&scan.0)
+                .bind(after)
+                .fetch(pool)
+                .map_err(StoreError::classify)
+                .boxed()
         })
     }
 

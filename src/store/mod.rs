@@ -14,9 +14,11 @@
 //! work in both); the [`on_store!`] macro expands one body for each pool type.
 
 mod batch;
+mod bulk;
 mod checkouts;
 mod document;
 mod error;
+mod flat;
 mod holds;
 mod log;
 mod payments;
@@ -46,7 +48,7 @@ pub use error::{
     StoreError, StoreResult, PING_IDLE_CONNECTIONS_AFTER, READ_RETRIES_ON_CONNECTION_LOSS,
 };
 pub use holds::{HoldRecord, IdempotencyEntry};
-pub use log::{LogEvent, LogFilter};
+pub use log::{LogEvent, LogFilter, LogScan};
 pub use payments::{LedgerCharge, SimCharge};
 pub use quiesce::Quiesced;
 pub use shows::{PoolFigures, ShowInsert};

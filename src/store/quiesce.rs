@@ -17,7 +17,7 @@
 use sqlx::{Postgres, Sqlite, Transaction};
 
 use super::batch::AppendOutcome;
-use super::tables::{Projection, Tables};
+use super::tables::{Projection, Table, Tables};
 use super::{Store, StoreError, StoreResult};
 
 const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, hold_seats, \
@@ -73,9 +73,27 @@ impl Quiesced {
         Ok(())
     }
 
-    /// Writes rebuilt tables, `chunk` rows per statement, inside the phase.
-    pub async fn write_tables(&mut self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
-        let docs = tables.documents(chunk);
+    /// Writes rebuilt tables inside the phase; returns the statements that
+    /// carried rows. The tables of the projections `reset` in this phase
+    /// are written set-based ([`super::bulk`]): every row there is new or
+    /// replaces a reset one. Any other table gets append documents of
+    /// `chunk` rows, whose guards merge the rows with those it holds.
+    pub async fn write_tables(
+        &mut self,
+        tables: &Tables,
+        reset: &[Projection],
+        chunk: usize,
+    ) -> StoreResult<usize> {
+        let bulk: Vec<Table> = reset.iter().flat_map(|p| p.tables()).copied().collect();
+        let merged: Vec<Table> = Table::ALL
+            .into_iter()
+            .filter(|t| !bulk.contains(t))
+            .collect();
+        let mut statements = match self {
+            Quiesced::Postgres(tx) => super::bulk::write_postgres(tx, tables, &bulk).await?,
+            Quiesced::Sqlite(tx) => super::bulk::write_sqlite(tx, tables, &bulk).await?,
+        };
+        let docs = tables.documents(chunk, &merged);
         for document in &docs {
             let outcome = match self {
                 Quiesced::Postgres(tx) => {
@@ -109,7 +127,8 @@ impl Quiesced {
                 )));
             }
         }
-        Ok(docs.len())
+        statements += docs.len();
+        Ok(statements)
     }
 
     pub async fn commit(self) -> StoreResult<()> {

@@ -5,6 +5,7 @@
 //! writers have, how the live tables are dumped into it, how they are reset,
 //! and how a rebuilt set is written back.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use domain::ids::{HoldId, PoolId, SeatId, ShowId};
@@ -79,68 +80,77 @@ pub struct Tables {
 impl Tables {
     /// Applies a batch of rows as the SQL writers do: a seat, shard or
     /// checkout row is replaced only by a later stream sequence; a hold
-    /// record is inserted once and moves from `held` once.
-    pub fn apply(&mut self, batch: &AppendBatch) {
-        for row in &batch.seat_rows {
-            let key = (row.show_id.clone(), row.seat_id.clone());
-            if self
+    /// record is inserted once and moves from `held` once. The rows move in:
+    /// a whole-log fold applies millions of them.
+    pub fn apply(&mut self, batch: AppendBatch) {
+        for row in batch.seat_rows {
+            match self
                 .seat_availability
-                .get(&key)
-                .is_none_or(|r| r.last_seq < row.last_seq)
+                .entry((row.show_id.clone(), row.seat_id.clone()))
             {
-                self.seat_availability.insert(key, row.clone());
+                Entry::Vacant(slot) => {
+                    slot.insert(row);
+                }
+                Entry::Occupied(mut slot) if slot.get().last_seq < row.last_seq => {
+                    slot.insert(row);
+                }
+                Entry::Occupied(_) => {}
             }
         }
-        for row in &batch.shard_rows {
-            let key = (row.show_id.clone(), row.pool_id.clone(), row.shard);
-            if self
+        for row in batch.shard_rows {
+            match self
                 .pool_shards
-                .get(&key)
-                .is_none_or(|r| r.last_seq < row.last_seq)
+                .entry((row.show_id.clone(), row.pool_id.clone(), row.shard))
             {
-                self.pool_shards.insert(key, row.clone());
+                Entry::Vacant(slot) => {
+                    slot.insert(row);
+                }
+                Entry::Occupied(mut slot) if slot.get().last_seq < row.last_seq => {
+                    slot.insert(row);
+                }
+                Entry::Occupied(_) => {}
             }
         }
-        for change in &batch.hold_changes {
+        for change in batch.hold_changes {
             self.apply_hold_change(change);
         }
-        for row in &batch.checkout_rows {
-            if self
-                .checkouts
-                .get(&row.hold_id)
-                .is_none_or(|r| r.last_seq < row.last_seq)
-            {
-                self.checkouts.insert(row.hold_id, row.clone());
+        for row in batch.checkout_rows {
+            match self.checkouts.entry(row.hold_id) {
+                Entry::Vacant(slot) => {
+                    slot.insert(row);
+                }
+                Entry::Occupied(mut slot) if slot.get().last_seq < row.last_seq => {
+                    slot.insert(row);
+                }
+                Entry::Occupied(_) => {}
             }
         }
     }
 
-    fn apply_hold_change(&mut self, change: &HoldChange) {
+    fn apply_hold_change(&mut self, change: HoldChange) {
         match change {
             HoldChange::Placed { hold, unit } => {
-                self.holds
-                    .entry(hold.hold_id)
-                    .or_insert_with(|| hold.clone());
+                self.holds.entry(hold.hold_id).or_insert(hold);
                 match unit {
                     HeldUnit::Seat(seat) => {
-                        self.hold_seats.insert(seat.clone());
+                        self.hold_seats.insert(seat);
                     }
                     HeldUnit::PoolPart(part) => {
                         self.pool_holds
                             .entry((part.hold_id, part.shard))
-                            .or_insert_with(|| part.clone());
+                            .or_insert(part);
                     }
                 }
             }
-            HoldChange::Ended { hold_id, state } => self.end(*hold_id, *state, None),
+            HoldChange::Ended { hold_id, state } => self.end(hold_id, state, None),
             HoldChange::Converted {
                 hold_id,
                 booking_id,
-            } => self.end(*hold_id, HoldState::Converted, Some(*booking_id)),
+            } => self.end(hold_id, HoldState::Converted, Some(booking_id)),
             HoldChange::Extended {
                 hold_id,
                 expires_at_us,
-            } => self.extend(*hold_id, *expires_at_us),
+            } => self.extend(hold_id, expires_at_us),
         }
     }
 
@@ -186,28 +196,40 @@ impl Tables {
         }
     }
 
-    /// The rebuilt rows as append documents of at most `chunk` rows each,
-    /// every row once, in its final state (hold records inserted as they
-    /// ended).
-    pub(super) fn documents(&self, chunk: usize) -> Vec<Document<'_>> {
+    /// The rebuilt rows of `only` as append documents of at most `chunk`
+    /// rows each, every row once, in its final state (hold records inserted
+    /// as they ended).
+    pub(super) fn documents(&self, chunk: usize, only: &[Table]) -> Vec<Document<'_>> {
         let mut docs = vec![Document::default()];
         let chunk = chunk.max(1);
-        fill(&mut docs, chunk, self.seat_availability.values(), |d| {
-            &mut d.seat_availability
-        });
-        fill(&mut docs, chunk, self.pool_shards.values(), |d| {
-            &mut d.pool_shards
-        });
-        fill(&mut docs, chunk, self.holds.values(), |d| &mut d.holds);
-        fill(&mut docs, chunk, self.hold_seats.iter(), |d| {
-            &mut d.hold_seats
-        });
-        fill(&mut docs, chunk, self.pool_holds.values(), |d| {
-            &mut d.pool_holds
-        });
-        fill(&mut docs, chunk, self.checkouts.values(), |d| {
-            &mut d.checkouts
-        });
+        if only.contains(&Table::SeatAvailability) {
+            fill(&mut docs, chunk, self.seat_availability.values(), |d| {
+                &mut d.seat_availability
+            });
+        }
+        if only.contains(&Table::PoolShards) {
+            fill(&mut docs, chunk, self.pool_shards.values(), |d| {
+                &mut d.pool_shards
+            });
+        }
+        if only.contains(&Table::Holds) {
+            fill(&mut docs, chunk, self.holds.values(), |d| &mut d.holds);
+        }
+        if only.contains(&Table::HoldSeats) {
+            fill(&mut docs, chunk, self.hold_seats.iter(), |d| {
+                &mut d.hold_seats
+            });
+        }
+        if only.contains(&Table::PoolHolds) {
+            fill(&mut docs, chunk, self.pool_holds.values(), |d| {
+                &mut d.pool_holds
+            });
+        }
+        if only.contains(&Table::Checkouts) {
+            fill(&mut docs, chunk, self.checkouts.values(), |d| {
+                &mut d.checkouts
+            });
+        }
         docs.retain(|d| d.rows() > 0);
         docs
     }
@@ -247,12 +269,43 @@ pub enum Projection {
     Checkouts,
 }
 
+/// A read-model table a rebuild writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    SeatAvailability,
+    PoolShards,
+    Holds,
+    HoldSeats,
+    PoolHolds,
+    Checkouts,
+}
+
+impl Table {
+    pub const ALL: [Table; 6] = [
+        Table::SeatAvailability,
+        Table::PoolShards,
+        Table::Holds,
+        Table::HoldSeats,
+        Table::PoolHolds,
+        Table::Checkouts,
+    ];
+}
+
 impl Projection {
     pub const ALL: [Projection; 3] = [
         Projection::Availability,
         Projection::Holds,
         Projection::Checkouts,
     ];
+
+    /// The tables it is made of.
+    pub(super) fn tables(self) -> &'static [Table] {
+        match self {
+            Projection::Availability => &[Table::SeatAvailability, Table::PoolShards],
+            Projection::Holds => &[Table::Holds, Table::HoldSeats, Table::PoolHolds],
+            Projection::Checkouts => &[Table::Checkouts],
+        }
+    }
 
     /// Back to the state before any event: seat and shard rows free (their
     /// place in the show stays), hold and checkout rows gone.
@@ -377,7 +430,7 @@ impl Store {
     /// Writes rebuilt tables into the live projections, `chunk` rows per
     /// transaction; returns the number of transactions.
     pub async fn write_tables(&self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
-        let docs = tables.documents(chunk);
+        let docs = tables.documents(chunk, &Table::ALL);
         for document in &docs {
             let outcome = self.write_document(document, true).await?;
             if outcome != AppendOutcome::Appended {

@@ -20,6 +20,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         the_projector_repairs_rows_a_crash_or_another_writer_left_behind,
         replay_after_10000_random_commands_equals_the_live_projections,
+        replay_of_a_log_longer_than_one_fold_step_equals_the_live_projections,
         availability_as_of_a_past_instant_comes_from_the_log,
         history_lists_a_seats_events_and_pages_a_shows_log,
         the_sweeper_records_expiries_and_changes_no_answer,
@@ -342,6 +343,64 @@ async fn replay_after_10000_random_commands_equals_the_live_projections(env: Tes
         "replay on {}: {events} events after {COMMANDS} commands",
         env.backend.name()
     );
+    app.stop().await;
+}
+
+/// A log of more events than one step of the fold (`REBUILD_BATCH`), so
+/// that the one scan of the log is folded in several steps and the rows of
+/// a stream span them: holds of many seats placed, released and placed
+/// again, some bought, some pool places held, some left held.
+async fn replay_of_a_log_longer_than_one_fold_step_equals_the_live_projections(env: TestEnv) {
+    const SEATS: usize = 1_000;
+    const SEATS_PER_HOLD: usize = domain::limits::MAX_SEATS_PER_HOLD;
+    const ROUNDS: usize = 6;
+    let app = env.spawn().await;
+    app.create_show("long", SEATS, 3_600).await;
+    let seats: Vec<String> = (1..=SEATS).map(crate::support::seat_id).collect();
+    let buyer = app.buyer("long-buyer");
+    let mut kept = Vec::new();
+    for round in 0..ROUNDS {
+        for (n, group) in seats.chunks(SEATS_PER_HOLD).enumerate() {
+            let group: Vec<&str> = group.iter().map(String::as_str).collect();
+            let hold = app.hold(&buyer, "long", &group, None).await;
+            assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.body);
+            let hold_id = hold.str("hold_id");
+            match (round + 1 == ROUNDS, n % 3) {
+                (false, _) | (true, 0) => app.release(&buyer, &hold_id).await,
+                (true, 1) => {
+                    let bought = app.purchase(&buyer, &hold_id, "pm_sim_ok").await;
+                    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+                }
+                (true, _) => kept.push(hold_id),
+            }
+        }
+    }
+    for quantity in [3, 5, 7] {
+        let hold = app
+            .hold_call(
+                buyer.clone(),
+                "long",
+                json!({"pool_id": "floor", "quantity": quantity}),
+            )
+            .await;
+        assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.body);
+    }
+    assert!(!kept.is_empty(), "some holds are still held");
+    let events = app.event_count().await;
+    assert!(
+        events as usize > booking::rebuild::fold::REBUILD_BATCH,
+        "the log is longer than one fold step: {events} events"
+    );
+
+    let live = app.store.dump_projections().await.unwrap();
+    let report = replay(&app.store, &ShowCatalog::default(), &Projection::ALL)
+        .await
+        .unwrap();
+    assert_eq!(report.events as i64, events);
+    let rebuilt = app.store.dump_projections().await.unwrap();
+    assert_eq!(live, rebuilt, "replay equals the live projections");
+    let (code, out) = verify_exit_code(&app);
+    assert_eq!(code, 0, "{out}");
     app.stop().await;
 }
 
