@@ -23,6 +23,9 @@ use super::{Store, StoreError, StoreResult};
 const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, hold_seats, \
      pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
 
+const PG_STAMP_SHOWS: &str = "UPDATE shows SET rows_rewritten_at = \
+     (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16";
+
 pub enum Quiesced {
     Postgres(Transaction<'static, Postgres>),
     Sqlite(Transaction<'static, Sqlite>),
@@ -69,6 +72,18 @@ impl Quiesced {
                 Quiesced::Sqlite(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
             }
             .map_err(StoreError::classify)?;
+        }
+        // Seat rows rewritten without events: on PostgreSQL the availability
+        // caches find changes through the log, so every show is stamped
+        // with a position of this transaction and read whole next time
+        // (migration 0013). (SQLite's trigger marks each row it changes.)
+        if let (Quiesced::Postgres(tx), true) =
+            (&mut *self, which.contains(&Projection::Availability))
+        {
+            sqlx::query(PG_STAMP_SHOWS)
+                .execute(&mut **tx)
+                .await
+                .map_err(StoreError::classify)?;
         }
         Ok(())
     }
