@@ -468,6 +468,39 @@ fn get_worker(
 
 /// Availability of a 20,000-seat show, read alone, then while holds run in
 /// the background.
+/// `concurrency` writers holding seats `S1..=S{seats}` of `show` one at a
+/// time, each seat once, for `duration` (the load the availability
+/// scenarios read under).
+async fn writers(
+    target: Arc<Target>,
+    show: String,
+    seats: usize,
+    concurrency: usize,
+    duration: Duration,
+) -> (Duration, Vec<(u16, Duration)>) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let path = format!("/v1/shows/{show}/holds");
+    for_duration(concurrency, duration, move |worker| {
+        let (target, next, path) = (target.clone(), next.clone(), path.clone());
+        let token = target.token(&format!("aw{worker}"), Role::Buyer);
+        async move {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            if n >= seats {
+                return None;
+            }
+            let (status, latency, _) = post(
+                &target,
+                &path,
+                &token,
+                &json!({"seats": [format!("S{}", n + 1)]}),
+            )
+            .await;
+            Some((status, latency))
+        }
+    })
+    .await
+}
+
 pub async fn availability(
     target: &Target,
     concurrency: usize,
@@ -486,28 +519,13 @@ pub async fn availability(
         idle_wall,
     );
     idle.note = format!("{READERS} readers");
-    let next = Arc::new(AtomicUsize::new(0));
-    let background = tokio::spawn(for_duration(concurrency, duration, {
-        let target = target.clone();
-        move |worker| {
-            let (target, next) = (target.clone(), next.clone());
-            let token = target.token(&format!("a{worker}"), Role::Buyer);
-            async move {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= SEATS {
-                    return None;
-                }
-                let (status, latency, _) = post(
-                    &target,
-                    "/v1/shows/avail/holds",
-                    &token,
-                    &json!({"seats": [format!("S{}", n + 1)]}),
-                )
-                .await;
-                Some((status, latency))
-            }
-        }
-    }));
+    let background = tokio::spawn(writers(
+        target.clone(),
+        "avail".into(),
+        SEATS,
+        concurrency,
+        duration,
+    ));
     let (wall, reads) = for_duration(READERS, duration, read).await;
     let (_, holds) = background.await?;
     let mut loaded = Figures::from_latencies(
@@ -577,28 +595,13 @@ pub async fn availability_large(
         idle_wall,
     );
     idle.note = bytes_note(&wire);
-    let next = Arc::new(AtomicUsize::new(0));
-    let background = tokio::spawn(for_duration(concurrency, duration, {
-        let target = target.clone();
-        move |worker| {
-            let (target, next) = (target.clone(), next.clone());
-            let token = target.token(&format!("l{worker}"), Role::Buyer);
-            async move {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= BIG_SHOW_SEATS {
-                    return None;
-                }
-                let (status, latency, _) = post(
-                    &target,
-                    &format!("/v1/shows/{show}/holds"),
-                    &token,
-                    &json!({"seats": [format!("S{}", n + 1)]}),
-                )
-                .await;
-                Some((status, latency))
-            }
-        }
-    }));
+    let background = tokio::spawn(writers(
+        target.clone(),
+        show.to_string(),
+        BIG_SHOW_SEATS,
+        concurrency,
+        duration,
+    ));
     let (wall, reads) = for_duration(READERS, duration, read).await;
     let (_, holds) = background.await?;
     let mut loaded = Figures::from_latencies(

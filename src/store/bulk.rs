@@ -77,17 +77,7 @@ async fn update_from<'r, T: Serialize + 'r>(
     if copy_in(conn, &scratch, rows).await? == 0 {
         return Ok(());
     }
-    let set = columns
-        .iter()
-        .filter(|c| !key.contains(c))
-        .map(|c| format!("{c} = u.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let matched = key
-        .iter()
-        .map(|c| format!("t.{c} = u.{c}"))
-        .collect::<Vec<_>>()
-        .join(" AND ");
+    let (set, matched) = guarded_update(columns, key);
     let update = format!(
         "UPDATE {table} AS t SET {set} FROM {scratch} AS u WHERE {matched} AND t.last_seq < u.last_seq"
     );
@@ -161,17 +151,7 @@ fn sqlite_statement(table: &str, columns: &[&str], key: Option<&[&str]>, rows: u
     match key {
         None => format!("INSERT INTO {table} ({names}) VALUES {values}"),
         Some(key) => {
-            let set = columns
-                .iter()
-                .filter(|c| !key.contains(c))
-                .map(|c| format!("{c} = u.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let matched = key
-                .iter()
-                .map(|c| format!("t.{c} = u.{c}"))
-                .collect::<Vec<_>>()
-                .join(" AND ");
+            let (set, matched) = guarded_update(columns, key);
             format!(
                 "WITH u ({names}) AS (VALUES {values}) \
                  UPDATE {table} AS t SET {set} FROM u WHERE {matched} AND t.last_seq < u.last_seq"
@@ -267,4 +247,21 @@ pub(super) async fn write_sqlite(
         };
     }
     Ok(statements)
+}
+
+/// The `SET` list (every column but the key's, from `u`) and the join
+/// condition (`t` and `u` on the key) of a guarded update of `columns`.
+fn guarded_update(columns: &[&str], key: &[&str]) -> (String, String) {
+    let set = columns
+        .iter()
+        .filter(|c| !key.contains(c))
+        .map(|c| format!("{c} = u.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let matched = key
+        .iter()
+        .map(|c| format!("t.{c} = u.{c}"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    (set, matched)
 }

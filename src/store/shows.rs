@@ -155,19 +155,18 @@ impl Store {
         watermark: &str,
         whole: bool,
     ) -> StoreResult<Option<Vec<SeatRow>>> {
+        let whole = whole || watermark == WHOLE_SHOW;
         let rows: Vec<SeatRow> = retry_read(move || async move {
             match self {
-                Store::Postgres(s) if whole || watermark == WHOLE_SHOW => sqlx::query_as(PG_SEATS)
-                    .bind(show_id.as_str())
-                    .fetch_all(&s.query)
-                    .await
-                    .map_err(StoreError::classify),
-                Store::Postgres(s) => sqlx::query_as(PG_SEAT_CHANGES)
-                    .bind(show_id.as_str())
-                    .bind(watermark)
-                    .fetch_all(&s.query)
-                    .await
-                    .map_err(StoreError::classify),
+                Store::Postgres(s) => {
+                    let sql = if whole { PG_SEATS } else { PG_SEAT_CHANGES };
+                    let query = sqlx::query_as(sql).bind(show_id.as_str());
+                    let query = if whole { query } else { query.bind(watermark) };
+                    query
+                        .fetch_all(&s.query)
+                        .await
+                        .map_err(StoreError::classify)
+                }
                 Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
                     .bind(show_id.as_str())
                     .bind(watermark)
