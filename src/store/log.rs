@@ -1,7 +1,7 @@
 //! Reading the event log in global order: for the projector, replay,
 //! verify and the audit API.
 
-use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use futures::stream::{BoxStream, StreamExt};
 
 use super::{on_store, Store, StoreError, StoreResult};
 
@@ -21,6 +21,12 @@ pub struct LogEvent {
     /// 0014 on PostgreSQL, 0012 on SQLite): the projector passes over it.
     pub rows_written: bool,
 }
+
+/// Events one statement of a whole-log scan reads ([`Store::scan_log`]):
+/// a page ends in tens of milliseconds, so the scan never holds a snapshot
+/// (and with it every tailing reader of the cluster) for longer; and the
+/// behavioural suite's replays of about ten thousand events read several.
+pub const SCAN_PAGE: i64 = 4_000;
 
 /// Lag is counted up to this many events (readiness allows far fewer).
 pub const MAX_COUNTED_LAG: i64 = 1_000_000;
@@ -127,28 +133,48 @@ impl Store {
             Store::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
         };
         LogScan(format!(
-            "SELECT {columns} FROM events WHERE position > $1{safe} ORDER BY position"
+            "SELECT {columns} FROM events WHERE position > $1{safe} ORDER BY position LIMIT $2"
         ))
     }
 
-    /// Every event after `after` that `scan` reads, in position order, as
-    /// one statement whose rows arrive as they are consumed: a whole-log
-    /// fold reads the log once (one walk of the position index, one
-    /// snapshot) instead of a query, a sort or an index descent per page,
-    /// and holds only what it has not folded yet. The scan holds one
-    /// connection of the read pool until it ends or is dropped.
+    /// Every event after `after` that `scan` reads, in position order, as a
+    /// stream of pages of [`SCAN_PAGE`] events: each page one statement,
+    /// one walk of the position index from where the last page ended (no
+    /// sort), decoded as the fold consumes it. Not one statement for the
+    /// whole log: a statement holds its snapshot until its last row is
+    /// read, and the cluster's every tailing reader (the projector, the
+    /// live feed, the webhook dispatcher, in every database of the
+    /// cluster) waits below the oldest snapshot; a replay's scan of a
+    /// million events held them back for as long as its fold took.
     pub fn scan_log<'a>(
         &'a self,
         scan: &'a LogScan,
         after: i64,
     ) -> BoxStream<'a, StoreResult<LogEvent>> {
-        on_store!(self, read pool => {
-            sqlx::query_as::<_, LogEvent>(&scan.0)
-                .bind(after)
-                .fetch(pool)
-                .map_err(StoreError::classify)
-                .boxed()
+        futures::stream::unfold(Some(after), move |cursor| async move {
+            let after = cursor?;
+            let page: StoreResult<Vec<LogEvent>> = on_store!(self, read pool => {
+                sqlx::query_as::<_, LogEvent>(&scan.0)
+                    .bind(after)
+                    .bind(SCAN_PAGE)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            });
+            match page {
+                Err(error) => Some((futures::stream::iter(vec![Err(error)]), None)),
+                Ok(events) if events.is_empty() => None,
+                Ok(events) => {
+                    let next = (events.len() as i64 == SCAN_PAGE)
+                        .then(|| events.last().map(|e| e.position))
+                        .flatten();
+                    let page: Vec<StoreResult<LogEvent>> = events.into_iter().map(Ok).collect();
+                    Some((futures::stream::iter(page), next))
+                }
+            }
         })
+        .flatten()
+        .boxed()
     }
 
     async fn read_log_from(

@@ -277,7 +277,12 @@ async fn an_expiry_arrives_at_its_instant_though_no_event_records_it(env: TestEn
 
 async fn an_extension_moves_the_expiry_a_stream_waits_for(env: TestEnv) {
     let app = env.spawn().await;
-    let show = opened_show(&app, 4, 2).await;
+    // Long enough that the hold is still held when the feed sees it: the
+    // feed reads below the cluster's oldest snapshot, which another test's
+    // transaction may hold back for a second or two (with 2 s, the hold
+    // had sometimes expired before its change was computed, and its
+    // "held" never came).
+    let show = opened_show(&app, 4, 5).await;
     let buyer = app.buyer("live-extend");
     let mut stream = EventStream::open(&app, &show, None).await;
     snapshot(&mut stream).await;
