@@ -15,20 +15,17 @@ use super::StoreError;
 pub struct CopyText {
     columns: Vec<&'static str>,
     text: String,
-    rows: usize,
 }
 
 impl CopyText {
     /// Appends `row` (a struct of plain fields) as one line.
     pub fn push<T: Serialize>(&mut self, row: &T) -> Result<(), StoreError> {
-        let record = self.columns.is_empty();
-        row.serialize(RowSerializer {
-            sink: &mut TextSink(&mut self.text),
-            columns: record.then_some(&mut self.columns),
-        })
-        .map_err(|e| StoreError::Corrupt(format!("a row as COPY text: {e}")))?;
-        self.rows += 1;
-        Ok(())
+        push_row(
+            row,
+            &mut TextSink(&mut self.text),
+            &mut self.columns,
+            "COPY text",
+        )
     }
 
     /// The column list of the rows pushed, as `COPY` names it: `a, b, c`.
@@ -71,12 +68,12 @@ pub struct SqlValues {
 impl SqlValues {
     /// Appends `row` (a struct of plain fields) as its fields' values.
     pub fn push<T: Serialize>(&mut self, row: &T) -> Result<(), StoreError> {
-        let record = self.columns.is_empty();
-        row.serialize(RowSerializer {
-            sink: &mut ValueSink(&mut self.values),
-            columns: record.then_some(&mut self.columns),
-        })
-        .map_err(|e| StoreError::Corrupt(format!("a row as SQL parameters: {e}")))?;
+        push_row(
+            row,
+            &mut ValueSink(&mut self.values),
+            &mut self.columns,
+            "SQL parameters",
+        )?;
         self.rows += 1;
         Ok(())
     }
@@ -95,6 +92,22 @@ impl SqlValues {
         self.rows = 0;
         std::mem::take(&mut self.values)
     }
+}
+
+/// Serializes `row` into `sink`, recording its column names in `columns`
+/// the first time (every row of a table has the same).
+fn push_row<T: Serialize>(
+    row: &T,
+    sink: &mut impl Sink,
+    columns: &mut Vec<&'static str>,
+    form: &str,
+) -> Result<(), StoreError> {
+    let record = columns.is_empty();
+    row.serialize(RowSerializer {
+        sink,
+        columns: record.then_some(columns),
+    })
+    .map_err(|e| StoreError::Corrupt(format!("a row as {form}: {e}")))
 }
 
 /// Where a row's fields go.

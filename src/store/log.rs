@@ -36,6 +36,17 @@ const PG_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, even
 const SQLITE_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
      payload, metadata, recorded_at_us, show_id, rows_written";
 
+/// The position below which the log is final for the statement's snapshot,
+/// `(xmin + xid_offset) * 65536` (see `PG_SAFE`), as a SQL expression: the
+/// tailing readers' bound and the availability cache's watermark.
+macro_rules! pg_log_bound {
+    () => {
+        "((pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
+         + (SELECT xid_offset FROM log_epoch)) << 16)"
+    };
+}
+pub(super) use pg_log_bound;
+
 /// On PostgreSQL a reader of the log in position order must not pass a
 /// transaction that has drawn positions but not committed: its events would
 /// appear later *below* the reader's position. A transaction's positions are
@@ -45,8 +56,7 @@ const SQLITE_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, 
 /// 65536` is final. (Stated on positions rather than on the events' `txid`
 /// column, which after a move to another cluster holds the old cluster's
 /// ids.) SQLite has one writer: commit order is position order.
-const PG_SAFE: &str = "position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint \
-     + (SELECT xid_offset FROM log_epoch)) << 16)";
+const PG_SAFE: &str = concat!("position < ", pg_log_bound!());
 
 /// The statement of one scan of the whole log in position order (see
 /// [`Store::scan_log`]); the scan borrows it.

@@ -4,6 +4,7 @@ use domain::ids::{PoolId, SeatId, ShowId};
 use domain::seat::SeatStatus;
 
 use super::holds::parse_column;
+use super::log::pg_log_bound;
 use super::{on_store, retry_read, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,20 +84,26 @@ macro_rules! insert_shards {
 /// The seat rows are found one by one through the primary key (the LIMIT
 /// keeps the lateral subquery from being flattened into a join the planner
 /// could make a scan of the show's every row).
-const PG_SEAT_CHANGES: &str = "SELECT a.ordinal, a.status, a.expires_at_us, NULL::text \
+const PG_SEAT_CHANGES: &str = concat!(
+    "SELECT a.ordinal, a.status, a.expires_at_us, NULL::text \
      FROM (SELECT DISTINCT aggregate_id FROM events \
            WHERE show_id = $1 AND position >= $2::bigint AND aggregate_type = 'Seat') e \
      CROSS JOIN LATERAL (SELECT ordinal, status, expires_at_us FROM seat_availability \
            WHERE show_id = $1 AND seat_id = substr(e.aggregate_id, length($1) + 2) LIMIT 1) a \
      UNION ALL SELECT -2, NULL, NULL, NULL FROM shows \
        WHERE show_id = $1 AND rows_rewritten_at >= $2::bigint \
-     UNION ALL SELECT -1, NULL, NULL, \
-       ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16)::text";
+     UNION ALL SELECT -1, NULL, NULL, ",
+    pg_log_bound!(),
+    "::text"
+);
 /// The whole show, and the watermark to pass next time.
-const PG_SEATS: &str = "SELECT ordinal, status, expires_at_us, NULL::text \
+const PG_SEATS: &str = concat!(
+    "SELECT ordinal, status, expires_at_us, NULL::text \
      FROM seat_availability WHERE show_id = $1 \
-     UNION ALL SELECT -1, NULL, NULL, \
-       ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16)::text";
+     UNION ALL SELECT -1, NULL, NULL, ",
+    pg_log_bound!(),
+    "::text"
+);
 const SQLITE_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, NULL \
      FROM seat_availability WHERE show_id = $1 AND changed >= CAST($2 AS INTEGER) \
      UNION ALL SELECT -1, NULL, NULL, CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";

@@ -84,14 +84,14 @@ struct Check {
     refusal: AppendOutcome,
     /// Whether `$2` is the batch's time (events, checkpoint).
     timed: bool,
+    /// `$3`, the events' `rows_written` (see `Document::rows_written`).
+    rows_written: Option<bool>,
 }
 
 /// A batch for SQLite: each part serialized once, owned, ready to cross to
 /// the appender task.
 pub struct SqliteJob {
     recorded_at_us: i64,
-    /// `$3` of the events' insert: see `Document::rows_written`.
-    rows_written: bool,
     checks: Vec<Check>,
     parts: Vec<(&'static str, String)>,
 }
@@ -106,6 +106,7 @@ impl SqliteJob {
                 rows: doc.events.len() as u64,
                 refusal: AppendOutcome::Conflict,
                 timed: true,
+                rows_written: Some(doc.rows_written),
             });
         }
         if let Some(key) = &doc.idempotency_key {
@@ -115,6 +116,7 @@ impl SqliteJob {
                 rows: 1,
                 refusal: AppendOutcome::IdempotencyKeyTaken,
                 timed: false,
+                rows_written: None,
             });
         }
         if let Some(checkpoint) = &doc.checkpoint {
@@ -124,6 +126,7 @@ impl SqliteJob {
                 rows: 1,
                 refusal: AppendOutcome::CheckpointMoved,
                 timed: true,
+                rows_written: None,
             });
         }
         let mut parts = Vec::new();
@@ -171,7 +174,6 @@ impl SqliteJob {
         part(CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts))?;
         Ok(Self {
             recorded_at_us: doc.recorded_at_us,
-            rows_written: doc.rows_written,
             checks,
             parts,
         })
@@ -213,8 +215,8 @@ impl SqliteJob {
             if check.timed {
                 query = query.bind(self.recorded_at_us);
             }
-            if check.sql == EVENTS {
-                query = query.bind(self.rows_written);
+            if let Some(rows_written) = check.rows_written {
+                query = query.bind(rows_written);
             }
             let done = query.execute(&mut *tx).await?;
             if done.rows_affected() != check.rows {
@@ -372,7 +374,6 @@ mod tests {
     fn job(value: i64) -> SqliteJob {
         SqliteJob {
             recorded_at_us: 0,
-            rows_written: false,
             checks: Vec::new(),
             parts: vec![(INSERT, format!("[{value}]"))],
         }
