@@ -20,8 +20,8 @@ use anyhow::Context;
 use booking::auth::Role;
 use serde::Deserialize;
 
-use crate::baseline::WalMark;
 use crate::report::Figures;
+use crate::wal::WalMark;
 use crate::Target;
 
 /// `wrk` threads: one per core of the machine the benchmark was written on

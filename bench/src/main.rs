@@ -14,6 +14,7 @@ mod external;
 mod live;
 mod report;
 mod scenarios;
+mod wal;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,7 +190,7 @@ async fn run_store(
         // the holds' own and not 100,000 seat rows created.
         scenarios::seat_show_pub(&target, &scenarios::holds_show(1)).await?;
         let wal = match store {
-            "postgres" => Some(baseline::WalMark::now(&args.postgres_url).await?),
+            "postgres" => Some(wal::WalMark::now(&args.postgres_url).await?),
             _ => None,
         };
         let mut figures = scenarios::holds(&target, args.concurrency, seconds, 1).await?;
@@ -206,7 +207,7 @@ async fn run_store(
         let show = "wrkholds";
         scenarios::seat_show_pub(&target, show).await?;
         let wal = match store {
-            "postgres" => Some(baseline::WalMark::now(&args.postgres_url).await?),
+            "postgres" => Some(wal::WalMark::now(&args.postgres_url).await?),
             _ => None,
         };
         let mut figures = external::wrk_holds(

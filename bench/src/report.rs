@@ -5,7 +5,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::baseline::Baseline;
+/// The raw-SQL figures every service figure is set against (`baseline`).
+pub struct Baseline {
+    pub holds: Figures,
+    pub storm: Figures,
+    /// The same hold from `pgbench` (see `external`).
+    pub pgbench: Figures,
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Figures {

@@ -1,0 +1,246 @@
+-- booking_apply(document, base, first): everything one command writes, as a
+-- part of the calling transaction; booking_append(document) calls it alone in
+-- a transaction of its own, booking_append_group(documents) for each of a
+-- group in one transaction (booking_append_group.sql). Applied with CREATE OR
+-- REPLACE after the migrations at every start (src/store/postgres.rs); this
+-- file is the functions' one definition.
+--
+-- The document (src/store/document.rs) names each part after its table, and
+-- its rows carry the column names, so each part is read with
+-- jsonb_populate_record(set) of the table's own row type.
+--
+-- A refusal is the document's outcome, one of our own SQLSTATEs:
+--   BK409  a stream already has an event at a decided sequence
+--   BK422  the buyer's idempotency key was taken meanwhile
+--   BK412  the projector checkpoint moved meanwhile
+-- booking_apply checks all three before it writes any row, and undoes what
+-- the checks inserted (its own events, its idempotency key: found by their
+-- positions and key, both this document's alone), so that a refused
+-- document leaves nothing and its neighbours in a group go on, without a
+-- subtransaction (more than 64 open in one transaction overflow PostgreSQL's
+-- per-backend subxid cache and slow every snapshot on the server).
+-- booking_append raises the refusal, which undoes the whole call.
+--
+-- Positions: (the writing transaction's id + the log's xid_offset) times
+-- 65,536 (`base`) plus the event's place in the transaction (1-based: after
+-- the `first` positions that documents before it in the group took; a
+-- transaction holds at most 65,535 events). Position order is xid order, without a lock or a
+-- subtransaction; a tailing reader that reads below (its snapshot's xmin +
+-- xid_offset) * 65,536 never passes a position that commits later
+-- (ARCHITECTURE.md, "Positions and the late-commit rule"). xid_offset keeps
+-- positions increasing when the database moves to a new cluster, whose
+-- transaction ids start low (booking_raise_epoch, below).
+--
+-- Command-sized parts (up to 64 rows: 50 seats per hold, 32 shards per pool)
+-- update their rows one by one through the primary key: a set-based join over
+-- the document is planned from a guess of 100 rows and, against a large
+-- table, as a scan of the whole table. Larger parts (the projector, replay,
+-- a large sweep) stay set-based, where a join is the right plan.
+CREATE OR REPLACE FUNCTION booking_apply(batch jsonb, base bigint, first bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    at_us    bigint := (batch ->> 'recorded_at_us')::bigint;
+    expected bigint := coalesce(jsonb_array_length(batch -> 'events'), 0);
+    done     bigint := 0;
+    r        record;
+BEGIN
+    IF expected > 0 THEN
+        INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
+                            payload, metadata, recorded_at_us, show_id, position, rows_written)
+        SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
+               e.payload, e.metadata, at_us, e.show_id,
+               base + first + d.n, coalesce((batch ->> 'rows_written')::boolean, false)
+        FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
+             jsonb_populate_record(NULL::events, d.doc) AS e
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS done = ROW_COUNT;
+        IF done <> expected THEN
+            DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
+            RETURN 'BK409';
+        END IF;
+    END IF;
+
+    IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN
+        INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us)
+        SELECT k.buyer, k.key, k.request_hash, k.hold_id, k.created_at_us
+        FROM jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS done = ROW_COUNT;
+        IF done = 0 THEN
+            DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
+            RETURN 'BK422';
+        END IF;
+    END IF;
+
+    IF jsonb_typeof(batch -> 'checkpoint') = 'object' THEN
+        UPDATE projector_checkpoints c SET position = k.to_position, updated_at_us = at_us
+        FROM jsonb_to_record(batch -> 'checkpoint')
+             AS k(name text, from_position bigint, to_position bigint)
+        WHERE c.name = k.name AND c.position = k.from_position;
+        IF NOT FOUND THEN
+            DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
+            DELETE FROM idempotency_keys i
+            USING jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
+            WHERE i.buyer = k.buyer AND i.key = k.key;
+            RETURN 'BK412';
+        END IF;
+    END IF;
+
+    -- Seat rows: HOT updates (no indexed column changes). Readers find the
+    -- seats a command changed through its events; rows that change without
+    -- an event (a document with none: the projector's repairs, a replay's
+    -- rewrite) stamp their shows instead (migration 0013).
+    done := 0;
+    IF jsonb_array_length(batch -> 'seat_availability') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability')
+        LOOP
+            UPDATE seat_availability
+            SET status = r.status, hold_id = r.hold_id, buyer = r.buyer, expires_at_us = r.expires_at_us,
+                booking_id = r.booking_id, last_seq = r.last_seq
+            WHERE show_id = r.show_id AND seat_id = r.seat_id AND last_seq < r.last_seq;
+            IF FOUND THEN
+                done := done + 1;
+            END IF;
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'seat_availability') > 64 THEN
+        UPDATE seat_availability a
+        SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
+            booking_id = u.booking_id, last_seq = u.last_seq
+        FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u
+        WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.last_seq;
+        GET DIAGNOSTICS done = ROW_COUNT;
+    END IF;
+    IF expected = 0 AND done > 0 THEN
+        UPDATE shows SET rows_rewritten_at = base + first
+        WHERE show_id IN (SELECT DISTINCT u.show_id
+                          FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u);
+    END IF;
+
+    IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards')
+        LOOP
+            UPDATE pool_shards SET sold = r.sold, last_seq = r.last_seq
+            WHERE show_id = r.show_id AND pool_id = r.pool_id AND shard = r.shard AND last_seq < r.last_seq;
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'pool_shards') > 64 THEN
+        UPDATE pool_shards s SET sold = u.sold, last_seq = u.last_seq
+        FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards') AS u
+        WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.last_seq;
+    END IF;
+
+    -- New rows, only where missing. Command-sized parts insert row by row
+    -- with NOT EXISTS through the primary key rather than ON CONFLICT DO
+    -- NOTHING: a speculative insertion writes a second WAL record (its
+    -- confirmation) for every row; and a set-based NOT EXISTS is planned,
+    -- like the joins above, as an anti-join over the whole table. Nothing
+    -- inserts the same row concurrently: a command's events, inserted above,
+    -- serialize every command of its hold (their streams' sequences), and
+    -- the projector's batches are serialized by their checkpoint. A row
+    -- named twice (a hold once per unit it holds) is found by the second
+    -- probe. Larger parts (the projector, replay) stay set-based.
+    IF jsonb_array_length(batch -> 'holds') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds')
+        LOOP
+            INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
+            SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id
+            WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id);
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'holds') > 64 THEN
+        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
+        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id
+        FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'hold_seats') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats')
+        LOOP
+            INSERT INTO hold_seats (hold_id, seat_id)
+            SELECT r.hold_id, r.seat_id
+            WHERE NOT EXISTS (SELECT 1 FROM hold_seats WHERE hold_id = r.hold_id AND seat_id = r.seat_id);
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'hold_seats') > 64 THEN
+        INSERT INTO hold_seats (hold_id, seat_id)
+        SELECT h.hold_id, h.seat_id
+        FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats') AS h
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'pool_holds') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds')
+        LOOP
+            INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
+            SELECT r.hold_id, r.show_id, r.pool_id, r.shard, r.quantity, r.expires_at_us, r.state
+            WHERE NOT EXISTS (SELECT 1 FROM pool_holds WHERE hold_id = r.hold_id AND shard = r.shard);
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'pool_holds') > 64 THEN
+        INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
+        SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, h.state
+        FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds') AS h
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'hold_ends') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        LOOP
+            UPDATE holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
+            UPDATE pool_holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'hold_ends') > 64 THEN
+        UPDATE holds h SET state = u.state
+        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        UPDATE pool_holds p SET state = u.state
+        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        WHERE p.hold_id = u.hold_id AND p.state = 'held';
+    END IF;
+
+    IF jsonb_array_length(batch -> 'hold_conversions') BETWEEN 1 AND 64 THEN
+        FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_conversions')
+                 AS u(hold_id text, booking_id text)
+        LOOP
+            UPDATE holds SET state = 'converted', booking_id = r.booking_id
+            WHERE hold_id = r.hold_id AND state = 'held';
+            UPDATE pool_holds SET state = 'converted' WHERE hold_id = r.hold_id AND state = 'held';
+        END LOOP;
+    ELSIF jsonb_array_length(batch -> 'hold_conversions') > 64 THEN
+        UPDATE holds h SET state = 'converted', booking_id = u.booking_id
+        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
+        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        UPDATE pool_holds p SET state = 'converted'
+        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
+        WHERE p.hold_id = u.hold_id AND p.state = 'held';
+    END IF;
+
+    -- Extensions: after the records are inserted, before they end (a batch
+    -- of the projector may carry a hold's placement, extensions and end in
+    -- that order). Only a held record moves, and only to a later expiry; a
+    -- part may name a hold once per unit, so the latest expiry is taken.
+    IF jsonb_array_length(batch -> 'hold_extensions') > 0 THEN
+        FOR r IN SELECT u.hold_id, max(u.expires_at_us) AS expires_at_us
+                 FROM jsonb_to_recordset(batch -> 'hold_extensions') AS u(hold_id text, expires_at_us bigint)
+                 GROUP BY u.hold_id
+        LOOP
+            UPDATE holds SET expires_at_us = r.expires_at_us
+            WHERE hold_id = r.hold_id AND state = 'held' AND expires_at_us < r.expires_at_us;
+            UPDATE pool_holds SET expires_at_us = r.expires_at_us
+            WHERE hold_id = r.hold_id AND state = 'held' AND expires_at_us < r.expires_at_us;
+        END LOOP;
+    END IF;
+
+    IF jsonb_array_length(batch -> 'checkouts') > 0 THEN
+        INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
+                               refund_reason, amount_cents, last_seq, updated_at_us)
+        SELECT c.hold_id, c.show_id, c.buyer, c.phase, c.booking_id, c.charge_id, c.refund_id,
+               c.refund_reason, c.amount_cents, c.last_seq, c.updated_at_us
+        FROM jsonb_populate_recordset(NULL::checkouts, batch -> 'checkouts') AS c
+        ON CONFLICT (hold_id) DO UPDATE SET
+            phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
+            refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
+            amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,
+            updated_at_us = excluded.updated_at_us
+        WHERE checkouts.last_seq < excluded.last_seq;
+    END IF;
+    RETURN NULL;
+END
+$$;
