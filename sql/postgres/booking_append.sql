@@ -1,5 +1,5 @@
 -- booking_append(document): one command's writes in one transaction of its
--- own (the call's): booking_apply (booking_append.sql), with a refusal raised
+-- own (the call's): booking_apply (booking_apply.sql), with a refusal raised
 -- as its SQLSTATE, which undoes the whole call. Applied with CREATE OR
 -- REPLACE at every start, after booking_apply.
 CREATE OR REPLACE FUNCTION booking_append(batch jsonb) RETURNS void

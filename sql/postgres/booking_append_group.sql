@@ -2,7 +2,7 @@
 -- one transaction: one call, one commit and one WAL flush for the group
 -- (src/store/postgres.rs, PgAppender). Each document is still all or
 -- nothing and refused alone: booking_apply writes nothing of a refused
--- document (see booking_append.sql) and the rest go on. Returns each
+-- document (see booking_apply.sql) and the rest go on. Returns each
 -- document's outcome, in order: NULL (appended) or the refusal's SQLSTATE.
 -- An error (not a refusal) aborts the whole group; the caller then appends
 -- its documents one by one, so that the error is its own document's alone.

@@ -1,7 +1,8 @@
 -- booking_apply(document, base, first): everything one command writes, as a
 -- part of the calling transaction; booking_append(document) calls it alone in
 -- a transaction of its own, booking_append_group(documents) for each of a
--- group in one transaction (booking_append_group.sql). Applied with CREATE OR
+-- group in one transaction (booking_append_group.sql); each file is named
+-- after the function it defines. Applied with CREATE OR
 -- REPLACE after the migrations at every start (src/store/postgres.rs); this
 -- file is the functions' one definition.
 --
@@ -9,7 +10,9 @@
 -- its rows carry the column names, so each part is read with
 -- jsonb_populate_record(set) of the table's own row type.
 --
--- A refusal is the document's outcome, one of our own SQLSTATEs:
+-- A refusal is the document's outcome, one of our own SQLSTATEs (the list
+-- src/store/postgres.rs reads them with, REFUSALS; a test holds the two
+-- equal):
 --   BK409  a stream already has an event at a decided sequence
 --   BK422  the buyer's idempotency key was taken meanwhile
 --   BK412  the projector checkpoint moved meanwhile
@@ -31,14 +34,15 @@
 -- positions increasing when the database moves to a new cluster, whose
 -- transaction ids start low (booking_raise_epoch, below).
 --
--- Command-sized parts (up to 64 rows: 50 seats per hold, 32 shards per pool)
--- update their rows one by one through the primary key: a set-based join over
+-- Command-sized parts (up to row_by_row_max rows: 50 seats per hold, 32
+-- shards per pool; a test holds it at or above both limits) update their rows one by one through the primary key: a set-based join over
 -- the document is planned from a guess of 100 rows and, against a large
 -- table, as a scan of the whole table. Larger parts (the projector, replay,
 -- a large sweep) stay set-based, where a join is the right plan.
 CREATE OR REPLACE FUNCTION booking_apply(batch jsonb, base bigint, first bigint) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
+    row_by_row_max CONSTANT int := 64;
     at_us    bigint := (batch ->> 'recorded_at_us')::bigint;
     expected bigint := coalesce(jsonb_array_length(batch -> 'events'), 0);
     done     bigint := 0;
@@ -91,7 +95,7 @@ BEGIN
     -- an event (a document with none: the projector's repairs, a replay's
     -- rewrite) stamp their shows instead (migration 0013).
     done := 0;
-    IF jsonb_array_length(batch -> 'seat_availability') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'seat_availability') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability')
         LOOP
             UPDATE seat_availability
@@ -102,7 +106,7 @@ BEGIN
                 done := done + 1;
             END IF;
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'seat_availability') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'seat_availability') > row_by_row_max THEN
         UPDATE seat_availability a
         SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
             booking_id = u.booking_id, last_seq = u.last_seq
@@ -116,13 +120,13 @@ BEGIN
                           FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u);
     END IF;
 
-    IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards')
         LOOP
             UPDATE pool_shards SET sold = r.sold, last_seq = r.last_seq
             WHERE show_id = r.show_id AND pool_id = r.pool_id AND shard = r.shard AND last_seq < r.last_seq;
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'pool_shards') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'pool_shards') > row_by_row_max THEN
         UPDATE pool_shards s SET sold = u.sold, last_seq = u.last_seq
         FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards') AS u
         WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.last_seq;
@@ -138,55 +142,55 @@ BEGIN
     -- the projector's batches are serialized by their checkpoint. A row
     -- named twice (a hold once per unit it holds) is found by the second
     -- probe. Larger parts (the projector, replay) stay set-based.
-    IF jsonb_array_length(batch -> 'holds') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'holds') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds')
         LOOP
             INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
             SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id
             WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id);
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'holds') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'holds') > row_by_row_max THEN
         INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
         SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id
         FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
         ON CONFLICT DO NOTHING;
     END IF;
 
-    IF jsonb_array_length(batch -> 'hold_seats') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'hold_seats') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats')
         LOOP
             INSERT INTO hold_seats (hold_id, seat_id)
             SELECT r.hold_id, r.seat_id
             WHERE NOT EXISTS (SELECT 1 FROM hold_seats WHERE hold_id = r.hold_id AND seat_id = r.seat_id);
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'hold_seats') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'hold_seats') > row_by_row_max THEN
         INSERT INTO hold_seats (hold_id, seat_id)
         SELECT h.hold_id, h.seat_id
         FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats') AS h
         ON CONFLICT DO NOTHING;
     END IF;
 
-    IF jsonb_array_length(batch -> 'pool_holds') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'pool_holds') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds')
         LOOP
             INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
             SELECT r.hold_id, r.show_id, r.pool_id, r.shard, r.quantity, r.expires_at_us, r.state
             WHERE NOT EXISTS (SELECT 1 FROM pool_holds WHERE hold_id = r.hold_id AND shard = r.shard);
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'pool_holds') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'pool_holds') > row_by_row_max THEN
         INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
         SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, h.state
         FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds') AS h
         ON CONFLICT DO NOTHING;
     END IF;
 
-    IF jsonb_array_length(batch -> 'hold_ends') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'hold_ends') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
         LOOP
             UPDATE holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
             UPDATE pool_holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'hold_ends') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'hold_ends') > row_by_row_max THEN
         UPDATE holds h SET state = u.state
         FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
         WHERE h.hold_id = u.hold_id AND h.state = 'held';
@@ -195,7 +199,7 @@ BEGIN
         WHERE p.hold_id = u.hold_id AND p.state = 'held';
     END IF;
 
-    IF jsonb_array_length(batch -> 'hold_conversions') BETWEEN 1 AND 64 THEN
+    IF jsonb_array_length(batch -> 'hold_conversions') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_conversions')
                  AS u(hold_id text, booking_id text)
         LOOP
@@ -203,7 +207,7 @@ BEGIN
             WHERE hold_id = r.hold_id AND state = 'held';
             UPDATE pool_holds SET state = 'converted' WHERE hold_id = r.hold_id AND state = 'held';
         END LOOP;
-    ELSIF jsonb_array_length(batch -> 'hold_conversions') > 64 THEN
+    ELSIF jsonb_array_length(batch -> 'hold_conversions') > row_by_row_max THEN
         UPDATE holds h SET state = 'converted', booking_id = u.booking_id
         FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
         WHERE h.hold_id = u.hold_id AND h.state = 'held';

@@ -1,6 +1,6 @@
 //! The append document: a batch as one JSON object whose parts are named
 //! after the tables they go to and whose rows carry the column names. The
-//! PostgreSQL function `booking_append` (`sql/postgres/booking_append.sql`)
+//! PostgreSQL function `booking_apply` (`sql/postgres/booking_apply.sql`)
 //! reads it whole, in one statement and one round trip; SQLite gets each
 //! part in one set-based statement (`json_each`), in one transaction.
 
@@ -65,14 +65,14 @@ impl<'a> Document<'a> {
         let mut doc = Document {
             recorded_at_us: to_micros(batch.recorded_at),
             events: batch.events.iter().collect(),
-            seat_availability: batch.seat_rows.iter().collect(),
-            pool_shards: batch.shard_rows.iter().collect(),
-            checkouts: batch.checkout_rows.iter().collect(),
+            seat_availability: batch.rows.seats.iter().collect(),
+            pool_shards: batch.rows.shards.iter().collect(),
+            checkouts: batch.rows.checkouts.iter().collect(),
             idempotency_key: batch.idempotency.as_ref(),
             checkpoint: batch.checkpoint.as_ref(),
             ..Document::default()
         };
-        for change in &batch.hold_changes {
+        for change in &batch.rows.hold_changes {
             doc.add_change(change);
         }
         doc.rows_written = !batch.rows_only && doc.rows() > 0;

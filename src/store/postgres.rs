@@ -18,8 +18,8 @@ use super::StoreError;
 
 /// The current definitions of our functions, one statement each.
 const FUNCTIONS: [&str; 4] = [
+    include_str!("../../sql/postgres/booking_apply.sql"),
     include_str!("../../sql/postgres/booking_append.sql"),
-    include_str!("../../sql/postgres/booking_append_one.sql"),
     include_str!("../../sql/postgres/booking_append_group.sql"),
     include_str!("../../sql/postgres/booking_raise_epoch.sql"),
 ];
@@ -60,15 +60,26 @@ pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The SQLSTATEs `booking_append` raises for refusals (not errors).
+/// The SQLSTATEs `booking_apply` answers for refusals (not errors), and
+/// what each means: the one list, in the order of `booking_apply.sql`,
+/// which spells them (a test holds the two equal).
+const REFUSALS: [(&str, AppendOutcome); 3] = [
+    ("BK409", AppendOutcome::Conflict),
+    ("BK422", AppendOutcome::IdempotencyKeyTaken),
+    ("BK412", AppendOutcome::CheckpointMoved),
+];
+
+/// The refusal a SQLSTATE stands for, if it is one of ours.
+fn refusal_of(code: &str) -> Option<AppendOutcome> {
+    REFUSALS
+        .iter()
+        .find(|(sqlstate, _)| *sqlstate == code)
+        .map(|(_, outcome)| *outcome)
+}
+
+/// The refusal `booking_append` raised, if the error is one.
 pub(super) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
-    let code = err.as_database_error()?.code()?;
-    match code.as_ref() {
-        "BK409" => Some(AppendOutcome::Conflict),
-        "BK422" => Some(AppendOutcome::IdempotencyKeyTaken),
-        "BK412" => Some(AppendOutcome::CheckpointMoved),
-        _ => None,
-    }
+    refusal_of(err.as_database_error()?.code()?.as_ref())
 }
 
 pub(super) const APPEND: &str = "SELECT booking_append($1::jsonb)";
@@ -201,15 +212,14 @@ impl PgAppender {
 /// A group's outcome for each of its documents, from the function's answer:
 /// NULL is appended, a SQLSTATE a refusal.
 fn outcome_of(code: Option<&str>) -> Result<AppendOutcome, StoreError> {
-    match code {
-        None => Ok(AppendOutcome::Appended),
-        Some("BK409") => Ok(AppendOutcome::Conflict),
-        Some("BK422") => Ok(AppendOutcome::IdempotencyKeyTaken),
-        Some("BK412") => Ok(AppendOutcome::CheckpointMoved),
-        Some(other) => Err(StoreError::Corrupt(format!(
-            "booking_append_group answered {other:?} for a document"
-        ))),
-    }
+    let Some(code) = code else {
+        return Ok(AppendOutcome::Appended);
+    };
+    refusal_of(code).ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "booking_append_group answered {code:?} for a document"
+        ))
+    })
 }
 
 /// The same error for every member of a group whose call failed without a
@@ -280,5 +290,43 @@ async fn write_group(pool: &sqlx::PgPool, group: Vec<PgJob>) {
                 }
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::limits::{MAX_POOL_SHARDS, MAX_SEATS_PER_HOLD};
+
+    const APPLY: &str = include_str!("../../sql/postgres/booking_apply.sql");
+
+    /// Every `RETURN 'BK…'` in the function, in order.
+    fn codes_in_sql() -> Vec<&'static str> {
+        APPLY
+            .split("RETURN '")
+            .skip(1)
+            .filter_map(|rest| rest.split('\'').next())
+            .collect()
+    }
+
+    #[test]
+    fn the_refusals_rust_reads_are_the_ones_the_function_returns() {
+        let rust: Vec<&str> = REFUSALS.iter().map(|(code, _)| *code).collect();
+        assert_eq!(codes_in_sql(), rust);
+    }
+
+    #[test]
+    fn a_command_sized_part_is_written_row_by_row() {
+        let limit: usize = APPLY
+            .split("row_by_row_max CONSTANT int := ")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .and_then(|n| n.trim().parse().ok())
+            .expect("booking_apply declares row_by_row_max");
+        assert!(limit >= MAX_SEATS_PER_HOLD, "{limit} < MAX_SEATS_PER_HOLD");
+        assert!(
+            limit >= MAX_POOL_SHARDS as usize,
+            "{limit} < MAX_POOL_SHARDS"
+        );
     }
 }
