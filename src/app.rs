@@ -15,7 +15,7 @@ use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
 use crate::command::holds::HoldService;
-use crate::command::units::Inventory;
+use crate::command::round::Rounds;
 use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
 use crate::payment::simulator::Simulator;
@@ -119,14 +119,17 @@ impl Application {
         );
         store.migrate().await.context("cannot apply migrations")?;
         let catalog = Arc::new(ShowCatalog::default());
-        // One cache of inventory streams per process: every in-process
-        // writer of a stream must go through the same slot (see streams.rs).
-        let inventory = Arc::new(Inventory::default());
+        // One owner of command rounds per process, with its caches of loaded
+        // streams: every in-process writer of a stream must go through the
+        // same slot (see command/streams.rs).
+        let rounds = Arc::new(Rounds::new(store.clone(), clock.clone()));
+        let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
         let holds = Arc::new(HoldService::new(
             store.clone(),
             catalog.clone(),
             clock.clone(),
-            inventory.clone(),
+            rounds.clone(),
+            availability.clone(),
         ));
         let payments = Arc::new(Simulator::new(
             store.clone(),
@@ -138,7 +141,7 @@ impl Application {
             catalog.clone(),
             clock.clone(),
             payments,
-            inventory,
+            rounds,
         ));
         let recovery = Recovery::new(checkout.clone());
         let projector = Projector::new(store.clone(), catalog.clone());
@@ -176,7 +179,6 @@ impl Application {
             tracing::info!(?report, "finished checkouts left by the previous run");
         }
 
-        let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
         let live = crate::live::LiveHub::new(
             store.clone(),
             availability.clone(),

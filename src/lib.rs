@@ -8,16 +8,26 @@
 //! - [`app`]: builds the service from [`app::Settings`] and runs it; tests
 //!   bind port 0 and pass their own clock and shutdown signal.
 //! - [`edge`]: the accept loop: connection cap, header and idle timers.
-//! - [`http`]: routes, extractors and the problem+json error contract.
-//! - [`holds`], [`shows`]: the application services a handler calls. A
-//!   command locks its streams in-process ([`streams`]), decides with the
-//!   pure functions of the `domain` crate, and appends through [`store`].
-//! - [`store`]: PostgreSQL or SQLite; the event log (read through the
-//!   cqrs-es repositories), our all-or-nothing append, and the read models
-//!   the `projections` crate describes.
+//! - [`http`]: routes, extractors and the problem+json error contract; a
+//!   handler parses, calls one application function and maps the result.
+//! - [`command`]: everything that changes state. Each command is a pure
+//!   decision of the `domain` crate run by one round ([`command::round`]:
+//!   lock in the one order, refresh, decide at one `now`, append, again on
+//!   conflict).
+//! - [`query`]: availability, audit history and advice, read from the
+//!   tables and the log; [`live`]: the same availability pushed over SSE.
+//! - [`rebuild`]: the projector, replay and verify: the log folded into
+//!   the read models through the same row builders the commands use
+//!   (`projections::rows`).
+//! - [`workers`]: recovery of half-done checkouts, the expiry sweeper.
 //! - [`webhooks`]: deliveries driven from the log: endpoints, the
 //!   dispatcher (log to recorded deliveries) and the sender.
-//! - [`auth`], [`clock`], [`config`]: identity, injected time, settings.
+//! - [`catalog`]: show definitions, cached by every instance.
+//! - [`payment`]: the payment port and the durable simulator.
+//! - [`store`]: PostgreSQL or SQLite; the event log (read through the
+//!   cqrs-es repositories), our all-or-nothing append, and the read models.
+//! - [`auth`], [`clock`], [`config`], [`metrics`]: identity, injected time,
+//!   settings, Prometheus.
 
 pub mod app;
 pub mod auth;

@@ -48,6 +48,17 @@ pub fn shard_stream_id(show: &ShowId, pool: &PoolId, index: u32) -> String {
     format!("{}/{}#{}", show.as_str(), pool.as_str(), index)
 }
 
+/// Splits a shard stream id back into its show, pool and index.
+pub fn parse_shard_stream_id(stream: &str) -> Option<(ShowId, PoolId, u32)> {
+    let (show, rest) = stream.split_once('/')?;
+    let (pool, index) = rest.rsplit_once('#')?;
+    Some((
+        ShowId::parse(show).ok()?,
+        PoolId::parse(pool).ok()?,
+        index.parse().ok()?,
+    ))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolHold {
     pub buyer: BuyerId,
@@ -423,6 +434,15 @@ mod tests {
     use super::*;
     use chrono::Duration;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_shard_stream_id_round_trips() {
+        let show = ShowId::parse("rock").unwrap();
+        let pool = PoolId::parse("floor.b").unwrap();
+        let stream = shard_stream_id(&show, &pool, 12);
+        assert_eq!(parse_shard_stream_id(&stream), Some((show, pool, 12)));
+        assert_eq!(parse_shard_stream_id("rock/A-1"), None);
+    }
     use uuid::Uuid;
 
     fn t(seconds: i64) -> DateTime<Utc> {

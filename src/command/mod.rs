@@ -1,16 +1,19 @@
 //! The command wing: everything that changes state.
 //!
-//! A command takes its request context, locks the streams it needs in
-//! process ([`streams`]), decides with the pure functions of the `domain`
-//! crate, builds the events and the read-model rows they produce ([`rows`],
-//! [`units`]) and appends them in one transaction through the store. Nothing
-//! here reads a projection to decide: the append at the decided versions is
-//! what decides.
+//! A command is a decision run by [`round`]: the one loop that locks the
+//! streams it needs in process (in one global order), brings them up to
+//! date, decides with the pure functions of the `domain` crate at one `now`,
+//! and appends the events with the rows they produce
+//! (`projections::rows`) in one transaction at the versions decided on.
+//! Nothing here reads a projection to decide: the append decides.
+//!
+//! By part: `context` (who asked), `streams` (loaded streams kept in
+//! memory, and the freshness rule), `units` (seats and pool shards behind
+//! one trait), `round`, `holds` and `checkout` (the commands).
 
-pub mod allowance;
 pub mod checkout;
 pub mod context;
 pub mod holds;
-pub mod rows;
+pub mod round;
 pub mod streams;
 pub mod units;

@@ -24,10 +24,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cqrs_es::Aggregate;
+use domain::allowance::Allowance;
+use domain::checkout::Checkout;
+use domain::pool::PoolShard;
+use domain::seat::Seat;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::command::rows::StreamView;
-use crate::store::{AppendBatch, AppendOutcome, Store, StoreError, StoreResult};
+use crate::store::{Store, StoreError, StoreResult};
 
 /// Streams kept loaded per aggregate type. A seat stream costs a few hundred
 /// bytes, so this is tens of megabytes at most; when it is full, idle streams
@@ -52,6 +55,18 @@ struct Loaded<A> {
 pub struct StreamCache<A> {
     slots: Mutex<HashMap<String, Arc<Slot<A>>>>,
     capacity: usize,
+}
+
+/// The loaded streams of every type a command writes, one set per process
+/// (every in-process writer of a stream must go through the same slot).
+/// Private to the command wing, where only `command::round` locks them, in
+/// its one order (see there).
+#[derive(Default)]
+pub struct Inventory {
+    pub(super) checkouts: StreamCache<Checkout>,
+    pub(super) allowances: StreamCache<Allowance>,
+    pub(super) seats: StreamCache<Seat>,
+    pub(super) shards: StreamCache<PoolShard>,
 }
 
 /// A stream this request holds the in-process lock of.
@@ -161,14 +176,6 @@ impl<A: Aggregate> LockedStream<A> {
         &self.id
     }
 
-    pub fn view(&self) -> StreamView<'_, A> {
-        StreamView {
-            id: &self.id,
-            version: self.guard.version,
-            aggregate: &self.guard.aggregate,
-        }
-    }
-
     pub fn aggregate(&self) -> &A {
         &self.guard.aggregate
     }
@@ -274,67 +281,4 @@ pub async fn refresh_all<A: Aggregate>(
         .map(|s| s.refresh(store));
     futures::future::try_join_all(pending).await?;
     Ok(())
-}
-
-/// A locked stream whose cache must follow the outcome of an append.
-pub trait Tracked {
-    fn before_append(&mut self);
-    fn invalidate(&mut self);
-}
-
-impl<A: Aggregate> Tracked for LockedStream<A> {
-    fn before_append(&mut self) {
-        LockedStream::before_append(self);
-    }
-
-    fn invalidate(&mut self) {
-        LockedStream::invalidate(self);
-    }
-}
-
-/// Appends a batch that covers the given locked streams. On anything but
-/// success the streams are marked stale: after a conflict, or an error whose
-/// outcome is unknown (the commit may have landed), they reload. On success
-/// the caller folds its events in with [`LockedStream::appended`].
-pub async fn append_tracked(
-    store: &Store,
-    batch: &AppendBatch,
-    mut streams: Vec<&mut (dyn Tracked + Send)>,
-) -> StoreResult<AppendOutcome> {
-    streams.iter_mut().for_each(|s| s.before_append());
-    let result = store.append(batch).await;
-    if !matches!(result, Ok(AppendOutcome::Appended)) {
-        streams.iter_mut().for_each(|s| s.invalidate());
-    }
-    result
-}
-
-/// Appends a batch made of `decided` events for each locked stream (in the
-/// same order) and, if it lands, folds them into the cache.
-pub async fn append_decided<A: Aggregate>(
-    store: &Store,
-    batch: &AppendBatch,
-    streams: &mut [LockedStream<A>],
-    decided: Vec<Vec<A::Event>>,
-) -> StoreResult<AppendOutcome> {
-    let outcome = append_locked(store, batch, streams).await?;
-    if outcome == AppendOutcome::Appended {
-        for (stream, events) in streams.iter_mut().zip(decided) {
-            stream.appended(events);
-        }
-    }
-    Ok(outcome)
-}
-
-/// [`append_tracked`] for streams of one type.
-pub async fn append_locked<A: Aggregate>(
-    store: &Store,
-    batch: &AppendBatch,
-    streams: &mut [LockedStream<A>],
-) -> StoreResult<AppendOutcome> {
-    let tracked = streams
-        .iter_mut()
-        .map(|s| s as &mut (dyn Tracked + Send))
-        .collect();
-    append_tracked(store, batch, tracked).await
 }

@@ -4,20 +4,17 @@
 
 use chrono::{DateTime, Duration, Utc};
 use cqrs_es::Aggregate;
-use domain::allowance::Allowance;
 use domain::ids::seat_stream_id;
 use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
 use domain::pool::{
     self, shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolEvent, PoolShard,
 };
 use domain::seat::{self, Seat, SeatCommand, SeatError, SeatEvent};
-use domain::show::Show;
-use projections::holds::pool_hold_change;
-use projections::pools::PoolShardRow;
+use domain::show::{PoolSpec, Show};
+use projections::rows::Rows;
 
-use crate::command::rows::{push_events, push_seat, StreamView};
-use crate::command::streams::StreamCache;
-use crate::store::{AppendBatch, HoldRecord, StoreError};
+use crate::command::streams::{Inventory, StreamCache};
+use crate::store::{HoldRecord, StoreError};
 
 /// Why a unit refuses to move a hold on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,14 +67,22 @@ pub trait Unit: Aggregate + Clone {
         booking_id: BookingId,
         now: DateTime<Utc>,
     ) -> Vec<Self::Event>;
-    /// Adds the unit's events and the read-model rows they produce.
-    fn push(
-        batch: &mut AppendBatch,
+    /// The show the unit's events are filed under.
+    fn show_id(key: &Self::Key) -> &ShowId;
+    /// The rows the unit's `events`, appended at `version` to its state
+    /// `before`, produce (`projections::rows`).
+    fn rows(
+        rows: &mut Rows,
         key: &Self::Key,
-        stream: &StreamView<'_, Self>,
+        before: &Self,
+        version: usize,
         events: &[Self::Event],
-        metadata: &str,
-    ) -> Result<(), StoreError>;
+    );
+    /// This process's loaded streams of the unit's type.
+    fn cache(inventory: &Inventory) -> &StreamCache<Self>;
+    /// Puts units in their type's one lock order, so that two commands
+    /// never wait on each other in a cycle.
+    fn sort(units: &mut [(String, Self::Key)]);
 }
 
 #[derive(Debug, Clone)]
@@ -86,12 +91,36 @@ pub struct SeatKey {
     pub seat_id: SeatId,
 }
 
+impl SeatKey {
+    /// A seat of `show_id` with its stream id.
+    pub fn unit(show_id: &ShowId, seat_id: &SeatId) -> (String, Self) {
+        let key = SeatKey {
+            show_id: show_id.clone(),
+            seat_id: seat_id.clone(),
+        };
+        (seat_stream_id(show_id, seat_id), key)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ShardKey {
     pub show_id: ShowId,
     pub pool_id: PoolId,
     pub index: u32,
     pub capacity: u32,
+}
+
+impl ShardKey {
+    /// Shard `index` of pool `spec` with its stream id.
+    pub fn unit(show_id: &ShowId, spec: &PoolSpec, index: u32) -> (String, Self) {
+        let key = ShardKey {
+            show_id: show_id.clone(),
+            pool_id: spec.pool_id.clone(),
+            index,
+            capacity: shard_capacity(spec.capacity, spec.shards, index),
+        };
+        (shard_stream_id(show_id, &spec.pool_id, index), key)
+    }
 }
 
 fn seat_refusal(e: SeatError) -> Refusal {
@@ -169,14 +198,21 @@ impl Unit for Seat {
         seat::decide(self, &SeatCommand::CancelBooking { booking_id }, now).unwrap_or_default()
     }
 
-    fn push(
-        batch: &mut AppendBatch,
-        key: &SeatKey,
-        stream: &StreamView<'_, Self>,
-        events: &[Self::Event],
-        metadata: &str,
-    ) -> Result<(), StoreError> {
-        push_seat(batch, &key.show_id, &key.seat_id, stream, events, metadata)
+    fn show_id(key: &SeatKey) -> &ShowId {
+        &key.show_id
+    }
+
+    fn rows(rows: &mut Rows, key: &SeatKey, before: &Self, version: usize, events: &[SeatEvent]) {
+        rows.seat(&key.show_id, &key.seat_id, before, version, events);
+    }
+
+    fn cache(inventory: &Inventory) -> &StreamCache<Self> {
+        &inventory.seats
+    }
+
+    /// Seats lock in stream-id order.
+    fn sort(units: &mut [(String, SeatKey)]) {
+        units.sort_by(|a, b| a.0.cmp(&b.0));
     }
 }
 
@@ -260,47 +296,29 @@ impl Unit for PoolShard {
         .unwrap_or_default()
     }
 
-    fn push(
-        batch: &mut AppendBatch,
-        key: &ShardKey,
-        stream: &StreamView<'_, Self>,
-        events: &[Self::Event],
-        metadata: &str,
-    ) -> Result<(), StoreError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        push_events(batch, stream, events, metadata, Some(&key.show_id))?;
-        let mut after = stream.aggregate.clone();
-        for event in events {
-            after.apply_event(event);
-            batch.hold_changes.extend(pool_hold_change(
-                &key.show_id,
-                &key.pool_id,
-                key.index,
-                event,
-            ));
-        }
-        let last_seq = (stream.version + events.len()) as i64;
-        batch.shard_rows.push(PoolShardRow::of(
+    fn show_id(key: &ShardKey) -> &ShowId {
+        &key.show_id
+    }
+
+    fn rows(rows: &mut Rows, key: &ShardKey, before: &Self, version: usize, events: &[PoolEvent]) {
+        rows.shard(
             &key.show_id,
             &key.pool_id,
             key.index,
-            last_seq,
-            &after,
-        ));
-        Ok(())
+            before,
+            version,
+            events,
+        );
     }
-}
 
-/// The loaded streams of both unit types, one per process (see streams.rs:
-/// every in-process writer of a stream must go through the same slot), and
-/// the buyers' allowance streams that count them (`command::allowance`).
-#[derive(Default)]
-pub struct Inventory {
-    pub seats: StreamCache<Seat>,
-    pub shards: StreamCache<PoolShard>,
-    pub allowances: StreamCache<Allowance>,
+    fn cache(inventory: &Inventory) -> &StreamCache<Self> {
+        &inventory.shards
+    }
+
+    /// Shards lock in index order.
+    fn sort(units: &mut [(String, ShardKey)]) {
+        units.sort_by_key(|(_, key)| key.index);
+    }
 }
 
 /// The units a hold holds, each with its stream id, in lock order.
@@ -313,9 +331,7 @@ fn corrupt(hold_id: HoldId, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("hold {hold_id}: {e}"))
 }
 
-/// The units of a stored hold. Seats are locked in stream-id order, shards
-/// in index order: each type has one order, so two commands never wait on
-/// each other in a cycle.
+/// The units of a stored hold, in lock order.
 pub fn units_of(record: &HoldRecord, show: &Show) -> Result<HoldUnits, StoreError> {
     let show_id = &show.show_id;
     match &record.pool {
@@ -323,17 +339,9 @@ pub fn units_of(record: &HoldRecord, show: &Show) -> Result<HoldUnits, StoreErro
             let mut units: Vec<(String, SeatKey)> = record
                 .seats
                 .iter()
-                .map(|seat_id| {
-                    (
-                        seat_stream_id(show_id, seat_id),
-                        SeatKey {
-                            show_id: show_id.clone(),
-                            seat_id: seat_id.clone(),
-                        },
-                    )
-                })
+                .map(|seat_id| SeatKey::unit(show_id, seat_id))
                 .collect();
-            units.sort_by(|a, b| a.0.cmp(&b.0));
+            Seat::sort(&mut units);
             Ok(HoldUnits::Seats(units))
         }
         Some((pool_id, parts)) => {
@@ -342,19 +350,9 @@ pub fn units_of(record: &HoldRecord, show: &Show) -> Result<HoldUnits, StoreErro
                 .ok_or_else(|| corrupt(record.hold_id, "its pool is not in the show"))?;
             let mut units: Vec<(String, ShardKey)> = parts
                 .iter()
-                .map(|&(index, _)| {
-                    (
-                        shard_stream_id(show_id, pool_id, index),
-                        ShardKey {
-                            show_id: show_id.clone(),
-                            pool_id: pool_id.clone(),
-                            index,
-                            capacity: shard_capacity(spec.capacity, spec.shards, index),
-                        },
-                    )
-                })
+                .map(|&(index, _)| ShardKey::unit(show_id, spec, index))
                 .collect();
-            units.sort_by_key(|(_, key)| key.index);
+            PoolShard::sort(&mut units);
             Ok(HoldUnits::Pool(units))
         }
     }

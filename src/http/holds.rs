@@ -14,11 +14,8 @@ use super::problem::ApiError;
 use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
-use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::command::holds::{BestAvailable, HoldRequest, HoldView, Placed, SeatStates};
-use crate::query::availability::AvailabilityCache;
-use crate::store::{Store, StoreError};
+use crate::command::holds::{HoldRequest, HoldView, Placed};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -27,39 +24,36 @@ pub fn router() -> Router<AppState> {
         .route("/v1/holds/{hold_id}/extend", post(extend_hold))
 }
 
-/// What `POST /v1/shows/{id}/holds` reads: the fields of all three bodies,
-/// so that a body with two or none is refused naming the rule.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct HoldFields {
-    seats: Option<Vec<SeatId>>,
-    pool_id: Option<PoolId>,
-    quantity: Option<u32>,
-    best_available: Option<BestAvailableFields>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct BestAvailableFields {
-    quantity: u32,
-    section: Option<String>,
-}
-
-/// `{"seats": [...]}`, `{"pool_id": "...", "quantity": n}` or
-/// `{"best_available": {"quantity": n, "section": "A"}}` (the documented
-/// shape; `HoldFields` reads it).
-#[derive(utoipa::ToSchema)]
+/// The body of `POST /v1/shows/{id}/holds`: seats, places of a pool, or
+/// the best available seats, exactly one of them.
+#[derive(Debug, utoipa::ToSchema)]
 #[serde(untagged)]
-#[allow(dead_code)]
 pub(super) enum HoldBody {
     Seats(SeatsHold),
     Pool(PoolHold),
     BestAvailable(BestAvailableHold),
 }
 
-#[derive(utoipa::ToSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code)]
+pub(super) struct SeatsHold {
+    /// 1..=MAX_SEATS_PER_HOLD distinct seat ids of the show, held all or nothing.
+    #[schema(schema_with = seat_ids_schema)]
+    seats: Vec<SeatId>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PoolHold {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$", min_length = 1, max_length = 32)]
+    pool_id: PoolId,
+    /// 1..=MAX_POOL_HOLD_QUANTITY places of the pool.
+    #[schema(minimum = 1, maximum = 20)]
+    quantity: u32,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(super) struct BestAvailableHold {
     best_available: BestAvailableAsk,
 }
@@ -67,9 +61,8 @@ pub(super) struct BestAvailableHold {
 /// The service chooses `quantity` free seats side by side (one section and
 /// row, consecutive numbers), never stranding a single free seat unless
 /// every block would, best ranked first.
-#[derive(utoipa::ToSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code)]
 pub(super) struct BestAvailableAsk {
     /// MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY seats.
     #[schema(minimum = 1, maximum = 10)]
@@ -79,44 +72,74 @@ pub(super) struct BestAvailableAsk {
     section: Option<String>,
 }
 
-/// Best available chooses from the availability cache's statuses (advice:
-/// the hold's append decides).
-impl SeatStates for AvailabilityCache {
-    fn statuses(
-        &self,
-        store: &Store,
-        entry: &CatalogEntry,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> impl std::future::Future<Output = Result<Vec<domain::seat::SeatStatus>, StoreError>> + Send
-    {
-        AvailabilityCache::statuses(self, store, entry, now)
+/// The schema of a hold's seat ids: `[A-Za-z0-9_.:-]{1,32}` each, 1..=50.
+fn seat_ids_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let seat_id = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[A-Za-z0-9_.:-]{1,32}$"))
+        .min_length(Some(1))
+        .max_length(Some(32));
+    ArrayBuilder::new()
+        .items(seat_id)
+        .min_items(Some(1))
+        .max_items(Some(domain::limits::MAX_SEATS_PER_HOLD))
+        .build()
+}
+
+/// What a hold body is read as first: every field of the three shapes, so
+/// that a body with two of them, or none, is refused naming the rule, and
+/// an unknown field naming the field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HoldFields {
+    seats: Option<Vec<SeatId>>,
+    pool_id: Option<PoolId>,
+    quantity: Option<u32>,
+    best_available: Option<BestAvailableAsk>,
+}
+
+impl<'de> Deserialize<'de> for HoldBody {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = HoldFields::deserialize(deserializer)?;
+        match fields {
+            HoldFields {
+                seats: Some(seats),
+                pool_id: None,
+                quantity: None,
+                best_available: None,
+            } => Ok(HoldBody::Seats(SeatsHold { seats })),
+            HoldFields {
+                seats: None,
+                pool_id: Some(pool_id),
+                quantity: Some(quantity),
+                best_available: None,
+            } => Ok(HoldBody::Pool(PoolHold { pool_id, quantity })),
+            HoldFields {
+                seats: None,
+                pool_id: None,
+                quantity: None,
+                best_available: Some(best_available),
+            } => Ok(HoldBody::BestAvailable(BestAvailableHold { best_available })),
+            _ => Err(serde::de::Error::custom(
+                "send exactly one of \"seats\", \"pool_id\" with \"quantity\", or \"best_available\"",
+            )),
+        }
     }
 }
 
-#[derive(utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub(super) struct SeatsHold {
-    /// 1..=MAX_SEATS_PER_HOLD distinct seat ids of the show, held all or nothing.
-    #[schema(min_items = 1, max_items = 50)]
-    seats: Vec<SeatIdDoc>,
-}
-
-/// `[A-Za-z0-9_.:-]{1,32}`.
-#[derive(utoipa::ToSchema)]
-#[schema(pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
-#[allow(dead_code)]
-pub(super) struct SeatIdDoc(String);
-
-#[derive(utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub(super) struct PoolHold {
-    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,32}$", min_length = 1, max_length = 32)]
-    pool_id: String,
-    /// 1..=MAX_POOL_HOLD_QUANTITY places of the pool.
-    #[schema(minimum = 1, maximum = 20)]
-    quantity: u32,
+impl From<HoldBody> for HoldRequest {
+    fn from(body: HoldBody) -> Self {
+        match body {
+            HoldBody::Seats(SeatsHold { seats }) => HoldRequest::Seats(seats),
+            HoldBody::Pool(PoolHold { pool_id, quantity }) => {
+                HoldRequest::Pool { pool_id, quantity }
+            }
+            HoldBody::BestAvailable(BestAvailableHold {
+                best_available: BestAvailableAsk { quantity, section },
+            }) => HoldRequest::BestAvailable { quantity, section },
+        }
+    }
 }
 
 fn hold_response(status: StatusCode, view: &HoldView) -> Result<Response, ApiError> {
@@ -147,46 +170,14 @@ pub(super) async fn place_hold(
     State(state): State<AppState>,
     ctx: RequestContext,
     PathParams(show_id): PathParams<String>,
-    JsonBody(body): JsonBody<HoldFields>,
+    JsonBody(body): JsonBody<HoldBody>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
-    let request = match body {
-        HoldFields {
-            seats: Some(seats),
-            pool_id: None,
-            quantity: None,
-            best_available: None,
-        } => HoldRequest::Seats(seats),
-        HoldFields {
-            seats: None,
-            pool_id: Some(pool_id),
-            quantity: Some(quantity),
-            best_available: None,
-        } => HoldRequest::Pool { pool_id, quantity },
-        HoldFields {
-            seats: None,
-            pool_id: None,
-            quantity: None,
-            best_available: Some(best),
-        } => {
-            let ask = BestAvailable {
-                quantity: best.quantity,
-                section: best.section,
-            };
-            let placed = state
-                .holds
-                .place_best(&ctx, &show_id, ask, &*state.availability)
-                .await;
-            return placed_response("best", placed);
-        }
-        _ => return Err(ApiError::Validation(
-            "send exactly one of \"seats\", \"pool_id\" with \"quantity\", or \"best_available\""
-                .into(),
-        )),
-    };
+    let request = HoldRequest::from(body);
     let kind = match &request {
         HoldRequest::Seats(_) => "seats",
         HoldRequest::Pool { .. } => "pool",
+        HoldRequest::BestAvailable { .. } => "best",
     };
     let placed = state.holds.place(&ctx, &show_id, request).await;
     placed_response(kind, placed)

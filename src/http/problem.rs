@@ -448,6 +448,7 @@ impl From<HoldError> for ApiError {
         match err {
             HoldError::ShowNotFound => ApiError::ShowNotFound,
             HoldError::Invalid(detail) => ApiError::Validation(detail),
+            HoldError::Bug(what) => ApiError::Internal(what),
             HoldError::UnknownSeats(seats) => {
                 ApiError::UnknownSeat(seats.iter().map(ToString::to_string).collect())
             }
@@ -484,6 +485,7 @@ impl From<CheckoutError> for ApiError {
             CheckoutError::PaymentDeclined(reason) => ApiError::PaymentDeclined(reason),
             CheckoutError::PaymentUnavailable(reason) => ApiError::PaymentUnavailable(reason),
             CheckoutError::Invalid(detail) => ApiError::Validation(detail),
+            CheckoutError::Bug(what) => ApiError::Internal(what),
             CheckoutError::Busy => ApiError::Busy,
             CheckoutError::Store(e) => e.into(),
         }

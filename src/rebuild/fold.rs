@@ -1,22 +1,20 @@
 //! The fold every rebuild shares: log events, stream by stream, into the
 //! aggregates they add up to and the read-model rows those produce, through
-//! the same row builders the commands use.
+//! the row builders the commands use too (`projections::rows`).
 
 use std::collections::HashMap;
 
 use cqrs_es::Aggregate;
 use domain::allowance::Allowance;
 use domain::checkout::{Checkout, CheckoutEvent};
-use domain::ids::{parse_seat_stream_id, PoolId, ShowId};
-use domain::pool::{shard_capacity, PoolEvent, PoolShard};
+use domain::ids::parse_seat_stream_id;
+use domain::pool::{parse_shard_stream_id, PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
 use futures::TryStreamExt;
 use projections::time::from_micros;
 use serde::de::DeserializeOwned;
 
 use crate::catalog::ShowCatalog;
-use crate::command::rows::{push_checkout_at, StreamView};
-use crate::command::units::{SeatKey, ShardKey, Unit};
 use crate::store::{AppendBatch, LogEvent, Store, StoreError, Tables};
 
 /// Events folded per step by a whole-log fold (replay, verify), out of its
@@ -84,6 +82,12 @@ struct Run<'a> {
     events: Vec<&'a LogEvent>,
 }
 
+impl Run<'_> {
+    fn decoded<E: DeserializeOwned>(&self) -> Result<Vec<E>, StoreError> {
+        self.events.iter().map(|e| decode::<E>(e)).collect()
+    }
+}
+
 /// Groups a batch by stream, keeping each stream's events in order.
 fn runs(events: &[LogEvent]) -> Vec<Run<'_>> {
     let mut index: HashMap<(&str, &str), usize> = HashMap::new();
@@ -105,17 +109,6 @@ fn runs(events: &[LogEvent]) -> Vec<Run<'_>> {
     runs
 }
 
-/// `show/pool#n` back into its parts.
-fn parse_shard_stream_id(id: &str) -> Option<(ShowId, PoolId, u32)> {
-    let (show, rest) = id.split_once('/')?;
-    let (pool, index) = rest.rsplit_once('#')?;
-    Some((
-        ShowId::parse(show).ok()?,
-        PoolId::parse(pool).ok()?,
-        index.parse().ok()?,
-    ))
-}
-
 impl Folded {
     /// Folds a batch of log events and adds the rows they produce to `batch`:
     /// one row per stream (its state after its last event here), and every
@@ -127,6 +120,7 @@ impl Folded {
         events: &[LogEvent],
         batch: &mut AppendBatch,
     ) -> Result<(), StoreError> {
+        let rows = &mut batch.rows;
         for run in runs(events) {
             let first = run.events[0].sequence.max(1) as usize;
             let corrupt = |what: &str| StoreError::Corrupt(format!("{what} stream id {}", run.id));
@@ -134,76 +128,43 @@ impl Folded {
                 kind if kind == Seat::TYPE => {
                     let (show_id, seat_id) =
                         parse_seat_stream_id(run.id).ok_or_else(|| corrupt("seat"))?;
-                    let decoded = run
-                        .events
-                        .iter()
-                        .map(|e| decode::<SeatEvent>(e))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    let decoded = run.decoded::<SeatEvent>()?;
                     let (state, version) =
                         state_before(store, &mut self.seats, run.id, first).await?;
-                    let key = SeatKey { show_id, seat_id };
-                    let view = StreamView {
-                        id: run.id,
-                        version: *version,
-                        aggregate: &*state,
-                    };
-                    Seat::push(batch, &key, &view, &decoded, "{}")?;
+                    rows.seat(&show_id, &seat_id, state, *version, &decoded);
                     decoded.iter().for_each(|e| state.apply_event(e));
                     *version += decoded.len();
                 }
                 kind if kind == PoolShard::TYPE => {
                     let (show_id, pool_id, index) =
                         parse_shard_stream_id(run.id).ok_or_else(|| corrupt("shard"))?;
+                    // A shard of a pool its show does not have is a broken log.
                     let entry = catalog
                         .get(store, &show_id)
                         .await?
                         .ok_or_else(|| corrupt("show of shard"))?;
-                    let spec = entry
+                    entry
                         .show
                         .pool(&pool_id)
                         .ok_or_else(|| corrupt("pool of shard"))?;
-                    let key = ShardKey {
-                        capacity: shard_capacity(spec.capacity, spec.shards, index),
-                        show_id,
-                        pool_id,
-                        index,
-                    };
-                    let decoded = run
-                        .events
-                        .iter()
-                        .map(|e| decode::<PoolEvent>(e))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    let decoded = run.decoded::<PoolEvent>()?;
                     let (state, version) =
                         state_before(store, &mut self.shards, run.id, first).await?;
-                    let view = StreamView {
-                        id: run.id,
-                        version: *version,
-                        aggregate: &*state,
-                    };
-                    PoolShard::push(batch, &key, &view, &decoded, "{}")?;
+                    rows.shard(&show_id, &pool_id, index, state, *version, &decoded);
                     decoded.iter().for_each(|e| state.apply_event(e));
                     *version += decoded.len();
                 }
                 kind if kind == Checkout::TYPE => {
-                    let decoded = run
-                        .events
-                        .iter()
-                        .map(|e| decode::<CheckoutEvent>(e))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    let decoded = run.decoded::<CheckoutEvent>()?;
                     let (state, version) =
                         state_before(store, &mut self.checkouts, run.id, first).await?;
-                    let view = StreamView {
-                        id: run.id,
-                        version: *version,
-                        aggregate: &*state,
-                    };
                     let recorded_at_us = run.events[run.events.len() - 1].recorded_at_us;
-                    push_checkout_at(batch, &view, &decoded, "{}", recorded_at_us)?;
+                    rows.checkout(state, *version, &decoded, recorded_at_us);
                     decoded.iter().for_each(|e| state.apply_event(e));
                     *version += decoded.len();
                 }
                 // The per-buyer allowance has no read model: its count is
-                // decided from the stream itself (command::allowance).
+                // decided from the stream itself.
                 kind if kind == Allowance::TYPE => {}
                 other => tracing::warn!(
                     aggregate_type = other,

@@ -11,13 +11,13 @@
 //! in every read back (`tables.rs`).
 
 use chrono::{DateTime, Utc};
+use cqrs_es::{Aggregate, DomainEvent};
 use domain::ids::{BuyerId, HoldId, IdempotencyKey, ShowId};
-use projections::availability::SeatAvailabilityRow;
-use projections::checkouts::CheckoutRow;
-use projections::holds::HoldChange;
-use projections::pools::PoolShardRow;
+use projections::rows::Rows;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+use super::StoreError;
 
 /// Positions one transaction owns on PostgreSQL (`xid * 65536 + n`, n from
 /// 1): a batch with more events would run into the next transaction's range.
@@ -64,10 +64,8 @@ pub struct CheckpointMove {
 pub struct AppendBatch {
     pub recorded_at: DateTime<Utc>,
     pub events: Vec<NewEvent>,
-    pub seat_rows: Vec<SeatAvailabilityRow>,
-    pub shard_rows: Vec<PoolShardRow>,
-    pub hold_changes: Vec<HoldChange>,
-    pub checkout_rows: Vec<CheckoutRow>,
+    /// The rows the events produce (`projections::rows`).
+    pub rows: Rows,
     pub idempotency: Option<IdempotencyKeyRow>,
     /// Moves a projector's checkpoint in the same transaction.
     pub checkpoint: Option<CheckpointMove>,
@@ -89,14 +87,43 @@ impl AppendBatch {
         Self {
             recorded_at,
             events: Vec::new(),
-            seat_rows: Vec::new(),
-            shard_rows: Vec::new(),
-            hold_changes: Vec::new(),
-            checkout_rows: Vec::new(),
+            rows: Rows::default(),
             idempotency: None,
             checkpoint: None,
             rows_only: false,
         }
+    }
+
+    /// Adds `events` of stream `id` (of type `A`), decided at `version`:
+    /// they go in at the sequences after it. A projection batch takes no
+    /// events (they are in the log already).
+    pub fn push_events<A: Aggregate>(
+        &mut self,
+        id: &str,
+        version: usize,
+        events: &[A::Event],
+        metadata: &str,
+        show_id: Option<&ShowId>,
+    ) -> Result<(), StoreError> {
+        if self.rows_only || events.is_empty() {
+            return Ok(());
+        }
+        let unserializable =
+            |e: serde_json::Error| StoreError::Corrupt(format!("an event's JSON: {e}"));
+        let metadata = RawValue::from_string(metadata.to_owned()).map_err(unserializable)?;
+        for (i, event) in events.iter().enumerate() {
+            self.events.push(NewEvent {
+                aggregate_type: A::TYPE,
+                aggregate_id: id.to_owned(),
+                sequence: (version + i + 1) as i64,
+                event_type: event.event_type(),
+                event_version: event.event_version(),
+                payload: serde_json::value::to_raw_value(event).map_err(unserializable)?,
+                metadata: metadata.clone(),
+                show_id: show_id.cloned(),
+            });
+        }
+        Ok(())
     }
 }
 

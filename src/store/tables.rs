@@ -83,7 +83,7 @@ impl Tables {
     /// record is inserted once and moves from `held` once. The rows move in:
     /// a whole-log fold applies millions of them.
     pub fn apply(&mut self, batch: AppendBatch) {
-        for row in batch.seat_rows {
+        for row in batch.rows.seats {
             match self
                 .seat_availability
                 .entry((row.show_id.clone(), row.seat_id.clone()))
@@ -97,7 +97,7 @@ impl Tables {
                 Entry::Occupied(_) => {}
             }
         }
-        for row in batch.shard_rows {
+        for row in batch.rows.shards {
             match self
                 .pool_shards
                 .entry((row.show_id.clone(), row.pool_id.clone(), row.shard))
@@ -111,10 +111,10 @@ impl Tables {
                 Entry::Occupied(_) => {}
             }
         }
-        for change in batch.hold_changes {
+        for change in batch.rows.hold_changes {
             self.apply_hold_change(change);
         }
-        for row in batch.checkout_rows {
+        for row in batch.rows.checkouts {
             match self.checkouts.entry(row.hold_id) {
                 Entry::Vacant(slot) => {
                     slot.insert(row);

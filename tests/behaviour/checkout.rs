@@ -396,7 +396,8 @@ async fn leave_a_requested_checkout(app: &TestApp, hold_id: &str, buyer: &str, s
         show_id: Some(domain::ids::ShowId::parse(show).unwrap()),
     });
     batch
-        .checkout_rows
+        .rows
+        .checkouts
         .push(CheckoutRow::of(&checkout, 1, 0).unwrap());
     assert_eq!(
         app.store.append(&batch).await.unwrap(),

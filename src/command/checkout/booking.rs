@@ -8,7 +8,6 @@ use projections::checkouts::CheckoutRow;
 use super::{BookingView, CheckoutError, CheckoutService};
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
-use crate::command::streams::refresh_all;
 use crate::store::{HoldRecord, StoreError};
 
 impl CheckoutService {
@@ -140,13 +139,12 @@ impl CheckoutService {
     ) -> Result<BookingView, CheckoutError> {
         let checkout = self.booking_record(&ctx.actor, booking_id).await?;
         let hold = self.stored_hold(&checkout.hold_id).await?;
-        let mut locked = self.checkouts.lock(&[checkout.hold_id.to_string()]).await;
-        refresh_all(&self.store, &mut locked).await?;
-        self.record(ctx, &mut locked[0], &CheckoutCommand::RequestCancel)
+        let mut locked = self.rounds.lock_checkout(checkout.hold_id).await?;
+        self.record(ctx, &mut locked, &CheckoutCommand::RequestCancel)
             .await?;
-        self.drive(ctx, &hold, &mut locked[0], None).await?;
-        match &locked[0].aggregate().phase {
-            Phase::Cancelled { .. } => self.answer(&hold, locked[0].aggregate()).await,
+        self.drive(ctx, &hold, &mut locked, None).await?;
+        match &locked.aggregate().phase {
+            Phase::Cancelled { .. } => self.answer(&hold, locked.aggregate()).await,
             _ => Err(CheckoutError::Busy),
         }
     }

@@ -7,7 +7,7 @@ use projections::holds::HoldStatus;
 
 use super::{CheckoutError, CheckoutService, MAX_DRIVE_STEPS, PAYMENT_TIMEOUT};
 use crate::command::context::RequestContext;
-use crate::command::streams::{refresh_all, LockedStream};
+use crate::command::round::CheckoutLock;
 use crate::payment::{Charge, ChargeRequest, PaymentError};
 use crate::store::HoldRecord;
 
@@ -29,12 +29,12 @@ impl CheckoutService {
         &self,
         ctx: &RequestContext,
         record: &HoldRecord,
-        checkout: &mut LockedStream<Checkout>,
+        checkout: &mut CheckoutLock,
         request: Option<&PurchaseRequest>,
     ) -> Result<bool, CheckoutError> {
         let mut completed_here = false;
         for _ in 0..MAX_DRIVE_STEPS {
-            refresh_all(&self.store, std::slice::from_mut(checkout)).await?;
+            self.rounds.refresh_checkout(checkout).await?;
             let phase = checkout.aggregate().phase.clone();
             match phase {
                 Phase::Idle => {
@@ -86,7 +86,7 @@ impl CheckoutService {
         &self,
         ctx: &RequestContext,
         record: &HoldRecord,
-        checkout: &mut LockedStream<Checkout>,
+        checkout: &mut CheckoutLock,
         request: &PurchaseRequest,
     ) -> Result<(), CheckoutError> {
         self.check_hold_before_charging(record)?;
@@ -120,7 +120,7 @@ impl CheckoutService {
         &self,
         ctx: &RequestContext,
         hold_id: HoldId,
-        checkout: &mut LockedStream<Checkout>,
+        checkout: &mut CheckoutLock,
         attempt: u32,
         request: ChargeRequest<'_>,
     ) -> Result<(), CheckoutError> {
@@ -185,7 +185,7 @@ impl CheckoutService {
     async fn refund_charge(
         &self,
         ctx: &RequestContext,
-        checkout: &mut LockedStream<Checkout>,
+        checkout: &mut CheckoutLock,
         charge_id: &str,
     ) -> Result<(), CheckoutError> {
         let refund_id = self.refund(charge_id).await?;

@@ -1,4 +1,4 @@
-//! Checkout: payment coupled to the hold (DESIGN.md §5).
+//! Checkout: payment coupled to the hold (ARCHITECTURE.md, "Checkout").
 //!
 //! A purchase is driven through the Checkout stream's phases, one recorded
 //! step at a time: request (recorded before the charge), charge, capture
@@ -27,18 +27,17 @@ mod recover;
 use std::sync::Arc;
 use std::time::Duration;
 
-use domain::checkout::{decide, Checkout, CheckoutCommand};
+use domain::checkout::{decide, CheckoutCommand};
 use domain::ids::{BookingId, HoldId};
+use domain::seat::Seat;
 use serde::Serialize;
 
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
-use crate::command::rows::push_checkout;
-use crate::command::streams::{append_locked, LockedStream, StreamCache};
-use crate::command::units::Inventory;
+use crate::command::round::{CheckoutLock, Decided, Decision, Round, RoundError, Rounds, Settled};
 use crate::payment::PaymentProvider;
-use crate::store::{AppendBatch, AppendOutcome, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// How long one call to the payment provider may take before its outcome is
 /// treated as unknown. The attempt then stays open: a retry, or the recovery
@@ -69,12 +68,26 @@ pub enum CheckoutError {
     PaymentDeclined(String),
     #[error("payment provider unavailable: {0}")]
     PaymentUnavailable(String),
+    /// The request breaks a rule (422 `validation_failed`).
     #[error("{0}")]
     Invalid(String),
+    /// A decision refused in a way the command rules out: a bug (500, logged).
+    #[error("{0}")]
+    Bug(String),
     #[error("contention did not settle")]
     Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl RoundError for CheckoutError {
+    fn contended() -> Self {
+        CheckoutError::Busy
+    }
+
+    fn bug(what: String) -> Self {
+        CheckoutError::Bug(what)
+    }
 }
 
 /// A booking as the API shows it.
@@ -122,8 +135,7 @@ pub struct CheckoutService {
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     payments: Arc<dyn PaymentProvider>,
-    inventory: Arc<Inventory>,
-    checkouts: StreamCache<Checkout>,
+    rounds: Arc<Rounds>,
 }
 
 impl CheckoutService {
@@ -132,45 +144,58 @@ impl CheckoutService {
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         payments: Arc<dyn PaymentProvider>,
-        inventory: Arc<Inventory>,
+        rounds: Arc<Rounds>,
     ) -> Self {
         Self {
             store,
             catalog,
             clock,
             payments,
-            inventory,
-            checkouts: StreamCache::default(),
+            rounds,
         }
     }
 
-    /// Decides and appends one checkout command on its own. Returns whether it
-    /// was appended (false: another process moved the stream; drive again).
+    /// Decides and appends one checkout command on its own. Returns whether
+    /// it applies (appended, or nothing to append); false: the checkout is
+    /// past it (another process moved it), and the drive reads it again.
     async fn record(
         &self,
         ctx: &RequestContext,
-        checkout: &mut LockedStream<Checkout>,
+        checkout: &mut CheckoutLock,
         command: &CheckoutCommand,
     ) -> Result<bool, CheckoutError> {
-        let events = match decide(checkout.aggregate(), command) {
-            Ok(events) => events,
-            Err(e) => {
-                // The stream moved under us; the next step reads the phase again.
-                tracing::debug!(error = %e, "checkout command no longer applies");
-                checkout.invalidate();
-                return Ok(false);
-            }
+        let round = Round::new("checkout", ctx).with_checkout(checkout);
+        let settled = self
+            .rounds
+            .run::<Seat, _, CheckoutError>(round, Vec::new(), |view| {
+                let Some(checkout) = view.checkout else {
+                    return Err(CheckoutError::Bug(
+                        "a checkout round without its checkout".into(),
+                    ));
+                };
+                Ok(match decide(checkout, command) {
+                    Ok(events) => Decision::Append(
+                        Decided {
+                            checkout: events,
+                            ..Decided::units(Vec::new())
+                        },
+                        true,
+                    ),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "checkout command no longer applies");
+                        Decision::Answer(false)
+                    }
+                })
+            })
+            .await?;
+        let applies = match settled {
+            Settled::Appended(applies) | Settled::Answered(applies) => applies,
+            Settled::KeyTaken => false,
         };
-        if events.is_empty() {
-            return Ok(true);
+        if !applies {
+            // Read the phase again from the store, not from this cache.
+            checkout.invalidate();
         }
-        let mut batch = AppendBatch::new(self.clock.now());
-        push_checkout(&mut batch, &checkout.view(), &events, &ctx.metadata())?;
-        let outcome = append_locked(&self.store, &batch, std::slice::from_mut(checkout)).await?;
-        if outcome == AppendOutcome::Appended {
-            checkout.appended(events);
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(applies)
     }
 }

@@ -50,11 +50,11 @@ impl CheckoutService {
             payment_method,
             amount_cents: price(&record, &entry)?,
         };
-        let mut locked = self.checkouts.lock(&[hold_id.to_string()]).await;
+        let mut checkout = self.rounds.lock_checkout(hold_id).await?;
         let completed_here = self
-            .drive(ctx, &record, &mut locked[0], Some(&request))
+            .drive(ctx, &record, &mut checkout, Some(&request))
             .await?;
-        let view = self.answer(&record, locked[0].aggregate()).await?;
+        let view = self.answer(&record, checkout.aggregate()).await?;
         Ok(if completed_here {
             Purchased::New(view)
         } else {

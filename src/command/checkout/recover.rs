@@ -17,7 +17,7 @@ impl CheckoutService {
 
     /// Finishes a checkout left half way, unless this process is driving it.
     pub async fn recover(&self, hold_id: HoldId) -> Result<Recovered, CheckoutError> {
-        let Some(mut checkout) = self.checkouts.try_lock(&hold_id.to_string()) else {
+        let Some(mut checkout) = self.rounds.try_lock_checkout(hold_id).await? else {
             return Ok(Recovered::Busy);
         };
         let ctx = RequestContext {

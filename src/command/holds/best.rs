@@ -2,9 +2,9 @@
 //! all-or-nothing seat hold of exactly those seats (`place_validated`), so
 //! limits, idempotency and the append's version check apply unchanged.
 //!
-//! The choice reads the seat statuses at `now` from a [`SeatStates`] source
-//! (in the service: the per-show availability cache), not from the seat
-//! streams under lock. Locking every seat of a section to choose would make
+//! The choice reads the seat statuses at `now` from the per-show
+//! availability cache (`query::availability`), not from the seat streams
+//! under lock. Locking every seat of a section to choose would make
 //! every best-available buyer of a show wait on every other and on every
 //! seat hold; the cache is one incremental read shared by the requests that
 //! arrive meanwhile. What it says is advice: the append of the hold, at the
@@ -25,21 +25,16 @@
 //! choice takes it anyway, and the append decides.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use chrono::{DateTime, Utc};
 use domain::best_available::{choose, BestAvailableError, SeatPlace};
 use domain::ids::{SeatId, ShowId};
-use domain::limits::{MAX_BEST_AVAILABLE_QUANTITY, MIN_BEST_AVAILABLE_QUANTITY};
 use domain::seat::SeatStatus;
-use sha2::{Digest, Sha256};
 
 use super::{HoldError, HoldRequest, HoldService, Placed};
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::store::{Store, StoreError};
 
 /// Choices per request. A new round follows a hold refused `seat_taken`:
 /// another buyer (on another instance, or past a claim's end) took a chosen
@@ -49,63 +44,6 @@ use crate::store::{Store, StoreError};
 /// then the answer is 503 `busy` (blocks may well be left, so
 /// `no_adjacent_seats` would be a guess; a retry is meaningful).
 pub const MAX_CHOOSE_ROUNDS: usize = 8;
-
-/// `{"best_available": {"quantity": q, "section": "A"}}`.
-#[derive(Debug, Clone)]
-pub struct BestAvailable {
-    pub quantity: u32,
-    pub section: Option<String>,
-}
-
-impl BestAvailable {
-    /// The identity of the request for idempotency: what was asked, not
-    /// the seats chosen, so a retry answers the first choice.
-    fn hash(&self, show_id: &ShowId) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(b"best\n");
-        hasher.update(show_id.as_str().as_bytes());
-        hasher.update(format!("\n{}\n", self.quantity).as_bytes());
-        match &self.section {
-            Some(section) => {
-                hasher.update(b"section:");
-                hasher.update(section.as_bytes());
-            }
-            None => hasher.update(b"any"),
-        }
-        hex::encode(hasher.finalize())
-    }
-
-    /// Checks the request against the show. A section the show does not
-    /// have is 422: no seat could ever be chosen there, like an unknown
-    /// seat or pool, and unlike `no_adjacent_seats`, which may change.
-    fn validate(&self, entry: &CatalogEntry) -> Result<usize, HoldError> {
-        let quantity = self.quantity as usize;
-        if !(MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY).contains(&quantity) {
-            return Err(HoldError::Invalid(format!(
-                "best_available.quantity must be {MIN_BEST_AVAILABLE_QUANTITY}..={MAX_BEST_AVAILABLE_QUANTITY} (MAX_BEST_AVAILABLE_QUANTITY), got {}",
-                self.quantity
-            )));
-        }
-        if let Some(section) = &self.section {
-            if !entry.show.seats.iter().any(|s| &s.section == section) {
-                return Err(HoldError::Invalid(format!(
-                    "best_available.section: the show has no section {section:?}"
-                )));
-            }
-        }
-        Ok(quantity)
-    }
-}
-
-/// Where a choice reads each seat's status at `now`, in show order.
-pub trait SeatStates: Sync {
-    fn statuses(
-        &self,
-        store: &Store,
-        entry: &CatalogEntry,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Vec<SeatStatus>, StoreError>> + Send;
-}
 
 /// What the choices of this instance know that the statuses they read may
 /// not show yet, per show.
@@ -142,6 +80,32 @@ impl ShowClaims {
     fn is_empty(&self) -> bool {
         self.in_flight.is_empty() && self.placed.is_empty() && self.reading.is_empty()
     }
+}
+
+/// The seats a choice considers (by ordinal), and what it reads of each:
+/// every seat of `section` (or of the show), free if `statuses` says so.
+fn places(
+    entry: &CatalogEntry,
+    statuses: &[SeatStatus],
+    section: Option<&str>,
+) -> (Vec<usize>, Vec<SeatPlace>) {
+    let show = &entry.show;
+    show.seats
+        .iter()
+        .enumerate()
+        .filter(|(_, seat)| section.is_none_or(|wanted| seat.section == wanted))
+        .map(|(ordinal, seat)| {
+            let place = SeatPlace {
+                seat_id: seat.seat_id.clone(),
+                section: seat.section.clone(),
+                row: seat.row.clone(),
+                number: seat.number,
+                rank: show.seat_rank(ordinal),
+                free: statuses.get(ordinal) == Some(&SeatStatus::Available),
+            };
+            (ordinal, place)
+        })
+        .unzip()
 }
 
 /// A choice reading statuses: registered so that holds placed meanwhile
@@ -240,24 +204,7 @@ impl Claims {
         section: Option<&str>,
     ) -> Result<(Claim<'_>, Vec<SeatId>), HoldError> {
         let show = &entry.show;
-        // The seats considered (by ordinal), and what the choice reads of each.
-        let (considered, mut places): (Vec<usize>, Vec<SeatPlace>) = show
-            .seats
-            .iter()
-            .enumerate()
-            .filter(|(_, seat)| section.is_none_or(|wanted| seat.section == wanted))
-            .map(|(ordinal, seat)| {
-                let place = SeatPlace {
-                    seat_id: seat.seat_id.clone(),
-                    section: seat.section.clone(),
-                    row: seat.row.clone(),
-                    number: seat.number,
-                    rank: show.seat_rank(ordinal),
-                    free: statuses.get(ordinal) == Some(&SeatStatus::Available),
-                };
-                (ordinal, place)
-            })
-            .unzip();
+        let (considered, mut places) = places(entry, statuses, section);
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
         let claims = shows.entry(show.show_id.clone()).or_default();
         let taken_since: HashSet<usize> = claims
@@ -284,8 +231,9 @@ impl Claims {
                 choose(&places, quantity, None).map_err(|_| HoldError::NoAdjacentSeats)?
             }
             Err(BestAvailableError::NoBlock) => return Err(HoldError::NoAdjacentSeats),
+            // The request was validated against the same limits.
             Err(e @ BestAvailableError::QuantityOutOfRange { .. }) => {
-                return Err(HoldError::Invalid(e.to_string()))
+                return Err(HoldError::Bug(e.to_string()))
             }
         };
         let ordinals: Vec<usize> = chosen
@@ -306,39 +254,35 @@ impl Claims {
 }
 
 impl HoldService {
-    /// `POST /v1/shows/{id}/holds` with `best_available`.
-    pub async fn place_best(
+    /// `POST /v1/shows/{id}/holds` with `best_available` (validated):
+    /// chooses `quantity` seats, then places them, choosing again when a
+    /// chosen seat was taken meanwhile.
+    pub(super) async fn place_best(
         &self,
         ctx: &RequestContext,
-        show_id: &ShowId,
-        ask: BestAvailable,
-        states: &impl SeatStates,
+        entry: &CatalogEntry,
+        quantity: u32,
+        section: Option<&str>,
+        request_hash: String,
     ) -> Result<Placed, HoldError> {
-        let entry = self.show(show_id).await?;
-        let quantity = ask.validate(&entry)?;
-        let request_hash = ask.hash(show_id);
+        let show_id = &entry.show.show_id;
         // Before choosing: a retry answers the seats chosen the first time,
         // even when no block is left now.
-        if let Some(key) = &ctx.idempotency_key {
-            if let Some(existing) = self.replay_idempotent(ctx, key, &request_hash).await? {
-                return Ok(Placed::Existing(existing));
-            }
+        if let Some(existing) = self.replay_idempotent(ctx, &request_hash).await? {
+            return Ok(Placed::Existing(existing));
         }
         for _ in 0..MAX_CHOOSE_ROUNDS {
             let reading = self.claims.start_reading(show_id);
-            let statuses = states
-                .statuses(&self.store, &entry, self.clock.now())
+            let statuses = self
+                .availability
+                .statuses(&self.store, entry, self.clock.now())
                 .await?;
-            let (claim, seats) = self.claims.choose(
-                &entry,
-                &statuses,
-                &reading,
-                quantity,
-                ask.section.as_deref(),
-            )?;
+            let (claim, seats) =
+                self.claims
+                    .choose(entry, &statuses, &reading, quantity as usize, section)?;
             drop(reading);
             let placed = self
-                .place_validated(ctx, &entry, HoldRequest::Seats(seats), request_hash.clone())
+                .place_validated(ctx, entry, HoldRequest::Seats(seats), request_hash.clone())
                 .await;
             if placed.is_ok() {
                 claim.placed();
@@ -354,29 +298,5 @@ impl HoldService {
             }
         }
         Err(HoldError::Busy)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ask(quantity: u32, section: Option<&str>) -> BestAvailable {
-        BestAvailable {
-            quantity,
-            section: section.map(Into::into),
-        }
-    }
-
-    #[test]
-    fn the_hash_covers_quantity_section_and_show() {
-        let show = ShowId::parse("s").unwrap();
-        let other = ShowId::parse("t").unwrap();
-        let a2 = ask(2, Some("A")).hash(&show);
-        assert_eq!(a2, ask(2, Some("A")).hash(&show));
-        assert_ne!(a2, ask(3, Some("A")).hash(&show));
-        assert_ne!(a2, ask(2, Some("B")).hash(&show));
-        assert_ne!(a2, ask(2, None).hash(&show));
-        assert_ne!(a2, ask(2, Some("A")).hash(&other));
     }
 }

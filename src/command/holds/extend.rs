@@ -4,15 +4,60 @@
 use chrono::Duration;
 use domain::allowance::AllowanceCommand;
 use domain::ids::HoldId;
-use domain::show::Show;
 use projections::holds::HoldStatus;
 
-use super::{HoldError, HoldService, HoldView, MAX_DECIDE_ROUNDS};
-use crate::command::allowance::{append_with_allowance, decide_and_push, BuyerAllowance};
+use super::{HoldError, HoldService, HoldView};
 use crate::command::context::RequestContext;
-use crate::command::streams::{refresh_all, StreamCache};
-use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
-use crate::store::{AppendBatch, AppendOutcome, HoldRecord};
+use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, Settled, View};
+use crate::command::units::{units_of, Refusal, Unit};
+use crate::store::HoldRecord;
+
+/// The decision: every unit extends the hold to `now + ttl`, at most
+/// `max_hold` after its placement, and on a show with a limit the buyer's
+/// allowance follows the new `expires_at` (`Extend`); the first unit that
+/// refuses is the answer, and nothing is appended.
+struct Extending {
+    hold_id: HoldId,
+    ttl: Duration,
+    max_hold: Duration,
+}
+
+impl Decide for Extending {
+    type Output = Result<(), Refusal>;
+    type Error = HoldError;
+
+    fn decide<U: Unit>(
+        &mut self,
+        view: &View<'_, U>,
+    ) -> Result<Decision<U, Self::Output>, HoldError> {
+        let hold_id = self.hold_id;
+        let units = match view
+            .units
+            .iter()
+            .map(|(unit, key)| unit.extend(key, hold_id, self.ttl, self.max_hold, view.now))
+            .collect::<Result<Vec<_>, Refusal>>()
+        {
+            Ok(units) => units,
+            Err(refusal) => return Ok(Decision::Answer(Err(refusal))),
+        };
+        let allowance = match units.iter().find_map(|events| U::extended_to(events)) {
+            Some(expires_at) => {
+                view.allowance(&AllowanceCommand::Extend {
+                    hold_id,
+                    expires_at,
+                })
+                .map_err(|e| HoldError::Bug(format!("extending hold {hold_id}'s allowance: {e}")))?
+            }
+            // Asked twice at one instant: nothing moves.
+            None => Vec::new(),
+        };
+        let decided = Decided {
+            allowance,
+            ..Decided::units(units)
+        };
+        Ok(Decision::Append(decided, Ok(())))
+    }
+}
 
 impl HoldService {
     /// `POST /v1/holds/{id}/extend`: the hold now expires `hold_ttl_seconds`
@@ -28,25 +73,22 @@ impl HoldService {
         let record = self.owned_record(&ctx.actor, hold_id).await?;
         refuse_ended(&record, self.clock.now())?;
         let entry = self.show(&record.show_id).await?;
-        let (ttl, max_hold) = (entry.show.hold_ttl(), entry.show.max_hold());
-        let extension = Extension {
-            ctx,
-            record: &record,
-            show: &entry.show,
-            ttl,
-            max_hold,
+        let round = Round::new("extend", ctx).counting(BuyerLimit::of(&entry.show, &record.buyer));
+        let extending = Extending {
+            hold_id: *hold_id,
+            ttl: entry.show.hold_ttl(),
+            max_hold: entry.show.max_hold(),
         };
-        let decided = match units_of(&record, &entry.show)? {
-            HoldUnits::Seats(units) => {
-                self.extend_units(&extension, &self.inventory.seats, &units)
-                    .await
-            }
-            HoldUnits::Pool(units) => {
-                self.extend_units(&extension, &self.inventory.shards, &units)
-                    .await
-            }
+        let settled = self
+            .rounds
+            .run_on(round, units_of(&record, &entry.show)?, extending)
+            .await?;
+        let (Settled::Appended(decided) | Settled::Answered(decided)) = settled else {
+            return Err(HoldError::Bug(
+                "an extension took an idempotency key".into(),
+            ));
         };
-        match decided? {
+        match decided {
             Ok(()) => {}
             // A unit no longer holds the hold: it was released or recorded
             // as expired meanwhile; the record says which.
@@ -62,92 +104,6 @@ impl HoldService {
         let record = self.owned_record(&ctx.actor, hold_id).await?;
         self.view(record).await
     }
-
-    /// Decides the extension on every unit at one `now` and appends it,
-    /// with the buyer's allowance following the new `expires_at` on a show
-    /// with a limit (`Extend`, in the same append); `Err` is the first
-    /// unit's refusal (nothing is appended then).
-    async fn extend_units<U: Unit>(
-        &self,
-        extension: &Extension<'_>,
-        cache: &StreamCache<U>,
-        units: &[(String, U::Key)],
-    ) -> Result<Result<(), Refusal>, HoldError> {
-        let Extension {
-            ctx,
-            record,
-            show,
-            ttl,
-            max_hold,
-        } = *extension;
-        let hold_id = record.hold_id;
-        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
-        for _ in 0..MAX_DECIDE_ROUNDS {
-            // Lock order: the allowance before the units (command::allowance).
-            let mut allowance =
-                BuyerAllowance::lock(&self.store, &self.inventory.allowances, show, &record.buyer)
-                    .await?;
-            let mut locked = cache.lock(&ids).await;
-            refresh_all(&self.store, &mut locked).await?;
-            let now = self.clock.now();
-            let decided = match locked
-                .iter()
-                .zip(units)
-                .map(|(stream, (_, key))| {
-                    stream.aggregate().extend(key, hold_id, ttl, max_hold, now)
-                })
-                .collect::<Result<Vec<_>, Refusal>>()
-            {
-                Ok(decided) => decided,
-                Err(refusal) => return Ok(Err(refusal)),
-            };
-            if decided.iter().all(Vec::is_empty) {
-                return Ok(Ok(()));
-            }
-            let metadata = ctx.metadata();
-            let mut batch = AppendBatch::new(now);
-            let followed = match decided.iter().find_map(|events| U::extended_to(events)) {
-                Some(expires_at) => decide_and_push(
-                    allowance.as_ref(),
-                    &AllowanceCommand::Extend {
-                        hold_id,
-                        expires_at,
-                    },
-                    now,
-                    &mut batch,
-                    &metadata,
-                )
-                .map_err(HoldError::from)?,
-                None => Vec::new(),
-            };
-            for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
-                U::push(&mut batch, key, &stream.view(), events, &metadata)?;
-            }
-            let outcome = append_with_allowance(
-                &self.store,
-                &batch,
-                &mut locked,
-                decided,
-                allowance.as_mut(),
-                followed,
-            )
-            .await?;
-            if outcome == AppendOutcome::Appended {
-                return Ok(Ok(()));
-            }
-        }
-        Err(HoldError::Busy)
-    }
-}
-
-/// What one extension is decided with.
-#[derive(Clone, Copy)]
-struct Extension<'a> {
-    ctx: &'a RequestContext,
-    record: &'a HoldRecord,
-    show: &'a Show,
-    ttl: Duration,
-    max_hold: Duration,
 }
 
 /// The refusal a hold record that no longer holds anything at `now` gets.

@@ -1,17 +1,15 @@
 //! Holds: place, read and release, all or nothing across the units of a hold
 //! (seats, or places in the shards of a pool).
 //!
-//! Every command follows the same loop: lock the streams in-process (in one
-//! global order), bring them up to date, capture `now` once, decide each
-//! stream with the pure domain function, and append everything in one
-//! transaction at the versions decided on. A conflict (another instance got
-//! there first) means: reload and decide again, a bounded number of times.
-//! The answer is always a decision, never the conflict itself.
+//! Each command is a decision run by `command::round` (lock, refresh, one
+//! `now`, append at the decided versions, again on conflict): the answer is
+//! always a decision, never the conflict itself.
 //!
 //! By step: `request` (what is asked, checked against the show), `place`
 //! (deciding and appending a new hold, or answering an idempotent retry),
-//! `read` (a stored hold as the API shows it) and `release` (ending a hold
-//! before it is bought: released by the buyer, or expired by the sweeper),
+//! `best` (best available: choosing the seats, then placing them), `read`
+//! (a stored hold as the API shows it), `release` (ending a hold before it
+//! is bought: released by the buyer, or expired by the sweeper) and
 //! `extend` (moving an active hold's expiry on, up to the show's cap).
 
 mod best;
@@ -30,24 +28,24 @@ use serde::Serialize;
 
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
-use crate::command::units::Inventory;
+use crate::command::round::{RoundError, Rounds};
+use crate::query::availability::AvailabilityCache;
 use crate::store::{Store, StoreError};
 
-pub use best::{BestAvailable, SeatStates, MAX_CHOOSE_ROUNDS};
+pub use best::MAX_CHOOSE_ROUNDS;
 pub use request::HoldRequest;
-
-/// Rounds of deciding and appending per command before giving up with 503
-/// `busy`. Each new round follows a conflict with another instance that did
-/// commit, so five in a row means extreme contention across instances; the
-/// client may retry.
-pub const MAX_DECIDE_ROUNDS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HoldError {
     #[error("show not found")]
     ShowNotFound,
+    /// The request breaks a rule (422 `validation_failed`); the text names it.
     #[error("{0}")]
     Invalid(String),
+    /// A decision refused in a way the command rules out: a bug (500,
+    /// logged with this text, never answered with it).
+    #[error("{0}")]
+    Bug(String),
     #[error("unknown seats")]
     UnknownSeats(Vec<SeatId>),
     #[error("unknown pool")]
@@ -107,11 +105,23 @@ pub enum Placed {
     Existing(HoldView),
 }
 
+impl RoundError for HoldError {
+    fn contended() -> Self {
+        HoldError::Busy
+    }
+
+    fn bug(what: String) -> Self {
+        HoldError::Bug(what)
+    }
+}
+
 pub struct HoldService {
     store: Arc<Store>,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
-    inventory: Arc<Inventory>,
+    rounds: Arc<Rounds>,
+    /// Where best available reads seat statuses: advice, the append decides.
+    availability: Arc<AvailabilityCache>,
     claims: best::Claims,
 }
 
@@ -120,13 +130,15 @@ impl HoldService {
         store: Arc<Store>,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
-        inventory: Arc<Inventory>,
+        rounds: Arc<Rounds>,
+        availability: Arc<AvailabilityCache>,
     ) -> Self {
         Self {
             store,
             catalog,
             clock,
-            inventory,
+            rounds,
+            availability,
             claims: best::Claims::default(),
         }
     }
@@ -136,17 +148,5 @@ impl HoldService {
             .get(&self.store, show_id)
             .await?
             .ok_or(HoldError::ShowNotFound)
-    }
-}
-
-/// An allowance that cannot follow a release, expiry or extension: its
-/// decisions there only follow the units (nothing to refuse), so a refusal
-/// is a bug worth its message; a store error stays one.
-impl From<crate::command::allowance::DecideError> for HoldError {
-    fn from(e: crate::command::allowance::DecideError) -> Self {
-        match e {
-            crate::command::allowance::DecideError::Refused(e) => HoldError::Invalid(e.to_string()),
-            crate::command::allowance::DecideError::Store(e) => HoldError::Store(e),
-        }
     }
 }

@@ -1,54 +1,43 @@
-//! Placing a hold: each round locks the units, decides them all at one
-//! `now` and appends the hold with its idempotency record; a retry with the
-//! same idempotency key answers the hold the first request made.
+//! Placing a hold: a decision for seats and one for a pool, each run by the
+//! round (`command::round`) and appended with the hold's idempotency record
+//! and, on a show with a limit, the buyer's allowance; a retry with the same
+//! idempotency key answers the hold the first request made.
 
 use chrono::{DateTime, Utc};
 use domain::allowance::{AllowanceCommand, AllowanceError};
-use domain::ids::{seat_stream_id, HoldId, IdempotencyKey, SeatId, ShowId};
-use domain::pool::{self, shard_capacity, shard_stream_id, split, PoolCommand, PoolError};
-use domain::seat::{self, SeatCommand, SeatError};
-use domain::show::PoolSpec;
-use projections::holds::HoldStatus;
+use domain::ids::{HoldId, PoolId, SeatId, ShowId};
+use domain::pool::{self, split, PoolCommand, PoolError, PoolShard};
+use domain::seat::{self, Seat, SeatCommand, SeatError};
+use projections::holds::HoldState;
 use projections::time::to_micros;
 use rand::Rng;
 
-use super::{HoldError, HoldRequest, HoldService, HoldView, Placed, MAX_DECIDE_ROUNDS};
+use super::{HoldError, HoldRequest, HoldService, HoldView, Placed};
 use crate::catalog::CatalogEntry;
-use crate::command::allowance::{
-    append_with_allowance, decide_and_push, BuyerAllowance, DecideError,
-};
 use crate::command::context::RequestContext;
-use crate::command::streams::{refresh_all, refresh_or_assume_new, LockedStream};
+use crate::command::round::{BuyerLimit, Decided, Decision, Round, Settled, View};
 use crate::command::units::{SeatKey, ShardKey, Unit};
-use crate::store::{AppendBatch, AppendOutcome, IdempotencyKeyRow, StoreError};
+use crate::store::{HoldRecord, IdempotencyKeyRow, StoreError};
 
-/// A hold being placed: its id, who for, and the idempotency record to write.
+/// A hold being placed: its id, who for, on which show, and the
+/// idempotency record to write.
 struct Placement<'a> {
     ctx: &'a RequestContext,
+    entry: &'a CatalogEntry,
     hold_id: HoldId,
     request_hash: String,
 }
 
-/// What a placement counts against the buyer's allowance, if the show has a
-/// limit: the allowance locked for this round (before the units), and the
-/// seats or places the hold takes.
-struct Counted<'a> {
-    allowance: Option<&'a mut BuyerAllowance>,
-    units: u32,
+/// What a placement holds once appended: until when, and on a pool which
+/// shards hold how many places.
+struct Held {
+    expires_at: DateTime<Utc>,
+    parts: Vec<(u32, u32)>,
 }
 
 impl Placement<'_> {
-    fn idempotency(&self, at: DateTime<Utc>) -> Option<IdempotencyKeyRow> {
-        self.ctx
-            .idempotency_key
-            .as_ref()
-            .map(|key| IdempotencyKeyRow {
-                buyer: self.ctx.actor.id.clone(),
-                key: key.clone(),
-                request_hash: self.request_hash.clone(),
-                hold_id: self.hold_id,
-                created_at_us: to_micros(at),
-            })
+    fn round(&self) -> Round<'static> {
+        Round::new("hold", self.ctx).counting(BuyerLimit::of(&self.entry.show, &self.ctx.actor.id))
     }
 
     fn pool_command(&self, quantity: u32, expires_at: DateTime<Utc>) -> PoolCommand {
@@ -59,28 +48,76 @@ impl Placement<'_> {
             expires_at,
         }
     }
-}
 
-/// What one round of deciding and appending a placement came to.
-enum RoundOutcome<T> {
-    Done(T),
-    /// Nothing new to write: every unit already holds this hold (a
-    /// concurrent request with the same idempotency key won).
-    AlreadyHeld,
-    /// Appending refused: this instance's view was stale; decide again.
-    Retry,
-    /// The idempotency key was taken meanwhile by another request.
-    KeyTaken,
-}
-
-impl<T> RoundOutcome<T> {
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> RoundOutcome<U> {
-        match self {
-            RoundOutcome::Done(value) => RoundOutcome::Done(f(value)),
-            RoundOutcome::AlreadyHeld => RoundOutcome::AlreadyHeld,
-            RoundOutcome::Retry => RoundOutcome::Retry,
-            RoundOutcome::KeyTaken => RoundOutcome::KeyTaken,
+    /// The events of a placement of `count` seats or places decided on the
+    /// units, with the buyer's allowance taken at the same `now` (refused
+    /// whole: `BuyerLimitReached`) and the idempotency record.
+    fn decided<U: Unit>(
+        &self,
+        view: &View<'_, U>,
+        units: Vec<Vec<U::Event>>,
+        count: u32,
+        held: Held,
+    ) -> Result<Decision<U, Held>, HoldError> {
+        if units.iter().all(Vec::is_empty) {
+            // Every unit holds this hold already: a concurrent request with
+            // the same idempotency key placed it.
+            return Ok(Decision::Answer(held));
         }
+        let allowance = match view.limit() {
+            Some(limit) => view
+                .allowance(&AllowanceCommand::Take {
+                    hold_id: self.hold_id,
+                    units: count,
+                    expires_at: held.expires_at,
+                    limit,
+                })
+                .map_err(|e| match e {
+                    AllowanceError::LimitReached { limit, current } => {
+                        HoldError::BuyerLimitReached { limit, current }
+                    }
+                    other => HoldError::Bug(format!("taking the allowance: {other}")),
+                })?,
+            None => Vec::new(),
+        };
+        let idempotency = self
+            .ctx
+            .idempotency_key
+            .as_ref()
+            .map(|key| IdempotencyKeyRow {
+                buyer: self.ctx.actor.id.clone(),
+                key: key.clone(),
+                request_hash: self.request_hash.clone(),
+                hold_id: self.hold_id,
+                created_at_us: to_micros(view.now),
+            });
+        let decided = Decided {
+            units,
+            allowance,
+            checkout: Vec::new(),
+            idempotency,
+        };
+        Ok(Decision::Append(decided, held))
+    }
+
+    /// The placed hold as the API shows it.
+    fn view(&self, request: &HoldRequest, held: Held, now: DateTime<Utc>) -> HoldView {
+        let (seats, pool) = match request {
+            HoldRequest::Seats(seats) => (seats.clone(), None),
+            HoldRequest::Pool { pool_id, .. } => (Vec::new(), Some((pool_id.clone(), held.parts))),
+            HoldRequest::BestAvailable { .. } => (Vec::new(), None),
+        };
+        let record = HoldRecord {
+            hold_id: self.hold_id,
+            show_id: self.entry.show.show_id.clone(),
+            buyer: self.ctx.actor.id.clone(),
+            expires_at: held.expires_at,
+            state: HoldState::Held,
+            booking_id: None,
+            seats,
+            pool,
+        };
+        HoldView::of(record, self.entry, now)
     }
 }
 
@@ -95,13 +132,18 @@ impl HoldService {
         let entry = self.show(show_id).await?;
         request.validate(&entry)?;
         let request_hash = request.hash(show_id);
+        if let HoldRequest::BestAvailable { quantity, section } = &request {
+            return self
+                .place_best(ctx, &entry, *quantity, section.as_deref(), request_hash)
+                .await;
+        }
         self.place_validated(ctx, &entry, request, request_hash)
             .await
     }
 
-    /// Places a request already checked against the show, remembered under
-    /// `request_hash` (a best-available hold passes the hash of what was
-    /// asked, not of the seats chosen).
+    /// Places seats or pool places already checked against the show,
+    /// remembered under `request_hash` (a best-available hold passes the
+    /// hash of what was asked, not of the seats chosen).
     pub(super) async fn place_validated(
         &self,
         ctx: &RequestContext,
@@ -109,13 +151,12 @@ impl HoldService {
         request: HoldRequest,
         request_hash: String,
     ) -> Result<Placed, HoldError> {
-        if let Some(key) = &ctx.idempotency_key {
-            if let Some(existing) = self.replay_idempotent(ctx, key, &request_hash).await? {
-                return Ok(Placed::Existing(existing));
-            }
+        if let Some(existing) = self.replay_idempotent(ctx, &request_hash).await? {
+            return Ok(Placed::Existing(existing));
         }
         let placement = Placement {
             ctx,
+            entry,
             hold_id: match &ctx.idempotency_key {
                 // The day of first use is part of the id, so a key used again
                 // after it was pruned (sweeper, retention) gets a new hold,
@@ -125,357 +166,236 @@ impl HoldService {
             },
             request_hash,
         };
-        for _ in 0..MAX_DECIDE_ROUNDS {
-            // Lock order: the buyer's allowance before the units (see
-            // command::allowance); `None` when the show has no limit.
-            let mut allowance = BuyerAllowance::lock(
-                &self.store,
-                &self.inventory.allowances,
-                &entry.show,
-                &ctx.actor.id,
-            )
-            .await?;
-            let round = match &request {
-                HoldRequest::Seats(seats) => {
-                    let counted = Counted {
-                        allowance: allowance.as_mut(),
-                        units: seats.len() as u32,
-                    };
-                    self.place_seats(&placement, entry, seats, counted).await
-                }
-                HoldRequest::Pool { pool_id, quantity } => {
-                    let spec = entry
-                        .show
-                        .pool(pool_id)
-                        .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
-                    let counted = Counted {
-                        allowance: allowance.as_mut(),
-                        units: *quantity,
-                    };
-                    self.place_in_pool(&placement, entry, spec, *quantity, counted)
-                        .await
-                }
-            };
-            drop(allowance);
-            let outcome = match (round, &ctx.idempotency_key) {
-                // The units went to another hold: if a concurrent request
-                // with this key placed it under another id (the two straddled
-                // a period of `HoldId::for_idempotency_key`), that is ours.
-                (
-                    Err(
-                        taken @ (HoldError::SeatsTaken(_)
-                        | HoldError::SoldOut { .. }
-                        | HoldError::BuyerLimitReached { .. }),
-                    ),
-                    Some(key),
-                ) => {
-                    return match self
-                        .replay_idempotent(ctx, key, &placement.request_hash)
-                        .await?
-                    {
-                        Some(existing) => Ok(Placed::Existing(existing)),
-                        None => Err(taken),
-                    };
-                }
-                (round, _) => round?,
-            };
-            match outcome {
-                RoundOutcome::Done(view) => return Ok(Placed::New(view)),
-                RoundOutcome::Retry => {
-                    metrics::counter!("append_conflicts_total", "command" => "hold").increment(1);
-                    continue;
-                }
-                RoundOutcome::AlreadyHeld | RoundOutcome::KeyTaken => {
-                    // Another request with this key got there first: its
-                    // answer is ours, if it asked for the same thing.
-                    let Some(key) = &ctx.idempotency_key else {
-                        return Err(HoldError::Busy);
-                    };
-                    return self
-                        .replay_idempotent(ctx, key, &placement.request_hash)
-                        .await?
-                        .map(Placed::Existing)
-                        .ok_or(HoldError::Busy);
-                }
+        let placed = match &request {
+            HoldRequest::Seats(seats) => self.place_seats(&placement, seats).await,
+            HoldRequest::Pool { pool_id, quantity } => {
+                self.place_in_pool(&placement, pool_id, *quantity).await
             }
+            HoldRequest::BestAvailable { .. } => Err(HoldError::Bug(
+                "best available reached placement unchosen".into(),
+            )),
+        };
+        match placed {
+            Ok(Settled::Appended(held)) => Ok(Placed::New(placement.view(
+                &request,
+                held,
+                self.clock.now(),
+            ))),
+            // Another request with this key got there first: its answer is
+            // ours, if it asked for the same thing.
+            Ok(Settled::Answered(_) | Settled::KeyTaken) => self
+                .replay_idempotent(ctx, &placement.request_hash)
+                .await?
+                .map(Placed::Existing)
+                .ok_or(HoldError::Busy),
+            // The units went to another hold: if a concurrent request with
+            // this key placed it under another id (the two straddled a
+            // period of `HoldId::for_idempotency_key`), that is ours.
+            Err(
+                taken @ (HoldError::SeatsTaken(_)
+                | HoldError::SoldOut { .. }
+                | HoldError::BuyerLimitReached { .. }),
+            ) => match self.replay_idempotent(ctx, &placement.request_hash).await? {
+                Some(existing) => Ok(Placed::Existing(existing)),
+                None => Err(taken),
+            },
+            Err(other) => Err(other),
         }
-        Err(HoldError::Busy)
     }
 
-    /// One round of holding every listed seat, all or nothing.
+    /// Holds every listed seat, all or nothing.
     async fn place_seats(
         &self,
         placement: &Placement<'_>,
-        entry: &CatalogEntry,
         seats: &[SeatId],
-        counted: Counted<'_>,
-    ) -> Result<RoundOutcome<HoldView>, HoldError> {
-        let show_id = &entry.show.show_id;
-        let mut units: Vec<(String, SeatKey)> = seats
+    ) -> Result<Settled<Held>, HoldError> {
+        let show = &placement.entry.show;
+        let units = seats
             .iter()
-            .map(|seat_id| {
-                let key = SeatKey {
-                    show_id: show_id.clone(),
-                    seat_id: seat_id.clone(),
-                };
-                (seat_stream_id(show_id, seat_id), key)
-            })
+            .map(|seat_id| SeatKey::unit(&show.show_id, seat_id))
             .collect();
-        units.sort_by(|a, b| a.0.cmp(&b.0));
-        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
-        let mut locked = self.inventory.seats.lock(&ids).await;
-        refresh_or_assume_new(&self.store, &mut locked).await?;
-        let now = self.clock.now();
-        let expires_at = now + entry.show.hold_ttl();
-        let command = SeatCommand::PlaceHold {
-            hold_id: placement.hold_id,
-            buyer: placement.ctx.actor.id.clone(),
-            expires_at,
-        };
-        let decide_all = |locked: &[LockedStream<domain::seat::Seat>]| {
-            let mut taken = Vec::new();
-            let mut decided = Vec::with_capacity(locked.len());
-            for (stream, (_, key)) in locked.iter().zip(&units) {
-                match seat::decide(stream.aggregate(), &command, now) {
-                    Ok(events) => decided.push(events),
-                    Err(SeatError::HeldByAnother | SeatError::Booked) => {
-                        taken.push(key.seat_id.clone())
+        let ttl = show.hold_ttl();
+        let round = placement.round().assuming_new();
+        self.rounds
+            .run(round, units, |view: &View<'_, Seat>| {
+                let expires_at = view.now + ttl;
+                let command = SeatCommand::PlaceHold {
+                    hold_id: placement.hold_id,
+                    buyer: placement.ctx.actor.id.clone(),
+                    expires_at,
+                };
+                let mut taken = Vec::new();
+                let mut decided = Vec::with_capacity(view.units.len());
+                for (seat, key) in &view.units {
+                    match seat::decide(seat, &command, view.now) {
+                        Ok(events) => decided.push(events),
+                        Err(SeatError::HeldByAnother | SeatError::Booked) => {
+                            taken.push(key.seat_id.clone())
+                        }
+                        Err(other) => {
+                            return Err(HoldError::Bug(format!(
+                                "placing a hold on {}: {other}",
+                                key.seat_id
+                            )))
+                        }
                     }
-                    Err(other) => return Err(HoldError::Invalid(other.to_string())),
                 }
-            }
-            Ok((taken, decided))
-        };
-        let (mut taken, mut decided) = decide_all(&locked)?;
-        if !taken.is_empty() && locked.iter().any(|s| !s.is_loaded()) {
-            // A refusal names every seat the buyer cannot have: read the
-            // seats that were only assumed new, and decide again.
-            refresh_all(&self.store, &mut locked).await?;
-            (taken, decided) = decide_all(&locked)?;
-        }
-        if !taken.is_empty() {
-            sort_in_show_order(entry, &mut taken);
-            return Err(HoldError::SeatsTaken(taken));
-        }
-        let outcome = self
-            .append_placement(
-                placement,
-                &mut locked,
-                &units,
-                decided,
-                now,
-                expires_at,
-                counted,
-            )
-            .await?;
-        Ok(outcome.map(|()| {
-            let mut seats = seats.to_vec();
-            sort_in_show_order(entry, &mut seats);
-            HoldView {
-                hold_id: placement.hold_id,
-                show_id: show_id.to_string(),
-                seats: seats.iter().map(SeatId::to_string).collect(),
-                pool_id: None,
-                quantity: None,
-                expires_at,
-                status: HoldStatus::Held,
-                booking_id: None,
-            }
-        }))
+                if !taken.is_empty() {
+                    // A refusal names every seat the buyer cannot have:
+                    // read the seats only assumed new, and decide again.
+                    if view.assumed_new {
+                        return Ok(Decision::ReadAll);
+                    }
+                    placement.entry.sort_seats(&mut taken);
+                    return Err(HoldError::SeatsTaken(taken));
+                }
+                let held = Held {
+                    expires_at,
+                    parts: Vec::new(),
+                };
+                placement.decided(view, decided, seats.len() as u32, held)
+            })
+            .await
     }
 
-    /// One round of holding `quantity` places of a pool. First one shard
-    /// with room, trying shards one at a time from a random one (buyers
-    /// spread over the shards and rarely wait on each other); if no single
-    /// shard has room, every shard, locked together, so that `sold_out` is
-    /// only answered when the whole pool cannot serve the quantity.
+    /// Holds `quantity` places of a pool: in one shard with room if one
+    /// has it, else across shards, so that `sold_out` is only answered when
+    /// the whole pool cannot serve the quantity.
     async fn place_in_pool(
         &self,
         placement: &Placement<'_>,
-        entry: &CatalogEntry,
-        spec: &PoolSpec,
+        pool_id: &PoolId,
         quantity: u32,
-        counted: Counted<'_>,
-    ) -> Result<RoundOutcome<HoldView>, HoldError> {
-        let show_id = &entry.show.show_id;
-        let units: Vec<(String, ShardKey)> = (0..spec.shards)
-            .map(|index| {
-                let key = ShardKey {
-                    show_id: show_id.clone(),
-                    pool_id: spec.pool_id.clone(),
-                    index,
-                    capacity: shard_capacity(spec.capacity, spec.shards, index),
-                };
-                (shard_stream_id(show_id, &spec.pool_id, index), key)
-            })
+    ) -> Result<Settled<Held>, HoldError> {
+        let show = &placement.entry.show;
+        let spec = show
+            .pool(pool_id)
+            .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
+        let shards: Vec<(String, ShardKey)> = (0..spec.shards)
+            .map(|index| ShardKey::unit(&show.show_id, spec, index))
             .collect();
-        let start = rand::thread_rng().gen_range(0..spec.shards) as usize;
-        let ring = (0..units.len()).map(|i| (start + i) % units.len());
-        let expires = |now: DateTime<Utc>| now + entry.show.hold_ttl();
-        let view = |expires_at| HoldView {
-            hold_id: placement.hold_id,
-            show_id: show_id.to_string(),
-            seats: Vec::new(),
-            pool_id: Some(spec.pool_id.to_string()),
-            quantity: Some(quantity),
-            expires_at,
-            status: HoldStatus::Held,
-            booking_id: None,
-        };
-
-        // Shards this instance last saw full are skipped here (a guess; the
-        // whole-pool look below decides if none of the others has room).
-        let now = self.clock.now();
-        let candidates = ring.clone().filter(|&i| {
-            let (id, key) = &units[i];
-            let free = self
-                .inventory
-                .shards
-                .peek(id, |shard| shard.placeable_at(key.capacity, now).0);
-            free.is_none_or(|free| free >= quantity)
-        });
-        for index in candidates {
-            let unit = std::slice::from_ref(&units[index]);
-            let mut locked = self.inventory.shards.lock(&[unit[0].0.clone()]).await;
-            refresh_all(&self.store, &mut locked).await?;
-            let now = self.clock.now();
-            let expires_at = expires(now);
-            let command = placement.pool_command(quantity, expires_at);
-            match pool::decide(locked[0].aggregate(), unit[0].1.capacity, &command, now) {
-                Ok(events) => {
-                    let outcome = self
-                        .append_placement(
-                            placement,
-                            &mut locked,
-                            unit,
-                            vec![events],
-                            now,
-                            expires_at,
-                            counted,
-                        )
-                        .await?;
-                    return Ok(outcome.map(|()| view(expires_at)));
-                }
-                Err(PoolError::NotEnough { .. }) => continue,
-                Err(other) => return Err(HoldError::Invalid(other.to_string())),
-            }
-        }
-
-        // No single shard has room: look at the whole pool at once.
-        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
-        let mut locked = self.inventory.shards.lock(&ids).await;
-        refresh_all(&self.store, &mut locked).await?;
-        let now = self.clock.now();
-        let free: Vec<(u32, u32)> = ring
-            .map(|i| {
-                (
-                    i as u32,
-                    locked[i]
-                        .aggregate()
-                        .placeable_at(units[i].1.capacity, now)
-                        .0,
-                )
-            })
+        // Shards are tried from a random one: buyers spread over the shards
+        // and rarely wait on each other.
+        let start = rand::thread_rng().gen_range(0..shards.len());
+        let ring: Vec<usize> = (0..shards.len())
+            .map(|i| (start + i) % shards.len())
             .collect();
-        let Some(parts) = split(&free, quantity) else {
-            let available = free.iter().map(|(_, n)| n).sum();
-            return Err(HoldError::SoldOut { available });
-        };
-        let expires_at = expires(now);
-        let mut decided: Vec<Vec<pool::PoolEvent>> = vec![Vec::new(); units.len()];
-        for (shard, part) in parts {
-            let i = shard as usize;
-            let command = placement.pool_command(part, expires_at);
-            decided[i] = pool::decide(locked[i].aggregate(), units[i].1.capacity, &command, now)
-                .map_err(|e| HoldError::Invalid(e.to_string()))?;
+        if let Some(settled) = self
+            .place_in_one_shard(placement, &shards, &ring, quantity)
+            .await?
+        {
+            return Ok(settled);
         }
-        let outcome = self
-            .append_placement(
-                placement,
-                &mut locked,
-                &units,
-                decided,
-                now,
-                expires_at,
-                counted,
-            )
-            .await?;
-        Ok(outcome.map(|()| view(expires_at)))
+        self.place_across_shards(placement, shards, &ring, quantity)
+            .await
     }
 
-    /// Appends the decided events of a placement with its idempotency record
-    /// and, on a show with a limit, the buyer's allowance taken at the same
-    /// `now` (refused whole: `BuyerLimitReached`).
-    #[allow(clippy::too_many_arguments)]
-    async fn append_placement<U: Unit>(
+    /// Tries the shards one at a time, in `ring` order, skipping those this
+    /// instance last saw full (a guess: if none of the others has room, the
+    /// whole-pool look decides); `None` if no single shard had room.
+    async fn place_in_one_shard(
         &self,
         placement: &Placement<'_>,
-        locked: &mut [LockedStream<U>],
-        units: &[(String, U::Key)],
-        decided: Vec<Vec<U::Event>>,
-        now: DateTime<Utc>,
-        expires_at: DateTime<Utc>,
-        counted: Counted<'_>,
-    ) -> Result<RoundOutcome<()>, HoldError> {
-        if decided.iter().all(Vec::is_empty) {
-            return Ok(RoundOutcome::AlreadyHeld);
-        }
-        let metadata = placement.ctx.metadata();
-        let mut batch = AppendBatch::new(now);
-        batch.idempotency = placement.idempotency(now);
-        let take = counted
-            .allowance
-            .as_deref()
-            .map(|allowance| AllowanceCommand::Take {
-                hold_id: placement.hold_id,
-                units: counted.units,
-                expires_at,
-                limit: allowance.limit,
-            });
-        let allowance_events = match &take {
-            Some(take) => decide_and_push(
-                counted.allowance.as_deref(),
-                take,
-                now,
-                &mut batch,
-                &metadata,
-            )
-            .map_err(|e| match e {
-                DecideError::Refused(AllowanceError::LimitReached { limit, current }) => {
-                    HoldError::BuyerLimitReached { limit, current }
+        shards: &[(String, ShardKey)],
+        ring: &[usize],
+        quantity: u32,
+    ) -> Result<Option<Settled<Held>>, HoldError> {
+        let ttl = placement.entry.show.hold_ttl();
+        let now = self.clock.now();
+        let candidates = ring.iter().filter(|&&i| {
+            let (id, key) = &shards[i];
+            let free = self
+                .rounds
+                .peek_shard(id, |shard| shard.placeable_at(key.capacity, now).0);
+            free.is_none_or(|free| free >= quantity)
+        });
+        for &i in candidates {
+            let settled = self
+                .rounds
+                .run(placement.round(), vec![shards[i].clone()], |view| {
+                    let (shard, key): (&PoolShard, &ShardKey) = view.units[0];
+                    let expires_at = view.now + ttl;
+                    let command = placement.pool_command(quantity, expires_at);
+                    match pool::decide(shard, key.capacity, &command, view.now) {
+                        Ok(events) => {
+                            let held = Held {
+                                expires_at,
+                                parts: vec![(key.index, quantity)],
+                            };
+                            Ok(placement
+                                .decided(view, vec![events], quantity, held)?
+                                .map(Some))
+                        }
+                        // No room here (any longer): the next shard.
+                        Err(PoolError::NotEnough { .. }) => Ok(Decision::Answer(None)),
+                        Err(other) => Err(HoldError::Bug(format!(
+                            "placing a hold on shard {}: {other}",
+                            key.index
+                        ))),
+                    }
+                })
+                .await?;
+            return Ok(Some(match settled {
+                Settled::Answered(None) => continue,
+                Settled::Answered(Some(held)) => Settled::Answered(held),
+                Settled::Appended(Some(held)) => Settled::Appended(held),
+                Settled::KeyTaken => Settled::KeyTaken,
+                Settled::Appended(None) => {
+                    return Err(HoldError::Bug("a full shard appended".into()))
                 }
-                DecideError::Refused(other) => HoldError::Invalid(other.to_string()),
-                DecideError::Store(e) => HoldError::Store(e),
-            })?,
-            None => Vec::new(),
-        };
-        for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
-            U::push(&mut batch, key, &stream.view(), events, &metadata)?;
+            }));
         }
-        let outcome = append_with_allowance(
-            &self.store,
-            &batch,
-            locked,
-            decided,
-            counted.allowance,
-            allowance_events,
-        )
-        .await?;
-        Ok(match outcome {
-            AppendOutcome::Appended => RoundOutcome::Done(()),
-            AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => RoundOutcome::Retry,
-            AppendOutcome::IdempotencyKeyTaken => RoundOutcome::KeyTaken,
-        })
+        Ok(None)
     }
 
-    /// The hold an idempotency key already produced: `Ok(Some)` if the same
-    /// request made it, `Err(IdempotencyKeyReused)` if another one did.
+    /// Every shard locked together, the quantity split over those with room.
+    async fn place_across_shards(
+        &self,
+        placement: &Placement<'_>,
+        shards: Vec<(String, ShardKey)>,
+        ring: &[usize],
+        quantity: u32,
+    ) -> Result<Settled<Held>, HoldError> {
+        let ttl = placement.entry.show.hold_ttl();
+        self.rounds
+            .run(placement.round(), shards, |view| {
+                // In lock order, which is index order: `view.units[i]` is shard i.
+                let free: Vec<(u32, u32)> = ring
+                    .iter()
+                    .map(|&i| {
+                        let (shard, key): (&PoolShard, &ShardKey) = view.units[i];
+                        (key.index, shard.placeable_at(key.capacity, view.now).0)
+                    })
+                    .collect();
+                let Some(parts) = split(&free, quantity) else {
+                    let available = free.iter().map(|(_, n)| n).sum();
+                    return Err(HoldError::SoldOut { available });
+                };
+                let expires_at = view.now + ttl;
+                let mut decided = vec![Vec::new(); view.units.len()];
+                for &(index, part) in &parts {
+                    let (shard, key) = view.units[index as usize];
+                    let command = placement.pool_command(part, expires_at);
+                    decided[index as usize] = pool::decide(shard, key.capacity, &command, view.now)
+                        .map_err(|e| HoldError::Bug(format!("placing part of a hold: {e}")))?;
+                }
+                let held = Held { expires_at, parts };
+                placement.decided(view, decided, quantity, held)
+            })
+            .await
+    }
+
+    /// The hold the request's idempotency key already produced: `Ok(Some)`
+    /// if the same request made it, `Err(IdempotencyKeyReused)` if another
+    /// one did; `Ok(None)` without a key or a hold.
     pub(super) async fn replay_idempotent(
         &self,
         ctx: &RequestContext,
-        key: &IdempotencyKey,
         request_hash: &str,
     ) -> Result<Option<HoldView>, HoldError> {
+        let Some(key) = &ctx.idempotency_key else {
+            return Ok(None);
+        };
         let Some(entry) = self.store.idempotency_entry(&ctx.actor.id, key).await? else {
             return Ok(None);
         };
@@ -487,8 +407,4 @@ impl HoldService {
         })?;
         Ok(Some(self.view(record).await?))
     }
-}
-
-fn sort_in_show_order(entry: &CatalogEntry, seats: &mut [SeatId]) {
-    seats.sort_by_key(|s| entry.show.seat(s).map(|(ordinal, _)| ordinal));
 }

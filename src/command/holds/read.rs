@@ -1,31 +1,38 @@
 //! A stored hold as the API shows it, and the owner check every command on
 //! an existing hold starts with.
 
+use chrono::{DateTime, Utc};
 use domain::ids::{HoldId, SeatId};
 use projections::holds::HoldStatus;
 
 use super::{HoldError, HoldService, HoldView};
 use crate::auth::Actor;
+use crate::catalog::CatalogEntry;
 use crate::store::HoldRecord;
 
-impl HoldService {
-    pub(super) async fn view(&self, mut record: HoldRecord) -> Result<HoldView, HoldError> {
-        if record.seats.len() > 1 {
-            self.show(&record.show_id)
-                .await?
-                .sort_seats(&mut record.seats);
-        }
+impl HoldView {
+    /// A hold as the API shows it at `now`: the one way every answer about
+    /// a hold is made (placed, read, extended, sent in a webhook).
+    pub(super) fn of(mut record: HoldRecord, entry: &CatalogEntry, now: DateTime<Utc>) -> Self {
+        entry.sort_seats(&mut record.seats);
         let quantity = record.quantity();
-        Ok(HoldView {
+        HoldView {
             hold_id: record.hold_id,
             show_id: record.show_id.to_string(),
             seats: record.seats.iter().map(SeatId::to_string).collect(),
             pool_id: record.pool.map(|(pool_id, _)| pool_id.to_string()),
             quantity,
             expires_at: record.expires_at,
-            status: HoldStatus::at(record.state, record.expires_at, self.clock.now()),
+            status: HoldStatus::at(record.state, record.expires_at, now),
             booking_id: record.booking_id,
-        })
+        }
+    }
+}
+
+impl HoldService {
+    pub(super) async fn view(&self, record: HoldRecord) -> Result<HoldView, HoldError> {
+        let entry = self.show(&record.show_id).await?;
+        Ok(HoldView::of(record, &entry, self.clock.now()))
     }
 
     pub(super) async fn owned_record(

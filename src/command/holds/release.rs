@@ -1,23 +1,61 @@
 //! Ending a hold before it is bought: released by its buyer, or recorded as
-//! expired by the sweeper, on every unit of the hold at once.
+//! expired by the sweeper, on every unit of the hold at once, the buyer's
+//! allowance given back in the same append.
 
 use domain::allowance::AllowanceCommand;
 use domain::ids::HoldId;
-use domain::show::Show;
 use projections::holds::HoldState;
 
-use super::{HoldError, HoldService, MAX_DECIDE_ROUNDS};
-use crate::command::allowance::{append_with_allowance, decide_and_push, BuyerAllowance};
+use super::{HoldError, HoldService};
 use crate::command::context::RequestContext;
-use crate::command::streams::{refresh_all, StreamCache};
-use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
-use crate::store::{AppendBatch, AppendOutcome, HoldRecord};
+use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, View};
+use crate::command::units::{units_of, Refusal, Unit};
+use crate::store::HoldRecord;
 
 /// How a hold ends before it is bought.
 #[derive(Debug, Clone, Copy)]
 enum End {
     Release,
     Expire,
+}
+
+/// The decision: every unit ends the hold (a unit that no longer holds it
+/// does nothing), and the allowance takes the units back (`Return`).
+struct Ending {
+    hold_id: HoldId,
+    end: End,
+}
+
+impl Decide for Ending {
+    type Output = ();
+    type Error = HoldError;
+
+    fn decide<U: Unit>(&mut self, view: &View<'_, U>) -> Result<Decision<U, ()>, HoldError> {
+        let (hold_id, now) = (self.hold_id, view.now);
+        let units = view
+            .units
+            .iter()
+            .map(|(unit, key)| match self.end {
+                End::Release => unit.release(key, hold_id, now),
+                End::Expire => Ok(unit.expire(key, hold_id, now)),
+            })
+            .collect::<Result<Vec<_>, Refusal>>()
+            .map_err(|refusal| match refusal {
+                Refusal::Converted => HoldError::HoldConverted,
+                other => HoldError::Bug(format!("releasing hold {hold_id}: {other:?}")),
+            })?;
+        if units.iter().all(Vec::is_empty) {
+            return Ok(Decision::Answer(()));
+        }
+        let allowance = view
+            .allowance(&AllowanceCommand::Return { hold_id })
+            .map_err(|e| HoldError::Bug(format!("returning hold {hold_id}'s allowance: {e}")))?;
+        let decided = Decided {
+            allowance,
+            ..Decided::units(units)
+        };
+        Ok(Decision::Append(decided, ()))
+    }
 }
 
 impl HoldService {
@@ -52,81 +90,14 @@ impl HoldService {
         end: End,
     ) -> Result<(), HoldError> {
         let entry = self.show(&record.show_id).await?;
-        let show = &entry.show;
-        match units_of(&record, show)? {
-            HoldUnits::Seats(units) => {
-                self.end_units(ctx, &record, show, &self.inventory.seats, &units, end)
-                    .await
-            }
-            HoldUnits::Pool(units) => {
-                self.end_units(ctx, &record, show, &self.inventory.shards, &units, end)
-                    .await
-            }
-        }
-    }
-
-    /// Ends the hold on every unit and, on a show with a limit, gives the
-    /// buyer's allowance back in the same append (`Return`).
-    async fn end_units<U: Unit>(
-        &self,
-        ctx: &RequestContext,
-        record: &HoldRecord,
-        show: &Show,
-        cache: &StreamCache<U>,
-        units: &[(String, U::Key)],
-        end: End,
-    ) -> Result<(), HoldError> {
-        let hold_id = record.hold_id;
-        let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
-        for _ in 0..MAX_DECIDE_ROUNDS {
-            // Lock order: the allowance before the units (command::allowance).
-            let mut allowance =
-                BuyerAllowance::lock(&self.store, &self.inventory.allowances, show, &record.buyer)
-                    .await?;
-            let mut locked = cache.lock(&ids).await;
-            refresh_all(&self.store, &mut locked).await?;
-            let now = self.clock.now();
-            let decided = locked
-                .iter()
-                .zip(units)
-                .map(|(stream, (_, key))| match end {
-                    End::Release => stream.aggregate().release(key, hold_id, now),
-                    End::Expire => Ok(stream.aggregate().expire(key, hold_id, now)),
-                })
-                .collect::<Result<Vec<_>, Refusal>>()
-                .map_err(|refusal| match refusal {
-                    Refusal::Converted => HoldError::HoldConverted,
-                    other => HoldError::Invalid(format!("cannot release: {other:?}")),
-                })?;
-            if decided.iter().all(Vec::is_empty) {
-                return Ok(());
-            }
-            let metadata = ctx.metadata();
-            let mut batch = AppendBatch::new(now);
-            let returned = decide_and_push(
-                allowance.as_ref(),
-                &AllowanceCommand::Return { hold_id },
-                now,
-                &mut batch,
-                &metadata,
-            )
-            .map_err(HoldError::from)?;
-            for ((stream, (_, key)), events) in locked.iter().zip(units).zip(&decided) {
-                U::push(&mut batch, key, &stream.view(), events, &metadata)?;
-            }
-            let outcome = append_with_allowance(
-                &self.store,
-                &batch,
-                &mut locked,
-                decided,
-                allowance.as_mut(),
-                returned,
-            )
+        let round = Round::new("release", ctx).counting(BuyerLimit::of(&entry.show, &record.buyer));
+        let ending = Ending {
+            hold_id: record.hold_id,
+            end,
+        };
+        self.rounds
+            .run_on(round, units_of(&record, &entry.show)?, ending)
             .await?;
-            if outcome == AppendOutcome::Appended {
-                return Ok(());
-            }
-        }
-        Err(HoldError::Busy)
+        Ok(())
     }
 }

@@ -2,7 +2,10 @@
 //! checks against the show made before anything is locked.
 
 use domain::ids::{PoolId, SeatId, ShowId};
-use domain::limits::{MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD};
+use domain::limits::{
+    MAX_BEST_AVAILABLE_QUANTITY, MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD,
+    MIN_BEST_AVAILABLE_QUANTITY,
+};
 use sha2::{Digest, Sha256};
 
 use super::HoldError;
@@ -12,7 +15,16 @@ use crate::catalog::CatalogEntry;
 #[derive(Debug, Clone)]
 pub enum HoldRequest {
     Seats(Vec<SeatId>),
-    Pool { pool_id: PoolId, quantity: u32 },
+    Pool {
+        pool_id: PoolId,
+        quantity: u32,
+    },
+    /// `quantity` seats side by side, chosen by the service, in `section`
+    /// or anywhere.
+    BestAvailable {
+        quantity: u32,
+        section: Option<String>,
+    },
 }
 
 impl HoldRequest {
@@ -37,6 +49,20 @@ impl HoldRequest {
                 hasher.update(b"\n");
                 hasher.update(pool_id.as_str().as_bytes());
                 hasher.update(format!("\n{quantity}").as_bytes());
+            }
+            // What was asked, not the seats chosen: a retry answers the
+            // first choice.
+            HoldRequest::BestAvailable { quantity, section } => {
+                hasher.update(b"best\n");
+                hasher.update(show_id.as_str().as_bytes());
+                hasher.update(format!("\n{quantity}\n").as_bytes());
+                match section {
+                    Some(section) => {
+                        hasher.update(b"section:");
+                        hasher.update(section.as_bytes());
+                    }
+                    None => hasher.update(b"any"),
+                }
             }
         }
         hex::encode(hasher.finalize())
@@ -75,6 +101,24 @@ impl HoldRequest {
                     return Err(HoldError::UnknownPool(pool_id.clone()));
                 }
             }
+            HoldRequest::BestAvailable { quantity, section } => {
+                let wanted = *quantity as usize;
+                if !(MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY).contains(&wanted) {
+                    return Err(HoldError::Invalid(format!(
+                        "best_available.quantity must be {MIN_BEST_AVAILABLE_QUANTITY}..={MAX_BEST_AVAILABLE_QUANTITY} (MAX_BEST_AVAILABLE_QUANTITY), got {quantity}"
+                    )));
+                }
+                // A section the show does not have is 422: no seat could
+                // ever be chosen there, like an unknown seat or pool, and
+                // unlike `no_adjacent_seats`, which may change.
+                if let Some(section) = section {
+                    if !entry.show.seats.iter().any(|s| &s.section == section) {
+                        return Err(HoldError::Invalid(format!(
+                            "best_available.section: the show has no section {section:?}"
+                        )));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -109,5 +153,24 @@ mod tests {
             quantity: q,
         };
         assert_ne!(pool(2).hash(&show), pool(3).hash(&show));
+    }
+
+    fn best(quantity: u32, section: Option<&str>) -> HoldRequest {
+        HoldRequest::BestAvailable {
+            quantity,
+            section: section.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_best_available_hash_covers_quantity_section_and_show() {
+        let show = ShowId::parse("s").unwrap();
+        let other = ShowId::parse("t").unwrap();
+        let a2 = best(2, Some("A")).hash(&show);
+        assert_eq!(a2, best(2, Some("A")).hash(&show));
+        assert_ne!(a2, best(3, Some("A")).hash(&show));
+        assert_ne!(a2, best(2, Some("B")).hash(&show));
+        assert_ne!(a2, best(2, None).hash(&show));
+        assert_ne!(a2, best(2, Some("A")).hash(&other));
     }
 }
