@@ -19,6 +19,8 @@ use crate::command::round::Rounds;
 use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
 use crate::payment::simulator::Simulator;
+use crate::payment::stripe::Stripe;
+use crate::payment::{PaymentProvider, ProviderSettings};
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
 use crate::webhooks::dispatch::Dispatcher;
@@ -29,6 +31,7 @@ use crate::webhooks::{WebhookSettings, Webhooks};
 use crate::workers::recovery::Recovery;
 use crate::workers::runner::every;
 use crate::workers::sweeper::Sweeper;
+use domain::money::Currency;
 
 /// Pending connections the kernel queues before we accept them. An onsale
 /// opens thousands of connections in the same second; the usual 128 or 1024
@@ -64,6 +67,13 @@ pub struct Settings {
     pub database_connections: u32,
     /// Base latency of the built-in payment simulator.
     pub payment_latency: Duration,
+    /// The payment provider: the simulator, or Stripe.
+    pub payment_provider: ProviderSettings,
+    /// How long one provider call may take before its outcome is treated
+    /// as unknown (and settled later by reading the payment).
+    pub payment_timeout: Duration,
+    /// The currency of shows that name none (`BOOKING_CURRENCY`).
+    pub currency: Currency,
     pub workers: Workers,
     /// After a shutdown signal, how long in-flight requests may take to finish.
     pub shutdown_grace: Duration,
@@ -118,7 +128,7 @@ impl Application {
                 .context("cannot open the database")?,
         );
         store.migrate().await.context("cannot apply migrations")?;
-        let catalog = Arc::new(ShowCatalog::default());
+        let catalog = Arc::new(ShowCatalog::new(settings.currency));
         // One owner of command rounds per process, with its caches of loaded
         // streams: every in-process writer of a stream must go through the
         // same slot (see command/streams.rs).
@@ -131,17 +141,32 @@ impl Application {
             rounds.clone(),
             availability.clone(),
         ));
-        let payments = Arc::new(Simulator::new(
-            store.clone(),
-            clock.clone(),
-            settings.payment_latency,
-        ));
+        let (payments, stripe): (Arc<dyn PaymentProvider>, Option<Arc<Stripe>>) =
+            match &settings.payment_provider {
+                ProviderSettings::Simulator => (
+                    Arc::new(Simulator::new(
+                        store.clone(),
+                        clock.clone(),
+                        settings.payment_latency,
+                    )),
+                    None,
+                ),
+                ProviderSettings::Stripe(stripe) => {
+                    let stripe = Arc::new(
+                        Stripe::new(stripe.clone(), settings.payment_timeout)
+                            .context("cannot build the Stripe client")?,
+                    );
+                    (stripe.clone(), Some(stripe))
+                }
+            };
         let checkout = Arc::new(CheckoutService::new(
             store.clone(),
             catalog.clone(),
             clock.clone(),
             payments,
             rounds,
+            settings.currency,
+            settings.payment_timeout,
         ));
         let recovery = Recovery::new(checkout.clone());
         let projector = Projector::new(store.clone(), catalog.clone());
@@ -197,6 +222,7 @@ impl Application {
             webhooks: endpoints,
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
+            stripe,
         });
         let max_connections = crate::edge::connection_cap(
             settings.edge.max_connections,

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 use domain::ids::{PoolId, SeatId, ShowId};
+use domain::money::Currency;
 use domain::pool::{default_shards, shard_capacity};
 use domain::show::{PoolSpec, SeatSpec, Show, ShowError};
 use projections::time::to_micros;
@@ -49,6 +50,11 @@ pub struct ShowDefinition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_seats_per_buyer: Option<u32>,
+    /// The ISO 4217 code of its prices (`"eur"`; either case). Absent: the
+    /// service's `BOOKING_CURRENCY`, filled in when the show is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z]{3}$")]
+    pub currency: Option<Currency>,
 }
 
 /// A show as `PUT` and `GET /v1/shows/{id}` answer it: the definition with its id.
@@ -66,6 +72,8 @@ pub struct ShowView {
     pools: Vec<PoolDefinition>,
     #[schema(minimum = 1, maximum = 1000)]
     max_seats_per_buyer: Option<u32>,
+    #[schema(pattern = "^[a-z]{3}$")]
+    currency: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -139,7 +147,18 @@ impl ShowDefinition {
                 .collect(),
         )?
         .with_max_seats_per_buyer(self.max_seats_per_buyer)?
-        .with_max_hold_seconds(self.max_hold_seconds)
+        .with_max_hold_seconds(self.max_hold_seconds)?
+        .with_currency(self.currency.unwrap_or(Currency::EUR))
+    }
+
+    /// The definition as the service stores it: the default currency filled
+    /// in when the body names none, so that the show keeps the currency it
+    /// was created with whatever `BOOKING_CURRENCY` says later.
+    pub fn with_default_currency(&self, default: Currency) -> ShowDefinition {
+        ShowDefinition {
+            currency: Some(self.currency.unwrap_or(default)),
+            ..self.clone()
+        }
     }
 }
 
@@ -207,8 +226,9 @@ pub enum Created {
     Same,
 }
 
-#[derive(Default)]
 pub struct ShowCatalog {
+    /// The currency of a show whose definition names none.
+    default_currency: Currency,
     cache: RwLock<HashMap<ShowId, Arc<CatalogEntry>>>,
     /// One load at a time per show not cached yet. A 100,000-seat definition
     /// takes a CPU-bound parse of a few hundred milliseconds; an instance
@@ -218,16 +238,37 @@ pub struct ShowCatalog {
     loading: Mutex<HashMap<ShowId, Arc<tokio::sync::Mutex<()>>>>,
 }
 
-fn parse_entry(show_id: &ShowId, json: String) -> Result<CatalogEntry, StoreError> {
+/// A stored definition parsed; one stored before currencies is in the
+/// service's default currency.
+fn parse_entry(
+    show_id: &ShowId,
+    json: String,
+    default_currency: Currency,
+) -> Result<CatalogEntry, StoreError> {
     let definition: ShowDefinition = serde_json::from_str(&json)
         .map_err(|e| StoreError::Corrupt(format!("show {show_id}: {e}")))?;
     let show = definition
+        .with_default_currency(default_currency)
         .to_show(show_id.clone())
         .map_err(|e| StoreError::Corrupt(format!("show {show_id}: {e}")))?;
     Ok(CatalogEntry::new(show, json))
 }
 
+impl Default for ShowCatalog {
+    fn default() -> Self {
+        Self::new(Currency::EUR)
+    }
+}
+
 impl ShowCatalog {
+    pub fn new(default_currency: Currency) -> Self {
+        Self {
+            default_currency,
+            cache: RwLock::default(),
+            loading: Mutex::default(),
+        }
+    }
+
     fn cached(&self, show_id: &ShowId) -> Option<Arc<CatalogEntry>> {
         let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
         cache.get(show_id).cloned()
@@ -263,7 +304,8 @@ impl ShowCatalog {
         let loaded = match self.cached(show_id) {
             Some(entry) => Ok(Some(entry)),
             None => match store.show_definition(show_id).await {
-                Ok(Some(json)) => parse_entry(show_id, json).map(|e| Some(self.remember(e))),
+                Ok(Some(json)) => parse_entry(show_id, json, self.default_currency)
+                    .map(|e| Some(self.remember(e))),
                 Ok(None) => Ok(None),
                 Err(error) => Err(error),
             },
@@ -285,6 +327,7 @@ impl ShowCatalog {
         definition: &ShowDefinition,
         now: DateTime<Utc>,
     ) -> Result<(Created, Arc<CatalogEntry>), CreateShowError> {
+        let definition = &definition.with_default_currency(self.default_currency);
         let show = definition.to_show(show_id.clone())?;
         let json = serde_json::to_string(definition)
             .map_err(|e| StoreError::Corrupt(format!("cannot serialize show: {e}")))?;
@@ -325,7 +368,7 @@ impl ShowCatalog {
                 }
                 let entry = match self.cached(&show_id) {
                     Some(entry) => entry,
-                    None => self.remember(parse_entry(&show_id, stored)?),
+                    None => self.remember(parse_entry(&show_id, stored, self.default_currency)?),
                 };
                 Ok((Created::Same, entry))
             }

@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print a bearer token signed with BOOKING_JWT_SECRET.
     Token(TokenArgs),
     /// Rebuild projections from the event log (all, or those named).
@@ -161,6 +161,95 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "BOOKING_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Seconds one payment provider call may take before its outcome is unknown (1..=120).
+    #[arg(long, env = "BOOKING_PAYMENT_TIMEOUT_SECONDS", default_value_t = crate::command::checkout::DEFAULT_PAYMENT_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub payment_timeout_seconds: u64,
+    /// Who takes the payments: the built-in simulator or Stripe.
+    #[arg(
+        long,
+        env = "BOOKING_PAYMENT_PROVIDER",
+        value_enum,
+        default_value = "simulator"
+    )]
+    pub payment_provider: ProviderKind,
+    /// Stripe's secret API key (sk_... or a restricted rk_...); required with `stripe`, never logged.
+    #[arg(long, env = "BOOKING_STRIPE_SECRET_KEY", hide_env_values = true)]
+    pub stripe_secret_key: Option<String>,
+    /// Where Stripe's API is (a test server in tests).
+    #[arg(long, env = "BOOKING_STRIPE_API_BASE", default_value = crate::payment::stripe::DEFAULT_API_BASE)]
+    pub stripe_api_base: String,
+    /// The webhook endpoint's signing secret (whsec_...); required with `stripe`, never logged.
+    #[arg(long, env = "BOOKING_STRIPE_WEBHOOK_SECRET", hide_env_values = true)]
+    pub stripe_webhook_secret: Option<String>,
+    /// Stripe's publishable key (pk_...), for Stripe.js on the seat map.
+    #[arg(long, env = "BOOKING_STRIPE_PUBLISHABLE_KEY")]
+    pub stripe_publishable_key: Option<String>,
+    /// Where the seat map loads Stripe.js from (its origin is the only one the page's CSP allows besides its own).
+    #[arg(long, env = "BOOKING_STRIPE_JS_URL", default_value = DEFAULT_STRIPE_JS_URL)]
+    pub stripe_js_url: String,
+    /// The ISO 4217 currency of shows that name none.
+    #[arg(long, env = "BOOKING_CURRENCY", default_value = "eur", value_parser = parse_currency)]
+    pub currency: domain::money::Currency,
+}
+
+/// Stripe.js, from Stripe (it must be loaded from there to be PCI compliant).
+pub const DEFAULT_STRIPE_JS_URL: &str = "https://js.stripe.com/v3/";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderKind {
+    Simulator,
+    Stripe,
+}
+
+fn parse_currency(value: &str) -> Result<domain::money::Currency, String> {
+    domain::money::Currency::parse(value).map_err(|e| e.to_string())
+}
+
+impl ServeArgs {
+    /// The payment provider's settings, or why they are incomplete.
+    pub fn payment_provider(&self) -> Result<crate::payment::ProviderSettings, String> {
+        use crate::payment::stripe::{SecretKey, StripeSettings};
+        use crate::payment::ProviderSettings;
+        if self.payment_provider == ProviderKind::Simulator {
+            return Ok(ProviderSettings::Simulator);
+        }
+        let secret = self
+            .stripe_secret_key
+            .clone()
+            .filter(|k| k.starts_with("sk_") || k.starts_with("rk_"))
+            .ok_or("BOOKING_STRIPE_SECRET_KEY (sk_... or rk_...) is required with BOOKING_PAYMENT_PROVIDER=stripe")?;
+        let webhook = self
+            .stripe_webhook_secret
+            .clone()
+            .filter(|k| k.starts_with("whsec_"))
+            .ok_or("BOOKING_STRIPE_WEBHOOK_SECRET (whsec_...) is required with BOOKING_PAYMENT_PROVIDER=stripe")?;
+        for (name, value) in [
+            ("BOOKING_STRIPE_API_BASE", &self.stripe_api_base),
+            ("BOOKING_STRIPE_JS_URL", &self.stripe_js_url),
+        ] {
+            let url = url::Url::parse(value).map_err(|e| format!("{name}: {e}"))?;
+            if !["http", "https"].contains(&url.scheme()) || url.host().is_none() {
+                return Err(format!("{name} must be an http(s) URL with a host"));
+            }
+        }
+        if let Some(key) = &self.stripe_publishable_key {
+            if !key.starts_with("pk_")
+                || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(
+                    "BOOKING_STRIPE_PUBLISHABLE_KEY must be a publishable key (pk_...)".into(),
+                );
+            }
+        }
+        Ok(ProviderSettings::Stripe(StripeSettings {
+            secret_key: SecretKey::new(secret),
+            api_base: self.stripe_api_base.clone(),
+            webhook_secret: SecretKey::new(webhook),
+            publishable_key: self.stripe_publishable_key.clone(),
+            js_url: self.stripe_js_url.clone(),
+        }))
+    }
 }
 
 /// 0 (off), or `min..=max`: an interval of 1 ms would be a busy loop.

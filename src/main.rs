@@ -31,6 +31,7 @@ fn init_logging(format: LogFormat) {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
+    let payment_provider = args.payment_provider().map_err(anyhow::Error::msg)?;
     let jwt_secret = match args.jwt_secret {
         Some(secret) => {
             booking::auth::check_secret(&secret).map_err(anyhow::Error::msg)?;
@@ -63,6 +64,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         jwt_secret,
         database_connections: args.db_connections,
         payment_latency: std::time::Duration::from_millis(args.payment_latency_ms),
+        payment_provider,
+        payment_timeout: Duration::from_secs(args.payment_timeout_seconds),
+        currency: args.currency,
         workers: Workers {
             projector: nonzero(Duration::from_millis(args.projector_interval_ms)),
             recovery: nonzero(Duration::from_secs(args.recovery_interval_seconds)),
@@ -190,7 +194,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Token(args)) => token(args).map(|()| ExitCode::SUCCESS),
-        Some(Command::Serve(args)) => serve(args).await.map(|()| ExitCode::SUCCESS),
+        Some(Command::Serve(args)) => serve(*args).await.map(|()| ExitCode::SUCCESS),
         Some(Command::Replay(args)) => replay(args).await.map(|()| ExitCode::SUCCESS),
         Some(Command::Verify(args)) => verify(args).await,
         None => serve(cli.serve).await.map(|()| ExitCode::SUCCESS),

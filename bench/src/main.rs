@@ -129,6 +129,9 @@ async fn start(database_url: &str, secret: &str, store: &'static str) -> anyhow:
         jwt_secret: secret.to_owned(),
         database_connections: booking::store::DEFAULT_POOL_CONNECTIONS,
         payment_latency: Duration::from_millis(booking::payment::simulator::DEFAULT_LATENCY_MS),
+        payment_provider: booking::payment::ProviderSettings::Simulator,
+        currency: domain::money::Currency::EUR,
+        payment_timeout: booking::command::checkout::DEFAULT_PAYMENT_TIMEOUT,
         workers: Workers {
             projector: Some(booking::rebuild::projector::PROJECTOR_INTERVAL),
             recovery: Some(booking::workers::recovery::RECOVERY_INTERVAL),

@@ -3,18 +3,29 @@
 //!
 //! Money meets inventory here, so every step is recorded before and after
 //! the call to the payment provider. Whatever crashes, the stream says how
-//! far the purchase got, and a restart finishes it: a captured charge ends in
-//! a booking or a refund, never in nothing.
+//! far the purchase got, and a restart finishes it: money is captured only
+//! for a booking, an authorization for a seat we cannot give is cancelled
+//! (voided), and a booking whose money cannot be captured is undone.
 //!
 //! ```text
-//! Idle ─request─▶ Requested ─captured─▶ Captured ─complete─▶ Completed ─cancel─▶ CancelRequested ─refunded─▶ Cancelled
-//!   ▲                 │                     │
-//!   └──declined/failed┘                     └─hold lost─▶ RefundRequested ─refunded─▶ Refunded
+//!              ┌─declined / failed / 3-D Secure failed──────────────┐
+//!              ▼                                                    │
+//! Idle ─request─▶ Requested ─created─▶ Requested(payment) ─┬─authorized──▶ Authorized ─convert─▶ Converted ─captured─▶ Completed
+//!                                                          └─needs buyer─▶ ActionRequired ─authorized─▶ Authorized
+//! Authorized, ActionRequired ─hold lost─▶ VoidRequested ─voided─▶ Voided
+//! Converted ─capture failed─▶ ReversalRequested ─units freed─▶ Reversed
+//! Completed ─cancel─▶ CancelRequested ─refunded─▶ Cancelled
 //! ```
 //!
-//! The stream is also the arbiter between completing and refunding: both
+//! Conversion (the units booked) is appended with `CheckoutConverted` in
+//! one transaction that re-checks the hold, before anything is captured.
+//! Checkouts recorded before authorize-then-capture (a charge captured at
+//! once: `Captured`, then `Completed` or `RefundRequested` → `Refunded`)
+//! still replay and finish.
+//!
+//! The stream is also the arbiter between converting and voiding: both
 //! are appended at the stream's version, so a checkout cannot be completed
-//! by one process while another decides to refund it.
+//! by one process while another decides to void it.
 
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::{Aggregate, DomainEvent};
@@ -22,9 +33,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::ids::{BookingId, BuyerId, HoldId, ShowId};
+use crate::money::Currency;
 use crate::EVENT_VERSION;
 
-/// Why a captured charge is being returned.
+/// Why an authorization is voided (or, for a checkout from before
+/// authorize-then-capture, a captured charge refunded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefundReason {
@@ -39,16 +52,35 @@ pub enum Phase {
     /// No payment attempt is running (none yet, or the last one failed).
     #[default]
     Idle,
-    /// A charge was asked for under `idempotency_key`; its outcome is not recorded yet.
+    /// A payment was asked for under `idempotency_key`: created at the
+    /// provider once `payment_id` is known, its authorization not recorded.
     Requested {
         attempt: u32,
         idempotency_key: String,
         payment_method: String,
         amount_cents: i64,
+        /// `None` on a checkout recorded before currencies (the service's
+        /// default currency).
+        currency: Option<Currency>,
+        payment_id: Option<String>,
     },
-    Captured {
+    /// The provider needs the buyer (3-D Secure) before it authorizes.
+    ActionRequired {
         attempt: u32,
-        charge_id: String,
+        payment_id: String,
+        amount_cents: i64,
+    },
+    /// The amount is authorized, nothing captured yet.
+    Authorized {
+        attempt: u32,
+        payment_id: String,
+        amount_cents: i64,
+    },
+    /// The units are booked; the authorization is to be captured.
+    Converted {
+        attempt: u32,
+        booking_id: BookingId,
+        payment_id: String,
         amount_cents: i64,
     },
     Completed {
@@ -56,6 +88,38 @@ pub enum Phase {
         charge_id: String,
         amount_cents: i64,
     },
+    /// The hold was lost before conversion: the authorization is to be
+    /// cancelled; nothing was captured.
+    VoidRequested {
+        payment_id: String,
+        amount_cents: i64,
+        reason: RefundReason,
+    },
+    Voided {
+        payment_id: String,
+        amount_cents: i64,
+        reason: RefundReason,
+    },
+    /// The authorization could not be captured after conversion (expired or
+    /// cancelled at the provider): the booking is to be undone.
+    ReversalRequested {
+        booking_id: BookingId,
+        payment_id: String,
+        amount_cents: i64,
+    },
+    /// The booking was undone and its units freed; nothing was captured.
+    Reversed {
+        booking_id: BookingId,
+        payment_id: String,
+        amount_cents: i64,
+    },
+    /// A charge captured at once (recorded before authorize-then-capture).
+    Captured {
+        attempt: u32,
+        charge_id: String,
+        amount_cents: i64,
+    },
+    /// A charge captured at once whose hold was lost.
     RefundRequested {
         charge_id: String,
         amount_cents: i64,
@@ -86,8 +150,15 @@ impl Phase {
         match self {
             Phase::Idle => "idle",
             Phase::Requested { .. } => "requested",
-            Phase::Captured { .. } => "captured",
+            Phase::ActionRequired { .. } => "action_required",
+            Phase::Authorized { .. } => "authorized",
+            Phase::Converted { .. } => "converted",
             Phase::Completed { .. } => "completed",
+            Phase::VoidRequested { .. } => "void_requested",
+            Phase::Voided { .. } => "voided",
+            Phase::ReversalRequested { .. } => "reversal_requested",
+            Phase::Reversed { .. } => "reversed",
+            Phase::Captured { .. } => "captured",
             Phase::RefundRequested { .. } => "refund_requested",
             Phase::Refunded { .. } => "refunded",
             Phase::CancelRequested { .. } => "cancel_requested",
@@ -95,15 +166,77 @@ impl Phase {
         }
     }
 
-    /// A phase that needs the payment provider to finish (what recovery looks for).
+    /// The names of the phases [`Self::is_pending`] holds for, as the
+    /// recovery query lists them (a test holds the two equal).
+    pub const PENDING: [&'static str; 8] = [
+        "requested",
+        "authorized",
+        "converted",
+        "void_requested",
+        "reversal_requested",
+        "captured",
+        "refund_requested",
+        "cancel_requested",
+    ];
+
+    /// A phase the service must finish with the provider on its own (what
+    /// recovery looks for). A checkout waiting on the buyer
+    /// (`ActionRequired`) is not: the buyer, the provider's webhook or the
+    /// hold's end moves it (recovery looks at those apart).
     pub fn is_pending(&self) -> bool {
         matches!(
             self,
             Phase::Requested { .. }
+                | Phase::Authorized { .. }
+                | Phase::Converted { .. }
+                | Phase::VoidRequested { .. }
+                | Phase::ReversalRequested { .. }
                 | Phase::Captured { .. }
                 | Phase::RefundRequested { .. }
                 | Phase::CancelRequested { .. }
         )
+    }
+
+    /// The provider's payment (or charge) this phase is about, if any.
+    pub fn payment_id(&self) -> Option<&str> {
+        match self {
+            Phase::Idle => None,
+            Phase::Requested { payment_id, .. } => payment_id.as_deref(),
+            Phase::ActionRequired { payment_id, .. }
+            | Phase::Authorized { payment_id, .. }
+            | Phase::Converted { payment_id, .. }
+            | Phase::VoidRequested { payment_id, .. }
+            | Phase::Voided { payment_id, .. }
+            | Phase::ReversalRequested { payment_id, .. }
+            | Phase::Reversed { payment_id, .. } => Some(payment_id),
+            Phase::Completed { charge_id, .. }
+            | Phase::Captured { charge_id, .. }
+            | Phase::RefundRequested { charge_id, .. }
+            | Phase::Refunded { charge_id, .. }
+            | Phase::CancelRequested { charge_id, .. }
+            | Phase::Cancelled { charge_id, .. } => Some(charge_id),
+        }
+    }
+
+    /// The amount of the running or settled payment, if any.
+    pub fn amount_cents(&self) -> Option<i64> {
+        match self {
+            Phase::Idle => None,
+            Phase::Requested { amount_cents, .. }
+            | Phase::ActionRequired { amount_cents, .. }
+            | Phase::Authorized { amount_cents, .. }
+            | Phase::Converted { amount_cents, .. }
+            | Phase::Completed { amount_cents, .. }
+            | Phase::VoidRequested { amount_cents, .. }
+            | Phase::Voided { amount_cents, .. }
+            | Phase::ReversalRequested { amount_cents, .. }
+            | Phase::Reversed { amount_cents, .. }
+            | Phase::Captured { amount_cents, .. }
+            | Phase::RefundRequested { amount_cents, .. }
+            | Phase::Refunded { amount_cents, .. }
+            | Phase::CancelRequested { amount_cents, .. }
+            | Phase::Cancelled { amount_cents, .. } => Some(*amount_cents),
+        }
     }
 }
 
@@ -127,10 +260,16 @@ impl Checkout {
     }
 
     /// The provider idempotency key of a payment attempt: one key per
-    /// attempt, so a retry of an attempt reaches the same charge, and a new
+    /// attempt, so a retry of an attempt reaches the same payment, and a new
     /// attempt after a decline can use another payment method.
     pub fn charge_key(hold_id: HoldId, attempt: u32) -> String {
         format!("charge:{hold_id}:{attempt}")
+    }
+
+    /// The provider idempotency key of one operation (`confirm`, `capture`,
+    /// `cancel`) on a payment: a repeat after a crash is the same operation.
+    pub fn operation_key(payment_id: &str, operation: &str) -> String {
+        format!("{operation}:{payment_id}")
     }
 
     /// The provider idempotency key of the refund of a charge.
@@ -148,23 +287,57 @@ pub enum CheckoutCommand {
         buyer: BuyerId,
         payment_method: String,
         amount_cents: i64,
+        currency: Currency,
     },
-    RecordCapture {
+    /// The provider created the attempt's payment (not yet confirmed).
+    RecordPaymentCreated {
         attempt: u32,
-        charge_id: String,
+        payment_id: String,
+    },
+    /// The provider needs the buyer (3-D Secure) before it authorizes.
+    RecordActionRequired {
+        attempt: u32,
+    },
+    /// The provider authorized the amount.
+    RecordAuthorization {
+        attempt: u32,
     },
     RecordDecline {
         attempt: u32,
         reason: String,
+        /// The provider's decline code, if it gave one.
+        code: Option<String>,
     },
-    /// The provider failed and charged nothing.
+    /// The provider failed and authorized nothing.
     RecordFailure {
         attempt: u32,
         reason: String,
     },
-    /// Every seat was converted in the same transaction as this event.
+    /// Every unit was converted in the same transaction as this event.
+    Convert,
+    /// The provider captured the money: after conversion, the checkout is
+    /// complete; on a checkout recorded before authorize-then-capture, the
+    /// charge is captured and the units are still to convert.
+    RecordCapture {
+        attempt: u32,
+        charge_id: String,
+    },
+    /// The authorization could not be captured after conversion.
+    RecordCaptureFailure {
+        reason: String,
+    },
+    /// The units of the booking were freed in the same transaction.
+    Reverse,
+    /// The hold was lost before conversion: cancel the authorization.
+    RequestVoid {
+        reason: RefundReason,
+    },
+    RecordVoid,
+    /// (Recorded before authorize-then-capture) every unit was converted in
+    /// the same transaction as this event.
     Complete,
-    /// The hold could not be converted: the charge must be returned.
+    /// (Recorded before authorize-then-capture) the hold could not be
+    /// converted: the charge must be returned.
     RequestRefund {
         reason: RefundReason,
     },
@@ -184,6 +357,21 @@ pub enum CheckoutEvent {
         idempotency_key: String,
         payment_method: String,
         amount_cents: i64,
+        /// Absent in events recorded before currencies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        currency: Option<Currency>,
+    },
+    PaymentCreated {
+        attempt: u32,
+        payment_id: String,
+    },
+    PaymentActionRequired {
+        attempt: u32,
+        payment_id: String,
+    },
+    PaymentAuthorized {
+        attempt: u32,
+        payment_id: String,
     },
     PaymentCaptured {
         attempt: u32,
@@ -192,15 +380,34 @@ pub enum CheckoutEvent {
     PaymentDeclined {
         attempt: u32,
         reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
     },
     PaymentFailed {
         attempt: u32,
         reason: String,
     },
+    CheckoutConverted {
+        booking_id: BookingId,
+    },
     CheckoutCompleted {
         booking_id: BookingId,
         charge_id: String,
         amount_cents: i64,
+    },
+    CaptureFailed {
+        payment_id: String,
+        reason: String,
+    },
+    BookingReversed {
+        booking_id: BookingId,
+    },
+    VoidRequested {
+        payment_id: String,
+        reason: RefundReason,
+    },
+    PaymentVoided {
+        payment_id: String,
     },
     RefundRequested {
         charge_id: String,
@@ -223,10 +430,18 @@ impl CheckoutEvent {
     pub fn name(&self) -> &'static str {
         match self {
             CheckoutEvent::PurchaseRequested { .. } => "PurchaseRequested",
+            CheckoutEvent::PaymentCreated { .. } => "PaymentCreated",
+            CheckoutEvent::PaymentActionRequired { .. } => "PaymentActionRequired",
+            CheckoutEvent::PaymentAuthorized { .. } => "PaymentAuthorized",
             CheckoutEvent::PaymentCaptured { .. } => "PaymentCaptured",
             CheckoutEvent::PaymentDeclined { .. } => "PaymentDeclined",
             CheckoutEvent::PaymentFailed { .. } => "PaymentFailed",
+            CheckoutEvent::CheckoutConverted { .. } => "CheckoutConverted",
             CheckoutEvent::CheckoutCompleted { .. } => "CheckoutCompleted",
+            CheckoutEvent::CaptureFailed { .. } => "CaptureFailed",
+            CheckoutEvent::BookingReversed { .. } => "BookingReversed",
+            CheckoutEvent::VoidRequested { .. } => "VoidRequested",
+            CheckoutEvent::PaymentVoided { .. } => "PaymentVoided",
             CheckoutEvent::RefundRequested { .. } => "RefundRequested",
             CheckoutEvent::PaymentRefunded { .. } => "PaymentRefunded",
             CheckoutEvent::CancellationRequested { .. } => "CancellationRequested",
@@ -256,6 +471,8 @@ pub enum CheckoutError {
     },
     #[error("attempt {got} is not the running attempt")]
     StaleAttempt { got: u32 },
+    #[error("the attempt's payment is {recorded}, not {got}")]
+    OtherPayment { recorded: String, got: String },
 }
 
 fn wrong(command: &'static str, checkout: &Checkout) -> CheckoutError {
@@ -273,121 +490,245 @@ fn check_attempt(running: u32, got: u32) -> Result<(), CheckoutError> {
     }
 }
 
+/// The running attempt and its payment, where an outcome of the provider
+/// can be recorded: a created payment, or one waiting on the buyer.
+fn awaiting_outcome(checkout: &Checkout, attempt: u32) -> Option<Result<&str, CheckoutError>> {
+    match &checkout.phase {
+        Phase::Requested {
+            attempt: running,
+            payment_id: Some(payment_id),
+            ..
+        }
+        | Phase::ActionRequired {
+            attempt: running,
+            payment_id,
+            ..
+        } => Some(check_attempt(*running, attempt).map(|()| payment_id.as_str())),
+        _ => None,
+    }
+}
+
 pub fn decide(
     checkout: &Checkout,
     command: &CheckoutCommand,
 ) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     use CheckoutCommand as C;
     use CheckoutEvent as E;
-    match (command, &checkout.phase) {
-        (
-            C::RequestPurchase {
-                hold_id,
-                show_id,
-                buyer,
-                payment_method,
-                amount_cents,
-            },
-            Phase::Idle,
-        ) => {
-            let attempt = checkout.attempts + 1;
-            Ok(vec![E::PurchaseRequested {
-                hold_id: *hold_id,
-                show_id: show_id.clone(),
-                buyer: buyer.clone(),
-                attempt,
-                idempotency_key: Checkout::charge_key(*hold_id, attempt),
-                payment_method: payment_method.clone(),
-                amount_cents: *amount_cents,
-            }])
+    match command {
+        C::RequestPurchase {
+            hold_id,
+            show_id,
+            buyer,
+            payment_method,
+            amount_cents,
+            currency,
+        } => Ok(match checkout.phase {
+            Phase::Idle => {
+                let attempt = checkout.attempts + 1;
+                vec![E::PurchaseRequested {
+                    hold_id: *hold_id,
+                    show_id: show_id.clone(),
+                    buyer: buyer.clone(),
+                    attempt,
+                    idempotency_key: Checkout::charge_key(*hold_id, attempt),
+                    payment_method: payment_method.clone(),
+                    amount_cents: *amount_cents,
+                    currency: Some(*currency),
+                }]
+            }
+            // An attempt is running or the purchase is decided: resume from the phase.
+            _ => vec![],
+        }),
+        C::RecordPaymentCreated {
+            attempt,
+            payment_id,
+        } => match &checkout.phase {
+            Phase::Requested {
+                attempt: running,
+                payment_id: recorded,
+                ..
+            } => {
+                check_attempt(*running, *attempt)?;
+                match recorded {
+                    None => Ok(vec![E::PaymentCreated {
+                        attempt: *attempt,
+                        payment_id: payment_id.clone(),
+                    }]),
+                    Some(recorded) if recorded == payment_id => Ok(vec![]),
+                    Some(recorded) => Err(CheckoutError::OtherPayment {
+                        recorded: recorded.clone(),
+                        got: payment_id.clone(),
+                    }),
+                }
+            }
+            _ => Err(wrong("RecordPaymentCreated", checkout)),
+        },
+        C::RecordActionRequired { attempt } => {
+            match (&checkout.phase, awaiting_outcome(checkout, *attempt)) {
+                (Phase::ActionRequired { .. }, Some(Ok(_))) => Ok(vec![]),
+                (_, Some(payment)) => Ok(vec![E::PaymentActionRequired {
+                    attempt: *attempt,
+                    payment_id: payment?.to_owned(),
+                }]),
+                (_, None) => Err(wrong("RecordActionRequired", checkout)),
+            }
         }
-        // An attempt is running or the purchase is decided: resume from the phase.
-        (C::RequestPurchase { .. }, _) => Ok(vec![]),
-        (
-            C::RecordCapture { attempt, charge_id },
+        C::RecordAuthorization { attempt } => match awaiting_outcome(checkout, *attempt) {
+            Some(payment) => Ok(vec![E::PaymentAuthorized {
+                attempt: *attempt,
+                payment_id: payment?.to_owned(),
+            }]),
+            None => Err(wrong("RecordAuthorization", checkout)),
+        },
+        C::RecordDecline {
+            attempt,
+            reason,
+            code,
+        } => match (&checkout.phase, awaiting_outcome(checkout, *attempt)) {
+            (_, Some(payment)) => payment.map(|_| {
+                vec![E::PaymentDeclined {
+                    attempt: *attempt,
+                    reason: reason.clone(),
+                    code: code.clone(),
+                }]
+            }),
+            // Declined before the payment was created (a bad method).
+            (
+                Phase::Requested {
+                    attempt: running, ..
+                },
+                None,
+            ) => {
+                check_attempt(*running, *attempt)?;
+                Ok(vec![E::PaymentDeclined {
+                    attempt: *attempt,
+                    reason: reason.clone(),
+                    code: code.clone(),
+                }])
+            }
+            _ => Err(wrong("RecordDecline", checkout)),
+        },
+        C::RecordFailure { attempt, reason } => match &checkout.phase {
             Phase::Requested {
                 attempt: running, ..
-            },
-        ) => {
-            check_attempt(*running, *attempt)?;
-            Ok(vec![E::PaymentCaptured {
-                attempt: *attempt,
-                charge_id: charge_id.clone(),
-            }])
-        }
-        (
-            C::RecordDecline { attempt, reason },
-            Phase::Requested {
+            }
+            | Phase::ActionRequired {
                 attempt: running, ..
-            },
-        ) => {
-            check_attempt(*running, *attempt)?;
-            Ok(vec![E::PaymentDeclined {
-                attempt: *attempt,
-                reason: reason.clone(),
-            }])
-        }
-        (
-            C::RecordFailure { attempt, reason },
-            Phase::Requested {
-                attempt: running, ..
-            },
-        ) => {
-            check_attempt(*running, *attempt)?;
-            Ok(vec![E::PaymentFailed {
-                attempt: *attempt,
-                reason: reason.clone(),
-            }])
-        }
-        (
-            C::Complete,
-            Phase::Captured {
-                charge_id,
+            } => {
+                check_attempt(*running, *attempt)?;
+                Ok(vec![E::PaymentFailed {
+                    attempt: *attempt,
+                    reason: reason.clone(),
+                }])
+            }
+            _ => Err(wrong("RecordFailure", checkout)),
+        },
+        C::Convert => match (&checkout.phase, checkout.hold_id) {
+            (Phase::Authorized { .. }, Some(hold_id)) => Ok(vec![E::CheckoutConverted {
+                booking_id: Checkout::booking_id_for(hold_id),
+            }]),
+            _ => Err(wrong("Convert", checkout)),
+        },
+        C::RecordCapture { attempt, charge_id } => match &checkout.phase {
+            Phase::Converted {
+                attempt: running,
+                booking_id,
                 amount_cents,
                 ..
-            },
-        ) => {
-            let hold_id = checkout
-                .hold_id
-                .ok_or_else(|| wrong("Complete", checkout))?;
-            Ok(vec![E::CheckoutCompleted {
+            } => {
+                check_attempt(*running, *attempt)?;
+                Ok(vec![
+                    E::PaymentCaptured {
+                        attempt: *attempt,
+                        charge_id: charge_id.clone(),
+                    },
+                    E::CheckoutCompleted {
+                        booking_id: *booking_id,
+                        charge_id: charge_id.clone(),
+                        amount_cents: *amount_cents,
+                    },
+                ])
+            }
+            Phase::Requested {
+                attempt: running, ..
+            } => {
+                check_attempt(*running, *attempt)?;
+                Ok(vec![E::PaymentCaptured {
+                    attempt: *attempt,
+                    charge_id: charge_id.clone(),
+                }])
+            }
+            _ => Err(wrong("RecordCapture", checkout)),
+        },
+        C::RecordCaptureFailure { reason } => match &checkout.phase {
+            Phase::Converted { payment_id, .. } => Ok(vec![E::CaptureFailed {
+                payment_id: payment_id.clone(),
+                reason: reason.clone(),
+            }]),
+            _ => Err(wrong("RecordCaptureFailure", checkout)),
+        },
+        C::Reverse => match &checkout.phase {
+            Phase::ReversalRequested { booking_id, .. } => Ok(vec![E::BookingReversed {
+                booking_id: *booking_id,
+            }]),
+            _ => Err(wrong("Reverse", checkout)),
+        },
+        C::RequestVoid { reason } => match &checkout.phase {
+            Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
+                Ok(vec![E::VoidRequested {
+                    payment_id: payment_id.clone(),
+                    reason: *reason,
+                }])
+            }
+            _ => Err(wrong("RequestVoid", checkout)),
+        },
+        C::RecordVoid => match &checkout.phase {
+            Phase::VoidRequested { payment_id, .. } => Ok(vec![E::PaymentVoided {
+                payment_id: payment_id.clone(),
+            }]),
+            _ => Err(wrong("RecordVoid", checkout)),
+        },
+        C::Complete => match (&checkout.phase, checkout.hold_id) {
+            (
+                Phase::Captured {
+                    charge_id,
+                    amount_cents,
+                    ..
+                },
+                Some(hold_id),
+            ) => Ok(vec![E::CheckoutCompleted {
                 booking_id: Checkout::booking_id_for(hold_id),
                 charge_id: charge_id.clone(),
                 amount_cents: *amount_cents,
-            }])
-        }
-        (C::RequestRefund { reason }, Phase::Captured { charge_id, .. }) => {
-            Ok(vec![E::RefundRequested {
+            }]),
+            _ => Err(wrong("Complete", checkout)),
+        },
+        C::RequestRefund { reason } => match &checkout.phase {
+            Phase::Captured { charge_id, .. } => Ok(vec![E::RefundRequested {
                 charge_id: charge_id.clone(),
                 reason: *reason,
-            }])
-        }
-        (C::RecordRefund { refund_id }, Phase::RefundRequested { charge_id, .. }) => {
-            Ok(vec![E::PaymentRefunded {
+            }]),
+            _ => Err(wrong("RequestRefund", checkout)),
+        },
+        C::RecordRefund { refund_id } => match &checkout.phase {
+            Phase::RefundRequested { charge_id, .. } => Ok(vec![E::PaymentRefunded {
                 charge_id: charge_id.clone(),
                 refund_id: refund_id.clone(),
-            }])
-        }
-        (C::RecordRefund { refund_id }, Phase::CancelRequested { booking_id, .. }) => {
-            Ok(vec![E::CheckoutCancelled {
+            }]),
+            Phase::CancelRequested { booking_id, .. } => Ok(vec![E::CheckoutCancelled {
                 booking_id: *booking_id,
                 refund_id: refund_id.clone(),
-            }])
-        }
-        (C::RequestCancel, Phase::Completed { booking_id, .. }) => {
-            Ok(vec![E::CancellationRequested {
+            }]),
+            _ => Err(wrong("RecordRefund", checkout)),
+        },
+        C::RequestCancel => match &checkout.phase {
+            Phase::Completed { booking_id, .. } => Ok(vec![E::CancellationRequested {
                 booking_id: *booking_id,
-            }])
-        }
-        // Cancelling again is a no-op.
-        (C::RequestCancel, Phase::CancelRequested { .. } | Phase::Cancelled { .. }) => Ok(vec![]),
-        (C::RecordCapture { .. }, _) => Err(wrong("RecordCapture", checkout)),
-        (C::RecordDecline { .. }, _) => Err(wrong("RecordDecline", checkout)),
-        (C::RecordFailure { .. }, _) => Err(wrong("RecordFailure", checkout)),
-        (C::Complete, _) => Err(wrong("Complete", checkout)),
-        (C::RequestRefund { .. }, _) => Err(wrong("RequestRefund", checkout)),
-        (C::RecordRefund { .. }, _) => Err(wrong("RecordRefund", checkout)),
-        (C::RequestCancel, _) => Err(wrong("RequestCancel", checkout)),
+            }]),
+            // Cancelling again is a no-op.
+            Phase::CancelRequested { .. } | Phase::Cancelled { .. } => Ok(vec![]),
+            _ => Err(wrong("RequestCancel", checkout)),
+        },
     }
 }
 
@@ -405,6 +746,7 @@ impl Checkout {
                     idempotency_key,
                     payment_method,
                     amount_cents,
+                    currency,
                 },
                 _,
             ) => {
@@ -417,8 +759,67 @@ impl Checkout {
                     idempotency_key: idempotency_key.clone(),
                     payment_method: payment_method.clone(),
                     amount_cents: *amount_cents,
+                    currency: *currency,
+                    payment_id: None,
                 }
             }
+            (
+                E::PaymentCreated { payment_id, .. },
+                Phase::Requested {
+                    attempt,
+                    idempotency_key,
+                    payment_method,
+                    amount_cents,
+                    currency,
+                    ..
+                },
+            ) => Phase::Requested {
+                attempt,
+                idempotency_key,
+                payment_method,
+                amount_cents,
+                currency,
+                payment_id: Some(payment_id.clone()),
+            },
+            (
+                E::PaymentActionRequired {
+                    attempt,
+                    payment_id,
+                },
+                Phase::Requested { amount_cents, .. },
+            ) => Phase::ActionRequired {
+                attempt: *attempt,
+                payment_id: payment_id.clone(),
+                amount_cents,
+            },
+            (
+                E::PaymentAuthorized {
+                    attempt,
+                    payment_id,
+                },
+                Phase::Requested { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+            ) => Phase::Authorized {
+                attempt: *attempt,
+                payment_id: payment_id.clone(),
+                amount_cents,
+            },
+            (
+                E::CheckoutConverted { booking_id },
+                Phase::Authorized {
+                    attempt,
+                    payment_id,
+                    amount_cents,
+                },
+            ) => Phase::Converted {
+                attempt,
+                booking_id: *booking_id,
+                payment_id,
+                amount_cents,
+            },
+            // After conversion the capture is recorded with the completion
+            // (which sets the phase); a charge captured at once (recorded
+            // before authorize-then-capture) is `Captured`.
+            (E::PaymentCaptured { .. }, phase @ Phase::Converted { .. }) => phase,
             (E::PaymentCaptured { attempt, charge_id }, Phase::Requested { amount_cents, .. }) => {
                 Phase::Captured {
                     attempt: *attempt,
@@ -438,6 +839,51 @@ impl Checkout {
                 booking_id: *booking_id,
                 charge_id: charge_id.clone(),
                 amount_cents: *amount_cents,
+            },
+            (
+                E::CaptureFailed { .. },
+                Phase::Converted {
+                    booking_id,
+                    payment_id,
+                    amount_cents,
+                    ..
+                },
+            ) => Phase::ReversalRequested {
+                booking_id,
+                payment_id,
+                amount_cents,
+            },
+            (
+                E::BookingReversed { .. },
+                Phase::ReversalRequested {
+                    booking_id,
+                    payment_id,
+                    amount_cents,
+                },
+            ) => Phase::Reversed {
+                booking_id,
+                payment_id,
+                amount_cents,
+            },
+            (
+                E::VoidRequested { payment_id, reason },
+                Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+            ) => Phase::VoidRequested {
+                payment_id: payment_id.clone(),
+                amount_cents,
+                reason: *reason,
+            },
+            (
+                E::PaymentVoided { .. },
+                Phase::VoidRequested {
+                    payment_id,
+                    amount_cents,
+                    reason,
+                },
+            ) => Phase::Voided {
+                payment_id,
+                amount_cents,
+                reason,
             },
             (E::RefundRequested { charge_id, reason }, Phase::Captured { amount_cents, .. }) => {
                 Phase::RefundRequested {
@@ -536,6 +982,7 @@ mod tests {
             buyer: BuyerId::parse("alice").unwrap(),
             payment_method: method.into(),
             amount_cents: 10_000,
+            currency: Currency::parse("eur").unwrap(),
         }
     }
 
@@ -555,6 +1002,301 @@ mod tests {
             attempt,
             charge_id: format!("ch_{attempt}"),
         }
+    }
+
+    fn created(attempt: u32) -> CheckoutCommand {
+        CheckoutCommand::RecordPaymentCreated {
+            attempt,
+            payment_id: format!("pi_{attempt}"),
+        }
+    }
+
+    fn authorized(attempt: u32) -> CheckoutCommand {
+        CheckoutCommand::RecordAuthorization { attempt }
+    }
+
+    /// Requested, created, authorized and converted: the units are booked.
+    fn converted() -> Vec<CheckoutCommand> {
+        vec![
+            request("pm_card"),
+            created(1),
+            authorized(1),
+            CheckoutCommand::Convert,
+        ]
+    }
+
+    #[test]
+    fn the_pending_names_are_the_pending_phases() {
+        let booking_id = Checkout::booking_id_for(hold());
+        let (p, a) = (String::from("pi"), 1);
+        let reason = RefundReason::HoldExpired;
+        let every = [
+            Phase::Idle,
+            Phase::Requested {
+                attempt: a,
+                idempotency_key: p.clone(),
+                payment_method: p.clone(),
+                amount_cents: a.into(),
+                currency: None,
+                payment_id: None,
+            },
+            Phase::ActionRequired {
+                attempt: a,
+                payment_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::Authorized {
+                attempt: a,
+                payment_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::Converted {
+                attempt: a,
+                booking_id,
+                payment_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::Completed {
+                booking_id,
+                charge_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::VoidRequested {
+                payment_id: p.clone(),
+                amount_cents: 1,
+                reason,
+            },
+            Phase::Voided {
+                payment_id: p.clone(),
+                amount_cents: 1,
+                reason,
+            },
+            Phase::ReversalRequested {
+                booking_id,
+                payment_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::Reversed {
+                booking_id,
+                payment_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::Captured {
+                attempt: a,
+                charge_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::RefundRequested {
+                charge_id: p.clone(),
+                amount_cents: 1,
+                reason,
+            },
+            Phase::Refunded {
+                charge_id: p.clone(),
+                refund_id: p.clone(),
+                amount_cents: 1,
+                reason,
+            },
+            Phase::CancelRequested {
+                booking_id,
+                charge_id: p.clone(),
+                amount_cents: 1,
+            },
+            Phase::Cancelled {
+                booking_id,
+                charge_id: p.clone(),
+                refund_id: p,
+                amount_cents: 1,
+            },
+        ];
+        let pending: Vec<&str> = every
+            .iter()
+            .filter(|phase| phase.is_pending())
+            .map(Phase::name)
+            .collect();
+        let mut listed = Phase::PENDING.to_vec();
+        listed.sort_unstable();
+        let mut pending_sorted = pending.clone();
+        pending_sorted.sort_unstable();
+        assert_eq!(pending_sorted, listed);
+    }
+
+    #[test]
+    fn it_should_authorize_convert_and_only_then_capture() {
+        let booking_id = Checkout::booking_id_for(hold());
+        let authorized = given(&[request("pm_card"), created(1), authorized(1)]);
+        assert_eq!(
+            authorized.phase,
+            Phase::Authorized {
+                attempt: 1,
+                payment_id: "pi_1".into(),
+                amount_cents: 10_000
+            }
+        );
+        assert!(
+            decide(&authorized, &capture(1)).is_err(),
+            "nothing is captured before the units are converted"
+        );
+        let converted = given(&converted());
+        assert!(converted.phase.is_pending());
+        assert_eq!(
+            decide(&converted, &capture(1)),
+            Ok(vec![
+                CheckoutEvent::PaymentCaptured {
+                    attempt: 1,
+                    charge_id: "ch_1".into()
+                },
+                CheckoutEvent::CheckoutCompleted {
+                    booking_id,
+                    charge_id: "ch_1".into(),
+                    amount_cents: 10_000
+                }
+            ])
+        );
+        let mut completed = converted.clone();
+        for event in decide(&converted, &capture(1)).unwrap() {
+            completed.apply_event(&event);
+        }
+        assert!(matches!(completed.phase, Phase::Completed { .. }));
+    }
+
+    #[test]
+    fn it_should_record_the_payment_once_and_refuse_another_for_the_attempt() {
+        let created = given(&[request("pm_card"), created(1)]);
+        assert_eq!(decide(&created, &self::created(1)), Ok(vec![]));
+        assert!(matches!(
+            decide(
+                &created,
+                &CheckoutCommand::RecordPaymentCreated {
+                    attempt: 1,
+                    payment_id: "pi_other".into()
+                }
+            ),
+            Err(CheckoutError::OtherPayment { .. })
+        ));
+    }
+
+    #[test]
+    fn it_should_wait_for_the_buyer_and_then_authorize() {
+        let waiting = given(&[
+            request("pm_card"),
+            created(1),
+            CheckoutCommand::RecordActionRequired { attempt: 1 },
+        ]);
+        assert_eq!(waiting.phase.name(), "action_required");
+        assert!(
+            !waiting.phase.is_pending(),
+            "the buyer, not the service, moves it on"
+        );
+        assert_eq!(
+            decide(
+                &waiting,
+                &CheckoutCommand::RecordActionRequired { attempt: 1 }
+            ),
+            Ok(vec![])
+        );
+        let authorized = given(&[
+            request("pm_card"),
+            created(1),
+            CheckoutCommand::RecordActionRequired { attempt: 1 },
+            authorized(1),
+        ]);
+        assert_eq!(authorized.phase.name(), "authorized");
+    }
+
+    #[test]
+    fn it_should_go_back_to_idle_when_the_buyer_fails_authentication() {
+        let failed = given(&[
+            request("pm_card"),
+            created(1),
+            CheckoutCommand::RecordActionRequired { attempt: 1 },
+            CheckoutCommand::RecordDecline {
+                attempt: 1,
+                reason: "authentication failed".into(),
+                code: Some("payment_intent_authentication_failure".into()),
+            },
+        ]);
+        assert_eq!(failed.phase, Phase::Idle);
+        assert!(matches!(
+            &decide(&failed, &request("pm_other")).unwrap()[..],
+            [CheckoutEvent::PurchaseRequested { attempt: 2, .. }]
+        ));
+    }
+
+    #[test]
+    fn it_should_void_an_authorization_whose_hold_was_lost_and_never_capture_it() {
+        for waiting in [
+            vec![request("pm_card"), created(1), authorized(1)],
+            vec![
+                request("pm_card"),
+                created(1),
+                CheckoutCommand::RecordActionRequired { attempt: 1 },
+            ],
+        ] {
+            let mut commands = waiting;
+            commands.push(CheckoutCommand::RequestVoid {
+                reason: RefundReason::HoldExpired,
+            });
+            let voiding = given(&commands);
+            assert!(voiding.phase.is_pending());
+            assert!(decide(&voiding, &CheckoutCommand::Convert).is_err());
+            commands.push(CheckoutCommand::RecordVoid);
+            let voided = given(&commands);
+            assert_eq!(
+                voided.phase,
+                Phase::Voided {
+                    payment_id: "pi_1".into(),
+                    amount_cents: 10_000,
+                    reason: RefundReason::HoldExpired
+                }
+            );
+            assert!(!voided.phase.is_pending());
+            assert_eq!(decide(&voided, &request("pm_card")), Ok(vec![]));
+        }
+    }
+
+    #[test]
+    fn it_should_not_void_a_converted_checkout() {
+        let converted = given(&converted());
+        assert!(decide(
+            &converted,
+            &CheckoutCommand::RequestVoid {
+                reason: RefundReason::HoldExpired
+            }
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn it_should_reverse_a_booking_whose_authorization_cannot_be_captured() {
+        let booking_id = Checkout::booking_id_for(hold());
+        let mut commands = converted();
+        commands.push(CheckoutCommand::RecordCaptureFailure {
+            reason: "authorization expired".into(),
+        });
+        let reversing = given(&commands);
+        assert!(reversing.phase.is_pending());
+        assert_eq!(
+            decide(&reversing, &CheckoutCommand::Reverse),
+            Ok(vec![CheckoutEvent::BookingReversed { booking_id }])
+        );
+        commands.push(CheckoutCommand::Reverse);
+        let reversed = given(&commands);
+        assert_eq!(reversed.phase.name(), "reversed");
+        assert!(!reversed.phase.is_pending());
+        assert!(decide(&reversed, &CheckoutCommand::RequestCancel).is_err());
+    }
+
+    #[test]
+    fn a_purchase_recorded_before_currencies_reads_without_one() {
+        let old = r#"{"PurchaseRequested":{"hold_id":"00000000-0000-0000-0000-000000000007","show_id":"s","buyer":"alice","attempt":1,"idempotency_key":"k","payment_method":"pm_sim_ok","amount_cents":5}}"#;
+        let event: CheckoutEvent = serde_json::from_str(old).unwrap();
+        let mut checkout = Checkout::default();
+        checkout.apply_event(&event);
+        assert!(matches!(
+            checkout.phase,
+            Phase::Requested { currency: None, .. }
+        ));
     }
 
     #[test]
@@ -586,6 +1328,7 @@ mod tests {
             CheckoutCommand::RecordDecline {
                 attempt: 1,
                 reason: "declined".into(),
+                code: None,
             },
         ]);
         assert_eq!(declined.phase, Phase::Idle);

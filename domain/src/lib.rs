@@ -4,6 +4,7 @@
 //!
 //! - [`ids`]: identifiers parsed once at the edge ("parse, don't validate").
 //! - [`limits`]: every limit of the product, each beside the rule it protects.
+//! - [`money`]: currencies (ISO 4217) and amounts in their minor unit.
 //! - [`show`]: a show definition (seats and pools) and its validation.
 //! - [`allowance`]: the Allowance stream: one per show and buyer, the
 //!   per-buyer limit (`max_seats_per_buyer`) as a stream version.
@@ -22,6 +23,7 @@ pub mod best_available;
 pub mod checkout;
 pub mod ids;
 pub mod limits;
+pub mod money;
 pub mod pool;
 pub mod seat;
 pub mod show;

@@ -13,6 +13,7 @@ use crate::limits::{
     MAX_SEAT_NUMBER, MAX_SEAT_RANK, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS,
     MIN_SEATS_PER_BUYER,
 };
+use crate::money::{Currency, MoneyError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatSpec {
@@ -73,6 +74,8 @@ pub enum ShowError {
         "max_seats_per_buyer must be {MIN_SEATS_PER_BUYER}..={MAX_SEATS_PER_BUYER} (MAX_SEATS_PER_BUYER)"
     )]
     MaxSeatsPerBuyer,
+    #[error("{field}: {error}")]
+    Money { field: String, error: MoneyError },
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +92,8 @@ pub struct Show {
     /// Seats and pool places one buyer may have held or booked on the show
     /// (`None`: no limit). Set with [`Show::with_max_seats_per_buyer`].
     pub max_seats_per_buyer: Option<u32>,
+    /// What its prices are in. Set with [`Show::with_currency`].
+    pub currency: Currency,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -190,8 +195,32 @@ impl Show {
             seats,
             pools,
             max_seats_per_buyer: None,
+            currency: Currency::EUR,
             seat_index,
         })
+    }
+
+    /// The currency of the show's prices; every price must be expressible
+    /// in it (no cents in a currency without them).
+    pub fn with_currency(mut self, currency: Currency) -> Result<Self, ShowError> {
+        let prices = self
+            .seats
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("seats[{i}].price_cents"), s.price_cents))
+            .chain(
+                self.pools
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (format!("pools[{i}].price_cents"), p.price_cents)),
+            );
+        for (field, price) in prices {
+            currency
+                .minor_units(price)
+                .map_err(|error| ShowError::Money { field, error })?;
+        }
+        self.currency = currency;
+        Ok(self)
     }
 
     /// The per-buyer limit, MIN_SEATS_PER_BUYER..=MAX_SEATS_PER_BUYER, or

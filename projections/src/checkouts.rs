@@ -17,8 +17,10 @@ pub struct CheckoutRow {
     /// [`domain::checkout::Phase::name`].
     pub phase: String,
     pub booking_id: Option<BookingId>,
+    /// The provider's payment (PaymentIntent) or charge id.
     pub charge_id: Option<String>,
     pub refund_id: Option<String>,
+    /// Why a payment was voided or refunded (`hold_expired`, `hold_released`).
     pub refund_reason: Option<String>,
     pub amount_cents: Option<i64>,
     /// The stream sequence this row is the fold of.
@@ -52,62 +54,40 @@ impl CheckoutRow {
             last_seq,
             updated_at_us,
         };
+        row.charge_id = checkout.phase.payment_id().map(str::to_owned);
+        row.amount_cents = checkout.phase.amount_cents();
         match &checkout.phase {
-            Phase::Idle => {}
-            Phase::Requested { amount_cents, .. } => row.amount_cents = Some(*amount_cents),
-            Phase::Captured {
-                charge_id,
-                amount_cents,
+            Phase::Completed { booking_id, .. }
+            | Phase::CancelRequested { booking_id, .. }
+            | Phase::ReversalRequested { booking_id, .. }
+            | Phase::Reversed { booking_id, .. } => row.booking_id = Some(*booking_id),
+            Phase::Cancelled {
+                booking_id,
+                refund_id,
                 ..
             } => {
-                row.charge_id = Some(charge_id.clone());
-                row.amount_cents = Some(*amount_cents);
-            }
-            Phase::Completed {
-                booking_id,
-                charge_id,
-                amount_cents,
-            }
-            | Phase::CancelRequested {
-                booking_id,
-                charge_id,
-                amount_cents,
-            } => {
                 row.booking_id = Some(*booking_id);
-                row.charge_id = Some(charge_id.clone());
-                row.amount_cents = Some(*amount_cents);
+                row.refund_id = Some(refund_id.clone());
             }
-            Phase::RefundRequested {
-                charge_id,
-                amount_cents,
-                reason,
-            } => {
-                row.charge_id = Some(charge_id.clone());
-                row.amount_cents = Some(*amount_cents);
+            Phase::RefundRequested { reason, .. }
+            | Phase::VoidRequested { reason, .. }
+            | Phase::Voided { reason, .. } => {
                 row.refund_reason = Some(reason_name(*reason).to_owned());
             }
             Phase::Refunded {
-                charge_id,
-                refund_id,
-                amount_cents,
-                reason,
+                refund_id, reason, ..
             } => {
-                row.charge_id = Some(charge_id.clone());
                 row.refund_id = Some(refund_id.clone());
-                row.amount_cents = Some(*amount_cents);
                 row.refund_reason = Some(reason_name(*reason).to_owned());
             }
-            Phase::Cancelled {
-                booking_id,
-                charge_id,
-                refund_id,
-                amount_cents,
-            } => {
-                row.booking_id = Some(*booking_id);
-                row.charge_id = Some(charge_id.clone());
-                row.refund_id = Some(refund_id.clone());
-                row.amount_cents = Some(*amount_cents);
-            }
+            // The booking of a converted checkout is public once its money
+            // is captured (`Completed`).
+            Phase::Idle
+            | Phase::Requested { .. }
+            | Phase::ActionRequired { .. }
+            | Phase::Authorized { .. }
+            | Phase::Converted { .. }
+            | Phase::Captured { .. } => {}
         }
         Some(row)
     }

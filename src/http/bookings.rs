@@ -14,7 +14,7 @@ use super::problem::ApiError;
 use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
-use crate::command::checkout::{BookingView, Purchased};
+use crate::command::checkout::{ActionView, BookingView, Purchased};
 use crate::command::context::RequestContext;
 
 pub fn router() -> Router<AppState> {
@@ -27,11 +27,11 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PurchaseBody {
-    /// With the built-in simulator: pm_sim_ok, pm_sim_declined, pm_sim_unavailable,
-    /// pm_sim_delay_<ms> (ms 0..=MAX_SIM_DELAY_MS).
-    #[schema(
-        pattern = "^pm_sim_(ok|declined|unavailable|delay_(0|[1-9][0-9]{0,3}|1[0-9]{4}|20000))$"
-    )]
+    /// With Stripe: a PaymentMethod id the buyer's client created
+    /// (`pm_...`). With the built-in simulator: pm_sim_ok, pm_sim_declined,
+    /// pm_sim_unavailable, pm_sim_delay_<ms> (ms 0..=MAX_SIM_DELAY_MS) or
+    /// pm_sim_3ds_<ms> (ms 0..=MAX_SIM_3DS_MS). Another method is 422.
+    #[schema(pattern = "^pm_[A-Za-z0-9_]{1,252}$", min_length = 4, max_length = 255)]
     payment_method: String,
 }
 
@@ -40,12 +40,15 @@ fn booking_response(status: StatusCode, view: &BookingView) -> Result<Response, 
     Ok(json_response(status, json))
 }
 
-/// Buys a hold: charge, then convert every seat; a charge that outlives the hold is refunded.
+/// Buys a hold: authorize the price, convert every seat in the append that
+/// re-checks the hold, then capture; an authorization that outlives the
+/// hold is cancelled (voided), nothing charged.
 #[utoipa::path(post, path = "/v1/holds/{hold_id}/purchase", tag = "bookings", params(("hold_id" = uuid::Uuid, Path)),
     request_body = PurchaseBody,
     responses((status = 201, body = BookingView), (status = 200, description = "A retry: the same booking", body = BookingView),
-              (status = 402, description = "payment_declined", body = super::response::Problem, content_type = "application/problem+json"),
-              (status = 409, description = "hold_expired or hold_released, with `refunded`", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 202, description = "requires_action: the card needs the buyer (3-D Secure); continue with `client_secret`, then send the purchase again (or wait for the provider's webhook)", body = ActionView),
+              (status = 402, description = "payment_declined (with `decline_code` when the provider gave one; with `reversed` and `booking_id` when a booking was undone because its authorization could not be captured)", body = super::response::Problem, content_type = "application/problem+json"),
+              (status = 409, description = "hold_expired or hold_released, with `refunded` and `voided`", body = super::response::Problem, content_type = "application/problem+json"),
               (status = 503, description = "payment_unavailable (pm_sim_unavailable: the provider is down) or busy; retry after Retry-After", body = super::response::Problem, content_type = "application/problem+json",
                headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
               (status = "4XX", description = "unauthorized, forbidden, hold_not_found, validation_failed", body = super::response::Problem, content_type = "application/problem+json")),
@@ -67,6 +70,11 @@ pub(super) async fn purchase(
     {
         Purchased::New(view) => booking_response(StatusCode::CREATED, &view),
         Purchased::Existing(view) => booking_response(StatusCode::OK, &view),
+        Purchased::WaitingOnBuyer(action) => {
+            let json =
+                serde_json::to_string(&action).map_err(|e| ApiError::Internal(e.to_string()))?;
+            Ok(json_response(StatusCode::ACCEPTED, json))
+        }
     }
 }
 

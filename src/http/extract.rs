@@ -51,6 +51,19 @@ impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S>
 {
     type Rejection = ApiError;
 
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let RawJsonBody(body) = RawJsonBody::<LIMIT>::from_request(req, state).await?;
+        parse_json(&body).map(JsonBody)
+    }
+}
+
+/// The bytes of a JSON body of at most `LIMIT` bytes, unparsed (what a
+/// signature is computed over), refused as [`JsonBody`] refuses.
+pub struct RawJsonBody<const LIMIT: usize = MAX_BODY_BYTES>(pub Vec<u8>);
+
+impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for RawJsonBody<LIMIT> {
+    type Rejection = ApiError;
+
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let content_type = req
             .headers()
@@ -96,7 +109,7 @@ impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S>
         if received > LIMIT {
             return Err(too_large());
         }
-        parse_json(&body).map(JsonBody)
+        Ok(RawJsonBody(body))
     }
 }
 

@@ -15,6 +15,7 @@ pub mod openapi;
 mod ops;
 mod page;
 mod shows;
+mod stripe;
 mod timeout;
 mod webhooks;
 
@@ -46,6 +47,9 @@ pub struct Services {
     pub webhooks: WebhookEndpoints,
     pub keys: TokenKeys,
     pub clock: Arc<dyn Clock>,
+    /// Stripe, when the service pays through it (its webhook, the seat
+    /// map's Stripe.js).
+    pub stripe: Option<Arc<crate::payment::stripe::Stripe>>,
 }
 
 pub type AppState = Arc<Services>;
@@ -60,6 +64,7 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         .merge(availability::router())
         .merge(holds::router())
         .merge(bookings::router())
+        .merge(stripe::router())
         .merge(audit::router())
         .merge(webhooks::router())
         .merge(openapi::router())

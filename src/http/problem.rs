@@ -50,12 +50,24 @@ pub enum ApiError {
     HoldConverted,
     /// 409: the hold already expires `max_hold_seconds` after its placement.
     HoldExtensionLimit,
-    /// 409: the hold expired before (refunded: false) or during (true) the payment.
-    HoldExpired { refunded: bool },
-    /// 409: the hold was released.
-    HoldReleased { refunded: bool },
-    /// 402: nothing was charged; another payment method may follow.
-    PaymentDeclined(String),
+    /// 409: the hold expired before the payment could be captured: nothing
+    /// was charged (`voided`: its authorization was cancelled), or a charge
+    /// made at once was refunded (`refunded`).
+    HoldExpired { refunded: bool, voided: bool },
+    /// 409: the hold was released (the same members).
+    HoldReleased { refunded: bool, voided: bool },
+    /// 402: nothing was charged; another payment method may follow. With the
+    /// provider's `decline_code` when it gave one.
+    PaymentDeclined {
+        message: String,
+        decline_code: Option<String>,
+    },
+    /// 402: the booking was undone because its payment could not be
+    /// captured (the authorization expired or was cancelled at the
+    /// provider); nothing was charged.
+    PaymentNotCaptured { booking_id: String },
+    /// 400: a provider's webhook whose signature does not verify.
+    InvalidSignature(String),
     /// 503: the payment provider failed; safe to retry. The reason is
     /// logged, never answered: it can carry database or provider text.
     PaymentUnavailable(String),
@@ -103,145 +115,233 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// One kind of problem: its status, stable `code` and title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProblemType {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub title: &'static str,
+}
+
+const fn problem(status: StatusCode, code: &'static str, title: &'static str) -> ProblemType {
+    ProblemType {
+        status,
+        code,
+        title,
+    }
+}
+
+/// Every kind of problem the API answers, once. `ApiError::problem_type`
+/// maps each variant to its row; the OpenAPI document publishes the codes
+/// from here, and a test holds every row used.
+pub const PROBLEM_TYPES: &[ProblemType] = &[
+    problem(StatusCode::BAD_REQUEST, "malformed_json", "Malformed JSON"),
+    problem(
+        StatusCode::BAD_REQUEST,
+        "invalid_signature",
+        "Invalid signature",
+    ),
+    problem(
+        StatusCode::BAD_REQUEST,
+        "validation_failed",
+        "Validation failed",
+    ),
+    problem(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+    problem(StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+    problem(StatusCode::NOT_FOUND, "not_found", "Not found"),
+    problem(StatusCode::NOT_FOUND, "show_not_found", "Show not found"),
+    problem(StatusCode::NOT_FOUND, "hold_not_found", "Hold not found"),
+    problem(
+        StatusCode::NOT_FOUND,
+        "booking_not_found",
+        "Booking not found",
+    ),
+    problem(StatusCode::NOT_FOUND, "unknown_seat", "Unknown seat"),
+    problem(
+        StatusCode::NOT_FOUND,
+        "webhook_not_found",
+        "Webhook not found",
+    ),
+    problem(
+        StatusCode::NOT_FOUND,
+        "delivery_not_found",
+        "Delivery not found",
+    ),
+    problem(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "Method not allowed",
+    ),
+    problem(
+        StatusCode::REQUEST_TIMEOUT,
+        "request_timeout",
+        "Request timeout",
+    ),
+    problem(StatusCode::CONFLICT, "show_exists", "Show exists"),
+    problem(StatusCode::CONFLICT, "seat_taken", "Seat taken"),
+    problem(StatusCode::CONFLICT, "sold_out", "Sold out"),
+    problem(
+        StatusCode::CONFLICT,
+        "buyer_limit_reached",
+        "Buyer limit reached",
+    ),
+    problem(
+        StatusCode::CONFLICT,
+        "no_adjacent_seats",
+        "No adjacent seats",
+    ),
+    problem(StatusCode::CONFLICT, "hold_converted", "Hold converted"),
+    problem(
+        StatusCode::CONFLICT,
+        "hold_extension_limit",
+        "Hold extension limit",
+    ),
+    problem(StatusCode::CONFLICT, "hold_expired", "Hold expired"),
+    problem(StatusCode::CONFLICT, "hold_released", "Hold released"),
+    problem(
+        StatusCode::CONFLICT,
+        "webhook_limit_reached",
+        "Webhook limit reached",
+    ),
+    problem(
+        StatusCode::PAYMENT_REQUIRED,
+        "payment_declined",
+        "Payment declined",
+    ),
+    problem(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        "Payload too large",
+    ),
+    problem(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "Unsupported media type",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation_failed",
+        "Validation failed",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_seat",
+        "Unknown seat",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_pool",
+        "Unknown pool",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+        "Idempotency key reused",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "webhook_url_too_long",
+        "Webhook URL too long",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "webhook_url_credentials",
+        "Webhook URL with credentials",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "webhook_url_invalid",
+        "Webhook URL invalid",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_event_type",
+        "Unknown event type",
+    ),
+    INTERNAL,
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "payment_unavailable",
+        "Payment unavailable",
+    ),
+    problem(StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy"),
+    problem(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Not ready"),
+];
+
+/// `internal_error`: also what a variant without a row would answer (a test
+/// holds every variant to a row of its own).
+const INTERNAL: ProblemType = problem(
+    StatusCode::INTERNAL_SERVER_ERROR,
+    "internal_error",
+    "Internal error",
+);
+
+/// The row of `PROBLEM_TYPES` with this status and code.
+fn row(status: StatusCode, code: &str) -> &'static ProblemType {
+    PROBLEM_TYPES
+        .iter()
+        .find(|p| p.status == status && p.code == code)
+        .unwrap_or(&INTERNAL)
+}
+
+/// Every stable `code`, once (as the OpenAPI document publishes them).
+pub fn problem_codes() -> Vec<&'static str> {
+    let mut codes: Vec<&'static str> = Vec::new();
+    for problem in PROBLEM_TYPES {
+        if !codes.contains(&problem.code) {
+            codes.push(problem.code);
+        }
+    }
+    codes
+}
+
 impl ApiError {
-    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+    /// The variant's row of `PROBLEM_TYPES`.
+    pub fn problem_type(&self) -> &'static ProblemType {
         use ApiError::*;
+        use StatusCode as S;
         match self {
-            MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json", "Malformed JSON"),
-            BadPath(_) => (
-                StatusCode::BAD_REQUEST,
-                "validation_failed",
-                "Validation failed",
-            ),
-            Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
-            Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
-            NotFound => (StatusCode::NOT_FOUND, "not_found", "Not found"),
-            ShowNotFound => (StatusCode::NOT_FOUND, "show_not_found", "Show not found"),
-            HoldNotFound => (StatusCode::NOT_FOUND, "hold_not_found", "Hold not found"),
-            MethodNotAllowed => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "Method not allowed",
-            ),
-            ShowExists => (StatusCode::CONFLICT, "show_exists", "Show exists"),
-            SeatTaken(_) => (StatusCode::CONFLICT, "seat_taken", "Seat taken"),
-            SoldOut { .. } => (StatusCode::CONFLICT, "sold_out", "Sold out"),
-            BuyerLimitReached { .. } => (
-                StatusCode::CONFLICT,
-                "buyer_limit_reached",
-                "Buyer limit reached",
-            ),
-            NoAdjacentSeats => (
-                StatusCode::CONFLICT,
-                "no_adjacent_seats",
-                "No adjacent seats",
-            ),
-            UnknownPool(_) => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "unknown_pool",
-                "Unknown pool",
-            ),
-            HoldConverted => (StatusCode::CONFLICT, "hold_converted", "Hold converted"),
-            HoldExtensionLimit => (
-                StatusCode::CONFLICT,
-                "hold_extension_limit",
-                "Hold extension limit",
-            ),
-            HoldExpired { .. } => (StatusCode::CONFLICT, "hold_expired", "Hold expired"),
-            HoldReleased { .. } => (StatusCode::CONFLICT, "hold_released", "Hold released"),
-            PaymentDeclined(_) => (
-                StatusCode::PAYMENT_REQUIRED,
-                "payment_declined",
-                "Payment declined",
-            ),
-            PaymentUnavailable(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "payment_unavailable",
-                "Payment unavailable",
-            ),
-            BookingNotFound => (
-                StatusCode::NOT_FOUND,
-                "booking_not_found",
-                "Booking not found",
-            ),
-            BodyTimeout => (
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                "Request timeout",
-            ),
-            PayloadTooLarge(_) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                "Payload too large",
-            ),
-            TooLarge => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                "Payload too large",
-            ),
-            UnsupportedMediaType => (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "Unsupported media type",
-            ),
-            Validation(_) => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "validation_failed",
-                "Validation failed",
-            ),
-            UnknownSeat(_) => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "unknown_seat",
-                "Unknown seat",
-            ),
-            UnknownSeatHere(_) => (StatusCode::NOT_FOUND, "unknown_seat", "Unknown seat"),
-            IdempotencyKeyReused => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                "Idempotency key reused",
-            ),
-            WebhookNotFound => (
-                StatusCode::NOT_FOUND,
-                "webhook_not_found",
-                "Webhook not found",
-            ),
-            DeliveryNotFound => (
-                StatusCode::NOT_FOUND,
-                "delivery_not_found",
-                "Delivery not found",
-            ),
-            WebhookUrlTooLong => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "webhook_url_too_long",
-                "Webhook URL too long",
-            ),
-            WebhookUrlCredentials => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "webhook_url_credentials",
-                "Webhook URL with credentials",
-            ),
-            WebhookUrlInvalid(_) => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "webhook_url_invalid",
-                "Webhook URL invalid",
-            ),
-            UnknownEventType(_) => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "unknown_event_type",
-                "Unknown event type",
-            ),
-            WebhookLimitReached => (
-                StatusCode::CONFLICT,
-                "webhook_limit_reached",
-                "Webhook limit reached",
-            ),
-            Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy"),
-            NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Not ready"),
-            Internal(_) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                "Internal error",
-            ),
+            MalformedJson(_) => row(S::BAD_REQUEST, "malformed_json"),
+            InvalidSignature(_) => row(S::BAD_REQUEST, "invalid_signature"),
+            BadPath(_) => row(S::BAD_REQUEST, "validation_failed"),
+            Unauthorized(_) => row(S::UNAUTHORIZED, "unauthorized"),
+            Forbidden => row(S::FORBIDDEN, "forbidden"),
+            NotFound => row(S::NOT_FOUND, "not_found"),
+            ShowNotFound => row(S::NOT_FOUND, "show_not_found"),
+            HoldNotFound => row(S::NOT_FOUND, "hold_not_found"),
+            BookingNotFound => row(S::NOT_FOUND, "booking_not_found"),
+            UnknownSeatHere(_) => row(S::NOT_FOUND, "unknown_seat"),
+            WebhookNotFound => row(S::NOT_FOUND, "webhook_not_found"),
+            DeliveryNotFound => row(S::NOT_FOUND, "delivery_not_found"),
+            MethodNotAllowed => row(S::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            BodyTimeout => row(S::REQUEST_TIMEOUT, "request_timeout"),
+            ShowExists => row(S::CONFLICT, "show_exists"),
+            SeatTaken(_) => row(S::CONFLICT, "seat_taken"),
+            SoldOut { .. } => row(S::CONFLICT, "sold_out"),
+            BuyerLimitReached { .. } => row(S::CONFLICT, "buyer_limit_reached"),
+            NoAdjacentSeats => row(S::CONFLICT, "no_adjacent_seats"),
+            HoldConverted => row(S::CONFLICT, "hold_converted"),
+            HoldExtensionLimit => row(S::CONFLICT, "hold_extension_limit"),
+            HoldExpired { .. } => row(S::CONFLICT, "hold_expired"),
+            HoldReleased { .. } => row(S::CONFLICT, "hold_released"),
+            WebhookLimitReached => row(S::CONFLICT, "webhook_limit_reached"),
+            PaymentDeclined { .. } | PaymentNotCaptured { .. } => {
+                row(S::PAYMENT_REQUIRED, "payment_declined")
+            }
+            PayloadTooLarge(_) | TooLarge => row(S::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            UnsupportedMediaType => row(S::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            Validation(_) => row(S::UNPROCESSABLE_ENTITY, "validation_failed"),
+            UnknownSeat(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_seat"),
+            UnknownPool(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_pool"),
+            IdempotencyKeyReused => row(S::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
+            WebhookUrlTooLong => row(S::UNPROCESSABLE_ENTITY, "webhook_url_too_long"),
+            WebhookUrlCredentials => row(S::UNPROCESSABLE_ENTITY, "webhook_url_credentials"),
+            WebhookUrlInvalid(_) => row(S::UNPROCESSABLE_ENTITY, "webhook_url_invalid"),
+            UnknownEventType(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_event_type"),
+            Internal(_) => row(S::INTERNAL_SERVER_ERROR, "internal_error"),
+            PaymentUnavailable(_) => row(S::SERVICE_UNAVAILABLE, "payment_unavailable"),
+            Busy => row(S::SERVICE_UNAVAILABLE, "busy"),
+            NotReady(_) => row(S::SERVICE_UNAVAILABLE, "not_ready"),
         }
     }
 
@@ -250,15 +350,29 @@ impl ApiError {
         match self {
             MalformedJson(d) | BadPath(d) | Unauthorized(d) | PayloadTooLarge(d)
             | Validation(d) | NotReady(d) => d.clone(),
-            HoldExpired { refunded: true } => {
+            InvalidSignature(why) => format!("{why}; nothing was done"),
+            HoldExpired { refunded: true, .. } => {
                 "the hold expired while the payment ran; the charge was refunded".into()
             }
-            HoldExpired { refunded: false } => "the hold has expired; nothing was charged".into(),
-            HoldReleased { refunded: true } => {
+            HoldExpired { voided: true, .. } => {
+                "the hold expired before the payment could be captured; the authorization was \
+                 cancelled and nothing was charged"
+                    .into()
+            }
+            HoldExpired { .. } => "the hold has expired; nothing was charged".into(),
+            HoldReleased { refunded: true, .. } => {
                 "the hold was released while the payment ran; the charge was refunded".into()
             }
-            HoldReleased { refunded: false } => "the hold was released; nothing was charged".into(),
-            PaymentDeclined(reason) => format!("{reason}; nothing was charged"),
+            HoldReleased { voided: true, .. } => {
+                "the hold was released before the payment could be captured; the authorization \
+                 was cancelled and nothing was charged"
+                    .into()
+            }
+            HoldReleased { .. } => "the hold was released; nothing was charged".into(),
+            PaymentDeclined { message, .. } => format!("{message}; nothing was charged"),
+            PaymentNotCaptured { .. } => "the payment's authorization could not be captured; \
+                 the booking was undone, its seats freed, and nothing was charged"
+                .into(),
             PaymentUnavailable(_) => {
                 "the payment provider did not settle the payment; safe to retry".into()
             }
@@ -331,55 +445,26 @@ impl ApiError {
                 extra.insert("limit".into(), json!(limit));
                 extra.insert("current".into(), json!(current));
             }
-            ApiError::HoldExpired { refunded } | ApiError::HoldReleased { refunded } => {
+            ApiError::HoldExpired { refunded, voided }
+            | ApiError::HoldReleased { refunded, voided } => {
                 extra.insert("refunded".into(), json!(refunded));
+                extra.insert("voided".into(), json!(voided));
+            }
+            ApiError::PaymentDeclined {
+                decline_code: Some(code),
+                ..
+            } => {
+                extra.insert("decline_code".into(), json!(code));
+            }
+            ApiError::PaymentNotCaptured { booking_id } => {
+                extra.insert("booking_id".into(), json!(booking_id));
+                extra.insert("reversed".into(), json!(true));
             }
             _ => {}
         }
         extra
     }
 }
-
-/// Every stable `code` (checked against the variants in the tests below,
-/// and published in the OpenAPI document).
-pub const PROBLEM_CODES: &[&str] = &[
-    "unauthorized",
-    "forbidden",
-    "validation_failed",
-    "malformed_json",
-    "payload_too_large",
-    "request_timeout",
-    "unsupported_media_type",
-    "not_found",
-    "method_not_allowed",
-    "show_not_found",
-    "show_exists",
-    "unknown_seat",
-    "unknown_pool",
-    "seat_taken",
-    "sold_out",
-    "buyer_limit_reached",
-    "no_adjacent_seats",
-    "hold_not_found",
-    "hold_expired",
-    "hold_released",
-    "hold_converted",
-    "hold_extension_limit",
-    "payment_declined",
-    "payment_unavailable",
-    "idempotency_key_reused",
-    "booking_not_found",
-    "webhook_not_found",
-    "delivery_not_found",
-    "webhook_url_too_long",
-    "webhook_url_credentials",
-    "webhook_url_invalid",
-    "unknown_event_type",
-    "webhook_limit_reached",
-    "busy",
-    "not_ready",
-    "internal_error",
-];
 
 impl ApiError {
     pub fn into_response_now(self) -> Response {
@@ -388,13 +473,17 @@ impl ApiError {
 
     /// The stable `code` of the problem.
     pub fn code(&self) -> &'static str {
-        self.parts().1
+        self.problem_type().code
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code, title) = self.parts();
+        let ProblemType {
+            status,
+            code,
+            title,
+        } = *self.problem_type();
         match &self {
             ApiError::Internal(cause) => tracing::error!(%cause, "internal error"),
             ApiError::PaymentUnavailable(reason) => {
@@ -465,8 +554,14 @@ impl From<HoldError> for ApiError {
             HoldError::HoldNotFound => ApiError::HoldNotFound,
             HoldError::Forbidden => ApiError::Forbidden,
             HoldError::HoldConverted => ApiError::HoldConverted,
-            HoldError::HoldExpired => ApiError::HoldExpired { refunded: false },
-            HoldError::HoldReleased => ApiError::HoldReleased { refunded: false },
+            HoldError::HoldExpired => ApiError::HoldExpired {
+                refunded: false,
+                voided: false,
+            },
+            HoldError::HoldReleased => ApiError::HoldReleased {
+                refunded: false,
+                voided: false,
+            },
             HoldError::ExtensionLimit => ApiError::HoldExtensionLimit,
             HoldError::Busy => ApiError::Busy,
             HoldError::Store(e) => e.into(),
@@ -480,9 +575,19 @@ impl From<CheckoutError> for ApiError {
             CheckoutError::HoldNotFound => ApiError::HoldNotFound,
             CheckoutError::BookingNotFound => ApiError::BookingNotFound,
             CheckoutError::Forbidden => ApiError::Forbidden,
-            CheckoutError::HoldExpired { refunded } => ApiError::HoldExpired { refunded },
-            CheckoutError::HoldReleased { refunded } => ApiError::HoldReleased { refunded },
-            CheckoutError::PaymentDeclined(reason) => ApiError::PaymentDeclined(reason),
+            CheckoutError::HoldExpired { refunded, voided } => {
+                ApiError::HoldExpired { refunded, voided }
+            }
+            CheckoutError::HoldReleased { refunded, voided } => {
+                ApiError::HoldReleased { refunded, voided }
+            }
+            CheckoutError::PaymentDeclined(decline) => ApiError::PaymentDeclined {
+                message: decline.message,
+                decline_code: decline.code,
+            },
+            CheckoutError::Reversed(booking_id) => ApiError::PaymentNotCaptured {
+                booking_id: booking_id.to_string(),
+            },
             CheckoutError::PaymentUnavailable(reason) => ApiError::PaymentUnavailable(reason),
             CheckoutError::Invalid(detail) => ApiError::Validation(detail),
             CheckoutError::Bug(what) => ApiError::Internal(what),
@@ -523,7 +628,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_code_is_published() {
+    fn every_variant_has_a_row_and_every_row_is_used() {
         let all = [
             ApiError::MalformedJson(String::new()),
             ApiError::BadPath(String::new()),
@@ -544,9 +649,22 @@ mod tests {
             ApiError::UnknownPool(String::new()),
             ApiError::HoldConverted,
             ApiError::HoldExtensionLimit,
-            ApiError::HoldExpired { refunded: false },
-            ApiError::HoldReleased { refunded: false },
-            ApiError::PaymentDeclined(String::new()),
+            ApiError::HoldExpired {
+                refunded: false,
+                voided: true,
+            },
+            ApiError::HoldReleased {
+                refunded: false,
+                voided: false,
+            },
+            ApiError::PaymentDeclined {
+                message: String::new(),
+                decline_code: None,
+            },
+            ApiError::PaymentNotCaptured {
+                booking_id: String::new(),
+            },
+            ApiError::InvalidSignature(String::new()),
             ApiError::PaymentUnavailable(String::new()),
             ApiError::BookingNotFound,
             ApiError::PayloadTooLarge(String::new()),
@@ -568,16 +686,29 @@ mod tests {
             ApiError::NotReady(String::new()),
             ApiError::Internal(String::new()),
         ];
+        let internal = &INTERNAL;
         for error in &all {
+            let problem = error.problem_type();
             assert!(
-                PROBLEM_CODES.contains(&error.code()),
-                "{} is not in PROBLEM_CODES",
-                error.code()
+                !matches!(error, ApiError::Internal(_)) || problem == internal,
+                "{error:?}"
+            );
+            assert!(
+                matches!(error, ApiError::Internal(_)) || problem != internal,
+                "{error:?} has no row of its own"
             );
         }
-        let used: std::collections::HashSet<&str> = all.iter().map(ApiError::code).collect();
-        for code in PROBLEM_CODES {
-            assert!(used.contains(code), "{code} is published but never used");
+        let used: std::collections::HashSet<(u16, &str)> = all
+            .iter()
+            .map(|e| (e.problem_type().status.as_u16(), e.code()))
+            .collect();
+        for problem in PROBLEM_TYPES {
+            assert!(
+                used.contains(&(problem.status.as_u16(), problem.code)),
+                "{} ({}) is published but never used",
+                problem.code,
+                problem.status
+            );
         }
     }
 

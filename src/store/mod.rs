@@ -16,6 +16,7 @@
 mod batch;
 mod bulk;
 mod checkouts;
+pub use checkouts::WaitingCheckout;
 mod document;
 mod error;
 mod flat;
@@ -49,7 +50,7 @@ pub use error::{
 };
 pub use holds::{HoldRecord, IdempotencyEntry};
 pub use log::{LogEvent, LogFilter, LogScan};
-pub use payments::{LedgerCharge, SimCharge};
+pub use payments::{LedgerCharge, SimCharge, SimPayment};
 pub use quiesce::Quiesced;
 pub use shows::{PoolFigures, ShowInsert};
 pub use tables::{Projection, Tables};

@@ -26,7 +26,7 @@ use projections::time::from_micros;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::command::checkout::{CheckoutError, CheckoutService};
+use crate::command::checkout::{BookingStatus, CheckoutError, CheckoutService};
 use crate::command::holds::{HoldError, HoldService};
 use crate::store::{LogEvent, Store, StoreError, WebhookEventType};
 
@@ -64,6 +64,7 @@ pub fn types_of(event: &LogEvent) -> &'static [WebhookEventType] {
         (kind, "CheckoutCompleted") if kind == Checkout::TYPE => &[BookingConfirmed],
         (kind, "CheckoutCancelled") if kind == Checkout::TYPE => &[BookingCancelled, RefundIssued],
         (kind, "PaymentRefunded") if kind == Checkout::TYPE => &[RefundIssued],
+        (kind, "BookingReversed") if kind == Checkout::TYPE => &[BookingCancelled],
         (kind, "HoldExpired") if kind == Seat::TYPE => &[HoldExpired],
         (kind, "PoolHoldExpired") if kind == PoolShard::TYPE => &[HoldExpired],
         _ => &[],
@@ -169,7 +170,13 @@ impl Payloads {
                 } => {
                     let view = self
                         .checkout
-                        .booking_at_event(&hold_id, booking_id, &charge_id, amount_cents, false)
+                        .booking_at_event(
+                            &hold_id,
+                            booking_id,
+                            &charge_id,
+                            amount_cents,
+                            BookingStatus::Confirmed,
+                        )
                         .await
                         .map_err(from_checkout)?;
                     found.push((
@@ -192,7 +199,13 @@ impl Payloads {
                     if types.contains(&WebhookEventType::BookingCancelled) {
                         let view = self
                             .checkout
-                            .booking_at_event(&hold_id, booking_id, &charge_id, amount_cents, true)
+                            .booking_at_event(
+                                &hold_id,
+                                booking_id,
+                                &charge_id,
+                                amount_cents,
+                                BookingStatus::Cancelled,
+                            )
                             .await
                             .map_err(from_checkout)?;
                         found.push((
@@ -238,6 +251,33 @@ impl Payloads {
                         WebhookEventType::RefundIssued,
                         refund_id,
                         to_value(event, &refund)?,
+                    ));
+                }
+                // A booking undone because its payment could not be
+                // captured: cancelled, nothing charged.
+                CheckoutEvent::BookingReversed { booking_id }
+                    if types.contains(&WebhookEventType::BookingCancelled) =>
+                {
+                    let row = self
+                        .store
+                        .checkout_by_hold(&hold_id)
+                        .await?
+                        .ok_or_else(|| corrupt(event, "no checkout row"))?;
+                    let view = self
+                        .checkout
+                        .booking_at_event(
+                            &hold_id,
+                            booking_id,
+                            &row.charge_id.unwrap_or_default(),
+                            row.amount_cents.unwrap_or_default(),
+                            BookingStatus::Undone,
+                        )
+                        .await
+                        .map_err(from_checkout)?;
+                    found.push((
+                        WebhookEventType::BookingCancelled,
+                        booking_id.to_string(),
+                        to_value(event, &view)?,
                     ));
                 }
                 _ => {}

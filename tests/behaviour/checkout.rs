@@ -19,7 +19,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         a_purchase_books_the_seats_at_the_sum_of_their_prices,
         retry_storm_gives_one_booking_and_one_charge_per_hold,
-        a_payment_that_outlives_its_hold_is_refunded,
+        a_payment_that_outlives_its_hold_is_voided_never_captured,
         a_declined_payment_can_be_retried_with_another_method,
         an_unavailable_provider_charges_nothing_and_a_retry_succeeds,
         an_expired_or_released_hold_is_never_charged,
@@ -152,7 +152,7 @@ async fn retry_storm_gives_one_booking_and_one_charge_per_hold(env: TestEnv) {
     app.stop().await;
 }
 
-async fn a_payment_that_outlives_its_hold_is_refunded(env: TestEnv) {
+async fn a_payment_that_outlives_its_hold_is_voided_never_captured(env: TestEnv) {
     // Timing-sensitive (a 1-second TTL in real time until the clock moves):
     // keep the storms off the cores meanwhile.
     let _heavy = HEAVY.acquire().await.expect("semaphore");
@@ -170,7 +170,7 @@ async fn a_payment_that_outlives_its_hold_is_refunded(env: TestEnv) {
             .body(json!({"payment_method": "pm_sim_delay_2500"}).to_string());
         tokio::spawn(async move { TestApp::answer(request.send().await.expect("answered")).await })
     };
-    // Once alice's purchase is recorded (the charge is in flight), her hold expires...
+    // Once alice's purchase is recorded (the authorization is in flight), her hold expires...
     let store = app.store.clone();
     let stream = slow_hold.clone();
     eventually("the purchase to be requested", || {
@@ -193,19 +193,27 @@ async fn a_payment_that_outlives_its_hold_is_refunded(env: TestEnv) {
 
     let alices = slow.await.expect("slow purchase");
     alices.expect_problem(409, "hold_expired");
-    assert_eq!(alices.body["refunded"], true);
+    assert_eq!(
+        (&alices.body["voided"], &alices.body["refunded"]),
+        (&json!(true), &json!(false)),
+        "the authorization is cancelled: money moves only for a booking"
+    );
     let again = app.purchase(&alice, &slow_hold, "pm_sim_ok").await;
     again.expect_problem(409, "hold_expired");
-    assert_eq!(again.body["refunded"], true, "a retry gets the same answer");
+    assert_eq!(again.body["voided"], true, "a retry gets the same answer");
 
     let ledger = app.store.sim_ledger().await.unwrap();
-    assert_eq!(ledger.len(), 2, "alice's charge and bob's");
-    let refunded: Vec<_> = ledger.iter().filter(|c| c.refund_id.is_some()).collect();
-    assert_eq!(refunded.len(), 1);
-    assert_ne!(
-        refunded[0].charge_id,
+    assert_eq!(ledger.len(), 2, "alice's payment and bob's");
+    assert!(
+        ledger.iter().all(|c| c.refund_id.is_none()),
+        "nothing refunded"
+    );
+    let captured: Vec<_> = ledger.iter().filter(|c| c.outcome == "captured").collect();
+    assert_eq!(captured.len(), 1, "{ledger:?}");
+    assert_eq!(
+        captured[0].charge_id,
         bobs.str("charge_id"),
-        "bob keeps his booking"
+        "only bob pays"
     );
     let statuses = app.seat_statuses("late").await;
     assert_eq!(statuses["S1"], "booked");
@@ -381,6 +389,8 @@ async fn leave_a_requested_checkout(app: &TestApp, hold_id: &str, buyer: &str, s
         idempotency_key: Checkout::charge_key(hold, 1),
         payment_method: "pm_sim_ok".into(),
         amount_cents: 5_000,
+        // As recorded before currencies: recovery prices it in the default.
+        currency: None,
     };
     let mut checkout = Checkout::default();
     checkout.apply_event(&event);
@@ -420,21 +430,30 @@ async fn recovery_finishes_a_checkout_left_before_its_charge(env: TestEnv) {
     assert_eq!(ledger.len(), 1);
     assert_eq!(retried.str("charge_id"), ledger[0].charge_id);
 
-    // A checkout left while its hold expires: charged by recovery, then refunded.
+    // A checkout left while its hold expires: authorized by recovery, then
+    // voided (the authorization cancelled, nothing captured).
     let expiring = hold_for(&app, &alice, "recover", &["S2"]).await;
     leave_a_requested_checkout(&app, &expiring, "alice", "recover").await;
     app.clock.advance(chrono::Duration::seconds(61));
     let report = app.recovery.run_once().await.unwrap();
-    assert_eq!((report.completed, report.refunded), (0, 1), "{report:?}");
-    let ledger: BTreeMap<String, Option<String>> = app
+    assert_eq!((report.completed, report.voided), (0, 1), "{report:?}");
+    let ledger: BTreeMap<String, (String, Option<String>)> = app
         .store
         .sim_ledger()
         .await
         .unwrap()
         .into_iter()
-        .map(|c| (c.charge_id, c.refund_id))
+        .map(|c| (c.charge_id, (c.outcome, c.refund_id)))
         .collect();
-    assert_eq!(ledger.values().filter(|r| r.is_some()).count(), 1);
+    let outcomes: Vec<&str> = ledger.values().map(|(o, _)| o.as_str()).collect();
+    assert_eq!(
+        (
+            outcomes.iter().filter(|o| **o == "canceled").count(),
+            ledger.values().filter(|(_, r)| r.is_some()).count()
+        ),
+        (1, 0),
+        "{ledger:?}"
+    );
     assert_eq!(
         app.recovery.run_once().await.unwrap(),
         Default::default(),

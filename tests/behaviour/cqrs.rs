@@ -402,6 +402,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
         buyer: alice_id.clone(),
         payment_method: "pm_sim_ok".into(),
         amount_cents: bought.body["amount_cents"].as_i64().expect("amount"),
+        currency: domain::money::Currency::EUR,
     };
     assert_eq!(
         handle(&checkout.aggregate, purchase_again).await,

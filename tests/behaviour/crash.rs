@@ -266,15 +266,12 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
     drop(service);
 }
 
-/// The hold a simulator charge belongs to, from its idempotency key
-/// (`charge:{hold_id}:{attempt}`).
-async fn charge_hold(store: &Store, charge_id: &str) -> String {
-    let charge = store
-        .sim_charge_by_id(charge_id)
+/// The hold a simulator payment is for.
+async fn charge_hold(store: &Store, payment_id: &str) -> String {
+    store
+        .sim_payment(payment_id)
         .await
         .unwrap()
-        .expect("charge");
-    let mut parts = charge.idempotency_key.split(':');
-    assert_eq!(parts.next(), Some("charge"));
-    parts.next().expect("hold id in the key").to_owned()
+        .expect("payment")
+        .hold_id
 }

@@ -22,9 +22,11 @@ mod holds;
 mod hostile;
 mod limits;
 mod live;
+mod localstripe;
 mod online;
 mod ops;
 mod outage;
+mod payments;
 mod pools;
 mod positions;
 mod receiver;
@@ -169,6 +171,30 @@ fn main() {
                 }));
             }
             Some(_) => trials.push(Trial::test(pg_name, || Ok(())).with_ignored_flag(true)),
+        }
+    }
+    // Card payments against localstripe, on both stores: skipped without
+    // it (and said so), failed under CI.
+    let stripe = localstripe::available();
+    if let Err(reason) = &stripe {
+        println!("\nNOTE: the Stripe payment tests need localstripe: {reason}\n");
+    }
+    for (name, test) in payments::tests() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let trial_name = format!("{}::{name}", backend.name());
+            let unavailable = stripe.clone().err().or_else(|| {
+                (backend == Backend::Postgres)
+                    .then(|| skip_reason.clone())
+                    .flatten()
+                    .map(|r| r.to_string())
+            });
+            match unavailable {
+                None => trials.push(Trial::test(trial_name, move || run(backend, test))),
+                Some(reason) if ci => trials.push(Trial::test(trial_name, move || {
+                    Err(format!("unavailable under CI=true: {reason}").into())
+                })),
+                Some(_) => trials.push(Trial::test(trial_name, || Ok(())).with_ignored_flag(true)),
+            }
         }
     }
     let conclusion = libtest_mimic::run(&args, trials);

@@ -393,6 +393,7 @@ const ROUTES: &[(&str, &str)] = &[
         "post",
         "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
     ),
+    ("post", "/v1/payments/stripe/webhook"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -468,6 +469,7 @@ async fn the_openapi_document_covers_every_route_and_problem_code(env: TestEnv) 
         "WebhookCreated",
         "DeliveryList",
         "RefundView",
+        "ActionView",
     ] {
         assert!(
             doc.body["components"]["schemas"].get(schema).is_some(),

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use booking::app::{Application, Settings, Workers};
 use booking::auth::{Role, TokenKeys};
 use booking::clock::ShiftedClock;
+use booking::payment::stripe::{SecretKey, StripeSettings};
 use booking::rebuild::projector::Projector;
 use booking::store::Store;
 use booking::webhooks::WebhookSettings;
@@ -185,6 +186,31 @@ impl TestEnv {
         (first, second)
     }
 
+    /// A service that pays through Stripe at `api_base` (localstripe, or a
+    /// proxy in front of it), with a payment timeout of `timeout`.
+    pub async fn spawn_with_stripe(&self, api_base: &str, timeout: std::time::Duration) -> TestApp {
+        let (database_url, dir) = self.database_url().await;
+        let payments = Payments {
+            provider: booking::payment::ProviderSettings::Stripe(StripeSettings {
+                secret_key: SecretKey::new(crate::localstripe::SECRET_KEY.into()),
+                api_base: api_base.to_owned(),
+                webhook_secret: SecretKey::new(crate::localstripe::WEBHOOK_SECRET.into()),
+                publishable_key: None,
+                js_url: booking::config::DEFAULT_STRIPE_JS_URL.into(),
+            }),
+            timeout,
+        };
+        TestApp::launch(
+            database_url,
+            dir,
+            uuid::Uuid::new_v4().to_string(),
+            booking::edge::EdgeSettings::default(),
+            None,
+            payments,
+        )
+        .await
+    }
+
     /// A service on a database the test made itself (say, in a cluster of
     /// its own).
     pub async fn spawn_at(&self, database_url: String) -> TestApp {
@@ -207,6 +233,21 @@ impl TestEnv {
         let first = TestApp::start(database_url.clone(), dir, secret.clone()).await;
         let second = TestApp::start(database_url, None, secret).await;
         (first, second)
+    }
+}
+
+/// How a test's service pays.
+pub struct Payments {
+    pub provider: booking::payment::ProviderSettings,
+    pub timeout: std::time::Duration,
+}
+
+impl Default for Payments {
+    fn default() -> Self {
+        Self {
+            provider: booking::payment::ProviderSettings::Simulator,
+            timeout: booking::command::checkout::DEFAULT_PAYMENT_TIMEOUT,
+        }
     }
 }
 
@@ -284,6 +325,25 @@ impl TestApp {
         edge: booking::edge::EdgeSettings,
         webhooks: Option<WebhookSettings>,
     ) -> Self {
+        Self::launch(
+            database_url,
+            dir,
+            secret,
+            edge,
+            webhooks,
+            Payments::default(),
+        )
+        .await
+    }
+
+    async fn launch(
+        database_url: String,
+        dir: Option<tempfile::TempDir>,
+        secret: String,
+        edge: booking::edge::EdgeSettings,
+        webhooks: Option<WebhookSettings>,
+        payments: Payments,
+    ) -> Self {
         let clock = Arc::new(ShiftedClock::default());
         let url_for_tools = database_url.clone();
         let settings = Settings {
@@ -292,6 +352,9 @@ impl TestApp {
             jwt_secret: secret.clone(),
             database_connections: TEST_POOL_CONNECTIONS,
             payment_latency: std::time::Duration::from_millis(TEST_PAYMENT_LATENCY_MS),
+            payment_provider: payments.provider,
+            currency: domain::money::Currency::EUR,
+            payment_timeout: payments.timeout,
             // Tests drive the workers one pass at a time (run_once); the
             // webhook workers run in the background when a test asks.
             workers: Workers {

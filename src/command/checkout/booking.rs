@@ -1,11 +1,11 @@
 //! Bookings: the answer for a settled checkout, `GET /v1/bookings/{id}` and
 //! `POST /v1/bookings/{id}/cancel`.
 
-use domain::checkout::{Checkout, CheckoutCommand, Phase, RefundReason};
+use domain::checkout::{Checkout, CheckoutCommand, Phase};
 use domain::ids::{BookingId, HoldId, SeatId};
 use projections::checkouts::CheckoutRow;
 
-use super::{BookingView, CheckoutError, CheckoutService};
+use super::{BookingStatus, BookingView, CheckoutError, CheckoutService};
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
 use crate::store::{HoldRecord, StoreError};
@@ -28,8 +28,14 @@ impl CheckoutService {
                 charge_id,
                 amount_cents,
             } => {
-                self.booking_view(record, *booking_id, charge_id, *amount_cents, false)
-                    .await
+                self.booking_view(
+                    record,
+                    *booking_id,
+                    charge_id,
+                    *amount_cents,
+                    BookingStatus::Confirmed,
+                )
+                .await
             }
             Phase::Cancelled {
                 booking_id,
@@ -37,15 +43,25 @@ impl CheckoutService {
                 amount_cents,
                 ..
             } => {
-                self.booking_view(record, *booking_id, charge_id, *amount_cents, true)
-                    .await
+                self.booking_view(
+                    record,
+                    *booking_id,
+                    charge_id,
+                    *amount_cents,
+                    BookingStatus::Cancelled,
+                )
+                .await
             }
-            Phase::Refunded { reason, .. } => Err(match reason {
-                RefundReason::HoldExpired => CheckoutError::HoldExpired { refunded: true },
-                RefundReason::HoldReleased => CheckoutError::HoldReleased { refunded: true },
-            }),
+            Phase::Refunded { reason, .. } => Err(CheckoutError::lost(*reason, true, false)),
+            Phase::Voided { reason, .. } => Err(CheckoutError::lost(*reason, false, true)),
+            Phase::Reversed { booking_id, .. } => Err(CheckoutError::Reversed(*booking_id)),
             Phase::Idle
             | Phase::Requested { .. }
+            | Phase::ActionRequired { .. }
+            | Phase::Authorized { .. }
+            | Phase::Converted { .. }
+            | Phase::VoidRequested { .. }
+            | Phase::ReversalRequested { .. }
             | Phase::Captured { .. }
             | Phase::RefundRequested { .. } => Err(CheckoutError::Busy),
         }
@@ -57,7 +73,7 @@ impl CheckoutService {
         booking_id: BookingId,
         charge_id: &str,
         amount_cents: i64,
-        cancelled: bool,
+        status: BookingStatus,
     ) -> Result<BookingView, CheckoutError> {
         let mut seats = record.seats.clone();
         if let Some(entry) = self.catalog.get(&self.store, &record.show_id).await? {
@@ -72,24 +88,27 @@ impl CheckoutService {
             seats: seats.iter().map(SeatId::to_string).collect(),
             amount_cents,
             charge_id: charge_id.to_owned(),
-            status: if cancelled { "cancelled" } else { "confirmed" },
-            refunded: cancelled,
+            status: match status {
+                BookingStatus::Confirmed => "confirmed",
+                BookingStatus::Cancelled | BookingStatus::Undone => "cancelled",
+            },
+            refunded: status == BookingStatus::Cancelled,
         })
     }
 
     /// A booking as the API shows it, from the checkout event that
-    /// confirmed (`cancelled: false`) or cancelled it: what a webhook
-    /// carries, the booking as of that event rather than as of now.
+    /// confirmed, cancelled or undid it: what a webhook carries, the
+    /// booking as of that event rather than as of now.
     pub async fn booking_at_event(
         &self,
         hold_id: &HoldId,
         booking_id: BookingId,
         charge_id: &str,
         amount_cents: i64,
-        cancelled: bool,
+        status: BookingStatus,
     ) -> Result<BookingView, CheckoutError> {
         let record = self.stored_hold(hold_id).await?;
-        self.booking_view(&record, booking_id, charge_id, amount_cents, cancelled)
+        self.booking_view(&record, booking_id, charge_id, amount_cents, status)
             .await
     }
 
@@ -125,8 +144,12 @@ impl CheckoutService {
         let hold = self.stored_hold(&checkout.hold_id).await?;
         let charge_id = checkout.charge_id.unwrap_or_default();
         let amount_cents = checkout.amount_cents.unwrap_or_default();
-        let cancelled = checkout.phase == "cancelled";
-        self.booking_view(&hold, booking_id, &charge_id, amount_cents, cancelled)
+        let status = match checkout.phase.as_str() {
+            "cancelled" => BookingStatus::Cancelled,
+            "reversal_requested" | "reversed" => BookingStatus::Undone,
+            _ => BookingStatus::Confirmed,
+        };
+        self.booking_view(&hold, booking_id, &charge_id, amount_cents, status)
             .await
     }
 

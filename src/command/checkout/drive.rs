@@ -1,14 +1,18 @@
-//! The drive: a checkout taken from phase to phase until it settles, one
-//! recorded step per phase.
+//! The drive: a checkout taken from phase to phase until it settles or waits
+//! on the buyer, one recorded step per phase. Each provider call is
+//! preceded by the step that names it on the stream (the attempt and its
+//! key, the payment's id) and followed by the step that records its answer,
+//! so a crash anywhere leaves a stream from which the same drive finishes.
 
-use domain::checkout::{Checkout, CheckoutCommand, Phase};
-use domain::ids::{BuyerId, HoldId, ShowId};
-use projections::holds::HoldStatus;
+use domain::checkout::{Checkout, CheckoutCommand, Phase, RefundReason};
+use domain::ids::{BuyerId, ShowId};
+use domain::money::Currency;
+use projections::holds::{HoldState, HoldStatus};
 
-use super::{CheckoutError, CheckoutService, MAX_DRIVE_STEPS, PAYMENT_TIMEOUT};
+use super::{CheckoutError, CheckoutService, Driven, MAX_DRIVE_STEPS};
 use crate::command::context::RequestContext;
 use crate::command::round::CheckoutLock;
-use crate::payment::{Charge, ChargeRequest, PaymentError};
+use crate::payment::{BuyerAction, Payment, PaymentError, PaymentRequest, PaymentState};
 use crate::store::HoldRecord;
 
 /// What starting a payment attempt needs, when the checkout is idle: the
@@ -18,170 +22,469 @@ pub(super) struct PurchaseRequest {
     pub(super) buyer: BuyerId,
     pub(super) payment_method: String,
     pub(super) amount_cents: i64,
+    pub(super) currency: Currency,
+}
+
+/// What one step of the drive came to.
+enum Step {
+    /// Read the phase again and take the next step.
+    Next,
+    /// The drive ends here.
+    Done(Driven),
+}
+
+/// What a drive has done so far.
+#[derive(Default)]
+struct Progress {
+    /// This drive completed the checkout.
+    completed_here: bool,
+    /// The payment this drive prepared: it was never sent for
+    /// authorization, so it is authorized without reading it first.
+    prepared_here: Option<String>,
 }
 
 impl CheckoutService {
-    /// Drives the checkout until it settles. Returns whether this drive
-    /// appended the completion. With `request`, an idle checkout starts a
-    /// payment attempt (after checking the hold is still valid); without, it
-    /// stops.
+    /// Drives the checkout until it settles, or waits on the buyer. With
+    /// `request`, an idle checkout starts a payment attempt (after checking
+    /// the hold is still valid); without, it stops.
     pub(super) async fn drive(
         &self,
         ctx: &RequestContext,
         record: &HoldRecord,
         checkout: &mut CheckoutLock,
         request: Option<&PurchaseRequest>,
-    ) -> Result<bool, CheckoutError> {
-        let mut completed_here = false;
+    ) -> Result<Driven, CheckoutError> {
+        let mut progress = Progress::default();
         for _ in 0..MAX_DRIVE_STEPS {
             self.rounds.refresh_checkout(checkout).await?;
             let phase = checkout.aggregate().phase.clone();
-            match phase {
-                Phase::Idle => {
-                    // Without a request to start an attempt (recovery, cancel) there
-                    // is nothing to finish.
-                    let Some(request) = request else {
-                        return Ok(completed_here);
-                    };
-                    self.request_purchase(ctx, record, checkout, request)
-                        .await?;
+            let step = match phase {
+                Phase::Idle | Phase::Requested { .. } | Phase::ActionRequired { .. } => {
+                    self.payment_step(ctx, record, checkout, request, phase, &mut progress)
+                        .await?
                 }
-                Phase::Requested {
-                    attempt,
-                    idempotency_key,
-                    payment_method,
-                    amount_cents,
-                } => {
-                    let charge = ChargeRequest {
-                        idempotency_key: &idempotency_key,
-                        amount_cents,
-                        payment_method: &payment_method,
-                    };
-                    self.charge(ctx, record.hold_id, checkout, attempt, charge)
-                        .await?;
+                phase => {
+                    self.settlement_step(ctx, record, checkout, phase, &mut progress)
+                        .await?
                 }
-                Phase::Captured { .. } => {
-                    if self.convert(ctx, record, checkout).await? {
-                        completed_here = true;
-                    }
-                }
-                Phase::RefundRequested { charge_id, .. } => {
-                    self.refund_charge(ctx, checkout, &charge_id).await?;
-                }
-                Phase::CancelRequested { charge_id, .. } => {
-                    let refund_id = self.refund(&charge_id).await?;
-                    self.free_units(ctx, record, refund_id, checkout).await?;
-                }
-                Phase::Completed { .. } | Phase::Refunded { .. } | Phase::Cancelled { .. } => {
-                    return Ok(completed_here);
-                }
+            };
+            if let Step::Done(driven) = step {
+                return Ok(driven);
             }
         }
         Err(CheckoutError::Busy)
     }
 
-    /// Idle: records the intent to charge, before the charge, once the hold
-    /// is known to be still valid.
+    /// Until the payment is authorized: start an attempt, prepare its
+    /// payment, authorize it, or read what the buyer's step came to.
+    async fn payment_step(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
+        request: Option<&PurchaseRequest>,
+        phase: Phase,
+        progress: &mut Progress,
+    ) -> Result<Step, CheckoutError> {
+        let (attempt, payment) = match phase {
+            Phase::Requested {
+                attempt,
+                idempotency_key,
+                payment_method,
+                amount_cents,
+                currency,
+                payment_id: None,
+            } => {
+                let currency = currency.unwrap_or(self.default_currency);
+                let amount_minor = currency
+                    .minor_units(amount_cents)
+                    .map_err(|e| CheckoutError::Bug(format!("pricing a payment: {e}")))?;
+                let request = PaymentRequest {
+                    idempotency_key: &idempotency_key,
+                    amount_minor,
+                    currency,
+                    payment_method: &payment_method,
+                    hold_id: record.hold_id,
+                };
+                progress.prepared_here = self.prepare(ctx, checkout, attempt, request).await?;
+                return Ok(Step::Next);
+            }
+            Phase::Requested {
+                attempt,
+                payment_id: Some(payment_id),
+                ..
+            } => {
+                let payment = if progress.prepared_here.as_deref() == Some(&payment_id) {
+                    let key = Checkout::operation_key(&payment_id, "confirm");
+                    self.call(self.payments.authorize(&payment_id, &key)).await
+                } else {
+                    self.authorize_unless_sent(&payment_id).await
+                };
+                (attempt, payment)
+            }
+            Phase::ActionRequired {
+                attempt,
+                payment_id,
+                ..
+            } => (
+                attempt,
+                self.call(self.payments.retrieve(&payment_id)).await,
+            ),
+            _ => {
+                return match request {
+                    Some(request) => self.request_purchase(ctx, record, checkout, request).await,
+                    // Without a request to start an attempt (recovery,
+                    // cancel, a webhook) there is nothing to finish.
+                    None => Ok(Step::Done(Driven::Settled {
+                        completed_here: progress.completed_here,
+                    })),
+                };
+            }
+        };
+        self.record_outcome(ctx, record, checkout, attempt, payment)
+            .await
+    }
+
+    /// From authorization on: convert, capture, void, reverse, refund.
+    async fn settlement_step(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
+        phase: Phase,
+        progress: &mut Progress,
+    ) -> Result<Step, CheckoutError> {
+        match phase {
+            Phase::Authorized { .. } => self.convert(ctx, record, checkout).await?,
+            Phase::Converted {
+                attempt,
+                payment_id,
+                ..
+            } => {
+                if self.capture(ctx, checkout, attempt, &payment_id).await? {
+                    progress.completed_here = true;
+                }
+            }
+            Phase::ReversalRequested { .. } => self.reverse(ctx, record, checkout).await?,
+            Phase::VoidRequested { payment_id, .. } => {
+                self.void(ctx, checkout, &payment_id).await?
+            }
+            Phase::Captured { .. } => {
+                if self.convert_captured(ctx, record, checkout).await? {
+                    progress.completed_here = true;
+                }
+            }
+            Phase::RefundRequested { charge_id, .. } => {
+                self.refund_charge(ctx, checkout, &charge_id).await?
+            }
+            Phase::CancelRequested { charge_id, .. } => {
+                let refund_id = self.refund(&charge_id).await?;
+                self.free_units(ctx, record, refund_id, checkout).await?;
+            }
+            Phase::Idle
+            | Phase::Requested { .. }
+            | Phase::ActionRequired { .. }
+            | Phase::Completed { .. }
+            | Phase::Refunded { .. }
+            | Phase::Cancelled { .. }
+            | Phase::Voided { .. }
+            | Phase::Reversed { .. } => {
+                return Ok(Step::Done(Driven::Settled {
+                    completed_here: progress.completed_here,
+                }))
+            }
+        }
+        Ok(Step::Next)
+    }
+
+    /// Idle: records the intent to pay, before any provider call, once the
+    /// hold is known to be still valid.
     async fn request_purchase(
         &self,
         ctx: &RequestContext,
         record: &HoldRecord,
         checkout: &mut CheckoutLock,
         request: &PurchaseRequest,
-    ) -> Result<(), CheckoutError> {
-        self.check_hold_before_charging(record)?;
+    ) -> Result<Step, CheckoutError> {
+        self.check_hold_before_paying(record)?;
         let command = CheckoutCommand::RequestPurchase {
             hold_id: record.hold_id,
             show_id: request.show_id.clone(),
             buyer: request.buyer.clone(),
             payment_method: request.payment_method.clone(),
             amount_cents: request.amount_cents,
+            currency: request.currency,
         };
         self.record(ctx, checkout, &command).await?;
-        Ok(())
+        Ok(Step::Next)
     }
 
-    /// A purchase of a hold that is no longer valid charges nothing.
-    fn check_hold_before_charging(&self, record: &HoldRecord) -> Result<(), CheckoutError> {
+    /// A purchase of a hold that is no longer valid asks the provider for
+    /// nothing.
+    fn check_hold_before_paying(&self, record: &HoldRecord) -> Result<(), CheckoutError> {
         match HoldStatus::at(record.state, record.expires_at, self.clock.now()) {
             HoldStatus::Held => Ok(()),
-            HoldStatus::Expired => Err(CheckoutError::HoldExpired { refunded: false }),
-            HoldStatus::Released => Err(CheckoutError::HoldReleased { refunded: false }),
-            // Converted means the checkout completed, which the drive sees first.
+            HoldStatus::Expired => Err(CheckoutError::hold_lost(RefundReason::HoldExpired)),
+            HoldStatus::Released => Err(CheckoutError::hold_lost(RefundReason::HoldReleased)),
+            // Converted means the checkout converted, which the drive sees first.
             HoldStatus::Converted => Err(CheckoutError::Busy),
         }
     }
 
-    /// Requested: charges with the attempt's idempotency key and records
-    /// what the provider answered. A decline or a failure, once recorded,
-    /// ends the drive with its error; an unknown outcome leaves the attempt
-    /// open.
-    async fn charge(
+    /// Requested: prepares the attempt's payment (idempotent by the
+    /// attempt's key) and records its id; returns the id if this call
+    /// prepared it. Nothing is reserved on the card yet, so a lost answer
+    /// is asked again; a refusal ends the attempt.
+    async fn prepare(
         &self,
         ctx: &RequestContext,
-        hold_id: HoldId,
         checkout: &mut CheckoutLock,
         attempt: u32,
-        request: ChargeRequest<'_>,
-    ) -> Result<(), CheckoutError> {
-        match self.call_provider(request).await {
-            Ok(charge) => {
+        request: PaymentRequest<'_>,
+    ) -> Result<Option<String>, CheckoutError> {
+        match self.call(self.payments.prepare(request)).await {
+            Ok(Payment {
+                payment_id,
+                state: PaymentState::Captured,
+            }) => {
+                // A charge the simulator captured under this key before
+                // authorize-then-capture.
                 let command = CheckoutCommand::RecordCapture {
                     attempt,
-                    charge_id: charge.charge_id,
+                    charge_id: payment_id,
                 };
                 self.record(ctx, checkout, &command).await?;
+                Ok(None)
             }
-            Err(PaymentError::Declined(reason)) => {
-                let command = CheckoutCommand::RecordDecline {
+            Ok(Payment { payment_id, .. }) => {
+                let command = CheckoutCommand::RecordPaymentCreated {
                     attempt,
-                    reason: reason.clone(),
+                    payment_id: payment_id.clone(),
                 };
-                if self.record(ctx, checkout, &command).await? {
-                    return Err(CheckoutError::PaymentDeclined(reason));
-                }
+                let recorded = self.record(ctx, checkout, &command).await?;
+                Ok(recorded.then_some(payment_id))
             }
-            Err(PaymentError::Unavailable(reason) | PaymentError::Invalid(reason)) => {
-                let command = CheckoutCommand::RecordFailure {
-                    attempt,
-                    reason: reason.clone(),
-                };
-                if self.record(ctx, checkout, &command).await? {
-                    return Err(CheckoutError::PaymentUnavailable(reason));
-                }
-            }
-            Err(PaymentError::Indeterminate(reason)) => {
-                tracing::warn!(%hold_id, %reason, "payment outcome unknown; the attempt stays open");
-                return Err(CheckoutError::PaymentUnavailable(reason));
-            }
+            Err(error) => Err(self.attempt_failed(ctx, checkout, attempt, error).await?),
         }
-        Ok(())
     }
 
-    /// One charge call, bounded by `PAYMENT_TIMEOUT` (past it the outcome
-    /// is unknown), its latency measured by outcome.
-    async fn call_provider(&self, request: ChargeRequest<'_>) -> Result<Charge, PaymentError> {
+    /// A payment this process may have sent for authorization before (a
+    /// crash, a lost answer, another instance): read first, and authorize
+    /// only one the provider shows unconfirmed.
+    async fn authorize_unless_sent(&self, payment_id: &str) -> Result<Payment, PaymentError> {
+        let payment = self.call(self.payments.retrieve(payment_id)).await?;
+        if payment.state != PaymentState::Unconfirmed {
+            return Ok(payment);
+        }
+        let key = Checkout::operation_key(payment_id, "confirm");
+        self.call(self.payments.authorize(payment_id, &key)).await
+    }
+
+    /// Records what the provider says of the attempt's payment.
+    async fn record_outcome(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
+        attempt: u32,
+        payment: Result<Payment, PaymentError>,
+    ) -> Result<Step, CheckoutError> {
+        let payment = match payment {
+            Ok(payment) => payment,
+            Err(PaymentError::Unknown(reason)) => {
+                tracing::warn!(hold_id = %record.hold_id, %reason, "payment outcome unknown; the attempt stays open");
+                return Err(CheckoutError::PaymentUnavailable(reason));
+            }
+            Err(error) => return Err(self.attempt_failed(ctx, checkout, attempt, error).await?),
+        };
+        match payment.state {
+            PaymentState::Authorized | PaymentState::Captured => {
+                let command = CheckoutCommand::RecordAuthorization { attempt };
+                self.record(ctx, checkout, &command).await?;
+                Ok(Step::Next)
+            }
+            PaymentState::NeedsBuyer(action) => {
+                self.wait_on_buyer(ctx, record, checkout, attempt, action)
+                    .await
+            }
+            PaymentState::Declined(decline) => {
+                let command = CheckoutCommand::RecordDecline {
+                    attempt,
+                    reason: decline.message.clone(),
+                    code: decline.code.clone(),
+                };
+                if self.record(ctx, checkout, &command).await? {
+                    return Err(CheckoutError::PaymentDeclined(decline));
+                }
+                Ok(Step::Next)
+            }
+            PaymentState::Canceled => {
+                let error =
+                    PaymentError::Unavailable("the payment was cancelled at the provider".into());
+                Err(self.attempt_failed(ctx, checkout, attempt, error).await?)
+            }
+            // Sent, not answered yet: neither authorize again nor guess.
+            PaymentState::Unconfirmed | PaymentState::Processing => Err(
+                CheckoutError::PaymentUnavailable("the provider is still processing".into()),
+            ),
+        }
+    }
+
+    /// The provider needs the buyer (3-D Secure). While the hold lasts, it
+    /// is extended (up to the show's cap) and the drive ends with what the
+    /// buyer's client needs; a hold lost meanwhile voids the payment.
+    async fn wait_on_buyer(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
+        attempt: u32,
+        action: BuyerAction,
+    ) -> Result<Step, CheckoutError> {
+        if !matches!(checkout.aggregate().phase, Phase::ActionRequired { .. }) {
+            let command = CheckoutCommand::RecordActionRequired { attempt };
+            if !self.record(ctx, checkout, &command).await? {
+                return Ok(Step::Next);
+            }
+        }
+        let hold = self.stored_hold(&record.hold_id).await?;
+        if let Some(reason) = lost(&hold, self.clock.now()) {
+            let command = CheckoutCommand::RequestVoid { reason };
+            self.record(ctx, checkout, &command).await?;
+            return Ok(Step::Next);
+        }
+        let expires_at = self.extend_while_waiting(ctx, &hold).await?;
+        let payment_id = checkout
+            .aggregate()
+            .phase
+            .payment_id()
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Step::Done(Driven::WaitingOnBuyer {
+            payment_id,
+            action,
+            expires_at,
+        }))
+    }
+
+    /// Converted: captures the authorization and completes the checkout.
+    /// Returns whether this call completed it. An authorization that cannot
+    /// be captured any more (expired or cancelled at the provider) undoes
+    /// the booking; an unknown outcome leaves the step for a retry.
+    async fn capture(
+        &self,
+        ctx: &RequestContext,
+        checkout: &mut CheckoutLock,
+        attempt: u32,
+        payment_id: &str,
+    ) -> Result<bool, CheckoutError> {
+        let key = Checkout::operation_key(payment_id, "capture");
+        let payment = self
+            .call(self.payments.capture(payment_id, &key))
+            .await
+            .map_err(|e| CheckoutError::PaymentUnavailable(e.to_string()))?;
+        let command = match payment.state {
+            PaymentState::Captured => CheckoutCommand::RecordCapture {
+                attempt,
+                charge_id: payment.payment_id,
+            },
+            PaymentState::Canceled | PaymentState::Declined(_) => {
+                tracing::error!(%payment_id, "an authorization could not be captured; undoing its booking");
+                CheckoutCommand::RecordCaptureFailure {
+                    reason: format!(
+                        "the authorization could not be captured ({:?})",
+                        payment.state
+                    ),
+                }
+            }
+            other => {
+                return Err(CheckoutError::PaymentUnavailable(format!(
+                    "capture left the payment {other:?}"
+                )))
+            }
+        };
+        let captured = matches!(command, CheckoutCommand::RecordCapture { .. });
+        Ok(self.record(ctx, checkout, &command).await? && captured)
+    }
+
+    /// Void requested: cancels the authorization and records it.
+    async fn void(
+        &self,
+        ctx: &RequestContext,
+        checkout: &mut CheckoutLock,
+        payment_id: &str,
+    ) -> Result<(), CheckoutError> {
+        let key = Checkout::operation_key(payment_id, "cancel");
+        let payment = self
+            .call(self.payments.cancel(payment_id, &key))
+            .await
+            .map_err(|e| CheckoutError::PaymentUnavailable(e.to_string()))?;
+        match payment.state {
+            PaymentState::Canceled | PaymentState::Declined(_) => {
+                tracing::warn!(%payment_id, "the hold was lost before capture; the authorization is cancelled");
+                metrics::counter!("payments_voided_total").increment(1);
+                self.record(ctx, checkout, &CheckoutCommand::RecordVoid)
+                    .await?;
+                Ok(())
+            }
+            other => Err(CheckoutError::Bug(format!(
+                "payment {payment_id} could not be cancelled: {other:?}"
+            ))),
+        }
+    }
+
+    /// An attempt that ended at the provider with nothing reserved: record
+    /// it (the checkout is idle again) and say why.
+    async fn attempt_failed(
+        &self,
+        ctx: &RequestContext,
+        checkout: &mut CheckoutLock,
+        attempt: u32,
+        error: PaymentError,
+    ) -> Result<CheckoutError, CheckoutError> {
+        if let PaymentError::Unknown(reason) = error {
+            return Ok(CheckoutError::PaymentUnavailable(reason));
+        }
+        let reason = error.to_string();
+        let command = CheckoutCommand::RecordFailure {
+            attempt,
+            reason: reason.clone(),
+        };
+        self.record(ctx, checkout, &command).await?;
+        Ok(match error {
+            PaymentError::Invalid(why) => CheckoutError::Invalid(why),
+            _ => CheckoutError::PaymentUnavailable(reason),
+        })
+    }
+
+    /// One provider call, bounded by the payment timeout (past it the
+    /// outcome is unknown), its latency measured by outcome.
+    pub(super) async fn call<T>(
+        &self,
+        call: futures::future::BoxFuture<'_, Result<T, PaymentError>>,
+    ) -> Result<T, PaymentError> {
         let started = std::time::Instant::now();
-        let outcome = tokio::time::timeout(PAYMENT_TIMEOUT, self.payments.charge(request))
+        let timeout = self.payment_timeout;
+        let outcome = tokio::time::timeout(timeout, call)
             .await
             .unwrap_or_else(|_| {
-                Err(PaymentError::Indeterminate(format!(
-                    "no answer within {PAYMENT_TIMEOUT:?}"
+                Err(PaymentError::Unknown(format!(
+                    "no answer within {timeout:?}"
                 )))
             });
         let label = match &outcome {
-            Ok(_) => "captured",
-            Err(PaymentError::Declined(_)) => "declined",
+            Ok(_) => "answered",
             Err(PaymentError::Unavailable(_)) => "unavailable",
-            Err(PaymentError::Indeterminate(_)) => "unknown",
+            Err(PaymentError::Unknown(_)) => "unknown",
             Err(PaymentError::Invalid(_)) => "invalid",
         };
-        metrics::histogram!("payment_latency_seconds", "outcome" => label)
+        metrics::histogram!("payment_latency_seconds", "provider" => self.payments.name(), "outcome" => label)
             .record(started.elapsed().as_secs_f64());
         outcome
     }
 
-    /// Refund requested: refunds the charge and records the refund.
+    /// Refund requested (a charge captured at once, before
+    /// authorize-then-capture): refunds it and records the refund.
     async fn refund_charge(
         &self,
         ctx: &RequestContext,
@@ -194,16 +497,29 @@ impl CheckoutService {
         Ok(())
     }
 
-    /// The refund of a charge, with the key derived from it (a repeat after a
-    /// crash reaches the same refund).
+    /// The refund of a captured payment, with the key derived from it (a
+    /// repeat after a crash reaches the same refund).
     async fn refund(&self, charge_id: &str) -> Result<String, CheckoutError> {
         let key = Checkout::refund_key(charge_id);
-        let refund = tokio::time::timeout(PAYMENT_TIMEOUT, self.payments.refund(charge_id, &key))
+        let refund = self
+            .call(self.payments.refund(charge_id, &key))
             .await
-            .map_err(|_| CheckoutError::PaymentUnavailable("refund timed out".into()))?
             .map_err(|e| CheckoutError::PaymentUnavailable(e.to_string()))?;
-        tracing::warn!(%charge_id, refund_id = %refund.refund_id, "charge refunded");
+        tracing::warn!(%charge_id, refund_id = %refund.refund_id, "payment refunded");
         metrics::counter!("refunds_total").increment(1);
         Ok(refund.refund_id)
+    }
+}
+
+/// Why a hold no longer holds at `now`, if it does not.
+fn lost(hold: &HoldRecord, now: chrono::DateTime<chrono::Utc>) -> Option<RefundReason> {
+    match HoldStatus::at(hold.state, hold.expires_at, now) {
+        HoldStatus::Held | HoldStatus::Converted => None,
+        HoldStatus::Released => Some(RefundReason::HoldReleased),
+        HoldStatus::Expired => Some(if hold.state == HoldState::Released {
+            RefundReason::HoldReleased
+        } else {
+            RefundReason::HoldExpired
+        }),
     }
 }

@@ -18,8 +18,15 @@ use crate::store::{HoldRecord, StoreError};
 
 /// The last step of a checkout, on its units.
 enum Finish {
+    /// Authorized: book the units, before anything is captured.
     Convert,
+    /// Captured at once (a checkout from before authorize-then-capture):
+    /// book the units and complete.
+    ConvertCaptured,
+    /// A cancelled booking, refunded: free the units.
     Cancel { refund_id: String },
+    /// A booking whose authorization could not be captured: free the units.
+    Reverse,
 }
 
 /// What the last step came to.
@@ -51,30 +58,38 @@ impl Decide for Finishing {
         view: &View<'_, U>,
     ) -> Result<Decision<U, Finished>, CheckoutError> {
         let (hold_id, booking_id, now) = (self.hold_id, self.booking_id, view.now);
+        let freed = || -> Vec<Vec<U::Event>> {
+            view.units
+                .iter()
+                .map(|(unit, key)| unit.cancel(key, booking_id, now))
+                .collect()
+        };
         let (units, command, counted) = match &self.finish {
-            Finish::Convert => {
+            Finish::Convert | Finish::ConvertCaptured => {
                 let converted = view
                     .units
                     .iter()
                     .map(|(unit, key)| unit.convert(key, hold_id, booking_id, now))
                     .collect::<Result<Vec<_>, Refusal>>();
+                let command = match self.finish {
+                    Finish::Convert => CheckoutCommand::Convert,
+                    _ => CheckoutCommand::Complete,
+                };
                 match converted {
-                    Ok(units) => (
-                        units,
-                        CheckoutCommand::Complete,
-                        AllowanceCommand::Convert { hold_id },
-                    ),
+                    Ok(units) => (units, command, AllowanceCommand::Convert { hold_id }),
                     Err(refusal) => return Ok(Decision::Answer(Finished::Lost(refusal))),
                 }
             }
             Finish::Cancel { refund_id } => (
-                view.units
-                    .iter()
-                    .map(|(unit, key)| unit.cancel(key, booking_id, now))
-                    .collect(),
+                freed(),
                 CheckoutCommand::RecordRefund {
                     refund_id: refund_id.clone(),
                 },
+                AllowanceCommand::Return { hold_id },
+            ),
+            Finish::Reverse => (
+                freed(),
+                CheckoutCommand::Reverse,
                 AllowanceCommand::Return { hold_id },
             ),
         };
@@ -98,16 +113,38 @@ impl Decide for Finishing {
 }
 
 impl CheckoutService {
-    /// Captured: converts every unit of the hold and completes the checkout
-    /// in one append; or, if any unit refuses, asks for a refund. Returns
-    /// whether the completion was appended by this call.
+    /// Authorized: converts every unit of the hold in one append that
+    /// re-checks it; or, if any unit refuses (the hold was lost), asks for
+    /// the authorization to be cancelled. Nothing is captured here.
     pub(super) async fn convert(
         &self,
         ctx: &RequestContext,
         record: &HoldRecord,
         checkout: &mut CheckoutLock,
+    ) -> Result<(), CheckoutError> {
+        if let Finished::Lost(refusal) = self.finish(ctx, record, checkout, Finish::Convert).await?
+        {
+            let reason = self.refund_reason(record.hold_id, refusal).await?;
+            tracing::warn!(hold_id = %record.hold_id, ?reason, "authorized after the hold was lost; voiding");
+            let command = CheckoutCommand::RequestVoid { reason };
+            self.record(ctx, checkout, &command).await?;
+        }
+        Ok(())
+    }
+
+    /// Captured at once (a checkout from before authorize-then-capture):
+    /// converts every unit and completes in one append; or, if any unit
+    /// refuses, asks for a refund. Returns whether this call completed it.
+    pub(super) async fn convert_captured(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
     ) -> Result<bool, CheckoutError> {
-        match self.finish(ctx, record, checkout, Finish::Convert).await? {
+        match self
+            .finish(ctx, record, checkout, Finish::ConvertCaptured)
+            .await?
+        {
             Finished::Done => Ok(true),
             Finished::Moved => Ok(false),
             Finished::Lost(refusal) => {
@@ -118,6 +155,18 @@ impl CheckoutService {
                 Ok(false)
             }
         }
+    }
+
+    /// Reversal requested: frees the units of a booking whose authorization
+    /// could not be captured, in one append with `BookingReversed`.
+    pub(super) async fn reverse(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
+    ) -> Result<(), CheckoutError> {
+        self.finish(ctx, record, checkout, Finish::Reverse).await?;
+        Ok(())
     }
 
     /// Cancel requested: frees the units of the cancelled booking and

@@ -1,34 +1,43 @@
 //! Checkout: payment coupled to the hold (ARCHITECTURE.md, "Checkout").
 //!
 //! A purchase is driven through the Checkout stream's phases, one recorded
-//! step at a time: request (recorded before the charge), charge, capture
-//! (recorded after), then either convert every seat and complete in one
-//! transaction, or, if the hold was lost meanwhile, request and record a
-//! refund. Each step is appended at the stream's version, so two processes
-//! driving one checkout (a retry on another instance, the recovery worker)
-//! cannot both act on the same step; and every provider call carries an
-//! idempotency key derived from the stream, so repeating a step after a
-//! crash reaches the same charge or refund.
+//! step at a time: request (recorded before any provider call), prepare
+//! the payment (its id recorded), authorize it (perhaps after the buyer's
+//! 3-D Secure step), convert every unit in one append that re-checks the
+//! hold, and only then capture; if the hold was lost before conversion,
+//! the authorization is cancelled instead (voided), and if the capture
+//! fails after it, the booking is undone. Each step is appended at the
+//! stream's version, so two processes driving one checkout (a retry on
+//! another instance, the recovery worker, a provider's webhook) cannot both
+//! act on the same step; and every provider call carries an idempotency key
+//! derived from the stream, so repeating a step after a crash reaches the
+//! same payment, capture or refund.
 //!
 //! [`CheckoutService::recover`] drives a checkout left half way (found by
-//! the recovery worker) with the same code, minus starting a new attempt.
+//! the recovery worker) with the same code, minus starting a new attempt;
+//! [`CheckoutService::payment_changed`] does the same when the provider
+//! says a payment moved.
 //!
 //! By step: `purchase` (pricing the hold and starting the drive), `drive`
-//! (one step per phase: request, charge, refund), `finish` (the last
-//! append on the units: convert, or free them for a cancellation),
-//! `booking` (the answer, reading and cancelling a booking) and `recover`.
+//! (one step per phase), `finish` (the appends on the units: convert, or
+//! free them for a cancellation or a reversal), `booking` (the answer,
+//! reading and cancelling a booking), `waiting` (the hold while the buyer
+//! authenticates) and `recover`.
 
 mod booking;
 mod drive;
 mod finish;
 mod purchase;
 mod recover;
+mod waiting;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use domain::checkout::{decide, CheckoutCommand};
+use chrono::{DateTime, Utc};
+use domain::checkout::{decide, CheckoutCommand, RefundReason};
 use domain::ids::{BookingId, HoldId};
+use domain::money::Currency;
 use domain::seat::Seat;
 use serde::Serialize;
 
@@ -36,17 +45,22 @@ use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
 use crate::command::round::{CheckoutLock, Decided, Decision, Round, RoundError, Rounds, Settled};
-use crate::payment::PaymentProvider;
+use crate::payment::{BuyerAction, Decline, PaymentProvider};
 use crate::store::{Store, StoreError};
 
-/// How long one call to the payment provider may take before its outcome is
-/// treated as unknown. The attempt then stays open: a retry, or the recovery
-/// worker, repeats it with the same idempotency key.
-pub const PAYMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default for how long one call to the payment provider may take before
+/// its outcome is treated as unknown (`BOOKING_PAYMENT_TIMEOUT_SECONDS`).
+/// The attempt then stays open: a retry, or the recovery worker, reads the
+/// payment and goes on from what the provider did. Above the simulator's
+/// longest delay (`MAX_SIM_DELAY_MS`, 20 s), below the request timeout
+/// (30 s), so a buyer is answered 503 `payment_unavailable` rather than
+/// `busy`.
+pub const DEFAULT_PAYMENT_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Steps one request may drive a checkout through. A purchase needs at most
-/// five (request, capture, convert, refund request, refund); the rest absorb
-/// conflicts with another instance driving the same checkout.
+/// seven (request, prepare, authorize, convert, capture; or void request
+/// and void); the rest absorb conflicts with another instance driving the
+/// same checkout.
 pub const MAX_DRIVE_STEPS: usize = 16;
 
 /// The actor recorded on events the recovery worker appends.
@@ -60,12 +74,19 @@ pub enum CheckoutError {
     BookingNotFound,
     #[error("not yours")]
     Forbidden,
+    /// The hold expired before the payment could be captured: nothing was
+    /// charged, or what was charged at once was refunded (`refunded`), or
+    /// the authorization was cancelled (`voided`).
     #[error("the hold has expired")]
-    HoldExpired { refunded: bool },
+    HoldExpired { refunded: bool, voided: bool },
     #[error("the hold was released")]
-    HoldReleased { refunded: bool },
-    #[error("payment declined: {0}")]
-    PaymentDeclined(String),
+    HoldReleased { refunded: bool, voided: bool },
+    #[error("payment declined: {}", .0.message)]
+    PaymentDeclined(Decline),
+    /// The authorization could not be captured after the units were
+    /// booked: the booking was undone and nothing was charged.
+    #[error("booking {0} undone: its payment could not be captured")]
+    Reversed(BookingId),
     #[error("payment provider unavailable: {0}")]
     PaymentUnavailable(String),
     /// The request breaks a rule (422 `validation_failed`).
@@ -78,6 +99,20 @@ pub enum CheckoutError {
     Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl CheckoutError {
+    /// A hold lost before anything was asked of the provider.
+    pub fn hold_lost(reason: RefundReason) -> Self {
+        Self::lost(reason, false, false)
+    }
+
+    fn lost(reason: RefundReason, refunded: bool, voided: bool) -> Self {
+        match reason {
+            RefundReason::HoldExpired => CheckoutError::HoldExpired { refunded, voided },
+            RefundReason::HoldReleased => CheckoutError::HoldReleased { refunded, voided },
+        }
+    }
 }
 
 impl RoundError for CheckoutError {
@@ -108,12 +143,59 @@ pub struct BookingView {
     pub refunded: bool,
 }
 
+/// Where a booking stands, as the API shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BookingStatus {
+    Confirmed,
+    /// Cancelled by its buyer or an admin, and refunded.
+    Cancelled,
+    /// Undone because its payment could not be captured: cancelled, and
+    /// nothing was charged (`refunded: false`).
+    Undone,
+}
+
 #[derive(Debug)]
 pub enum Purchased {
     /// This request completed the purchase (201).
     New(BookingView),
     /// An earlier or concurrent request did (200): the same booking.
     Existing(BookingView),
+    /// The provider needs the buyer (3-D Secure) first (202).
+    WaitingOnBuyer(ActionView),
+}
+
+/// A purchase waiting on the buyer, as the API shows it (202).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ActionView {
+    #[schema(value_type = uuid::Uuid)]
+    pub hold_id: HoldId,
+    /// `requires_action`.
+    pub status: &'static str,
+    /// The provider's payment (Stripe: the PaymentIntent's id).
+    pub payment_intent: String,
+    /// What the buyer's client continues the payment with (Stripe.js:
+    /// `handleNextAction({clientSecret})`).
+    pub client_secret: String,
+    /// The provider's `next_action`, as it gave it.
+    #[schema(value_type = Object)]
+    pub next_action: serde_json::Value,
+    /// The hold's expiry, extended while the buyer authenticates.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What a drive of a checkout came to.
+#[derive(Debug)]
+pub(crate) enum Driven {
+    /// The checkout reached a phase only the buyer or an operator moves on
+    /// (completed, voided, cancelled, idle); `completed_here`: this drive
+    /// completed it.
+    Settled { completed_here: bool },
+    /// The provider needs the buyer; the hold lasts until `expires_at`.
+    WaitingOnBuyer {
+        payment_id: String,
+        action: BuyerAction,
+        expires_at: DateTime<Utc>,
+    },
 }
 
 /// What recovery did with one checkout.
@@ -122,6 +204,12 @@ pub enum Recovered {
     Completed,
     Refunded,
     Cancelled,
+    /// The hold was lost: the authorization was cancelled.
+    Voided,
+    /// The authorization could not be captured: the booking was undone.
+    Reversed,
+    /// The buyer is still authenticating, and the hold still holds.
+    Waiting,
     /// The payment attempt ended without a charge.
     Closed,
     /// Another request in this process is driving it right now.
@@ -136,6 +224,10 @@ pub struct CheckoutService {
     clock: Arc<dyn Clock>,
     payments: Arc<dyn PaymentProvider>,
     rounds: Arc<Rounds>,
+    /// The currency of a checkout recorded before currencies.
+    default_currency: Currency,
+    /// How long one provider call may take (`DEFAULT_PAYMENT_TIMEOUT`).
+    payment_timeout: Duration,
 }
 
 impl CheckoutService {
@@ -145,6 +237,8 @@ impl CheckoutService {
         clock: Arc<dyn Clock>,
         payments: Arc<dyn PaymentProvider>,
         rounds: Arc<Rounds>,
+        default_currency: Currency,
+        payment_timeout: Duration,
     ) -> Self {
         Self {
             store,
@@ -152,7 +246,14 @@ impl CheckoutService {
             clock,
             payments,
             rounds,
+            default_currency,
+            payment_timeout,
         }
+    }
+
+    /// The provider this service pays through (`simulator`, `stripe`).
+    pub fn provider(&self) -> &'static str {
+        self.payments.name()
     }
 
     /// Decides and appends one checkout command on its own. Returns whether

@@ -4,7 +4,7 @@
 use domain::ids::HoldId;
 
 use super::drive::PurchaseRequest;
-use super::{CheckoutError, CheckoutService, Purchased};
+use super::{ActionView, CheckoutError, CheckoutService, Driven, Purchased};
 use crate::auth::Actor;
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
@@ -49,11 +49,29 @@ impl CheckoutService {
             buyer: record.buyer.clone(),
             payment_method,
             amount_cents: price(&record, &entry)?,
+            currency: entry.show.currency,
         };
         let mut checkout = self.rounds.lock_checkout(hold_id).await?;
-        let completed_here = self
+        let driven = self
             .drive(ctx, &record, &mut checkout, Some(&request))
             .await?;
+        let completed_here = match driven {
+            Driven::Settled { completed_here } => completed_here,
+            Driven::WaitingOnBuyer {
+                payment_id,
+                action,
+                expires_at,
+            } => {
+                return Ok(Purchased::WaitingOnBuyer(ActionView {
+                    hold_id,
+                    status: "requires_action",
+                    payment_intent: payment_id,
+                    client_secret: action.client_secret,
+                    next_action: action.next_action,
+                    expires_at,
+                }))
+            }
+        };
         let view = self.answer(&record, checkout.aggregate()).await?;
         Ok(if completed_here {
             Purchased::New(view)

@@ -4,11 +4,12 @@
 use chrono::Duration;
 use domain::allowance::AllowanceCommand;
 use domain::ids::HoldId;
+use domain::show::Show;
 use projections::holds::HoldStatus;
 
 use super::{HoldError, HoldService, HoldView};
 use crate::command::context::RequestContext;
-use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, Settled, View};
+use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, Rounds, Settled, View};
 use crate::command::units::{units_of, Refusal, Unit};
 use crate::store::HoldRecord;
 
@@ -103,6 +104,32 @@ impl HoldService {
         }
         let record = self.owned_record(&ctx.actor, hold_id).await?;
         self.view(record).await
+    }
+}
+
+/// Extends a hold on every unit at one `now` (see `Extending`); `Err` in
+/// the `Ok` is the first unit's refusal. The checkout uses it too: a hold
+/// is extended while its buyer authenticates a payment.
+pub(crate) async fn extend_hold(
+    rounds: &Rounds,
+    ctx: &RequestContext,
+    record: &HoldRecord,
+    show: &Show,
+) -> Result<Result<(), Refusal>, HoldError> {
+    let round = Round::new("extend", ctx).counting(BuyerLimit::of(show, &record.buyer));
+    let extending = Extending {
+        hold_id: record.hold_id,
+        ttl: show.hold_ttl(),
+        max_hold: show.max_hold(),
+    };
+    match rounds
+        .run_on(round, units_of(record, show)?, extending)
+        .await?
+    {
+        Settled::Appended(decided) | Settled::Answered(decided) => Ok(decided),
+        Settled::KeyTaken => Err(HoldError::Bug(
+            "an extension took an idempotency key".into(),
+        )),
     }
 }
 

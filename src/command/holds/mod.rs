@@ -13,7 +13,7 @@
 //! `extend` (moving an active hold's expiry on, up to the show's cap).
 
 mod best;
-mod extend;
+pub(crate) mod extend;
 mod place;
 mod read;
 mod release;

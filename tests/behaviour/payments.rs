@@ -1,0 +1,495 @@
+//! Card payments through Stripe, against a real Stripe-API server
+//! (localstripe, `localstripe.rs`): authorize, convert, then capture; 3-D
+//! Secure; voids; declines; an unreachable Stripe and a lost answer; the
+//! webhook endpoint; refunds.
+//!
+//! localstripe does not honour `Idempotency-Key`, so what Stripe's keys
+//! would guarantee is shown another way here: the service never authorizes
+//! a PaymentIntent it has not recorded, and reads one whose answer it lost
+//! (`an_unknown_outcome_is_settled_by_reading_without_a_second_authorization`
+//! counts the confirm calls that reached the server).
+
+use std::time::Duration;
+
+use booking::clock::Clock;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::localstripe::{
+    LocalStripe, StripeProxy, CARD_3DS, CARD_DECLINED, CARD_OK, WEBHOOK_SECRET,
+};
+use crate::support::{show_body, Answer, TestApp, TestEnv};
+use crate::tests;
+
+pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
+    tests![
+        a_good_card_is_authorized_converted_and_captured_once,
+        three_d_secure_completes_by_asking_again_and_by_webhook,
+        a_failed_three_d_secure_is_402_and_another_card_then_pays,
+        three_d_secure_that_outlives_the_hold_is_voided_never_captured,
+        a_declined_card_is_402_with_its_code_and_nothing_is_held,
+        an_unreachable_stripe_is_503_and_a_retry_pays,
+        an_unknown_outcome_is_settled_by_reading_without_a_second_authorization,
+        webhooks_refuse_bad_signatures_and_act_once_on_what_stripe_says,
+        a_cancellation_refunds_through_stripe_once,
+    ]
+}
+
+/// The payment timeout in these tests: short, so a swallowed answer is
+/// found out quickly.
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+struct Stripe {
+    app: TestApp,
+    stripe: LocalStripe,
+    proxy: StripeProxy,
+}
+
+async fn start(env: &TestEnv) -> Stripe {
+    let stripe = LocalStripe::start().await;
+    let proxy = StripeProxy::start(&stripe.base).await;
+    let app = env.spawn_with_stripe(&proxy.base, TIMEOUT).await;
+    Stripe { app, stripe, proxy }
+}
+
+/// A show of `seats` seats at 50.00 in pounds, holds lasting `ttl` seconds
+/// and at most `max_hold` in all.
+async fn show(app: &TestApp, id: &str, seats: usize, ttl: u32, max_hold: u32) {
+    let mut body = show_body(seats, ttl);
+    body["currency"] = json!("gbp");
+    body["max_hold_seconds"] = json!(max_hold);
+    app.create_show_from(id, &body).await;
+}
+
+async fn hold(app: &TestApp, token: &str, show: &str, seat: &str) -> String {
+    let hold = app.hold(token, show, &[seat], None).await;
+    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.body);
+    hold.str("hold_id")
+}
+
+async fn get(app: &TestApp, path: &str, token: &str) -> Answer {
+    app.call(Method::GET, path, Some(token), None, &[]).await
+}
+
+/// Sends `event` to the service's Stripe webhook as Stripe would, signed
+/// at `t` (unix seconds) with `secret`.
+async fn send_event(app: &TestApp, event: &Value, t: i64, secret: &str) -> reqwest::Response {
+    let body = serde_json::to_vec(event).unwrap();
+    let key = booking::payment::stripe::SecretKey::new(secret.into());
+    let signature = booking::payment::stripe::sign(&key, t, &body);
+    app.client
+        .post(format!("{}/v1/payments/stripe/webhook", app.base))
+        .header("content-type", "application/json")
+        .header("stripe-signature", signature)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn event_for(payment_intent: &str, kind: &str) -> Value {
+    json!({
+        "id": format!("evt_{}", uuid::Uuid::new_v4().simple()),
+        "object": "event",
+        "type": kind,
+        "data": {"object": {"id": payment_intent, "object": "payment_intent", "status": "succeeded"}}
+    })
+}
+
+async fn a_good_card_is_authorized_converted_and_captured_once(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "card", 12, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "card", "S1").await;
+    let card = stripe.payment_method(CARD_OK).await;
+
+    let bought = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    let intent = bought.str("charge_id");
+    assert!(intent.starts_with("pi_"), "{intent}");
+    let at_stripe = stripe.intent(&intent).await;
+    assert_eq!(at_stripe["status"], "succeeded");
+    assert_eq!(at_stripe["capture_method"], "manual");
+    assert_eq!(at_stripe["amount"], 5000);
+    assert_eq!(at_stripe["currency"], "gbp");
+    assert_eq!(at_stripe["metadata"]["hold_id"], hold_id.as_str());
+    assert_eq!(app.seat_statuses("card").await["S1"], "booked");
+
+    // Retries, serial and concurrent: the same booking and PaymentIntent.
+    let again = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.body, bought.body);
+    let second = hold(&app, &alice, "card", "S2").await;
+    let answers =
+        futures::future::join_all((0..6).map(|_| app.purchase(&alice, &second, &card))).await;
+    let mut bookings = std::collections::HashSet::new();
+    for answer in &answers {
+        assert!(answer.status.is_success(), "{}", answer.body);
+        bookings.insert((answer.str("booking_id"), answer.str("charge_id")));
+    }
+    assert_eq!(bookings.len(), 1, "{bookings:?}");
+    assert_eq!(
+        answers
+            .iter()
+            .filter(|a| a.status == StatusCode::CREATED)
+            .count(),
+        1
+    );
+    for hold_id in [&hold_id, &second] {
+        let intents = stripe.intents_of(hold_id).await;
+        assert_eq!(intents.len(), 1, "one PaymentIntent per hold");
+        assert_eq!(intents[0]["status"], "succeeded");
+    }
+    app.stop().await;
+}
+
+async fn three_d_secure_completes_by_asking_again_and_by_webhook(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "tds", 4, 60, 600).await;
+    let alice = app.buyer("alice");
+    let card = stripe.payment_method(CARD_3DS).await;
+
+    // By asking again.
+    let hold_id = hold(&app, &alice, "tds", "S1").await;
+    let placed = get(&app, &format!("/v1/holds/{hold_id}"), &alice).await;
+    app.clock.advance(chrono::Duration::seconds(30));
+    let waiting = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    assert_eq!(waiting.body["status"], "requires_action");
+    assert_eq!(waiting.body["next_action"]["type"], "use_stripe_sdk");
+    assert!(
+        waiting.str("expires_at") > placed.str("expires_at"),
+        "the hold is extended while the buyer authenticates"
+    );
+    let intent = waiting.str("payment_intent");
+    // Asked again before the buyer answered: still waiting.
+    let still = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(still.status, StatusCode::ACCEPTED, "{}", still.body);
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let bought = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    assert_eq!(bought.str("charge_id"), intent);
+    assert_eq!(stripe.intent(&intent).await["status"], "succeeded");
+
+    // By Stripe's webhook: the buyer authenticates and never asks again.
+    let hold_id = hold(&app, &alice, "tds", "S2").await;
+    let waiting = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let intent = waiting.str("payment_intent");
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let now = app.clock.now().timestamp();
+    let event = event_for(&intent, "payment_intent.amount_capturable_updated");
+    let answer = send_event(&app, &event, now, WEBHOOK_SECRET).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(stripe.intent(&intent).await["status"], "succeeded");
+    let record = get(&app, &format!("/v1/holds/{hold_id}"), &alice).await;
+    assert_eq!(record.body["status"], "converted", "{}", record.body);
+    let again = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.str("charge_id"), intent);
+    app.stop().await;
+}
+
+async fn a_failed_three_d_secure_is_402_and_another_card_then_pays(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "fail", 2, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "fail", "S1").await;
+    let card = stripe.payment_method(CARD_3DS).await;
+    let waiting = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let intent = waiting.str("payment_intent");
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), false)
+        .await;
+    let failed = app.purchase(&alice, &hold_id, &card).await;
+    failed.expect_problem(402, "payment_declined");
+    assert_eq!(
+        failed.body["decline_code"],
+        "payment_intent_authentication_failure"
+    );
+    assert_eq!(
+        app.seat_statuses("fail").await["S1"],
+        "held",
+        "the hold stays"
+    );
+
+    let other = stripe.payment_method(CARD_OK).await;
+    let bought = app.purchase(&alice, &hold_id, &other).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    assert_ne!(
+        bought.str("charge_id"),
+        intent,
+        "a new attempt, a new payment"
+    );
+    let intents = stripe.intents_of(&hold_id).await;
+    let captured: Vec<_> = intents
+        .iter()
+        .filter(|pi| pi["status"] == "succeeded")
+        .collect();
+    assert_eq!(captured.len(), 1);
+    app.stop().await;
+}
+
+async fn three_d_secure_that_outlives_the_hold_is_voided_never_captured(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    // The cap is the TTL: the hold cannot be extended while alice authenticates.
+    show(&app, "late", 2, 60, 60).await;
+    let (alice, bob) = (app.buyer("alice"), app.buyer("bob"));
+    let hold_id = hold(&app, &alice, "late", "S1").await;
+    let card = stripe.payment_method(CARD_3DS).await;
+    let waiting = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let intent = waiting.str("payment_intent");
+
+    app.clock.advance(chrono::Duration::seconds(61));
+    let bobs_hold = hold(&app, &bob, "late", "S1").await;
+    let bobs_card = stripe.payment_method(CARD_OK).await;
+    let bobs = app.purchase(&bob, &bobs_hold, &bobs_card).await;
+    assert_eq!(bobs.status, StatusCode::CREATED, "{}", bobs.body);
+
+    // Alice finishes 3-D Secure too late.
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let late = app.purchase(&alice, &hold_id, &card).await;
+    late.expect_problem(409, "hold_expired");
+    assert_eq!(late.body["voided"], true);
+    assert_eq!(late.body["refunded"], false);
+    assert_eq!(stripe.intent(&intent).await["status"], "canceled", "voided");
+    let again = app.purchase(&alice, &hold_id, &card).await;
+    again.expect_problem(409, "hold_expired");
+    assert_eq!(again.body["voided"], true, "a retry gets the same answer");
+    assert_eq!(app.seat_statuses("late").await["S1"], "booked");
+    let booked: Vec<Value> = stripe
+        .intents()
+        .await
+        .into_iter()
+        .filter(|pi| pi["status"] == "succeeded")
+        .collect();
+    assert_eq!(booked.len(), 1, "the seat is paid for once, by bob");
+    assert_eq!(booked[0]["id"], bobs.str("charge_id").as_str());
+    app.stop().await;
+}
+
+async fn a_declined_card_is_402_with_its_code_and_nothing_is_held(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "no", 2, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "no", "S1").await;
+    let card = stripe.payment_method(CARD_DECLINED).await;
+    let declined = app.purchase(&alice, &hold_id, &card).await;
+    declined.expect_problem(402, "payment_declined");
+    assert_eq!(declined.body["decline_code"], "card_declined");
+    let intents = stripe.intents_of(&hold_id).await;
+    assert_eq!(intents.len(), 1);
+    assert_eq!(
+        intents[0]["status"], "requires_payment_method",
+        "nothing authorized"
+    );
+    assert_eq!(
+        app.seat_statuses("no").await["S1"],
+        "held",
+        "the hold stays"
+    );
+    let malformed = app.purchase(&alice, &hold_id, "card_4242").await;
+    malformed.expect_problem(422, "validation_failed");
+    app.stop().await;
+}
+
+async fn an_unreachable_stripe_is_503_and_a_retry_pays(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        mut proxy,
+    } = start(&env).await;
+    show(&app, "down", 2, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "down", "S1").await;
+    let card = stripe.payment_method(CARD_OK).await;
+    proxy.go_down().await;
+    let down = app.purchase(&alice, &hold_id, &card).await;
+    down.expect_problem(503, "payment_unavailable");
+    assert!(stripe.intents_of(&hold_id).await.is_empty());
+    proxy.come_up().await;
+    let bought = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    app.stop().await;
+}
+
+async fn an_unknown_outcome_is_settled_by_reading_without_a_second_authorization(env: TestEnv) {
+    let Stripe { app, stripe, proxy } = start(&env).await;
+    show(&app, "lost", 2, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "lost", "S1").await;
+    let card = stripe.payment_method(CARD_OK).await;
+    // The authorization reaches Stripe; its answer never comes back.
+    proxy.swallow_next("/confirm");
+    let lost = app.purchase(&alice, &hold_id, &card).await;
+    lost.expect_problem(503, "payment_unavailable");
+    let intents = stripe.intents_of(&hold_id).await;
+    assert_eq!(intents.len(), 1);
+    assert_eq!(
+        intents[0]["status"], "requires_capture",
+        "Stripe authorized it"
+    );
+
+    // Recovery reads the PaymentIntent and goes on from there.
+    let report = app.recovery.run_once().await.unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(
+        proxy.calls_to("/confirm"),
+        1,
+        "authorized once, never again"
+    );
+    let intents = stripe.intents_of(&hold_id).await;
+    assert_eq!(intents.len(), 1);
+    assert_eq!(intents[0]["status"], "succeeded");
+    let retry = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(retry.status, StatusCode::OK, "{}", retry.body);
+    assert_eq!(retry.str("charge_id"), intents[0]["id"].as_str().unwrap());
+    app.stop().await;
+}
+
+async fn webhooks_refuse_bad_signatures_and_act_once_on_what_stripe_says(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    stripe
+        .send_webhooks_to(&format!("{}/v1/payments/stripe/webhook", app.base))
+        .await;
+    show(&app, "hooks", 2, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "hooks", "S1").await;
+    let card = stripe.payment_method(CARD_3DS).await;
+    let waiting = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let intent = waiting.str("payment_intent");
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let now = app.clock.now().timestamp();
+    let event = event_for(&intent, "payment_intent.amount_capturable_updated");
+    let events_before = app.event_count().await;
+
+    // A bad signature, another secret, a stale timestamp, none at all: 400, nothing done.
+    let tampered = send_event(&app, &event, now, "whsec_not_ours").await;
+    assert_eq!(tampered.status(), StatusCode::BAD_REQUEST);
+    let problem: Value = tampered.json().await.unwrap();
+    assert_eq!(problem["code"], "invalid_signature");
+    let stale = send_event(&app, &event, now - 301, WEBHOOK_SECRET).await;
+    assert_eq!(stale.status(), StatusCode::BAD_REQUEST);
+    let unsigned = app
+        .client
+        .post(format!("{}/v1/payments/stripe/webhook", app.base))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&event).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(app.event_count().await, events_before, "nothing recorded");
+    assert_eq!(stripe.intent(&intent).await["status"], "requires_capture");
+
+    // An event for a PaymentIntent of no hold: acknowledged.
+    let unknown = send_event(
+        &app,
+        &event_for("pi_unknown", "payment_intent.succeeded"),
+        now,
+        WEBHOOK_SECRET,
+    )
+    .await;
+    assert_eq!(unknown.status(), StatusCode::OK);
+
+    // Out of order (a failure notice for what Stripe now shows authorized),
+    // then the same event twice: Stripe's state decides, once.
+    let failed = event_for(&intent, "payment_intent.payment_failed");
+    assert_eq!(
+        send_event(&app, &failed, now, WEBHOOK_SECRET)
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        send_event(&app, &event, now, WEBHOOK_SECRET).await.status(),
+        StatusCode::OK
+    );
+    let after_first = app.event_count().await;
+    assert_eq!(
+        send_event(&app, &event, now, WEBHOOK_SECRET).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.event_count().await,
+        after_first,
+        "the duplicate changes nothing"
+    );
+    assert_eq!(stripe.intent(&intent).await["status"], "succeeded");
+    let record = get(&app, &format!("/v1/holds/{hold_id}"), &alice).await;
+    assert_eq!(record.body["status"], "converted");
+    let captures = app
+        .store
+        .stream_events::<domain::checkout::Checkout>(&hold_id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type == "PaymentCaptured")
+        .count();
+    assert_eq!(captures, 1);
+    app.stop().await;
+}
+
+async fn a_cancellation_refunds_through_stripe_once(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "refund", 2, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold(&app, &alice, "refund", "S1").await;
+    let card = stripe.payment_method(CARD_OK).await;
+    let bought = app.purchase(&alice, &hold_id, &card).await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    let path = format!("/v1/bookings/{}/cancel", bought.str("booking_id"));
+    let cancel = || app.call(Method::POST, &path, Some(&alice), None, &[]);
+    let first = cancel().await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert_eq!(first.body["status"], "cancelled");
+    assert_eq!(first.body["refunded"], true);
+    let again = futures::future::join_all((0..4).map(|_| cancel())).await;
+    for answer in again {
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        assert_eq!(answer.body, first.body);
+    }
+    let refunds = stripe.refunds_of(&bought.str("charge_id")).await;
+    assert_eq!(refunds.len(), 1, "{refunds:?}");
+    assert_eq!(app.seat_statuses("refund").await["S1"], "available");
+    app.stop().await;
+}
