@@ -84,6 +84,7 @@
       case "no_adjacent_seats":
         return "No block of that many seats side by side is free right now.";
       case "hold_expired":
+        if (problem.voided) return "Your hold ended before the payment went through; nothing was charged.";
         return problem.refunded
           ? "Your hold expired while paying; the charge was refunded."
           : "Your hold expired. Choose seats again.";
@@ -94,6 +95,7 @@
       case "hold_extension_limit":
         return "This hold cannot be extended any further.";
       case "payment_declined":
+        if (problem.reversed) return "The payment could not be completed, so the booking was undone; nothing was charged.";
         return "The payment was declined. Try another card; your seats stay held until the countdown ends.";
       case "payment_unavailable":
         return "The payment provider is not answering. Try again: you will not be charged twice.";
@@ -405,15 +407,85 @@
     clearHold();
     say("Released.", "ok");
   });
+  // Payments: the simulator's methods, or a card through Stripe.js (its
+  // fields live in Stripe's frames; the card number never reaches us).
+  const provider = document.body.dataset;
+  let stripe = null;
+  let card = null;
+
+  function loadScript(src) {
+    return new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = src;
+      script.onload = resolve;
+      script.onerror = reject;
+      document.head.appendChild(script);
+    });
+  }
+
+  async function setUpPayments() {
+    if (provider.paymentProvider !== "stripe") return;
+    $("#simulator-payment").hidden = true;
+    $("#card-payment").hidden = false;
+    try {
+      await loadScript(provider.stripeJs);
+      stripe = window.Stripe(provider.stripeKey);
+      card = stripe.elements().create("card");
+      card.mount("#card-element");
+    } catch (error) {
+      say("The card form could not be loaded. Check your connection and reload.");
+    }
+  }
+
+  // The payment method to send: the simulator's choice, or a Stripe
+  // PaymentMethod made from the card fields.
+  async function paymentMethod() {
+    if (provider.paymentProvider !== "stripe") return $("#payment-method").value;
+    if (!stripe) throw new Error("The card form is not ready.");
+    const made = await stripe.createPaymentMethod({ type: "card", card });
+    if (made.error) throw new Error(made.error.message);
+    return made.paymentMethod.id;
+  }
+
+  // The buyer's bank asks for a confirmation (3-D Secure): Stripe.js shows
+  // it; the simulator's completes by itself at `completes_at`.
+  async function confirmWithBank(waiting) {
+    if (stripe) {
+      await stripe.handleNextAction({ clientSecret: waiting.client_secret });
+      return;
+    }
+    const at = Date.parse((waiting.next_action || {}).completes_at || "");
+    const wait = Number.isNaN(at) ? 1000 : Math.max(at - serverNow(), 250);
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+
   bind("pay", async () => {
     if (!hold) return;
-    const method = $("#payment-method").value;
     const paying = hold;
+    let method;
+    try {
+      method = await paymentMethod();
+    } catch (error) {
+      say(error.message);
+      return;
+    }
     say("Paying…", "ok");
-    const answer = await api("POST", `/v1/holds/${paying.hold_id}/purchase`, { payment_method: method });
+    const purchase = () =>
+      api("POST", `/v1/holds/${paying.hold_id}/purchase`, { payment_method: method });
+    let answer = await purchase();
+    while (answer.ok && answer.status === 202) {
+      // The hold lasts while the buyer confirms; the service says until when.
+      setHold({ ...paying, expires_at: answer.data.expires_at });
+      $("#hold").dataset.payment = "requires_action";
+      say("Confirm the payment with your bank…", "ok");
+      await confirmWithBank(answer.data);
+      answer = await purchase();
+    }
+    delete $("#hold").dataset.payment;
     if (!answer.ok) {
       say(explain(answer.problem));
       if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold();
+      if (answer.problem.reversed) clearHold();
       return;
     }
     const booked = answer.data;
@@ -458,6 +530,7 @@
     draw(answer.data);
     showSelection();
     listen();
+    setUpPayments();
     setInterval(tick, 250);
   }
 

@@ -222,6 +222,7 @@ impl Application {
             webhooks: endpoints,
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
+            seat_map: crate::http::page::Page::new(stripe.as_ref().map(|s| s.settings())),
             stripe,
         });
         let max_connections = crate::edge::connection_cap(

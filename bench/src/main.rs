@@ -14,6 +14,7 @@ mod external;
 mod live;
 mod report;
 mod scenarios;
+mod stripe;
 mod wal;
 
 use std::sync::Arc;
@@ -54,7 +55,7 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Scenarios to run, comma-separated (default: all but the opt-in ones,
-    /// `best`, `limit`, `live` and `webhooks`).
+    /// `best`, `limit`, `live`, `webhooks` and `stripe`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -121,15 +122,32 @@ type Running = (
     tokio::task::JoinHandle<std::io::Result<()>>,
 );
 
-/// The service in-process on port 0, with every worker running.
+/// The service in-process on port 0, with every worker running, paying
+/// through the simulator.
 async fn start(database_url: &str, secret: &str, store: &'static str) -> anyhow::Result<Running> {
+    start_paying(
+        database_url,
+        secret,
+        store,
+        booking::payment::ProviderSettings::Simulator,
+    )
+    .await
+}
+
+/// `start`, paying through `provider`.
+async fn start_paying(
+    database_url: &str,
+    secret: &str,
+    store: &'static str,
+    provider: booking::payment::ProviderSettings,
+) -> anyhow::Result<Running> {
     let settings = Settings {
         addr: "127.0.0.1:0".parse()?,
         database_url: database_url.to_owned(),
         jwt_secret: secret.to_owned(),
         database_connections: booking::store::DEFAULT_POOL_CONNECTIONS,
         payment_latency: Duration::from_millis(booking::payment::simulator::DEFAULT_LATENCY_MS),
-        payment_provider: booking::payment::ProviderSettings::Simulator,
+        payment_provider: provider,
         currency: domain::money::Currency::EUR,
         payment_timeout: booking::command::checkout::DEFAULT_PAYMENT_TIMEOUT,
         workers: Workers {
@@ -281,6 +299,22 @@ async fn run_store(
     }
     if named("webhooks") {
         results.push(scenarios::webhooks(&target, args.concurrency, seconds).await?);
+    }
+    // Checkout through Stripe's API (localstripe) beside the simulator's,
+    // on a second service of the same store paying through Stripe.
+    if named("stripe") {
+        results.push(scenarios::checkout(&target, args.concurrency, seconds).await?);
+        let localstripe = stripe::LocalStripe::start().await?;
+        let (paying, _, stop_paying, paying_server) = start_paying(
+            &database_url,
+            &secret,
+            store,
+            stripe::provider(&localstripe),
+        )
+        .await?;
+        results.push(stripe::checkout(&paying, &localstripe, args.concurrency, seconds).await?);
+        let _ = stop_paying.send(());
+        paying_server.await??;
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);

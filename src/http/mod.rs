@@ -13,7 +13,7 @@ mod holds;
 mod live;
 pub mod openapi;
 mod ops;
-mod page;
+pub mod page;
 mod shows;
 mod stripe;
 mod timeout;
@@ -50,6 +50,8 @@ pub struct Services {
     /// Stripe, when the service pays through it (its webhook, the seat
     /// map's Stripe.js).
     pub stripe: Option<Arc<crate::payment::stripe::Stripe>>,
+    /// The seat map page, made once for the payment provider.
+    pub seat_map: page::Page,
 }
 
 pub type AppState = Arc<Services>;

@@ -1,6 +1,7 @@
 //! The OpenAPI document, generated from the handlers' annotations and the
 //! types they read and write (utoipa). `GET /openapi.json` serves it.
 
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
@@ -63,11 +64,29 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/openapi.json", get(openapi_json))
 }
 
+/// The payment methods the simulator takes (`payment::simulator`):
+/// pm_sim_ok, pm_sim_declined, pm_sim_unavailable, pm_sim_delay_<0..=20000>
+/// and pm_sim_3ds_<0..=600000>.
+const SIMULATOR_METHODS: &str = "^pm_sim_(ok|declined|unavailable|delay_(0|[1-9][0-9]{0,3}|1[0-9]{4}|20000)|3ds_(0|[1-9][0-9]{0,4}|[1-5][0-9]{5}|600000))$";
+
+/// Stripe PaymentMethod ids, as `payment::stripe` takes them.
+const STRIPE_METHODS: &str = "^pm_[A-Za-z0-9_]{1,252}$";
+
 /// The document `GET /openapi.json` serves: the generated one, with the
-/// rules utoipa's attributes cannot say added from the constants.
-pub fn document() -> Result<Value, serde_json::Error> {
+/// rules utoipa's attributes cannot say added from the constants, and the
+/// payment methods of the provider this service pays through (`stripe`).
+pub fn document(stripe: bool) -> Result<Value, serde_json::Error> {
     let mut doc = serde_json::to_value(ApiDoc::openapi())?;
     refine(&mut doc);
+    if let Some(method) =
+        doc.pointer_mut("/components/schemas/PurchaseBody/properties/payment_method")
+    {
+        method["pattern"] = json!(if stripe {
+            STRIPE_METHODS
+        } else {
+            SIMULATOR_METHODS
+        });
+    }
     Ok(doc)
 }
 
@@ -102,8 +121,8 @@ fn refine(doc: &mut Value) {
 
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1")))]
-pub(super) async fn openapi_json() -> Response {
-    match document() {
+pub(super) async fn openapi_json(State(state): State<AppState>) -> Response {
+    match document(state.stripe.is_some()) {
         Ok(doc) => json_response(StatusCode::OK, doc.to_string()),
         Err(e) => super::problem::ApiError::Internal(e.to_string()).into_response_now(),
     }
@@ -124,7 +143,7 @@ mod tests {
     /// The attributes need literals; each must equal its constant.
     #[test]
     fn the_literal_limits_equal_the_constants() {
-        let doc = super::document().expect("document");
+        let doc = super::document(false).expect("document");
         let s = "/components/schemas";
         let checks: Vec<(String, i64)> = vec![
             (
@@ -272,6 +291,17 @@ mod tests {
         assert_eq!(
             method.as_u64(),
             Some(crate::payment::MAX_PAYMENT_METHOD_CHARS as u64)
+        );
+        let pattern = at(
+            &doc,
+            &format!("{s}/PurchaseBody/properties/payment_method/pattern"),
+        );
+        let max_delay = crate::payment::simulator::MAX_SIM_DELAY_MS.to_string();
+        let max_3ds = crate::payment::simulator::MAX_SIM_3DS_MS.to_string();
+        let pattern = pattern.as_str().unwrap_or("");
+        assert!(
+            pattern.contains(&max_delay) && pattern.contains(&max_3ds),
+            "{pattern}"
         );
     }
 }

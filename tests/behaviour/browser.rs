@@ -261,8 +261,19 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
         Some("false")
     );
 
-    // A pays; B sees the seat booked.
+    // A pays with a card that asks for 3-D Secure (the simulator's bank
+    // answers after two seconds); the page waits, then B sees the seat booked.
+    a.find(Locator::Css("#payment-method"))
+        .await
+        .expect("the method list")
+        .select_by_value("pm_sim_3ds_2000")
+        .await
+        .expect("the 3-D Secure card");
     click(&a, "[data-action=\"pay\"]").await;
+    wait_attr(&a, "#hold", "data-payment", PATIENCE, |v| {
+        v == "requires_action"
+    })
+    .await;
     let booking_id = wait_attr(&a, "#booking", "data-booking-id", PATIENCE, |v| {
         !v.is_empty()
     })

@@ -26,6 +26,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_cancelled_booking_frees_its_seats_to_be_bought_again,
         buyers_cannot_buy_or_read_what_is_not_theirs,
         recovery_finishes_a_checkout_left_before_its_charge,
+        a_simulated_three_d_secure_payment_waits_for_the_buyer_then_books,
     ]
 }
 
@@ -459,5 +460,45 @@ async fn recovery_finishes_a_checkout_left_before_its_charge(env: TestEnv) {
         Default::default(),
         "nothing left"
     );
+    app.stop().await;
+}
+
+async fn a_simulated_three_d_secure_payment_waits_for_the_buyer_then_books(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("sim3ds", 2, 480).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold_for(&app, &alice, "sim3ds", &["S1"]).await;
+    let waiting = app.purchase(&alice, &hold_id, "pm_sim_3ds_5000").await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    assert_eq!(waiting.body["status"], "requires_action");
+    assert_eq!(waiting.body["next_action"]["type"], "simulated_3ds");
+    let payment = waiting.str("payment_intent");
+    assert!(!waiting.str("client_secret").is_empty());
+    let still = app.purchase(&alice, &hold_id, "pm_sim_3ds_5000").await;
+    assert_eq!(
+        still.status,
+        StatusCode::ACCEPTED,
+        "the bank has not answered yet"
+    );
+    assert_eq!(still.str("payment_intent"), payment, "the same payment");
+
+    app.clock.advance(chrono::Duration::seconds(6));
+    let bought = app.purchase(&alice, &hold_id, "pm_sim_3ds_5000").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    assert_eq!(bought.str("charge_id"), payment);
+
+    // A buyer who never asks again: recovery finishes it once the bank did.
+    let other = hold_for(&app, &alice, "sim3ds", &["S2"]).await;
+    let waiting = app.purchase(&alice, &other, "pm_sim_3ds_5000").await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let report = app.recovery.run_once().await.unwrap();
+    assert_eq!((report.waiting, report.completed), (1, 0), "{report:?}");
+    app.clock.advance(chrono::Duration::seconds(6));
+    let report = app.recovery.run_once().await.unwrap();
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(app.seat_statuses("sim3ds").await["S2"], "booked");
+    let ledger = app.store.sim_ledger().await.unwrap();
+    assert_eq!(ledger.len(), 2);
+    assert!(ledger.iter().all(|p| p.outcome == "captured"), "{ledger:?}");
     app.stop().await;
 }

@@ -216,6 +216,9 @@ struct Faults {
     swallow: Vec<String>,
     /// Calls seen, as "METHOD path".
     seen: Vec<String>,
+    /// The next capture finds its authorization cancelled at Stripe (it
+    /// expired, or someone cancelled it in Stripe's dashboard).
+    cancel_before_capture: bool,
 }
 
 /// A proxy in front of a Stripe-API server: the address the service is
@@ -253,6 +256,17 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
             .position(|s| parts.uri.path().ends_with(s.as_str()));
         at.map(|i| faults.swallow.remove(i)).is_some()
     };
+    let cancel_first = parts.uri.path().ends_with("/capture")
+        && std::mem::take(&mut up.faults.lock().unwrap().cancel_before_capture);
+    if cancel_first {
+        let intent = parts.uri.path().trim_end_matches("/capture");
+        let _ = up
+            .client
+            .post(format!("{}{intent}/cancel", up.base))
+            .bearer_auth(SECRET_KEY)
+            .send()
+            .await;
+    }
     let body: Bytes = axum::body::to_bytes(body, 1 << 20)
         .await
         .unwrap_or_default();
@@ -329,6 +343,11 @@ impl StripeProxy {
     /// answer is lost.
     pub fn swallow_next(&self, suffix: &str) {
         self.faults.lock().unwrap().swallow.push(suffix.to_owned());
+    }
+
+    /// The next capture meets an authorization Stripe has cancelled.
+    pub fn cancel_before_next_capture(&self) {
+        self.faults.lock().unwrap().cancel_before_capture = true;
     }
 
     /// How many calls whose path ends with `suffix` were made.
