@@ -65,13 +65,17 @@ pub(super) async fn stripe_webhook(
     headers: HeaderMap,
     RawJsonBody(body): RawJsonBody<MAX_STRIPE_EVENT_BYTES>,
 ) -> Result<Response, ApiError> {
+    let Some(signature) = headers
+        .get("stripe-signature")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Err(ApiError::InvalidSignature(
+            "no Stripe-Signature header".into(),
+        ));
+    };
     let Some(stripe) = &state.stripe else {
         return Err(ApiError::NotFound);
     };
-    let signature = headers
-        .get("stripe-signature")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
     verify_signature(
         &stripe.settings().webhook_secret,
         signature,
