@@ -301,20 +301,35 @@ async fn run_store(
         results.push(scenarios::webhooks(&target, args.concurrency, seconds).await?);
     }
     // Checkout through Stripe's API (localstripe) beside the simulator's,
-    // on a second service of the same store paying through Stripe.
+    // on a second service of the same store paying through Stripe, on a
+    // database of its own (one database, one provider: the other's
+    // recovery would drive checkouts its provider does not know).
     if named("stripe") {
         results.push(scenarios::checkout(&target, args.concurrency, seconds).await?);
         let localstripe = stripe::LocalStripe::start().await?;
-        let (paying, _, stop_paying, paying_server) = start_paying(
-            &database_url,
-            &secret,
-            store,
-            stripe::provider(&localstripe),
-        )
-        .await?;
+        let stripe_database = format!("{pg_database}_stripe");
+        let stripe_url = if store == "postgres" {
+            admin_exec(
+                &args.postgres_url,
+                &format!("CREATE DATABASE \"{stripe_database}\""),
+            )
+            .await?;
+            with_database(&args.postgres_url, &stripe_database)
+        } else {
+            format!("sqlite://{}", dir.path().join("stripe.db").display())
+        };
+        let (paying, _, stop_paying, paying_server) =
+            start_paying(&stripe_url, &secret, store, stripe::provider(&localstripe)).await?;
         results.push(stripe::checkout(&paying, &localstripe, args.concurrency, seconds).await?);
         let _ = stop_paying.send(());
         paying_server.await??;
+        if store == "postgres" {
+            admin_exec(
+                &args.postgres_url,
+                &format!("DROP DATABASE IF EXISTS \"{stripe_database}\" WITH (FORCE)"),
+            )
+            .await?;
+        }
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);
