@@ -99,6 +99,10 @@
         return "The payment was declined. Try another card; your seats stay held until the countdown ends.";
       case "payment_unavailable":
         return "The payment provider is not answering. Try again: you will not be charged twice.";
+      case "admission_required":
+        return "This sale opens through a waiting room: join the queue, and choose seats once you are let in.";
+      case "rate_limited":
+        return "Too many requests at once. Wait a moment and try again.";
       case "unauthorized":
         return "Enter a valid buyer token first.";
       case "forbidden":
@@ -364,6 +368,7 @@
     const answer = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/holds`, body, crypto.randomUUID());
     if (!answer.ok) {
       say(explain(answer.problem));
+      if (answer.problem.code === "admission_required") followQueue();
       return;
     }
     selected.clear();
@@ -521,6 +526,137 @@
     stream.addEventListener("error", () => connected(false));
   }
 
+  // The waiting room (docs/api.md, "Waiting room"): before admission the
+  // page shows the buyer's place in the queue, live, instead of the map.
+  // The stream needs the bearer token, which EventSource cannot send, so it
+  // is read with fetch.
+  let room = null; // the show's waiting_room, if it has one
+  let following = null; // AbortController of the queue stream being read
+  let shownView = null; // the standing shown
+  let waitingSince = 0; // when its estimate was shown
+
+  // The stream tells an estimate when it changes, not every second: the
+  // page counts it down meanwhile.
+  setInterval(() => {
+    if (!shownView || shownView.status !== "waiting" || shownView.estimated_wait_seconds === null) return;
+    const left = Math.max(0, shownView.estimated_wait_seconds - Math.floor((Date.now() - waitingSince) / 1000));
+    $("#queue-detail").textContent = `About ${seconds(left)} to wait.`;
+  }, 1000);
+
+  function seconds(n) {
+    if (n < 60) return `${n} s`;
+    const m = Math.floor(n / 60);
+    return m < 60 ? `${m} min ${n % 60} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+  }
+
+  function showQueue(view) {
+    shownView = view;
+    const panel = $("#queue");
+    panel.hidden = false;
+    panel.dataset.queueStatus = view ? view.status : "";
+    document.body.dataset.queue = view ? view.status : "none";
+    const join = document.querySelector('[data-action="join"]');
+    join.hidden = Boolean(view);
+    const what = $("#queue-what");
+    const detail = $("#queue-detail");
+    if (!view) {
+      what.textContent = `The sale opens ${new Date(room.sale_starts_at).toLocaleString()} through a waiting room.`;
+      detail.textContent = "Join the queue: everyone who joins before the start gets a random place, so there is no need to hurry.";
+      return;
+    }
+    panel.dataset.position = view.position;
+    panel.dataset.ahead = view.ahead === null ? "" : view.ahead;
+    switch (view.status) {
+      case "waiting":
+        what.textContent = `You are number ${view.position} in the queue, ${view.ahead} ahead of you.`;
+        // No estimate yet: the place is drawn when the sale opens.
+        waitingSince = Date.now();
+        detail.textContent = view.estimated_wait_seconds === null
+          ? `Places are drawn at random when the sale opens (${new Date(view.sale_starts_at).toLocaleTimeString()}).`
+          : `About ${seconds(view.estimated_wait_seconds)} to wait.`;
+        break;
+      case "admitted":
+        what.textContent = "It is your turn: choose your seats.";
+        detail.textContent = `You may hold seats until ${new Date(view.admitted_until).toLocaleTimeString()}.`;
+        panel.dataset.admittedUntil = view.admitted_until;
+        break;
+      case "expired":
+        what.textContent = "Your turn has passed.";
+        detail.textContent = "You were let in but did not hold seats in time.";
+        break;
+      case "closed":
+        what.textContent = "Sold out.";
+        detail.textContent = "Every seat has been sold.";
+        break;
+      default:
+        what.textContent = view.status;
+    }
+  }
+
+  async function followQueue() {
+    if (following) following.abort();
+    const token = tokenInput.value.trim();
+    if (!room || !token) {
+      showQueue(null);
+      return;
+    }
+    const controller = new AbortController();
+    following = controller;
+    const path = `/v1/shows/${encodeURIComponent(showId)}/queue/me`;
+    const mine = await api("GET", path);
+    if (controller.signal.aborted) return;
+    if (!mine.ok) {
+      showQueue(null);
+      if (mine.problem.code !== "queue_entry_not_found") say(explain(mine.problem));
+      return;
+    }
+    showQueue(mine.data);
+    let last = mine.data;
+    while (!controller.signal.aborted && ["waiting", "admitted"].includes(last.status)) {
+      try {
+        const response = await fetch(`${path}/stream`, {
+          headers: { Accept: "text/event-stream", Authorization: "Bearer " + token },
+          signal: controller.signal,
+        });
+        if (!response.ok || !response.body) throw new Error(`stream ${response.status}`);
+        connected(true);
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("");
+            if (data) {
+              last = JSON.parse(data);
+              showQueue(last);
+            }
+          }
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return;
+      }
+      if (!["waiting", "admitted"].includes(last.status)) break;
+      // The stream ended (an instance shut down, the network): again, soon.
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  }
+
+  bind("join", async () => {
+    const answer = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/queue`, {});
+    if (!answer.ok) {
+      say(explain(answer.problem));
+      return;
+    }
+    say("You are in the queue. Keep this page open.", "ok");
+    followQueue();
+  });
+
   async function start() {
     const answer = await api("GET", `/v1/shows/${encodeURIComponent(showId)}`);
     if (!answer.ok) {
@@ -529,6 +665,11 @@
     }
     draw(answer.data);
     showSelection();
+    room = answer.data.waiting_room || null;
+    if (room) {
+      followQueue();
+      tokenInput.addEventListener("change", followQueue);
+    }
     listen();
     setUpPayments();
     setInterval(tick, 250);

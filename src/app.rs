@@ -15,12 +15,15 @@ use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
 use crate::command::holds::HoldService;
+use crate::command::queue::QueueService;
 use crate::command::round::Rounds;
 use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
 use crate::payment::simulator::Simulator;
 use crate::payment::stripe::Stripe;
 use crate::payment::{PaymentProvider, ProviderSettings};
+use crate::query::queue::QueueBook;
+use crate::rate_limit::RateLimits;
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
 use crate::webhooks::dispatch::Dispatcher;
@@ -29,6 +32,7 @@ use crate::webhooks::payload::Payloads;
 use crate::webhooks::sender::Sender;
 use crate::webhooks::{WebhookSettings, Webhooks};
 use crate::workers::recovery::Recovery;
+use crate::workers::room::RoomKeeper;
 use crate::workers::runner::every;
 use crate::workers::sweeper::Sweeper;
 use domain::money::Currency;
@@ -47,6 +51,8 @@ pub struct Workers {
     pub sweeper: Option<Duration>,
     /// The webhook dispatcher and sender (`webhooks::Webhooks`).
     pub webhooks: Option<Duration>,
+    /// The room keeper of waiting rooms (`workers::room`).
+    pub rooms: Option<Duration>,
 }
 
 impl Workers {
@@ -55,6 +61,7 @@ impl Workers {
         recovery: None,
         sweeper: None,
         webhooks: None,
+        rooms: None,
     };
 }
 
@@ -83,6 +90,9 @@ pub struct Settings {
     pub idempotency_retention: Duration,
     /// Webhook attempt timeout and retry schedule.
     pub webhooks: WebhookSettings,
+    /// Requests per second and at once, per buyer and per client address
+    /// (`RateLimits::OFF` for load tests from one address).
+    pub rate_limits: RateLimits,
 }
 
 /// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
@@ -97,6 +107,7 @@ pub struct Application {
     recovery: Recovery,
     projector: Projector,
     sweeper: Sweeper,
+    rooms: RoomKeeper,
     webhooks: Webhooks,
     workers: Workers,
     shutdown_grace: Duration,
@@ -134,12 +145,20 @@ impl Application {
         // same slot (see command/streams.rs).
         let rounds = Arc::new(Rounds::new(store.clone(), clock.clone()));
         let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
+        let queue: Arc<QueueService> = Arc::new(QueueService::new(
+            store.clone(),
+            catalog.clone(),
+            clock.clone(),
+            rounds.clone(),
+            Arc::new(QueueBook::new(store.clone())),
+        ));
         let holds = Arc::new(HoldService::new(
             store.clone(),
             catalog.clone(),
             clock.clone(),
             rounds.clone(),
             availability.clone(),
+            queue.clone(),
         ));
         let (payments, stripe): (Arc<dyn PaymentProvider>, Option<Arc<Stripe>>) =
             match &settings.payment_provider {
@@ -172,6 +191,13 @@ impl Application {
         let projector = Projector::new(store.clone(), catalog.clone());
         let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone())
             .with_key_retention(settings.idempotency_retention);
+        let rooms = RoomKeeper::new(
+            store.clone(),
+            catalog.clone(),
+            availability.clone(),
+            queue.clone(),
+            clock.clone(),
+        );
 
         let webhooks = Webhooks {
             dispatcher: Dispatcher::new(
@@ -223,6 +249,7 @@ impl Application {
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
             seat_map: crate::http::page::Page::new(stripe.as_ref().map(|s| s.settings())),
+            queue,
             stripe,
         });
         let max_connections = crate::edge::connection_cap(
@@ -233,11 +260,16 @@ impl Application {
             bind(settings.addr).with_context(|| format!("cannot listen on {}", settings.addr))?;
         Ok(Self {
             listener,
-            router: router(state.clone(), settings.edge.request_timeout),
+            router: router(
+                state.clone(),
+                settings.edge.request_timeout,
+                settings.rate_limits,
+            ),
             state,
             recovery,
             projector,
             sweeper,
+            rooms,
             webhooks,
             workers: settings.workers,
             shutdown_grace: settings.shutdown_grace,
@@ -269,6 +301,10 @@ impl Application {
 
     pub fn sweeper(&self) -> &Sweeper {
         &self.sweeper
+    }
+
+    pub fn rooms(&self) -> &RoomKeeper {
+        &self.rooms
     }
 
     pub fn webhooks(&self) -> &Webhooks {
@@ -309,6 +345,13 @@ impl Application {
             workers.spawn(every("sweeper", interval, stopped(), move || {
                 let sweeper = sweeper.clone();
                 async move { sweeper.run_once().await }
+            }));
+        }
+        if let Some(interval) = self.workers.rooms {
+            let rooms = self.rooms.clone();
+            workers.spawn(every("rooms", interval, stopped(), move || {
+                let rooms = rooms.clone();
+                async move { rooms.run_once().await }
             }));
         }
         // Live availability: runs until the shutdown signal closes it.

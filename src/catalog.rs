@@ -8,6 +8,7 @@ use domain::ids::{PoolId, SeatId, ShowId};
 use domain::money::Currency;
 use domain::pool::{default_shards, shard_capacity};
 use domain::show::{PoolSpec, SeatSpec, Show, ShowError};
+use domain::waiting_room::RoomSettings;
 use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +56,35 @@ pub struct ShowDefinition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, pattern = "^[A-Za-z]{3}$")]
     pub currency: Option<Currency>,
+    /// Open the sale through a waiting room: buyers join a queue and may
+    /// hold seats once admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_room: Option<WaitingRoomDefinition>,
+}
+
+/// A show's waiting room: from `sale_starts_at`, `admit_per_minute` buyers
+/// a minute are admitted, each for `admission_ttl_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingRoomDefinition {
+    /// Who joins before this instant is placed in a random order at it.
+    pub sale_starts_at: DateTime<Utc>,
+    /// MIN_ADMIT_PER_MINUTE..=MAX_ADMIT_PER_MINUTE.
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub admit_per_minute: u32,
+    /// MIN_ADMISSION_TTL_SECONDS..=MAX_ADMISSION_TTL_SECONDS.
+    #[schema(minimum = 60, maximum = 3600)]
+    pub admission_ttl_seconds: u32,
+}
+
+impl WaitingRoomDefinition {
+    pub fn settings(&self) -> RoomSettings {
+        RoomSettings {
+            sale_starts_at: self.sale_starts_at,
+            admit_per_minute: self.admit_per_minute,
+            admission_ttl_seconds: self.admission_ttl_seconds,
+        }
+    }
 }
 
 /// A show as `PUT` and `GET /v1/shows/{id}` answer it: the definition with its id.
@@ -74,6 +104,7 @@ pub struct ShowView {
     max_seats_per_buyer: Option<u32>,
     #[schema(pattern = "^[a-z]{3}$")]
     currency: Option<String>,
+    waiting_room: Option<WaitingRoomDefinition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -148,7 +179,8 @@ impl ShowDefinition {
         )?
         .with_max_seats_per_buyer(self.max_seats_per_buyer)?
         .with_max_hold_seconds(self.max_hold_seconds)?
-        .with_currency(self.currency.unwrap_or(Currency::EUR))
+        .with_currency(self.currency.unwrap_or(Currency::EUR))?
+        .with_waiting_room(self.waiting_room.map(|w| w.settings()))
     }
 
     /// The definition as the service stores it: the default currency filled

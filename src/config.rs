@@ -76,6 +76,9 @@ pub const MAX_IDLE_TIMEOUT_SECONDS: u64 = 3_600;
 pub const MAX_REQUEST_TIMEOUT_SECONDS: u64 = 600;
 /// Far above one machine's descriptors; the cap is clamped to them anyway.
 pub const MAX_CONNECTIONS_LIMIT: i64 = 1_000_000;
+/// A rate or burst above what one instance can serve in a second is no
+/// limit at all (0 turns a limit off), and more likely a typo.
+pub const MAX_RATE_LIMIT: i64 = 1_000_000;
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -113,6 +116,12 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOKING_SWEEPER_INTERVAL_SECONDS", default_value_t = crate::workers::sweeper::DEFAULT_SWEEP_INTERVAL.as_secs(),
           value_parser = interval_parser(1, 3_600))]
     pub sweeper_interval_seconds: u64,
+    /// Milliseconds between room keeper passes over waiting rooms (pause,
+    /// resume, close as the inventory goes; 0: off; else 100..=60000).
+    #[arg(long, env = "BOOKING_ROOM_INTERVAL_MS",
+          default_value_t = crate::workers::room::DEFAULT_ROOM_INTERVAL.as_millis() as u64,
+          value_parser = interval_parser(100, 60_000))]
+    pub room_interval_ms: u64,
     /// Seconds a connection may take to send a full request head (1..=300).
     #[arg(long, env = "BOOKING_HEADER_TIMEOUT_SECONDS", default_value_t = crate::edge::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=MAX_HEADER_TIMEOUT_SECONDS))]
@@ -133,6 +142,22 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOKING_MAX_SUBSCRIBERS", default_value_t = crate::live::DEFAULT_MAX_SUBSCRIBERS as u32,
           value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS_LIMIT))]
     pub max_subscribers: u32,
+    /// Requests one buyer (a token's `sub`) may send per second (0: no buyer limit; else 1..=1000000).
+    #[arg(long, env = "BOOKING_BUYER_RATE_PER_SECOND", default_value_t = crate::rate_limit::DEFAULT_BUYER_RATE_PER_SECOND,
+          value_parser = clap::value_parser!(u32).range(0..=MAX_RATE_LIMIT))]
+    pub buyer_rate_per_second: u32,
+    /// Requests one buyer may send at once (0: no buyer limit; else 1..=1000000).
+    #[arg(long, env = "BOOKING_BUYER_BURST", default_value_t = crate::rate_limit::DEFAULT_BUYER_BURST,
+          value_parser = clap::value_parser!(u32).range(0..=MAX_RATE_LIMIT))]
+    pub buyer_burst: u32,
+    /// Requests without a token one client address may send per second (0: no client limit; else 1..=1000000).
+    #[arg(long, env = "BOOKING_CLIENT_RATE_PER_SECOND", default_value_t = crate::rate_limit::DEFAULT_CLIENT_RATE_PER_SECOND,
+          value_parser = clap::value_parser!(u32).range(0..=MAX_RATE_LIMIT))]
+    pub client_rate_per_second: u32,
+    /// Requests without a token one client address may send at once (0: no client limit; else 1..=1000000).
+    #[arg(long, env = "BOOKING_CLIENT_BURST", default_value_t = crate::rate_limit::DEFAULT_CLIENT_BURST,
+          value_parser = clap::value_parser!(u32).range(0..=MAX_RATE_LIMIT))]
+    pub client_burst: u32,
     /// Hours an idempotency key is kept before the sweeper prunes it (24..=720; the contract's minimum is 24).
     #[arg(long, env = "BOOKING_IDEMPOTENCY_RETENTION_HOURS", default_value_t = crate::workers::sweeper::DEFAULT_KEY_RETENTION.as_secs() / 3_600,
           value_parser = clap::value_parser!(u64).range(
@@ -207,6 +232,21 @@ fn parse_currency(value: &str) -> Result<domain::money::Currency, String> {
 }
 
 impl ServeArgs {
+    /// The rate limits (`BOOKING_BUYER_*`, `BOOKING_CLIENT_*`).
+    pub fn rate_limits(&self) -> crate::rate_limit::RateLimits {
+        use crate::rate_limit::{Limit, RateLimits};
+        RateLimits {
+            buyer: Limit {
+                rate_per_second: self.buyer_rate_per_second,
+                burst: self.buyer_burst,
+            },
+            client: Limit {
+                rate_per_second: self.client_rate_per_second,
+                burst: self.client_burst,
+            },
+        }
+    }
+
     /// The payment provider's settings, or why they are incomplete.
     pub fn payment_provider(&self) -> Result<crate::payment::ProviderSettings, String> {
         use crate::payment::stripe::{SecretKey, StripeSettings};

@@ -29,6 +29,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::Router;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -357,10 +358,10 @@ pub async fn serve(
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept error");
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
@@ -384,6 +385,9 @@ pub async fn serve(
             let service = hyper::service::service_fn(
                 move |mut request: hyper::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(socket);
+                    // The client's address, as axum's `ConnectInfo` (the
+                    // rate limit of requests without a token is per address).
+                    request.extensions_mut().insert(ConnectInfo(peer));
                     let in_flight = service_activity.begin();
                     let router = router.clone();
                     async move {

@@ -8,6 +8,8 @@
 //! - [`app`]: builds the service from [`app::Settings`] and runs it; tests
 //!   bind port 0 and pass their own clock and shutdown signal.
 //! - [`edge`]: the accept loop: connection cap, header and idle timers.
+//! - [`rate_limit`]: requests per second per buyer and per client address
+//!   (keyed GCRA on the service's clock); `http` decides who is counted.
 //! - [`http`]: routes, extractors and the problem+json error contract; a
 //!   handler parses, calls one application function and maps the result.
 //! - [`command`]: everything that changes state. Each command is a pure
@@ -41,6 +43,7 @@ pub mod live;
 pub mod metrics;
 pub mod payment;
 pub mod query;
+pub mod rate_limit;
 pub mod rebuild;
 pub mod store;
 pub mod webhooks;

@@ -32,6 +32,7 @@ fn init_logging(format: LogFormat) {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let payment_provider = args.payment_provider().map_err(anyhow::Error::msg)?;
+    let rate_limits = args.rate_limits();
     let jwt_secret = match args.jwt_secret {
         Some(secret) => {
             booking::auth::check_secret(&secret).map_err(anyhow::Error::msg)?;
@@ -72,6 +73,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             recovery: nonzero(Duration::from_secs(args.recovery_interval_seconds)),
             sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
             webhooks: nonzero(Duration::from_millis(args.webhook_interval_ms)),
+            rooms: nonzero(Duration::from_millis(args.room_interval_ms)),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         edge: EdgeSettings {
@@ -88,6 +90,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             max_backoff: Duration::from_millis(args.webhook_max_backoff_ms),
             retry_window: Duration::from_secs(args.webhook_retry_seconds),
         },
+        rate_limits,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     tracing::info!(

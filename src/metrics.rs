@@ -78,3 +78,10 @@ pub async fn track(request: Request, next: Next) -> Response {
         .record(started.elapsed().as_secs_f64());
     response
 }
+
+/// Counts a request refused by a rate limit, by the limit that refused it
+/// (`buyer` or `client`): refusals against `http_requests_total` tell a
+/// limit set too low from a crowd held back.
+pub fn rate_limited(limit: &'static str) {
+    metrics::counter!("http_rate_limited_total", "limit" => limit).increment(1);
+}

@@ -22,7 +22,7 @@ pub const SUBSCRIBERS: usize = 1_000;
 pub const SEATS: usize = 20_000;
 
 /// Resident memory of this process, in kB (Linux).
-fn rss_kb() -> u64 {
+pub(crate) fn rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {

@@ -11,7 +11,9 @@
 
 mod baseline;
 mod external;
+mod heap;
 mod live;
+mod queue;
 mod report;
 mod scenarios;
 mod stripe;
@@ -55,12 +57,20 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Scenarios to run, comma-separated (default: all but the opt-in ones,
-    /// `best`, `limit`, `live`, `webhooks` and `stripe`).
+    /// `best`, `limit`, `live`, `webhooks`, `stripe` and `queue`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
     #[arg(long, default_value_t = 1_000_000)]
     replay_events: usize,
+    /// Buyers who join the waiting room's show before its sale starts
+    /// (`--only queue`).
+    #[arg(long, default_value_t = 1_000_000)]
+    queue_joins: usize,
+    /// Run as the queue scenario's stream client, a child process the
+    /// harness starts (orders on stdin, reports on stdout).
+    #[arg(long, hide = true)]
+    queue_stream_client: bool,
     /// Where the markdown table goes.
     #[arg(long, default_value = "BENCHMARKS.md")]
     markdown: String,
@@ -68,6 +78,17 @@ struct Args {
     #[arg(long, default_value = "bench-results.json")]
     json: String,
 }
+
+/// Counts live heap bytes when a measurement asks (`heap::Window`): the
+/// queue scenario's memory per stream.
+#[global_allocator]
+static ALLOCATOR: heap::Counting = heap::Counting;
+
+/// The service's connection cap in the bench: the queue scenario keeps
+/// 10,000 streams open beside the load generator's pooled connections,
+/// past the default cap (`edge::DEFAULT_MAX_CONNECTIONS`); the service
+/// clamps it below the descriptor limit. No other scenario comes near.
+const BENCH_MAX_CONNECTIONS: u32 = 50_000;
 
 /// A service under test and a client for it.
 #[derive(Clone)]
@@ -155,11 +176,18 @@ async fn start_paying(
             recovery: Some(booking::workers::recovery::RECOVERY_INTERVAL),
             sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
             webhooks: Some(booking::webhooks::DEFAULT_INTERVAL),
+            rooms: Some(booking::workers::room::DEFAULT_ROOM_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
-        edge: booking::edge::EdgeSettings::default(),
+        edge: booking::edge::EdgeSettings {
+            max_connections: BENCH_MAX_CONNECTIONS,
+            ..booking::edge::EdgeSettings::default()
+        },
         idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
         webhooks: booking::webhooks::WebhookSettings::default(),
+        // Every scenario sends from one address, and some as one buyer:
+        // the limits would measure themselves, not the service.
+        rate_limits: booking::rate_limit::RateLimits::OFF,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;
@@ -331,6 +359,24 @@ async fn run_store(
             .await?;
         }
     }
+    // The waiting room (issue #22): streams, the admission check, joins and
+    // reads (`--queue-joins`), on shows of their own.
+    if named("queue") {
+        let disk = match store {
+            "postgres" => queue::Disk::Postgres(database_url.clone()),
+            _ => queue::Disk::Sqlite(dir.path().join("bench.db")),
+        };
+        let figures = queue::run(
+            &target,
+            &service_store,
+            &disk,
+            args.concurrency,
+            seconds,
+            args.queue_joins,
+        )
+        .await?;
+        results.extend(figures);
+    }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);
     }
@@ -357,6 +403,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if args.queue_stream_client {
+        return queue::stream_client().await;
+    }
     let mut results = Vec::new();
     let stores: &[&'static str] = match args.store {
         Stores::Sqlite => &["sqlite"],

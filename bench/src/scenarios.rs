@@ -13,7 +13,7 @@ use crate::Target;
 /// Seats in the show the fixed-time hold scenarios draw from.
 pub const BIG_SHOW_SEATS: usize = 100_000;
 
-async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()> {
+pub(crate) async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()> {
     let response = target
         .client
         .put(format!("{}/v1/shows/{show}", target.base))
@@ -51,14 +51,20 @@ async fn seat_show_limited(
     seats: usize,
     limit: Option<u32>,
 ) -> anyhow::Result<()> {
-    let seats: Vec<Value> = (1..=seats)
-        .map(|n| json!({"seat_id": format!("S{n}"), "section": format!("{}", n / 1000), "row": "1", "number": n, "price_cents": 5000}))
-        .collect();
-    let mut body = json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats});
+    let mut body = seat_show_body(show, seats);
     if let Some(limit) = limit {
         body["max_seats_per_buyer"] = json!(limit);
     }
     put_show(target, show, body).await
+}
+
+/// The definition of a show of `seats` seats `S1..=S{seats}`, for
+/// scenarios that add to it (a waiting room) before `put_show`.
+pub(crate) fn seat_show_body(show: &str, seats: usize) -> Value {
+    let seats: Vec<Value> = (1..=seats)
+        .map(|n| json!({"seat_id": format!("S{n}"), "section": format!("{}", n / 1000), "row": "1", "number": n, "price_cents": 5000}))
+        .collect();
+    json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200, "seats": seats})
 }
 
 /// Sends a JSON POST; returns the status and the time it took.
@@ -143,13 +149,45 @@ pub async fn holds(
 ) -> anyhow::Result<Figures> {
     let show = holds_show(seats_per_hold);
     seat_show(target, &show, BIG_SHOW_SEATS).await?;
-    let next = Arc::new(AtomicUsize::new(0));
     let target = Arc::new(target.clone());
-    let (wall, answers) = for_duration(concurrency, duration, {
-        let (target, show) = (target.clone(), show.clone());
+    let next = Arc::new(AtomicUsize::new(0));
+    let (wall, answers) = hold_seats(
+        &target,
+        &show,
+        "h",
+        next,
+        concurrency,
+        duration,
+        seats_per_hold,
+    )
+    .await;
+    let name = if seats_per_hold == 1 {
+        "holds (distinct seats)".to_owned()
+    } else {
+        format!("multi-seat holds ({seats_per_hold} adjacent)")
+    };
+    Ok(Figures::from_latencies(&name, target.store, &answers, wall))
+}
+
+/// The load of `holds`: holds of `seats_per_hold` adjacent seats of `show`
+/// (a show of `BIG_SHOW_SEATS` seats), taken in order from `next`, at
+/// `concurrency` connections for `duration`, worker `w` holding as buyer
+/// `{buyers}{w}`. Shared with scenarios that set two shows side by side
+/// (`queue::admission_holds`), each show with its own `next`.
+pub(crate) async fn hold_seats(
+    target: &Arc<Target>,
+    show: &str,
+    buyers: &str,
+    next: Arc<AtomicUsize>,
+    concurrency: usize,
+    duration: Duration,
+    seats_per_hold: usize,
+) -> (Duration, Vec<(u16, Duration)>) {
+    for_duration(concurrency, duration, {
+        let (target, show, buyers) = (target.clone(), show.to_owned(), buyers.to_owned());
         move |worker| {
             let (target, show, next) = (target.clone(), show.clone(), next.clone());
-            let token = target.token(&format!("h{worker}"), Role::Buyer);
+            let token = target.token(&format!("{buyers}{worker}"), Role::Buyer);
             async move {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if (n + 1) * seats_per_hold > BIG_SHOW_SEATS {
@@ -169,13 +207,7 @@ pub async fn holds(
             }
         }
     })
-    .await;
-    let name = if seats_per_hold == 1 {
-        "holds (distinct seats)".to_owned()
-    } else {
-        format!("multi-seat holds ({seats_per_hold} adjacent)")
-    };
-    Ok(Figures::from_latencies(&name, target.store, &answers, wall))
+    .await
 }
 
 /// Holds a buyer places on the per-buyer limit scenario's shows, one after
@@ -255,7 +287,7 @@ impl LimitArm {
 
 /// Waits (at most a minute) until the projector has caught up with the log,
 /// so that one half of a comparison does not pay for the other's backlog.
-async fn drain_projector(store: &booking::store::Store) -> anyhow::Result<()> {
+pub(crate) async fn drain_projector(store: &booking::store::Store) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let checkpoint = store
@@ -680,7 +712,7 @@ pub async fn availability_large(
 
 /// Runs `concurrency` workers, each calling its request again and again
 /// until `duration` has passed (or it returns `None`).
-async fn for_duration<F, Fut>(
+pub(crate) async fn for_duration<F, Fut>(
     concurrency: usize,
     duration: Duration,
     make: F,

@@ -11,6 +11,8 @@
 //! - [`best_available`]: the service's choice of a block of seats side by side.
 //! - [`checkout`]: the Checkout stream: the purchase process of one hold.
 //! - [`pool`]: general-admission pool shards and their conditional decrement.
+//! - [`waiting_room`]: the waiting room of an onsale: queue numbers, the
+//!   admission schedule, the room's stream and a buyer's queue entry.
 //! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
 //!   events, errors and the pure `decide` function.
 //!
@@ -27,6 +29,7 @@ pub mod money;
 pub mod pool;
 pub mod seat;
 pub mod show;
+pub mod waiting_room;
 
 /// The version written beside every event we emit. Events are forever: a
 /// change of an event's shape gets a new version and an upcaster, never an

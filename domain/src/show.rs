@@ -14,6 +14,7 @@ use crate::limits::{
     MIN_SEATS_PER_BUYER,
 };
 use crate::money::{Currency, MoneyError};
+use crate::waiting_room::{RoomSettings, RoomSettingsError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatSpec {
@@ -76,6 +77,8 @@ pub enum ShowError {
     MaxSeatsPerBuyer,
     #[error("{field}: {error}")]
     Money { field: String, error: MoneyError },
+    #[error(transparent)]
+    WaitingRoom(#[from] RoomSettingsError),
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +97,9 @@ pub struct Show {
     pub max_seats_per_buyer: Option<u32>,
     /// What its prices are in. Set with [`Show::with_currency`].
     pub currency: Currency,
+    /// The sale opens through a waiting room (`None`: anyone may hold at
+    /// any time). Set with [`Show::with_waiting_room`].
+    pub waiting_room: Option<RoomSettings>,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -196,8 +202,18 @@ impl Show {
             pools,
             max_seats_per_buyer: None,
             currency: Currency::EUR,
+            waiting_room: None,
             seat_index,
         })
+    }
+
+    /// The waiting room the sale opens through, its settings in range.
+    pub fn with_waiting_room(mut self, room: Option<RoomSettings>) -> Result<Self, ShowError> {
+        if let Some(room) = &room {
+            room.check()?;
+        }
+        self.waiting_room = room;
+        Ok(self)
     }
 
     /// The currency of the show's prices; every price must be expressible

@@ -1,9 +1,10 @@
 //! The request a command runs for: who asked, under which request id and
 //! idempotency key. Every event a command appends carries it as metadata.
 
-use domain::ids::IdempotencyKey;
+use domain::ids::{BuyerId, IdempotencyKey};
 
-use crate::auth::Actor;
+use crate::auth::{Actor, Role};
+use crate::store::StoreError;
 
 /// Who asked, and under which request: stamped on every event as metadata.
 #[derive(Debug, Clone)]
@@ -14,6 +15,20 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// The service acting on its own (`actor`: `system:recovery`, ...),
+    /// under a request id of its own.
+    pub fn system(actor: &str) -> Result<Self, StoreError> {
+        Ok(Self {
+            actor: Actor {
+                id: BuyerId::parse(actor)
+                    .map_err(|e| StoreError::Corrupt(format!("{actor}: {e}")))?,
+                role: Role::Admin,
+            },
+            request_id: uuid::Uuid::new_v4().to_string(),
+            idempotency_key: None,
+        })
+    }
+
     pub fn metadata(&self) -> String {
         let mut meta = serde_json::Map::new();
         meta.insert("actor".into(), self.actor.id.as_str().into());

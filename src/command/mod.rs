@@ -9,11 +9,12 @@
 //!
 //! By part: `context` (who asked), `streams` (loaded streams kept in
 //! memory, and the freshness rule), `units` (seats and pool shards behind
-//! one trait), `round`, `holds` and `checkout` (the commands).
+//! one trait), `round`, `holds`, `checkout` and `queue` (the commands).
 
 pub mod checkout;
 pub mod context;
 pub mod holds;
+pub mod queue;
 pub mod round;
 pub mod streams;
 pub mod units;

@@ -12,7 +12,7 @@
 //! Lock order, one for the whole process, kept here and nowhere else: the
 //! checkout, then the buyer's allowance, then the units (seats in stream-id
 //! order, or shards in index order; a hold never has both, see
-//! [`Unit::sort`]). Each type has its own cache, so the order between types
+//! [`Stream::sort`]). Each type has its own cache, so the order between types
 //! is what keeps two commands from waiting on each other in a cycle. A
 //! checkout is locked by the purchase that drives it
 //! ([`Rounds::lock_checkout`]), across its provider calls and several
@@ -35,7 +35,9 @@ use projections::time::to_micros;
 
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
-use crate::command::streams::{refresh_all, refresh_or_assume_new, Inventory, LockedStream};
+use crate::command::streams::{
+    refresh_all, refresh_or_assume_new, Inventory, LockedStream, Stream,
+};
 use crate::command::units::{HoldUnits, Unit};
 use crate::store::{AppendBatch, AppendOutcome, IdempotencyKeyRow, Store, StoreError};
 
@@ -134,7 +136,7 @@ impl<'a> Round<'a> {
 }
 
 /// The streams of a round as locked and brought up to date, at `now`.
-pub struct View<'v, U: Unit> {
+pub struct View<'v, U: Stream> {
     pub now: DateTime<Utc>,
     /// The checkout, if the round has one.
     pub checkout: Option<&'v Checkout>,
@@ -145,7 +147,7 @@ pub struct View<'v, U: Unit> {
     pub assumed_new: bool,
 }
 
-impl<U: Unit> View<'_, U> {
+impl<U: Stream> View<'_, U> {
     /// The buyer's limit on the show, if it has one.
     pub fn limit(&self) -> Option<u32> {
         self.allowance.map(|(_, limit)| limit)
@@ -165,7 +167,7 @@ impl<U: Unit> View<'_, U> {
 }
 
 /// The events a decision appends, stream by stream.
-pub struct Decided<U: Unit> {
+pub struct Decided<U: Stream> {
     /// One list per unit, in the view's order.
     pub units: Vec<Vec<U::Event>>,
     pub allowance: Vec<AllowanceEvent>,
@@ -174,7 +176,7 @@ pub struct Decided<U: Unit> {
     pub idempotency: Option<IdempotencyKeyRow>,
 }
 
-impl<U: Unit> Decided<U> {
+impl<U: Stream> Decided<U> {
     pub fn units(units: Vec<Vec<U::Event>>) -> Self {
         Self {
             units,
@@ -192,7 +194,7 @@ impl<U: Unit> Decided<U> {
 }
 
 /// What a decision comes to.
-pub enum Decision<U: Unit, T> {
+pub enum Decision<U: Stream, T> {
     /// Append these events; once they are, the round answers `T`.
     Append(Decided<U>, T),
     /// Nothing to write: answer `T` now.
@@ -202,7 +204,7 @@ pub enum Decision<U: Unit, T> {
     ReadAll,
 }
 
-impl<U: Unit, T> Decision<U, T> {
+impl<U: Stream, T> Decision<U, T> {
     pub fn map<R>(self, f: impl FnOnce(T) -> R) -> Decision<U, R> {
         match self {
             Decision::Append(decided, answer) => Decision::Append(decided, f(answer)),
@@ -309,7 +311,7 @@ impl Rounds {
     /// brings them up to date, decides at one `now`, appends, and folds the
     /// events in; refused, it decides again, up to [`MAX_DECIDE_ROUNDS`]
     /// times.
-    pub async fn run<U: Unit, T, E: RoundError>(
+    pub async fn run<U: Stream, T, E: RoundError>(
         &self,
         mut round: Round<'_>,
         mut units: Vec<(String, U::Key)>,
@@ -346,7 +348,7 @@ impl Rounds {
 
     /// Locks the buyer's allowance, then the units (in the order they are
     /// in), and brings them and the round's checkout up to date.
-    async fn lock<'k, U: Unit>(
+    async fn lock<'k, U: Stream>(
         &self,
         round: &mut Round<'_>,
         units: &'k [(String, U::Key)],
@@ -378,7 +380,7 @@ impl Rounds {
 
     /// Runs the decision on the locked streams at `now`; when it asks, reads
     /// the streams only assumed new and runs it again.
-    async fn decide<U: Unit, T, E: RoundError>(
+    async fn decide<U: Stream, T, E: RoundError>(
         &self,
         round: &Round<'_>,
         locked: &mut Locked<'_, U>,
@@ -413,7 +415,7 @@ impl Rounds {
     /// Appends what was decided; folds it into the caches if it landed, or
     /// marks every stream stale if not (refused, or an error whose outcome
     /// is unknown: the commit may have landed).
-    async fn append<U: Unit>(
+    async fn append<U: Stream>(
         &self,
         round: &mut Round<'_>,
         locked: &mut Locked<'_, U>,
@@ -437,7 +439,7 @@ impl Rounds {
 }
 
 /// The streams of one round, locked and up to date.
-struct Locked<'k, U: Unit> {
+struct Locked<'k, U: Stream> {
     streams: Vec<LockedStream<U>>,
     /// Each stream's id and key, in the same order.
     keys: &'k [(String, U::Key)],
@@ -447,7 +449,7 @@ struct Locked<'k, U: Unit> {
 /// The batch of a decision: the events of every stream at the versions they
 /// were decided on, in the order allowance, units, checkout, and the rows
 /// they produce.
-fn batch<U: Unit>(
+fn batch<U: Stream>(
     round: &Round<'_>,
     now: DateTime<Utc>,
     decided: &Decided<U>,
@@ -491,13 +493,13 @@ fn batch<U: Unit>(
 }
 
 /// The streams of one append, whose caches follow its outcome.
-struct Tracked<'r, U: Unit> {
+struct Tracked<'r, U: Stream> {
     units: &'r mut [LockedStream<U>],
     allowance: Option<&'r mut LockedStream<Allowance>>,
     checkout: Option<&'r mut CheckoutLock>,
 }
 
-impl<U: Unit> Tracked<'_, U> {
+impl<U: Stream> Tracked<'_, U> {
     fn before_append(&mut self) {
         self.units.iter_mut().for_each(LockedStream::before_append);
         self.allowance.iter_mut().for_each(|s| s.before_append());

@@ -26,8 +26,11 @@ use std::sync::{Arc, Mutex};
 use cqrs_es::Aggregate;
 use domain::allowance::Allowance;
 use domain::checkout::Checkout;
+use domain::ids::ShowId;
 use domain::pool::PoolShard;
 use domain::seat::Seat;
+use domain::waiting_room::{QueueEntry, Room};
+use projections::rows::Rows;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::store::{Store, StoreError, StoreResult};
@@ -67,6 +70,33 @@ pub struct Inventory {
     pub(super) allowances: StreamCache<Allowance>,
     pub(super) seats: StreamCache<Seat>,
     pub(super) shards: StreamCache<PoolShard>,
+    pub(super) rooms: StreamCache<Room>,
+    pub(super) queue_entries: StreamCache<QueueEntry>,
+}
+
+/// A stream type a command round (`command::round`) locks and appends to:
+/// what its events are filed under, the rows they produce, where this
+/// process keeps it loaded, and its one lock order.
+pub trait Stream: Aggregate + Clone {
+    /// What identifies the stream beyond its id (its show, and what a
+    /// decision needs of it).
+    type Key: Clone + Send + Sync;
+    /// The show the stream's events are filed under.
+    fn show_id(key: &Self::Key) -> &ShowId;
+    /// The rows the stream's `events`, appended at `version` to its state
+    /// `before`, produce (`projections::rows`).
+    fn rows(
+        rows: &mut Rows,
+        key: &Self::Key,
+        before: &Self,
+        version: usize,
+        events: &[Self::Event],
+    );
+    /// This process's loaded streams of the type.
+    fn cache(inventory: &Inventory) -> &StreamCache<Self>;
+    /// Puts streams of the type in their one lock order, so that two
+    /// commands never wait on each other in a cycle.
+    fn sort(streams: &mut [(String, Self::Key)]);
 }
 
 /// A stream this request holds the in-process lock of.

@@ -3,7 +3,6 @@
 //! through one trait instead of two copies of every loop.
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::Aggregate;
 use domain::ids::seat_stream_id;
 use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
 use domain::pool::{
@@ -13,7 +12,7 @@ use domain::seat::{self, Seat, SeatCommand, SeatError, SeatEvent};
 use domain::show::{PoolSpec, Show};
 use projections::rows::Rows;
 
-use crate::command::streams::{Inventory, StreamCache};
+use crate::command::streams::{Inventory, Stream, StreamCache};
 use crate::store::{HoldRecord, StoreError};
 
 /// Why a unit refuses to move a hold on.
@@ -29,11 +28,9 @@ pub enum Refusal {
     ExtensionLimit,
 }
 
-/// One unit of inventory a hold can hold, as a stream type.
-pub trait Unit: Aggregate + Clone {
-    /// What identifies the unit beyond its stream (show, seat or shard and capacity).
-    type Key: Clone + Send + Sync;
-
+/// One unit of inventory a hold can hold, as a stream type (its key: the
+/// show and seat, or shard and capacity).
+pub trait Unit: Stream {
     fn release(
         &self,
         key: &Self::Key,
@@ -67,22 +64,6 @@ pub trait Unit: Aggregate + Clone {
         booking_id: BookingId,
         now: DateTime<Utc>,
     ) -> Vec<Self::Event>;
-    /// The show the unit's events are filed under.
-    fn show_id(key: &Self::Key) -> &ShowId;
-    /// The rows the unit's `events`, appended at `version` to its state
-    /// `before`, produce (`projections::rows`).
-    fn rows(
-        rows: &mut Rows,
-        key: &Self::Key,
-        before: &Self,
-        version: usize,
-        events: &[Self::Event],
-    );
-    /// This process's loaded streams of the unit's type.
-    fn cache(inventory: &Inventory) -> &StreamCache<Self>;
-    /// Puts units in their type's one lock order, so that two commands
-    /// never wait on each other in a cycle.
-    fn sort(units: &mut [(String, Self::Key)]);
 }
 
 #[derive(Debug, Clone)]
@@ -142,8 +123,6 @@ fn pool_refusal(e: PoolError) -> Refusal {
 }
 
 impl Unit for Seat {
-    type Key = SeatKey;
-
     fn release(
         &self,
         _: &SeatKey,
@@ -197,6 +176,10 @@ impl Unit for Seat {
     fn cancel(&self, _: &SeatKey, booking_id: BookingId, now: DateTime<Utc>) -> Vec<Self::Event> {
         seat::decide(self, &SeatCommand::CancelBooking { booking_id }, now).unwrap_or_default()
     }
+}
+
+impl Stream for Seat {
+    type Key = SeatKey;
 
     fn show_id(key: &SeatKey) -> &ShowId {
         &key.show_id
@@ -217,8 +200,6 @@ impl Unit for Seat {
 }
 
 impl Unit for PoolShard {
-    type Key = ShardKey;
-
     fn release(
         &self,
         key: &ShardKey,
@@ -295,6 +276,10 @@ impl Unit for PoolShard {
         )
         .unwrap_or_default()
     }
+}
+
+impl Stream for PoolShard {
+    type Key = ShardKey;
 
     fn show_id(key: &ShardKey) -> &ShowId {
         &key.show_id

@@ -49,8 +49,9 @@ pub fn router() -> Router<AppState> {
 /// Live availability: a `snapshot`, then `change` events.
 #[utoipa::path(get, path = "/v1/shows/{show_id}/availability/stream", tag = "shows",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64),
-        ("Last-Event-ID" = Option<i64>, Header, description = "the last position seen: the changes since, or a new snapshot")),
+        ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "the last position seen (an event's `id:`): the changes since, or a new snapshot")),
     responses((status = 200, description = "`text/event-stream`: `snapshot` (the availability answer with `position`), then `change` events; `id:` is the position", content_type = "text/event-stream", body = String),
+              (status = 422, description = "validation_failed: a Last-Event-ID that is no position", body = super::response::Problem, content_type = "application/problem+json"),
               (status = 404, description = "show_not_found", body = super::response::Problem, content_type = "application/problem+json"),
               (status = 503, description = "busy: the instance serves its maximum of streams", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn stream(
@@ -65,11 +66,7 @@ pub(super) async fn stream(
             tracing::debug!(%error, "live: the stream's send buffer could not be bounded");
         }
     }
-    // A header that is not a position is a client with nothing to resume.
-    let last_event_id = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<i64>().ok());
+    let last_event_id = last_event_id(&headers)?;
     let guard = state.live.subscribe(entry).map_err(|error| {
         tracing::warn!(%error, "live: subscriber refused");
         ApiError::Busy
@@ -99,6 +96,28 @@ pub(super) async fn stream(
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
+}
+
+/// `Last-Event-ID`: absent, or a position (0..=i64::MAX, as the stream's
+/// `id:` lines carry them); anything else is refused, not taken for "no
+/// position" (a client sending it resumes nothing it was sent).
+fn last_event_id(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse::<i64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::Validation(
+                "Last-Event-ID must be a position the stream sent (an integer 0..=9223372036854775807)"
+                    .into(),
+            )
+        })
 }
 
 fn snapshot_event(snapshot: &Snapshot) -> Event {

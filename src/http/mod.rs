@@ -14,6 +14,8 @@ mod live;
 pub mod openapi;
 mod ops;
 pub mod page;
+mod queue;
+mod rate_limit;
 mod shows;
 mod stripe;
 mod timeout;
@@ -52,6 +54,8 @@ pub struct Services {
     pub stripe: Option<Arc<crate::payment::stripe::Stripe>>,
     /// The seat map page, made once for the payment provider.
     pub seat_map: page::Page,
+    /// Waiting rooms: joining, standing, the operator's view.
+    pub queue: Arc<crate::command::queue::QueueService>,
 }
 
 pub type AppState = Arc<Services>;
@@ -60,11 +64,22 @@ pub type AppState = Arc<Services>;
 /// route by route (`etag::cached`), so a streaming route (`text/event-stream`)
 /// is never compressed by construction.
 /// `request_timeout`: see `timeout.rs` (streaming routes go after its layer).
-pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
+/// `rate_limits`: see `rate_limit.rs` (its layer covers every route, the
+/// streams and the fallbacks, inside the metrics).
+pub fn router(
+    state: AppState,
+    request_timeout: std::time::Duration,
+    rate_limits: crate::rate_limit::RateLimits,
+) -> Router {
+    let gate = Arc::new(rate_limit::Gate::new(
+        state.keys.clone(),
+        crate::rate_limit::RateLimiter::new(rate_limits, state.clock.clone()),
+    ));
     Router::new()
         .merge(shows::router())
         .merge(availability::router())
         .merge(holds::router())
+        .merge(queue::router())
         .merge(bookings::router())
         .merge(stripe::router())
         .merge(audit::router())
@@ -79,11 +94,15 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         // Streaming (text/event-stream) routes are merged here, past the
         // request timeout and inside the metrics.
         .merge(live::router())
+        .merge(queue::stream_router())
         // The fallbacks last, so that they cover every route merged above
         // (a route merged after `method_not_allowed_fallback` would answer
         // a wrong method with an empty 405).
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        // Past the fallbacks, so that it covers them too; before the
+        // metrics, so that a refused request is still counted there.
+        .layer(axum::middleware::from_fn_with_state(gate, rate_limit::limit))
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {

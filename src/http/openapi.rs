@@ -15,7 +15,7 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    audit, availability, bookings, holds, live, ops, page, shows, stripe, webhooks, AppState,
+    audit, availability, bookings, holds, live, ops, page, queue, shows, stripe, webhooks, AppState,
 };
 
 struct Extras;
@@ -49,6 +49,7 @@ impl Modify for Extras {
     paths(
         shows::put_show, shows::get_show, availability::availability, live::stream, page::seat_map,
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
+        queue::join, queue::me, queue::stream, queue::overview, queue::change_rate,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
@@ -78,6 +79,7 @@ const STRIPE_METHODS: &str = "^pm_[A-Za-z0-9_]{1,252}$";
 pub fn document(stripe: bool) -> Result<Value, serde_json::Error> {
     let mut doc = serde_json::to_value(ApiDoc::openapi())?;
     refine(&mut doc);
+    super::rate_limit::document_refusals(&mut doc);
     if let Some(method) =
         doc.pointer_mut("/components/schemas/PurchaseBody/properties/payment_method")
     {
@@ -90,8 +92,80 @@ pub fn document(stripe: bool) -> Result<Value, serde_json::Error> {
     Ok(doc)
 }
 
+/// The event streams' events, described by their JSON schemas. In an
+/// OpenAPI 3.1 document a `text/event-stream` media type's `schema`
+/// describes one event, as a tool reads it: an object of the event's
+/// fields (`event`, `data`, `id`). Each `data:` is one JSON document: its
+/// schema is the `contentSchema` of the `data` string.
+fn describe_streams(doc: &mut Value) {
+    let schemas = &mut doc["components"]["schemas"];
+    schemas["AvailabilitySnapshot"] = json!({
+        "description": "the availability answer with the log position it describes",
+        "allOf": [
+            {"$ref": "#/components/schemas/AvailabilityResponse"},
+            {"type": "object", "required": ["position"],
+             "properties": {"position": {"type": "integer", "format": "int64", "minimum": 0}}}
+        ]
+    });
+    schemas["AvailabilityChange"] = json!({
+        "description": "only what changed since the event before, as absolute statuses",
+        "type": "object",
+        "required": ["position", "seats", "pools"],
+        "properties": {
+            "position": {"type": "integer", "format": "int64", "minimum": 0},
+            "seats": {"type": "array", "items": {"$ref": "#/components/schemas/SeatAvailability"}},
+            "pools": {"type": "array", "items": {"$ref": "#/components/schemas/PoolAvailability"}}
+        }
+    });
+    // One event of a stream: its name, its `id:` if it has one, and its
+    // data as JSON of `data`.
+    let event = |name: &str, data: &str, id: bool| {
+        let mut fields = json!({
+            "event": {"type": "string", "const": name},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": format!("#/components/schemas/{data}")}
+            }
+        });
+        let mut required = vec!["event", "data"];
+        if id {
+            fields["id"] = json!({"type": "string", "pattern": "^(0|[1-9][0-9]{0,18})$",
+                                  "description": "the event's position, for Last-Event-ID"});
+            required.push("id");
+        }
+        json!({"type": "object", "required": required, "properties": fields})
+    };
+    schemas["AvailabilitySnapshotEvent"] = event("snapshot", "AvailabilitySnapshot", true);
+    schemas["AvailabilityChangeEvent"] = event("change", "AvailabilityChange", true);
+    schemas["QueueEvent"] = event("queue", "QueueView", false);
+    let streams = [
+        (
+            "/v1/shows/{show_id}/availability/stream",
+            json!({"oneOf": [
+                {"$ref": "#/components/schemas/AvailabilitySnapshotEvent"},
+                {"$ref": "#/components/schemas/AvailabilityChangeEvent"}
+            ]}),
+        ),
+        (
+            "/v1/shows/{show_id}/queue/me/stream",
+            json!({"$ref": "#/components/schemas/QueueEvent"}),
+        ),
+    ];
+    for (path, schema) in streams {
+        let pointer = format!(
+            "/paths/{}/get/responses/200/content/text~1event-stream",
+            path.replace('~', "~0").replace('/', "~1")
+        );
+        if let Some(media) = doc.pointer_mut(&pointer) {
+            media["schema"] = schema;
+        }
+    }
+}
+
 /// Rules between fields, and array rules the derive has no attribute for.
 fn refine(doc: &mut Value) {
+    describe_streams(doc);
     let schemas = &mut doc["components"]["schemas"];
     // A hold names each seat once.
     if let Some(seats) = schemas.pointer_mut("/SeatsHold/properties/seats") {
@@ -303,5 +377,114 @@ mod tests {
             pattern.contains(&max_delay) && pattern.contains(&max_3ds),
             "{pattern}"
         );
+    }
+
+    /// The waiting room's limits, as the document states them.
+    #[test]
+    fn the_waiting_room_limits_equal_the_constants() {
+        use domain::waiting_room::*;
+        let doc = super::document(false).expect("document");
+        let s = "/components/schemas";
+        for (pointer, expected) in [
+            (
+                format!("{s}/WaitingRoomDefinition/properties/admit_per_minute/minimum"),
+                MIN_ADMIT_PER_MINUTE,
+            ),
+            (
+                format!("{s}/WaitingRoomDefinition/properties/admit_per_minute/maximum"),
+                MAX_ADMIT_PER_MINUTE,
+            ),
+            (
+                format!("{s}/WaitingRoomDefinition/properties/admission_ttl_seconds/minimum"),
+                MIN_ADMISSION_TTL_SECONDS,
+            ),
+            (
+                format!("{s}/WaitingRoomDefinition/properties/admission_ttl_seconds/maximum"),
+                MAX_ADMISSION_TTL_SECONDS,
+            ),
+            (
+                format!("{s}/RoomPatch/properties/admit_per_minute/minimum"),
+                MIN_ADMIT_PER_MINUTE,
+            ),
+            (
+                format!("{s}/RoomPatch/properties/admit_per_minute/maximum"),
+                MAX_ADMIT_PER_MINUTE,
+            ),
+        ] {
+            assert_eq!(
+                at(&doc, &pointer).as_u64(),
+                Some(u64::from(expected)),
+                "{pointer}"
+            );
+        }
+    }
+
+    /// Both event streams describe each event, its data by a schema the
+    /// document has; and every `$ref` anywhere resolves.
+    #[test]
+    fn the_streams_events_have_schemas_and_every_ref_resolves() {
+        let doc = super::document(false).expect("document");
+        let s = "/components/schemas";
+        for (name, event, data) in [
+            (
+                "AvailabilitySnapshotEvent",
+                "snapshot",
+                "AvailabilitySnapshot",
+            ),
+            ("AvailabilityChangeEvent", "change", "AvailabilityChange"),
+            ("QueueEvent", "queue", "QueueView"),
+        ] {
+            let schema = at(&doc, &format!("{s}/{name}"));
+            assert_eq!(schema["properties"]["event"]["const"], event);
+            assert_eq!(
+                schema["properties"]["data"]["contentSchema"]["$ref"],
+                format!("#{s}/{data}")
+            );
+        }
+        for path in [
+            "/v1/shows/{show_id}/availability/stream",
+            "/v1/shows/{show_id}/queue/me/stream",
+        ] {
+            let pointer = format!(
+                "/paths/{}/get/responses/200/content/text~1event-stream/schema",
+                path.replace('/', "~1")
+            );
+            assert!(at(&doc, &pointer).is_object(), "{path}");
+        }
+        fn refs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::String(r)) = map.get("$ref") {
+                        out.push(r);
+                    }
+                    map.values().for_each(|v| refs(v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+                _ => {}
+            }
+        }
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        assert!(all.len() > 20);
+        for r in all {
+            let pointer = r.strip_prefix('#').expect("a local reference");
+            assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
+        }
+    }
+
+    /// `Last-Event-ID` is declared as what the stream enforces.
+    #[test]
+    fn last_event_id_is_declared_as_a_position() {
+        let doc = super::document(false).expect("document");
+        let parameters = at(
+            &doc,
+            "/paths/~1v1~1shows~1{show_id}~1availability~1stream/get/parameters",
+        );
+        let header = parameters
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "Last-Event-ID"))
+            .expect("the header");
+        assert_eq!(header["schema"]["minimum"], 0, "{header}");
+        assert_eq!(header["schema"]["format"], "int64", "{header}");
     }
 }

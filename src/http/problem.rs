@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::CreateShowError;
 use crate::command::checkout::CheckoutError;
 use crate::command::holds::HoldError;
+use crate::command::queue::WaitingRoomError;
 use crate::store::{StoreError, MAX_EVENTS_PER_BATCH};
 use crate::webhooks::endpoints::WebhookError;
 
@@ -39,6 +40,8 @@ pub enum ApiError {
     SeatTaken(Vec<String>),
     /// 409: the pool cannot serve the quantity; `available` places are free.
     SoldOut { available: u32 },
+    /// 409 `sold_out`: a waiting room closed, everything booked.
+    SaleOver,
     /// 409: the hold would take the buyer past the show's
     /// `max_seats_per_buyer` (`limit`); `current` is what the buyer has.
     BuyerLimitReached { limit: u32, current: u32 },
@@ -68,6 +71,16 @@ pub enum ApiError {
     PaymentNotCaptured { booking_id: String },
     /// 400: a provider's webhook whose signature does not verify.
     InvalidSignature(String),
+    /// 403: the show sells through a waiting room and the buyer is not
+    /// admitted (`queue` says where to join).
+    AdmissionRequired { show_id: String },
+    /// 404: the show sells without a waiting room.
+    WaitingRoomNotFound,
+    /// 404: the buyer has not joined the show's queue.
+    QueueEntryNotFound,
+    /// 429: past the buyer's or the client's request rate; retry after
+    /// `retry_after_seconds` (at least 1).
+    RateLimited { retry_after_seconds: u64 },
     /// 503: the payment provider failed; safe to retry. The reason is
     /// logged, never answered: it can carry database or provider text.
     PaymentUnavailable(String),
@@ -148,9 +161,24 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ),
     problem(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
     problem(StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+    problem(
+        StatusCode::FORBIDDEN,
+        "admission_required",
+        "Admission required",
+    ),
     problem(StatusCode::NOT_FOUND, "not_found", "Not found"),
     problem(StatusCode::NOT_FOUND, "show_not_found", "Show not found"),
     problem(StatusCode::NOT_FOUND, "hold_not_found", "Hold not found"),
+    problem(
+        StatusCode::NOT_FOUND,
+        "waiting_room_not_found",
+        "Waiting room not found",
+    ),
+    problem(
+        StatusCode::NOT_FOUND,
+        "queue_entry_not_found",
+        "Not in the queue",
+    ),
     problem(
         StatusCode::NOT_FOUND,
         "booking_not_found",
@@ -180,6 +208,11 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem(StatusCode::CONFLICT, "show_exists", "Show exists"),
     problem(StatusCode::CONFLICT, "seat_taken", "Seat taken"),
     problem(StatusCode::CONFLICT, "sold_out", "Sold out"),
+    problem(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        "Too many requests",
+    ),
     problem(
         StatusCode::CONFLICT,
         "buyer_limit_reached",
@@ -306,6 +339,10 @@ impl ApiError {
             BadPath(_) => row(S::BAD_REQUEST, "validation_failed"),
             Unauthorized(_) => row(S::UNAUTHORIZED, "unauthorized"),
             Forbidden => row(S::FORBIDDEN, "forbidden"),
+            AdmissionRequired { .. } => row(S::FORBIDDEN, "admission_required"),
+            WaitingRoomNotFound => row(S::NOT_FOUND, "waiting_room_not_found"),
+            QueueEntryNotFound => row(S::NOT_FOUND, "queue_entry_not_found"),
+            RateLimited { .. } => row(S::TOO_MANY_REQUESTS, "rate_limited"),
             NotFound => row(S::NOT_FOUND, "not_found"),
             ShowNotFound => row(S::NOT_FOUND, "show_not_found"),
             HoldNotFound => row(S::NOT_FOUND, "hold_not_found"),
@@ -317,7 +354,7 @@ impl ApiError {
             BodyTimeout => row(S::REQUEST_TIMEOUT, "request_timeout"),
             ShowExists => row(S::CONFLICT, "show_exists"),
             SeatTaken(_) => row(S::CONFLICT, "seat_taken"),
-            SoldOut { .. } => row(S::CONFLICT, "sold_out"),
+            SoldOut { .. } | SaleOver => row(S::CONFLICT, "sold_out"),
             BuyerLimitReached { .. } => row(S::CONFLICT, "buyer_limit_reached"),
             NoAdjacentSeats => row(S::CONFLICT, "no_adjacent_seats"),
             HoldConverted => row(S::CONFLICT, "hold_converted"),
@@ -351,6 +388,14 @@ impl ApiError {
             MalformedJson(d) | BadPath(d) | Unauthorized(d) | PayloadTooLarge(d)
             | Validation(d) | NotReady(d) => d.clone(),
             InvalidSignature(why) => format!("{why}; nothing was done"),
+            AdmissionRequired { .. } => "this show sells through a waiting room: join its queue \
+                 and hold once admitted; nothing was held"
+                .into(),
+            WaitingRoomNotFound => "this show sells without a waiting room".into(),
+            QueueEntryNotFound => "you have not joined this show's queue".into(),
+            RateLimited { .. } => {
+                "too many requests; retry after the Retry-After delay; nothing was done".into()
+            }
             HoldExpired { refunded: true, .. } => {
                 "the hold expired while the payment ran; the charge was refunded".into()
             }
@@ -391,6 +436,7 @@ impl ApiError {
             SoldOut { available } => {
                 format!("only {available} places are free; nothing was held")
             }
+            SaleOver => "the sale is over: every seat and place is booked".into(),
             BuyerLimitReached { limit, current } => format!(
                 "a buyer may have at most {limit} seats on this show and has {current}; \
                  nothing was held"
@@ -456,6 +502,9 @@ impl ApiError {
             } => {
                 extra.insert("decline_code".into(), json!(code));
             }
+            ApiError::AdmissionRequired { show_id } => {
+                extra.insert("queue".into(), json!(format!("/v1/shows/{show_id}/queue")));
+            }
             ApiError::PaymentNotCaptured { booking_id } => {
                 extra.insert("booking_id".into(), json!(booking_id));
                 extra.insert("reversed".into(), json!(true));
@@ -507,6 +556,15 @@ impl IntoResponse for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
         }
+        if let ApiError::RateLimited {
+            retry_after_seconds,
+        } = self
+        {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_seconds.max(1)),
+            );
+        }
         if status == StatusCode::REQUEST_TIMEOUT {
             // The rest of a stalled body may still come: do not read it as
             // the next request.
@@ -538,6 +596,9 @@ impl From<HoldError> for ApiError {
             HoldError::ShowNotFound => ApiError::ShowNotFound,
             HoldError::Invalid(detail) => ApiError::Validation(detail),
             HoldError::Bug(what) => ApiError::Internal(what),
+            HoldError::AdmissionRequired(show_id) => ApiError::AdmissionRequired {
+                show_id: show_id.to_string(),
+            },
             HoldError::UnknownSeats(seats) => {
                 ApiError::UnknownSeat(seats.iter().map(ToString::to_string).collect())
             }
@@ -613,6 +674,21 @@ impl From<WebhookError> for ApiError {
     }
 }
 
+impl From<WaitingRoomError> for ApiError {
+    fn from(err: WaitingRoomError) -> Self {
+        match err {
+            WaitingRoomError::ShowNotFound => ApiError::ShowNotFound,
+            WaitingRoomError::NoWaitingRoom => ApiError::WaitingRoomNotFound,
+            WaitingRoomError::NotInQueue => ApiError::QueueEntryNotFound,
+            WaitingRoomError::SoldOut => ApiError::SaleOver,
+            WaitingRoomError::Invalid(why) => ApiError::Validation(why),
+            WaitingRoomError::Bug(what) => ApiError::Internal(what),
+            WaitingRoomError::Busy => ApiError::Busy,
+            WaitingRoomError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<CreateShowError> for ApiError {
     fn from(err: CreateShowError) -> Self {
         match err {
@@ -641,6 +717,7 @@ mod tests {
             ApiError::ShowExists,
             ApiError::SeatTaken(vec![]),
             ApiError::SoldOut { available: 0 },
+            ApiError::SaleOver,
             ApiError::BuyerLimitReached {
                 limit: 1,
                 current: 1,
@@ -665,6 +742,14 @@ mod tests {
                 booking_id: String::new(),
             },
             ApiError::InvalidSignature(String::new()),
+            ApiError::AdmissionRequired {
+                show_id: String::new(),
+            },
+            ApiError::WaitingRoomNotFound,
+            ApiError::QueueEntryNotFound,
+            ApiError::RateLimited {
+                retry_after_seconds: 1,
+            },
             ApiError::PaymentUnavailable(String::new()),
             ApiError::BookingNotFound,
             ApiError::PayloadTooLarge(String::new()),

@@ -15,6 +15,12 @@ pub fn json_response(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// `value` as a JSON body.
+pub fn json_body<T: serde::Serialize>(status: StatusCode, value: &T) -> Result<Response, ApiError> {
+    let json = serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json_response(status, json))
+}
+
 /// The show a path segment names, from the catalog; 404 `show_not_found`
 /// for an id that is not a show's (or not a legal id).
 pub async fn show_entry(

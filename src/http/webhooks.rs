@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::extract::{Admin, JsonBody, PathParams, QueryParams};
 use super::problem::ApiError;
-use super::response::json_response;
+use super::response::json_body;
 use super::AppState;
 use crate::store::{DeliveryId, DeliveryRow, DeliveryStatus, EndpointId, EndpointRow};
 use crate::webhooks::endpoints::MAX_DELIVERIES_PAGE;
@@ -150,11 +150,6 @@ pub(super) struct DeliveriesQuery {
     limit: Option<i64>,
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Result<Response, ApiError> {
-    let json = serde_json::to_string(value).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(json_response(status, json))
-}
-
 fn endpoint_id(raw: &str) -> Result<EndpointId, ApiError> {
     raw.parse()
         .map(EndpointId)
@@ -173,7 +168,7 @@ pub(super) async fn register_webhook(
     JsonBody(body): JsonBody<RegisterWebhook>,
 ) -> Result<Response, ApiError> {
     let row = state.webhooks.register(&body.url, &body.events).await?;
-    json(
+    json_body(
         StatusCode::CREATED,
         &WebhookCreated {
             endpoint: WebhookView::of(&row),
@@ -192,7 +187,7 @@ pub(super) async fn list_webhooks(
     Admin(_admin): Admin,
 ) -> Result<Response, ApiError> {
     let rows = state.webhooks.list().await?;
-    json(
+    json_body(
         StatusCode::OK,
         &WebhookList {
             webhooks: rows.iter().map(WebhookView::of).collect(),
@@ -243,7 +238,7 @@ pub(super) async fn list_deliveries(
         }
     }
     let rows = state.webhooks.deliveries(id, status, query.limit).await?;
-    json(
+    json_body(
         StatusCode::OK,
         &DeliveryList {
             deliveries: rows.iter().map(DeliveryView::of).collect(),
@@ -268,5 +263,5 @@ pub(super) async fn retry_delivery(
         .map(DeliveryId)
         .map_err(|_| ApiError::DeliveryNotFound)?;
     let row = state.webhooks.retry(id, delivery).await?;
-    json(StatusCode::ACCEPTED, &DeliveryView::of(&row))
+    json_body(StatusCode::ACCEPTED, &DeliveryView::of(&row))
 }

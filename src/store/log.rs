@@ -66,6 +66,9 @@ pub enum LogFilter<'a> {
     All,
     Show(&'a str),
     Stream(&'a str, &'a str),
+    /// A show's waiting room and queue entries (the index
+    /// `events_waiting_room`, migrations `*_waiting_room.sql`).
+    Queue(&'a str),
 }
 
 impl Store {
@@ -205,6 +208,10 @@ impl Store {
             LogFilter::Stream(kind, id) => {
                 ("aggregate_type = $3 AND aggregate_id = $4", vec![kind, id])
             }
+            LogFilter::Queue(show) => (
+                "show_id = $3 AND aggregate_type IN ('WaitingRoom', 'QueueEntry')",
+                vec![show],
+            ),
         };
         let sql = format!(
             "SELECT {columns} FROM events WHERE position > $1 AND {condition}{safe} ORDER BY position LIMIT $2"

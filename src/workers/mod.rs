@@ -1,6 +1,8 @@
 //! Background workers: recovery of unfinished checkouts, the sweeper that
-//! records expiries, and the periodic runner both use.
+//! records expiries, the room keeper of waiting rooms, and the periodic
+//! runner they use.
 
 pub mod recovery;
+pub mod room;
 pub mod runner;
 pub mod sweeper;

@@ -343,7 +343,11 @@ async fn replay_of_a_log_longer_than_one_fold_step_equals_the_live_projections(e
     const SEATS: usize = 1_000;
     const SEATS_PER_HOLD: usize = domain::limits::MAX_SEATS_PER_HOLD;
     const ROUNDS: usize = 6;
-    let app = env.spawn().await;
+    // One buyer sends some 250 commands back to back, far past a buyer's
+    // rate limit: a script building a long log, not a client under test.
+    let app = env
+        .spawn_with_rate_limits(booking::rate_limit::RateLimits::OFF)
+        .await;
     app.create_show("long", SEATS, 3_600).await;
     let seats: Vec<String> = (1..=SEATS).map(crate::support::seat_id).collect();
     let buyer = app.buyer("long-buyer");

@@ -16,7 +16,10 @@ use crate::support::{seat_id, Backend, TestApp, TestEnv};
 use crate::tests;
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
-    tests![two_buyers_see_each_other_on_the_seat_map]
+    tests![
+        two_buyers_see_each_other_on_the_seat_map,
+        a_buyer_waits_in_the_queue_on_the_page_then_holds
+    ]
 }
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -165,23 +168,32 @@ async fn open_map(client: &Client, app: &TestApp, show: &str, token: &str) {
     .await;
 }
 
-async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
-    // Two browsers at once: one such test at a time on the machine.
-    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    // On PostgreSQL, a cluster of its own (see live.rs, `quiet_pair`).
-    let mut _cluster = None;
-    let app = match env.backend {
-        Backend::Sqlite => env.spawn().await,
+/// The service a browser test drives: on PostgreSQL in a cluster of its
+/// own (see live.rs, `quiet_pair`), which it keeps; `None` if no cluster
+/// can be started here (the test is then reported unavailable).
+async fn map_app(env: &TestEnv) -> Option<(TestApp, Option<OwnCluster>)> {
+    match env.backend {
+        Backend::Sqlite => Some((env.spawn().await, None)),
         Backend::Postgres => {
             let cluster = match OwnCluster::start() {
                 Ok(cluster) => cluster,
-                Err(reason) => return unavailable(&reason),
+                Err(reason) => {
+                    unavailable(&reason);
+                    return None;
+                }
             };
             cluster.create_database("map").expect("database");
             let app = env.spawn_at(cluster.url("map")).await;
-            _cluster = Some(cluster);
-            app
+            Some((app, Some(cluster)))
         }
+    }
+}
+
+async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
+    // Two browsers at once: one such test at a time on the machine.
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let Some((app, _cluster)) = map_app(&env).await else {
+        return;
     };
     let show = format!("map-{}", uuid::Uuid::new_v4().simple());
     app.create_show(&show, 20, 120).await;
@@ -329,4 +341,136 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
     a.close().await.expect("session A closes");
     b.close().await.expect("session B closes");
     app.stop().await;
+}
+
+/// A buyer opens the seat map of a show that sells through a waiting room:
+/// the page offers the queue, not the map; the buyer joins behind three
+/// others, watches the number of buyers ahead fall as the room lets one in
+/// a second, is let in, and the map appears and holds a seat.
+async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let Some((app, _cluster)) = map_app(&env).await else {
+        return;
+    };
+    let show = format!("queue-{}", uuid::Uuid::new_v4().simple());
+    let starts = app.clock_now() + chrono::Duration::hours(1);
+    let mut body = crate::support::show_body(20, 600);
+    body["waiting_room"] = json!({
+        "sale_starts_at": starts.to_rfc3339(),
+        "admit_per_minute": 60,
+        "admission_ttl_seconds": 600,
+    });
+    app.create_show_from(&show, &body).await;
+    // Three buyers join before the start.
+    for name in ["queue-early-1", "queue-early-2", "queue-early-3"] {
+        let joined = app
+            .call(
+                Method::POST,
+                &format!("/v1/shows/{show}/queue"),
+                Some(&app.buyer(name)),
+                Some(&json!({})),
+                &[],
+            )
+            .await;
+        assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.body);
+    }
+
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("queue")).await;
+    let token = app.buyer("queue-browser");
+    open_map(&page, &app, &show, &token).await;
+    // Not in the queue yet: the page offers it, and hides the map.
+    let join = page
+        .find(Locator::Css("[data-action=\"join\"]"))
+        .await
+        .expect("the join button");
+    wait_until(|| async { join.is_displayed().await.unwrap_or(false) }).await;
+    let map = page.find(Locator::Css("#map")).await.expect("the map");
+    assert!(
+        !map.is_displayed().await.expect("displayed?"),
+        "the map waits for the admission"
+    );
+    // The sale starts (the three are drawn in a random order), and the
+    // buyer joins behind them.
+    app.clock.advance(starts - app.clock_now());
+    click(&page, "[data-action=\"join\"]").await;
+    // Fourth in line, three ahead, then fewer, then let in.
+    let position = wait_attr(&page, "#queue", "data-position", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    assert_eq!(position, "4");
+    let png = page.screenshot().await.expect("a screenshot");
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot folder");
+    std::fs::write(
+        shots.join(format!("queue-{}.png", env.backend.name())),
+        &png,
+    )
+    .expect("screenshot written");
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = attr(&page, "#queue", "data-queue-status")
+            .await
+            .unwrap_or_default();
+        if status == "admitted" {
+            break;
+        }
+        if let Some(ahead) = attr(&page, "#queue", "data-ahead")
+            .await
+            .and_then(|a| a.parse::<u64>().ok())
+        {
+            if seen.last() != Some(&ahead) {
+                seen.push(ahead);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not let in within {PATIENCE:?}: {status}, ahead {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        seen.len() >= 2 && seen.windows(2).all(|w| w[0] > w[1]),
+        "ahead fell: {seen:?}"
+    );
+    // Let in: the map shows, and the buyer holds a seat.
+    wait_until(|| async { map.is_displayed().await.unwrap_or(false) }).await;
+    click(&page, &seat(5)).await;
+    wait_attr(&page, &seat(5), "data-status", PATIENCE, |v| {
+        v == "selected"
+    })
+    .await;
+    click(&page, "[data-action=\"hold\"]").await;
+    let hold_id = wait_attr(&page, "#hold", "data-hold-id", PATIENCE, |v| !v.is_empty()).await;
+    let hold = app
+        .call(
+            Method::GET,
+            &format!("/v1/holds/{hold_id}"),
+            Some(&token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(hold.body["seats"], json!([seat_id(5)]));
+    page.close().await.expect("session closes");
+    app.stop().await;
+}
+
+/// Waits until `check` holds, within `PATIENCE`.
+async fn wait_until<F, Fut>(check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "the page did not get there within {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -366,9 +366,20 @@ async fn last_event_id_resumes_with_the_changes_missed(env: TestEnv) {
     let first = too_old.next().await;
     assert_eq!(first.event, "snapshot");
     assert!(first.position() > last.parse::<i64>().unwrap());
-    // A Last-Event-ID that is not a position: a snapshot too.
-    let mut garbage = EventStream::open(&app, &show, Some("not-a-position")).await;
-    assert_eq!(garbage.next().await.event, "snapshot");
+    // A Last-Event-ID that is no position the stream could have sent (not
+    // a number, negative, past i64): 422, as the document declares.
+    for garbage in ["not-a-position", "-1", "9223372036854775808", ""] {
+        let answer = app
+            .call(
+                Method::GET,
+                &format!("/v1/shows/{show}/availability/stream"),
+                None,
+                None,
+                &[("last-event-id", garbage)],
+            )
+            .await;
+        answer.expect_problem(422, "validation_failed");
+    }
     app.stop().await;
 }
 

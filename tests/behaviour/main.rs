@@ -29,6 +29,8 @@ mod outage;
 mod payments;
 mod pools;
 mod positions;
+mod queue;
+mod rate_limits;
 mod receiver;
 mod secret;
 mod shows;
@@ -78,6 +80,8 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(live::tests());
     all.extend(browser::tests());
     all.extend(webhooks::tests());
+    all.extend(queue::tests());
+    all.extend(rate_limits::tests());
     all
 }
 

@@ -257,6 +257,12 @@ async fn bad_configuration_stops_the_binary_with_a_clear_message(env: TestEnv) {
             "--request-timeout-seconds",
         ),
         ("BOOKING_MAX_CONNECTIONS", "0", "--max-connections"),
+        ("BOOKING_BUYER_BURST", "1000001", "--buyer-burst"),
+        (
+            "BOOKING_CLIENT_RATE_PER_SECOND",
+            "-1",
+            "--client-rate-per-second",
+        ),
     ] {
         refused(&[("DATABASE_URL", &database_url), (setting, bad)], flag).await;
     }
@@ -379,6 +385,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/holds/{hold_id}"),
     ("delete", "/v1/holds/{hold_id}"),
     ("post", "/v1/holds/{hold_id}/extend"),
+    ("post", "/v1/shows/{show_id}/queue"),
+    ("get", "/v1/shows/{show_id}/queue"),
+    ("get", "/v1/shows/{show_id}/queue/me"),
+    ("get", "/v1/shows/{show_id}/queue/me/stream"),
+    ("patch", "/v1/shows/{show_id}/waiting-room"),
     ("post", "/v1/holds/{hold_id}/purchase"),
     ("get", "/v1/bookings/{booking_id}"),
     ("post", "/v1/bookings/{booking_id}/cancel"),

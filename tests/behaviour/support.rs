@@ -7,6 +7,7 @@ use booking::app::{Application, Settings, Workers};
 use booking::auth::{Role, TokenKeys};
 use booking::clock::ShiftedClock;
 use booking::payment::stripe::{SecretKey, StripeSettings};
+use booking::rate_limit::RateLimits;
 use booking::rebuild::projector::Projector;
 use booking::store::Store;
 use booking::webhooks::WebhookSettings;
@@ -155,6 +156,21 @@ impl TestEnv {
         .await
     }
 
+    /// A service with its own rate limits (the others have the defaults).
+    pub async fn spawn_with_rate_limits(&self, rate_limits: RateLimits) -> TestApp {
+        let (database_url, dir) = self.database_url().await;
+        TestApp::launch(
+            database_url,
+            dir,
+            uuid::Uuid::new_v4().to_string(),
+            booking::edge::EdgeSettings::default(),
+            None,
+            Payments::default(),
+            rate_limits,
+        )
+        .await
+    }
+
     /// A service whose webhook dispatcher and sender run in the background
     /// (every `WEBHOOK_TEST_INTERVAL`) with `webhooks`' timings.
     pub async fn spawn_with_webhooks(&self, webhooks: WebhookSettings) -> TestApp {
@@ -207,6 +223,7 @@ impl TestEnv {
             booking::edge::EdgeSettings::default(),
             None,
             payments,
+            RateLimits::default(),
         )
         .await
     }
@@ -260,6 +277,8 @@ pub struct TestApp {
     pub recovery: Recovery,
     pub projector: Projector,
     pub sweeper: Sweeper,
+    /// The room keeper of waiting rooms, one pass at a time.
+    pub rooms: booking::workers::room::RoomKeeper,
     pub live: Arc<booking::live::LiveHub>,
     pub webhooks: booking::webhooks::Webhooks,
     pub database_url: String,
@@ -332,6 +351,7 @@ impl TestApp {
             edge,
             webhooks,
             Payments::default(),
+            RateLimits::default(),
         )
         .await
     }
@@ -343,6 +363,7 @@ impl TestApp {
         edge: booking::edge::EdgeSettings,
         webhooks: Option<WebhookSettings>,
         payments: Payments,
+        rate_limits: RateLimits,
     ) -> Self {
         let clock = Arc::new(ShiftedClock::default());
         let url_for_tools = database_url.clone();
@@ -365,6 +386,10 @@ impl TestApp {
             edge,
             idempotency_retention: booking::workers::sweeper::DEFAULT_KEY_RETENTION,
             webhooks: webhooks.unwrap_or_default(),
+            // The defaults: the suite is a normal client of them. A test
+            // that scripts one buyer at machine speed asks for them off
+            // (`spawn_with_rate_limits`).
+            rate_limits,
         };
         let app = Application::build(settings, clock.clone())
             .await
@@ -374,6 +399,7 @@ impl TestApp {
         let recovery = app.recovery().clone();
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
+        let rooms = app.rooms().clone();
         let live = app.state().live.clone();
         let webhooks = app.webhooks().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -397,6 +423,7 @@ impl TestApp {
             recovery,
             projector,
             sweeper,
+            rooms,
             live,
             webhooks,
             database_url: url_for_tools,
@@ -636,9 +663,9 @@ pub fn show_body(seats: usize, hold_ttl_seconds: u32) -> Value {
 
 /// Fires all the requests at once (every task waits on one gate first) and
 /// returns the answers in the order given.
-pub async fn fire_at_once(
-    calls: Vec<impl std::future::Future<Output = Answer> + Send + 'static>,
-) -> Vec<Answer> {
+pub async fn fire_at_once<T: Send + 'static>(
+    calls: Vec<impl std::future::Future<Output = T> + Send + 'static>,
+) -> Vec<T> {
     let gate = Arc::new(tokio::sync::Barrier::new(calls.len()));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, call) in calls.into_iter().enumerate() {

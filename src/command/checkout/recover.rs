@@ -3,12 +3,11 @@
 //! provider's notice that a payment moved comes to (the same drive).
 
 use domain::checkout::Phase;
-use domain::ids::{BuyerId, HoldId};
+use domain::ids::HoldId;
 
 use super::{CheckoutError, CheckoutService, Driven, Recovered, RECOVERY_ACTOR};
-use crate::auth::{Actor, Role};
 use crate::command::context::RequestContext;
-use crate::store::{StoreError, WaitingCheckout};
+use crate::store::WaitingCheckout;
 
 impl CheckoutService {
     /// Checkouts the service must finish with the provider, oldest first.
@@ -33,7 +32,7 @@ impl CheckoutService {
         let Some(mut checkout) = self.rounds.try_lock_checkout(hold_id).await? else {
             return Ok(Recovered::Busy);
         };
-        let ctx = system_context()?;
+        let ctx = RequestContext::system(RECOVERY_ACTOR)?;
         let hold = self.stored_hold(&hold_id).await?;
         match self.drive(&ctx, &hold, &mut checkout, None).await {
             Ok(Driven::WaitingOnBuyer { .. }) => return Ok(Recovered::Waiting),
@@ -74,17 +73,4 @@ impl CheckoutService {
         }
         self.recover(hold_id).await.map(Some)
     }
-}
-
-/// Who recovery and provider notices act as: recorded on their events.
-fn system_context() -> Result<RequestContext, StoreError> {
-    Ok(RequestContext {
-        actor: Actor {
-            id: BuyerId::parse(RECOVERY_ACTOR)
-                .map_err(|e| StoreError::Corrupt(format!("{RECOVERY_ACTOR}: {e}")))?,
-            role: Role::Admin,
-        },
-        request_id: uuid::Uuid::new_v4().to_string(),
-        idempotency_key: None,
-    })
 }

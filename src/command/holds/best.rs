@@ -32,9 +32,9 @@ use domain::best_available::{choose, BestAvailableError, SeatPlace};
 use domain::ids::{SeatId, ShowId};
 use domain::seat::SeatStatus;
 
+use super::place::Placing;
 use super::{HoldError, HoldRequest, HoldService, Placed};
 use crate::catalog::CatalogEntry;
-use crate::command::context::RequestContext;
 
 /// Choices per request. A new round follows a hold refused `seat_taken`:
 /// another buyer (on another instance, or past a claim's end) took a chosen
@@ -259,12 +259,12 @@ impl HoldService {
     /// chosen seat was taken meanwhile.
     pub(super) async fn place_best(
         &self,
-        ctx: &RequestContext,
-        entry: &CatalogEntry,
+        placing: &Placing<'_>,
         quantity: u32,
         section: Option<&str>,
         request_hash: String,
     ) -> Result<Placed, HoldError> {
+        let (ctx, entry) = (placing.ctx, placing.entry);
         let show_id = &entry.show.show_id;
         // Before choosing: a retry answers the seats chosen the first time,
         // even when no block is left now.
@@ -282,7 +282,7 @@ impl HoldService {
                     .choose(entry, &statuses, &reading, quantity as usize, section)?;
             drop(reading);
             let placed = self
-                .place_validated(ctx, entry, HoldRequest::Seats(seats), request_hash.clone())
+                .place_validated(placing, HoldRequest::Seats(seats), request_hash.clone())
                 .await;
             if placed.is_ok() {
                 claim.placed();

@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
+use crate::command::queue::{QueueService, WaitingRoomError};
 use crate::command::round::{RoundError, Rounds};
 use crate::query::availability::AvailabilityCache;
 use crate::store::{Store, StoreError};
@@ -72,6 +73,10 @@ pub enum HoldError {
     HoldReleased,
     #[error("the hold already lasts as long as the show allows")]
     ExtensionLimit,
+    /// The show sells through a waiting room and the buyer is not
+    /// admitted at the hold's instant.
+    #[error("the buyer is not admitted from the show's waiting room")]
+    AdmissionRequired(ShowId),
     #[error("contention did not settle")]
     Busy,
     #[error(transparent)]
@@ -122,6 +127,8 @@ pub struct HoldService {
     rounds: Arc<Rounds>,
     /// Where best available reads seat statuses: advice, the append decides.
     availability: Arc<AvailabilityCache>,
+    /// Who is admitted on a show with a waiting room.
+    queue: Arc<QueueService>,
     claims: best::Claims,
 }
 
@@ -132,6 +139,7 @@ impl HoldService {
         clock: Arc<dyn Clock>,
         rounds: Arc<Rounds>,
         availability: Arc<AvailabilityCache>,
+        queue: Arc<QueueService>,
     ) -> Self {
         Self {
             store,
@@ -139,6 +147,7 @@ impl HoldService {
             clock,
             rounds,
             availability,
+            queue,
             claims: best::Claims::default(),
         }
     }
@@ -148,5 +157,16 @@ impl HoldService {
             .get(&self.store, show_id)
             .await?
             .ok_or(HoldError::ShowNotFound)
+    }
+}
+
+/// The waiting room's errors, met while checking an admission.
+impl From<WaitingRoomError> for HoldError {
+    fn from(e: WaitingRoomError) -> Self {
+        match e {
+            WaitingRoomError::Store(e) => HoldError::Store(e),
+            WaitingRoomError::Busy => HoldError::Busy,
+            other => HoldError::Bug(format!("checking an admission: {other}")),
+        }
     }
 }

@@ -15,6 +15,7 @@ use rand::Rng;
 use super::{HoldError, HoldRequest, HoldService, HoldView, Placed};
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
+use crate::command::queue::Admission;
 use crate::command::round::{BuyerLimit, Decided, Decision, Round, Settled, View};
 use crate::command::units::{SeatKey, ShardKey, Unit};
 use crate::store::{HoldRecord, IdempotencyKeyRow, StoreError};
@@ -26,6 +27,15 @@ struct Placement<'a> {
     entry: &'a CatalogEntry,
     hold_id: HoldId,
     request_hash: String,
+    /// On a show with a waiting room, what admits the buyer.
+    admission: Option<&'a Admission>,
+}
+
+/// Who places a hold on which show, and what admits them (a waiting room).
+pub(super) struct Placing<'a> {
+    pub(super) ctx: &'a RequestContext,
+    pub(super) entry: &'a CatalogEntry,
+    pub(super) admission: Option<&'a Admission>,
 }
 
 /// What a placement holds once appended: until when, and on a pool which
@@ -38,6 +48,17 @@ struct Held {
 impl Placement<'_> {
     fn round(&self) -> Round<'static> {
         Round::new("hold", self.ctx).counting(BuyerLimit::of(&self.entry.show, &self.ctx.actor.id))
+    }
+
+    /// On a show with a waiting room, a hold is placed only by a buyer
+    /// admitted at the decision's `now`.
+    fn admitted(&self, now: DateTime<Utc>) -> Result<(), HoldError> {
+        match self.admission {
+            Some(admission) if !admission.admits(now) => Err(HoldError::AdmissionRequired(
+                self.entry.show.show_id.clone(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn pool_command(&self, quantity: u32, expires_at: DateTime<Utc>) -> PoolCommand {
@@ -132,13 +153,18 @@ impl HoldService {
         let entry = self.show(show_id).await?;
         request.validate(&entry)?;
         let request_hash = request.hash(show_id);
+        let admission = self.queue.admission(&entry, &ctx.actor.id).await?;
+        let placing = Placing {
+            ctx,
+            entry: &entry,
+            admission: admission.as_ref(),
+        };
         if let HoldRequest::BestAvailable { quantity, section } = &request {
             return self
-                .place_best(ctx, &entry, *quantity, section.as_deref(), request_hash)
+                .place_best(&placing, *quantity, section.as_deref(), request_hash)
                 .await;
         }
-        self.place_validated(ctx, &entry, request, request_hash)
-            .await
+        self.place_validated(&placing, request, request_hash).await
     }
 
     /// Places seats or pool places already checked against the show,
@@ -146,17 +172,18 @@ impl HoldService {
     /// hash of what was asked, not of the seats chosen).
     pub(super) async fn place_validated(
         &self,
-        ctx: &RequestContext,
-        entry: &CatalogEntry,
+        placing: &Placing<'_>,
         request: HoldRequest,
         request_hash: String,
     ) -> Result<Placed, HoldError> {
+        let ctx = placing.ctx;
         if let Some(existing) = self.replay_idempotent(ctx, &request_hash).await? {
             return Ok(Placed::Existing(existing));
         }
         let placement = Placement {
             ctx,
-            entry,
+            entry: placing.entry,
+            admission: placing.admission,
             hold_id: match &ctx.idempotency_key {
                 // The day of first use is part of the id, so a key used again
                 // after it was pruned (sweeper, retention) gets a new hold,
@@ -218,6 +245,7 @@ impl HoldService {
         let round = placement.round().assuming_new();
         self.rounds
             .run(round, units, |view: &View<'_, Seat>| {
+                placement.admitted(view.now)?;
                 let expires_at = view.now + ttl;
                 let command = SeatCommand::PlaceHold {
                     hold_id: placement.hold_id,
@@ -313,6 +341,7 @@ impl HoldService {
             let settled = self
                 .rounds
                 .run(placement.round(), vec![shards[i].clone()], |view| {
+                    placement.admitted(view.now)?;
                     let (shard, key): (&PoolShard, &ShardKey) = view.units[0];
                     let expires_at = view.now + ttl;
                     let command = placement.pool_command(quantity, expires_at);
@@ -359,6 +388,7 @@ impl HoldService {
         let ttl = placement.entry.show.hold_ttl();
         self.rounds
             .run(placement.round(), shards, |view| {
+                placement.admitted(view.now)?;
                 // In lock order, which is index order: `view.units[i]` is shard i.
                 let free: Vec<(u32, u32)> = ring
                     .iter()

@@ -1,0 +1,84 @@
+//! The room keeper: looks at the inventory of every show with a waiting
+//! room this instance serves, and tells the room (`QueueService::keep`):
+//! nothing available but some held pauses admissions (nobody is let in to
+//! find nothing), something available again resumes them, everything booked
+//! closes the room (`sold_out`). It also draws the seed of a room it has
+//! served once the sale has started, so that the order of early joiners is
+//! fixed at the start even if nobody asks then (after a restart, the first
+//! request on the show, or the first to ask after the start, draws it).
+//!
+//! Who is admitted never waits for it: admission is computed at read time
+//! from the schedule. The keeper only changes the schedule, as the log
+//! records (several instances may look at once: a pause already recorded
+//! records nothing).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::ShowCatalog;
+use crate::clock::Clock;
+use crate::command::queue::{QueueService, Stock, WaitingRoomError};
+use crate::query::availability::AvailabilityCache;
+use crate::store::Store;
+use domain::ids::ShowId;
+
+/// The default time between passes (`BOOKING_ROOM_INTERVAL_SECONDS`): a
+/// room pauses, resumes or closes within about a second of the inventory
+/// changing, and a pass reads each show's availability once (from the
+/// cache the availability answers use).
+pub const DEFAULT_ROOM_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Clone)]
+pub struct RoomKeeper {
+    store: Arc<Store>,
+    catalog: Arc<ShowCatalog>,
+    availability: Arc<AvailabilityCache>,
+    queue: Arc<QueueService>,
+    clock: Arc<dyn Clock>,
+}
+
+impl RoomKeeper {
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<ShowCatalog>,
+        availability: Arc<AvailabilityCache>,
+        queue: Arc<QueueService>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            store,
+            catalog,
+            availability,
+            queue,
+            clock,
+        }
+    }
+
+    /// One pass over the rooms this instance has served: returns how many
+    /// it looked at. A room that cannot be kept now (the database away, a
+    /// close recorded by another instance meanwhile) does not keep the
+    /// others from their look: the first error is returned after the pass.
+    pub async fn run_once(&self) -> Result<usize, WaitingRoomError> {
+        let shows = self.queue.open_rooms().await;
+        let mut first_error = None;
+        for show_id in &shows {
+            if let Err(error) = self.keep(show_id).await {
+                tracing::debug!(%error, show_id = show_id.as_str(), "room keeper: room not kept this pass");
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(shows.len()), Err)
+    }
+
+    async fn keep(&self, show_id: &ShowId) -> Result<(), WaitingRoomError> {
+        let Some(entry) = self.catalog.get(&self.store, show_id).await? else {
+            return Ok(());
+        };
+        let current = self
+            .availability
+            .current(&self.store, &entry, self.clock.now())
+            .await?;
+        let stock = Stock::of(&current, entry.show.pools.iter().map(|p| p.capacity));
+        self.queue.keep(show_id, stock).await
+    }
+}
