@@ -79,6 +79,14 @@ pub async fn track(request: Request, next: Next) -> Response {
     response
 }
 
+/// Counts a request that passed the request timeout while its command's
+/// outcome was being written, and was answered with that outcome, late
+/// (`http::timeout`): a steady count means the store is slower than
+/// `BOOKING_REQUEST_TIMEOUT_SECONDS` allows.
+pub fn finished_late() {
+    metrics::counter!("http_requests_finished_late_total").increment(1);
+}
+
 /// Counts a request refused by a rate limit, by the limit that refused it
 /// (`buyer` or `client`): refusals against `http_requests_total` tell a
 /// limit set too low from a crowd held back.

@@ -1,6 +1,9 @@
 //! The request a command runs for: who asked, under which request id and
 //! idempotency key. Every event a command appends carries it as metadata.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use domain::ids::{BuyerId, IdempotencyKey};
 
 use crate::auth::{Actor, Role};
@@ -12,6 +15,28 @@ pub struct RequestContext {
     pub actor: Actor,
     pub request_id: String,
     pub idempotency_key: Option<IdempotencyKey>,
+    /// Set once the command has begun the write that is its outcome: from
+    /// then on the request timer lets it finish (`http::timeout`).
+    pub outcome: OutcomeMark,
+}
+
+/// Whether a request's command has begun writing its outcome: a hold, a
+/// release, an extension, a join, anything the buyer could not find again
+/// by asking again if the answer were cut off. (A checkout's steps are not
+/// marked: recovery finishes a cut checkout from its stream, and the
+/// purchase asked again answers what it came to.) Shared between the
+/// request timer, which sets up one per request, and the command.
+#[derive(Debug, Clone, Default)]
+pub struct OutcomeMark(Arc<AtomicBool>);
+
+impl OutcomeMark {
+    pub fn begin(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    pub fn begun(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 impl RequestContext {
@@ -26,6 +51,7 @@ impl RequestContext {
             },
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,
+            outcome: OutcomeMark::default(),
         })
     }
 

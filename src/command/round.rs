@@ -34,7 +34,7 @@ use projections::rows::Rows;
 use projections::time::to_micros;
 
 use crate::clock::Clock;
-use crate::command::context::RequestContext;
+use crate::command::context::{OutcomeMark, RequestContext};
 use crate::command::streams::{
     refresh_all, refresh_or_assume_new, Inventory, LockedStream, Stream,
 };
@@ -98,6 +98,8 @@ pub struct Round<'a> {
     command: &'static str,
     /// Stamped on every event (`RequestContext::metadata`).
     metadata: String,
+    /// Marked before an append that is the command's outcome.
+    outcome: OutcomeMark,
     checkout: Option<&'a mut CheckoutLock>,
     limit: Option<BuyerLimit>,
     read: Read,
@@ -108,6 +110,7 @@ impl<'a> Round<'a> {
         Self {
             command,
             metadata: ctx.metadata(),
+            outcome: ctx.outcome.clone(),
             checkout: None,
             limit: None,
             read: Read::All,
@@ -429,6 +432,12 @@ impl Rounds {
             checkout: round.checkout.as_deref_mut(),
         };
         streams.before_append();
+        // From here the write may land whatever happens to this future:
+        // a command's outcome is then awaited by the request timer, not cut
+        // (a checkout's step is finished by recovery instead).
+        if streams.checkout.is_none() {
+            round.outcome.begin();
+        }
         let outcome = self.store.append(&batch).await;
         match outcome {
             Ok(AppendOutcome::Appended) => streams.appended(decided),

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use super::problem::ApiError;
 use super::AppState;
 use crate::auth::{Actor, AuthError};
-use crate::command::context::RequestContext;
+use crate::command::context::{OutcomeMark, RequestContext};
 
 /// Request bodies up to this size, except show definitions.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -278,10 +278,17 @@ impl FromRequestParts<AppState> for RequestContext {
             .filter(|id| !id.is_empty() && id.chars().count() <= MAX_REQUEST_ID_CHARS)
             .map(str::to_owned)
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        // The request timer's mark, when the route runs under it.
+        let outcome = parts
+            .extensions
+            .get::<OutcomeMark>()
+            .cloned()
+            .unwrap_or_default();
         Ok(RequestContext {
             actor,
             request_id,
             idempotency_key,
+            outcome,
         })
     }
 }

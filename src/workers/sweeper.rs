@@ -19,7 +19,7 @@ use projections::time::to_micros;
 
 use crate::auth::{Actor, Role};
 use crate::clock::Clock;
-use crate::command::context::RequestContext;
+use crate::command::context::{OutcomeMark, RequestContext};
 use crate::command::holds::{HoldError, HoldService};
 use crate::store::{Store, StoreError};
 
@@ -118,6 +118,7 @@ impl Sweeper {
             },
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,
+            outcome: OutcomeMark::default(),
         };
         let mut swept = 0;
         for hold_id in expired {

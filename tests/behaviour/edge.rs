@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use crate::support::{TestApp, TestEnv};
+use crate::support::{Backend, TestApp, TestEnv};
 use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
@@ -20,6 +20,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         unfinished_request_heads_never_exhaust_descriptors,
         made_up_methods_add_no_metric_series,
         a_slow_request_gets_busy_and_the_purchase_still_completes,
+        a_hold_whose_write_outlasts_the_request_timeout_answers_the_hold,
         idle_and_silent_connections_are_closed_at_their_timers,
         a_stalled_body_gets_408_and_its_connection_closed,
     ]
@@ -285,6 +286,96 @@ async fn a_slow_request_gets_busy_and_the_purchase_still_completes(env: TestEnv)
     assert_eq!(again.str("booking_id"), booking_id, "the same booking");
     let ledger = app.store.sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 1, "one charge: {ledger:?}");
+    app.stop().await;
+}
+
+/// Another writer holding the store's write lock: PostgreSQL's `events`
+/// table locked against writes (reads go on), SQLite's one writer's lock
+/// taken (`BEGIN IMMEDIATE`). Held until `release`.
+enum WriteBlocker {
+    Postgres(sqlx::PgConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+impl WriteBlocker {
+    async fn take(backend: Backend, database_url: &str) -> Self {
+        use sqlx::{Connection, Executor};
+        match backend {
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(database_url).await.unwrap();
+                conn.execute("BEGIN; LOCK TABLE events IN EXCLUSIVE MODE")
+                    .await
+                    .unwrap();
+                Self::Postgres(conn)
+            }
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(database_url).await.unwrap();
+                conn.execute("BEGIN IMMEDIATE").await.unwrap();
+                Self::Sqlite(conn)
+            }
+        }
+    }
+
+    async fn release(self) {
+        use sqlx::Executor;
+        match self {
+            Self::Postgres(mut conn) => {
+                conn.execute("ROLLBACK").await.unwrap();
+            }
+            Self::Sqlite(mut conn) => {
+                conn.execute("ROLLBACK").await.unwrap();
+            }
+        }
+    }
+}
+
+async fn a_hold_whose_write_outlasts_the_request_timeout_answers_the_hold(env: TestEnv) {
+    // Long enough for the hold to reach its append on a busy machine; the
+    // store's own wait for its writer (`ACQUIRE_TIMEOUT`, 4 s) is longer
+    // than the time the test keeps the write lock past this.
+    let limit = Duration::from_millis(1_500);
+    let app = env
+        .spawn_with_edge(EdgeSettings {
+            request_timeout: limit,
+            ..EdgeSettings::default()
+        })
+        .await;
+    app.create_show("late", 2, 480).await;
+    let buyer = app.buyer("late-buyer");
+    let blocker = WriteBlocker::take(env.backend, &app.database_url).await;
+    let mut hold = Box::pin(app.hold(&buyer, "late", &["S1"], None));
+    // Still unanswered well past the request timeout: not cut to a 503
+    // while its write waits.
+    let early = tokio::time::timeout(limit + Duration::from_millis(500), &mut hold).await;
+    assert!(
+        early.is_err(),
+        "answered before its write could land: {}",
+        early
+            .map(|a| format!("{} {}", a.status, a.body))
+            .unwrap_or_default()
+    );
+    blocker.release().await;
+    let held = hold.await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let hold_id = held.str("hold_id");
+    let read = app
+        .call(
+            Method::GET,
+            &format!("/v1/holds/{hold_id}"),
+            Some(&buyer),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        read.status,
+        StatusCode::OK,
+        "the hold is the buyer's: {}",
+        read.body
+    );
+    assert_eq!(read.body["seats"][0], "S1", "{}", read.body);
+    assert_eq!(read.body["status"], "held", "{}", read.body);
+
     app.stop().await;
 }
 
