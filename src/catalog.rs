@@ -1,5 +1,6 @@
 //! Shows: created once by an admin, immutable after, cached by every instance.
 
+use domain::best_available::{SeatOrder, SeatPlace};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -202,10 +203,26 @@ pub struct CatalogEntry {
     /// `{"seat_id":"A-1","section":"A","status":"` (an answer for 100,000
     /// seats is then a concatenation).
     pub seat_json_prefix: Vec<Box<str>>,
+    /// The seats in the order best available scans them (by ordinal).
+    pub seat_order: SeatOrder,
 }
 
 impl CatalogEntry {
     pub fn new(show: Show, definition_json: String) -> Self {
+        let places: Vec<SeatPlace> = show
+            .seats
+            .iter()
+            .enumerate()
+            .map(|(ordinal, seat)| SeatPlace {
+                seat_id: seat.seat_id.clone(),
+                section: seat.section.clone(),
+                row: seat.row.clone(),
+                number: seat.number,
+                rank: show.seat_rank(ordinal),
+                free: false,
+            })
+            .collect();
+        let seat_order = SeatOrder::new(&places);
         let seat_json_prefix = show
             .seats
             .iter()
@@ -219,6 +236,7 @@ impl CatalogEntry {
             show,
             definition_json,
             seat_json_prefix,
+            seat_order,
         }
     }
 

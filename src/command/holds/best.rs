@@ -1,6 +1,8 @@
 //! Best available: the service chooses the seats, then places an ordinary
 //! all-or-nothing seat hold of exactly those seats (`place_validated`), so
 //! limits, idempotency and the append's version check apply unchanged.
+//! A choice is one scan of the show's seats in the order worked out once
+//! per show (`CatalogEntry::seat_order`), with a flag per seat.
 //!
 //! The choice reads the seat statuses at `now` from the per-show
 //! availability cache (`query::availability`), not from the seat streams
@@ -24,11 +26,11 @@
 //! instance does not see it): if only claimed seats would make a block, the
 //! choice takes it anyway, and the append decides.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use domain::best_available::{choose, BestAvailableError, SeatPlace};
+use domain::best_available::BestAvailableError;
 use domain::ids::{SeatId, ShowId};
 use domain::seat::SeatStatus;
 
@@ -80,32 +82,6 @@ impl ShowClaims {
     fn is_empty(&self) -> bool {
         self.in_flight.is_empty() && self.placed.is_empty() && self.reading.is_empty()
     }
-}
-
-/// The seats a choice considers (by ordinal), and what it reads of each:
-/// every seat of `section` (or of the show), free if `statuses` says so.
-fn places(
-    entry: &CatalogEntry,
-    statuses: &[SeatStatus],
-    section: Option<&str>,
-) -> (Vec<usize>, Vec<SeatPlace>) {
-    let show = &entry.show;
-    show.seats
-        .iter()
-        .enumerate()
-        .filter(|(_, seat)| section.is_none_or(|wanted| seat.section == wanted))
-        .map(|(ordinal, seat)| {
-            let place = SeatPlace {
-                seat_id: seat.seat_id.clone(),
-                section: seat.section.clone(),
-                row: seat.row.clone(),
-                number: seat.number,
-                rank: show.seat_rank(ordinal),
-                free: statuses.get(ordinal) == Some(&SeatStatus::Available),
-            };
-            (ordinal, place)
-        })
-        .unzip()
 }
 
 /// A choice reading statuses: registered so that holds placed meanwhile
@@ -204,31 +180,39 @@ impl Claims {
         section: Option<&str>,
     ) -> Result<(Claim<'_>, Vec<SeatId>), HoldError> {
         let show = &entry.show;
-        let (considered, mut places) = places(entry, statuses, section);
+        // Free by the statuses read (a seat the statuses do not cover, a
+        // show grown meanwhile, is not free).
+        let mut free: Vec<bool> = (0..show.seats.len())
+            .map(|ordinal| statuses.get(ordinal) == Some(&SeatStatus::Available))
+            .collect();
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
         let claims = shows.entry(show.show_id.clone()).or_default();
-        let taken_since: HashSet<usize> = claims
+        // Seats free in the statuses but placed since, or claimed.
+        let taken_since = claims
             .placed
             .iter()
             .filter(|(epoch, _)| *epoch > reading.started)
             .flat_map(|(_, ordinals)| ordinals.iter().copied())
-            .chain(claims.in_flight.keys().copied())
-            .collect();
-        // Places (by index) free in the statuses but taken since, or claimed.
+            .chain(claims.in_flight.keys().copied());
         let mut unclaimed = Vec::new();
-        for (index, (ordinal, place)) in considered.iter().zip(places.iter_mut()).enumerate() {
-            if place.free && taken_since.contains(ordinal) {
-                place.free = false;
-                unclaimed.push(index);
+        for ordinal in taken_since {
+            if let Some(seat) = free.get_mut(ordinal).filter(|f| **f) {
+                *seat = false;
+                unclaimed.push(ordinal);
             }
         }
-        let chosen = match choose(&places, quantity, None) {
+        let order = &entry.seat_order;
+        let ordinals = match order.choose(&free, quantity, section) {
             Ok(chosen) => chosen,
             Err(BestAvailableError::NoBlock) if !unclaimed.is_empty() => {
-                for index in &unclaimed {
-                    places[*index].free = true;
+                for ordinal in &unclaimed {
+                    if let Some(seat) = free.get_mut(*ordinal) {
+                        *seat = true;
+                    }
                 }
-                choose(&places, quantity, None).map_err(|_| HoldError::NoAdjacentSeats)?
+                order
+                    .choose(&free, quantity, section)
+                    .map_err(|_| HoldError::NoAdjacentSeats)?
             }
             Err(BestAvailableError::NoBlock) => return Err(HoldError::NoAdjacentSeats),
             // The request was validated against the same limits.
@@ -236,9 +220,9 @@ impl Claims {
                 return Err(HoldError::Bug(e.to_string()))
             }
         };
-        let ordinals: Vec<usize> = chosen
+        let chosen: Vec<SeatId> = ordinals
             .iter()
-            .filter_map(|seat| show.seat(seat).map(|(o, _)| o))
+            .filter_map(|&o| show.seats.get(o).map(|seat| seat.seat_id.clone()))
             .collect();
         for ordinal in &ordinals {
             *claims.in_flight.entry(*ordinal).or_default() += 1;
