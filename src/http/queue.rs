@@ -237,41 +237,42 @@ struct Watcher {
     _slot: crate::command::queue::StreamSlot,
 }
 
-impl Watcher {
-    /// Whether `view` tells the buyer something new: another status,
-    /// number or `ahead`, or an estimate that is no longer the last one
-    /// counted down (a rate change, a pause), or the last was told
-    /// `QUEUE_STREAM_REFRESH` ago. An estimate that merely counts down is
-    /// not sent every second to every waiting buyer.
-    fn worth_telling(&self, view: &QueueView) -> bool {
-        let Some(last) = &self.last else {
-            return true;
-        };
-        let elapsed = self.told_at.elapsed();
-        let same = last.status == view.status
-            && last.position == view.position
-            && last.ahead == view.ahead
-            && last.admitted_until == view.admitted_until
-            && last.reason == view.reason;
-        let counted_down = match (last.estimated_wait_seconds, view.estimated_wait_seconds) {
-            // Paused (no admission scheduled): the estimate holds still.
-            (Some(was), Some(now)) if view.changes_at.is_none() => was == now,
-            (Some(was), Some(now)) => {
-                let expected = was - i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX);
-                (now - expected).abs() <= ESTIMATE_SLACK_SECONDS
-            }
-            (was, now) => was == now,
-        };
-        !(same && counted_down) || elapsed >= QUEUE_STREAM_REFRESH
-    }
+/// Whether `view` tells the buyer something new, `elapsed` after `last`
+/// was told: another status, number or `ahead`, or an estimate that is no
+/// longer the last one counted down (a rate change, a pause), or the last
+/// was told `QUEUE_STREAM_REFRESH` ago. An estimate that merely counts
+/// down (or stays at zero, admitted) is not sent every second to every
+/// buyer.
+fn worth_telling(last: Option<&QueueView>, view: &QueueView, elapsed: Duration) -> bool {
+    let Some(last) = last else {
+        return true;
+    };
+    let same = last.status == view.status
+        && last.position == view.position
+        && last.ahead == view.ahead
+        && last.admitted_until == view.admitted_until
+        && last.reason == view.reason;
+    let counted_down = match (last.estimated_wait_seconds, view.estimated_wait_seconds) {
+        // Paused (no admission scheduled): the estimate holds still.
+        (Some(was), Some(now)) if view.changes_at.is_none() => was == now,
+        (Some(was), Some(now)) => {
+            // A countdown stops at zero (an admitted buyer's estimate).
+            let expected = (was - i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)).max(0);
+            (now - expected).abs() <= ESTIMATE_SLACK_SECONDS
+        }
+        (was, now) => was == now,
+    };
+    !(same && counted_down) || elapsed >= QUEUE_STREAM_REFRESH
+}
 
+impl Watcher {
     /// The next event: the buyer's standing when it changes; `None` when
     /// the stream ends (an admission over, a room closed, the instance
     /// shutting down).
     async fn next(&mut self) -> Option<Event> {
         loop {
             if let Some(view) = self.next.take() {
-                if self.worth_telling(&view) {
+                if worth_telling(self.last.as_ref(), &view, self.told_at.elapsed()) {
                     let data = serde_json::to_string(&view).ok()?;
                     self.last = Some(view);
                     self.told_at = std::time::Instant::now();
@@ -299,6 +300,66 @@ impl Watcher {
                     tracing::debug!(%error, "queue stream: standing not read");
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+
+    fn view(status: QueueStatus, ahead: u64, wait: i64, changes_in: Option<i64>) -> QueueView {
+        let start = Utc.with_ymd_and_hms(2026, 12, 2, 4, 0, 0).unwrap();
+        QueueView {
+            status,
+            position: Some(7),
+            ahead: Some(ahead),
+            estimated_wait_seconds: Some(wait),
+            admitted_until: (status == QueueStatus::Admitted)
+                .then(|| start + chrono::Duration::minutes(10)),
+            sale_starts_at: start,
+            reason: None,
+            changes_at: changes_in.map(|s| start + chrono::Duration::seconds(s)),
+        }
+    }
+
+    #[test]
+    fn a_standing_that_only_counts_down_is_told_at_the_refresh_only() {
+        let secs = Duration::from_secs;
+        let waiting = view(QueueStatus::Waiting, 3, 30, Some(30));
+        assert!(
+            worth_telling(None, &waiting, secs(0)),
+            "the first is always told"
+        );
+        // Five seconds on, 25 s left: the countdown the client keeps.
+        let later = view(QueueStatus::Waiting, 3, 25, Some(25));
+        assert!(!worth_telling(Some(&waiting), &later, secs(5)));
+        assert!(worth_telling(Some(&waiting), &later, QUEUE_STREAM_REFRESH));
+        // A rate change moved the estimate, or the line moved: told.
+        let slower = view(QueueStatus::Waiting, 3, 60, Some(60));
+        assert!(worth_telling(Some(&waiting), &slower, secs(5)));
+        let moved = view(QueueStatus::Waiting, 2, 25, Some(25));
+        assert!(worth_telling(Some(&waiting), &moved, secs(5)));
+
+        // Admitted: the estimate stays at zero, which is no news.
+        let admitted = view(QueueStatus::Admitted, 0, 0, Some(600));
+        assert!(worth_telling(Some(&later), &admitted, secs(1)));
+        for after in [1, 3, 5, 9] {
+            assert!(
+                !worth_telling(Some(&admitted), &admitted, secs(after)),
+                "{after} s"
+            );
+        }
+
+        // Paused: nothing scheduled, the estimate holds still.
+        let paused = view(QueueStatus::Waiting, 3, 30, None);
+        for after in [1, 3, 5, 9] {
+            assert!(
+                !worth_telling(Some(&paused), &paused, secs(after)),
+                "{after} s"
+            );
         }
     }
 }
