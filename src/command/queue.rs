@@ -543,10 +543,17 @@ impl QueueService {
             .await
     }
 
-    /// The shows whose rooms this instance has served and that are not
-    /// closed: what the room keeper looks at.
-    pub async fn open_rooms(&self) -> Vec<ShowId> {
-        self.book.open_rooms().await
+    /// The shows whose queues this instance has read, each with whether
+    /// its room is open: what the room keeper looks at.
+    pub async fn rooms(&self) -> Vec<(ShowId, bool)> {
+        self.book.rooms().await
+    }
+
+    /// Forgets a show's queue on this instance (the keeper, once the show
+    /// has begun: nothing is sold through its room any more, and its
+    /// entries would otherwise stay in memory until the next restart).
+    pub fn forget(&self, show_id: &ShowId) {
+        self.book.forget(show_id);
     }
 
     /// The room keeper's look at a show: the seed drawn once the sale has

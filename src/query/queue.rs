@@ -338,9 +338,9 @@ impl QueueBook {
         Ok(())
     }
 
-    /// The shows whose queues this instance has read and whose rooms are
-    /// not closed.
-    pub async fn open_rooms(&self) -> Vec<ShowId> {
+    /// The shows whose queues this instance has read, each with whether
+    /// its room is open (not closed).
+    pub async fn rooms(&self) -> Vec<(ShowId, bool)> {
         let shows: Vec<(ShowId, Arc<AsyncMutex<ShowQueue>>)> = {
             let shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
             shows
@@ -348,13 +348,19 @@ impl QueueBook {
                 .map(|(id, q)| (id.clone(), q.clone()))
                 .collect()
         };
-        let mut open = Vec::with_capacity(shows.len());
+        let mut rooms = Vec::with_capacity(shows.len());
         for (show_id, queue) in shows {
-            if queue.lock().await.room.closed.is_none() {
-                open.push(show_id);
-            }
+            let open = queue.lock().await.room.closed.is_none();
+            rooms.push((show_id, open));
         }
-        open
+        rooms
+    }
+
+    /// Drops what the book holds of a show (its room and every entry); a
+    /// later read of it reads the show's queue from the log again.
+    pub fn forget(&self, show_id: &ShowId) {
+        let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+        shows.remove(show_id);
     }
 
     /// A join this instance appended: known at once, before the log shows

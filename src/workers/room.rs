@@ -55,30 +55,47 @@ impl RoomKeeper {
     }
 
     /// One pass over the rooms this instance has served: returns how many
-    /// it looked at. A room that cannot be kept now (the database away, a
-    /// close recorded by another instance meanwhile) does not keep the
-    /// others from their look: the first error is returned after the pass.
+    /// open rooms it looked at. A room that cannot be kept now (the
+    /// database away, a close recorded by another instance meanwhile) does
+    /// not keep the others from their look: the first error is returned
+    /// after the pass.
     pub async fn run_once(&self) -> Result<usize, WaitingRoomError> {
-        let shows = self.queue.open_rooms().await;
+        let mut looked = 0;
         let mut first_error = None;
-        for show_id in &shows {
-            if let Err(error) = self.keep(show_id).await {
-                tracing::debug!(%error, show_id = show_id.as_str(), "room keeper: room not kept this pass");
-                first_error.get_or_insert(error);
+        for (show_id, open) in self.queue.rooms().await {
+            match self.keep(&show_id, open).await {
+                Ok(true) => looked += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::debug!(%error, show_id = show_id.as_str(), "room keeper: room not kept this pass");
+                    first_error.get_or_insert(error);
+                }
             }
         }
-        first_error.map_or(Ok(shows.len()), Err)
+        first_error.map_or(Ok(looked), Err)
     }
 
-    async fn keep(&self, show_id: &ShowId) -> Result<(), WaitingRoomError> {
+    /// Keeps one room; `false` if there was nothing to look at.
+    async fn keep(&self, show_id: &ShowId, open: bool) -> Result<bool, WaitingRoomError> {
         let Some(entry) = self.catalog.get(&self.store, show_id).await? else {
-            return Ok(());
+            return Ok(false);
         };
-        let current = self
-            .availability
-            .current(&self.store, &entry, self.clock.now())
-            .await?;
+        let now = self.clock.now();
+        if now >= entry.show.starts_at {
+            // The show has begun: its sale is over. Its queue is dropped
+            // from memory (a standing asked for later is read from the log
+            // again), and nothing more is looked at for it.
+            self.queue.forget(show_id);
+            return Ok(false);
+        }
+        if !open {
+            // Closed (sold out): kept in memory to answer `closed` until
+            // the show begins.
+            return Ok(false);
+        }
+        let current = self.availability.current(&self.store, &entry, now).await?;
         let stock = Stock::of(&current, entry.show.pools.iter().map(|p| p.capacity));
-        self.queue.keep(show_id, stock).await
+        self.queue.keep(show_id, stock).await?;
+        Ok(true)
     }
 }

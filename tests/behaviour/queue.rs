@@ -553,6 +553,17 @@ async fn queue_pauses_when_all_is_held_resumes_on_release_and_closes_sold_out(en
         .await
         .expect_problem(409, "sold_out");
     assert_eq!(app.event_count().await, events);
+
+    // A closed room is not looked at any more; once the show begins, its
+    // queue leaves memory, and a standing asked for is read again from the
+    // log, the same.
+    assert_eq!(app.rooms.run_once().await.expect("keeper pass"), 0);
+    let show_begins: DateTime<Utc> = "2026-12-31T20:00:00Z".parse().unwrap();
+    advance_to(&app, show_begins);
+    assert_eq!(app.rooms.run_once().await.expect("keeper pass"), 0);
+    let standing = me(&app, &holder, show).await;
+    assert_eq!(standing.body["status"], "closed", "{}", standing.body);
+    assert_eq!(standing.body["reason"], "sold_out");
     app.stop().await;
 }
 
