@@ -116,7 +116,8 @@ pub struct Application {
     max_connections: usize,
 }
 
-fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// A listening socket on `addr`, as the service binds it.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -131,6 +132,18 @@ impl Application {
     /// Connects to the store, runs migrations, finishes what a previous run
     /// left half way (checkouts, projections) and binds the listener.
     pub async fn build(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let listener =
+            bind(settings.addr).with_context(|| format!("cannot listen on {}", settings.addr))?;
+        Self::build_on(listener, settings, clock).await
+    }
+
+    /// [`Application::build`] on a socket already listening (`settings.addr`
+    /// is not used).
+    pub async fn build_on(
+        listener: TcpListener,
+        settings: Settings,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
         // Metrics recorded before the recorder exists are lost: install it first.
         let _ = crate::metrics::handle();
         let store = Arc::new(
@@ -256,8 +269,6 @@ impl Application {
             settings.edge.max_connections,
             settings.database_connections,
         );
-        let listener =
-            bind(settings.addr).with_context(|| format!("cannot listen on {}", settings.addr))?;
         Ok(Self {
             listener,
             router: router(

@@ -14,7 +14,7 @@ use booking::clock::SystemClock;
 use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeArgs, TokenArgs};
 use booking::edge::EdgeSettings;
 use booking::rebuild::replay;
-use booking::store::{Projection, Store, DEFAULT_POOL_CONNECTIONS};
+use booking::store::{Projection, Store, StoreError, DEFAULT_POOL_CONNECTIONS};
 use booking::webhooks::WebhookSettings;
 use clap::Parser;
 use domain::ids::BuyerId;
@@ -92,7 +92,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         rate_limits,
     };
-    let app = Application::build(settings, Arc::new(SystemClock)).await?;
+    let app = build_when_database_ready(settings).await?;
     tracing::info!(
         addr = %app.local_addr()?,
         max_connections = app.max_connections(),
@@ -101,6 +101,78 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     app.run_until_stopped(shutdown_signal()).await?;
     tracing::info!("booking stopped");
     Ok(())
+}
+
+/// The longest pause between two attempts to start while no database host
+/// accepts writes.
+const START_MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Builds the service. While the database cannot take it (no host of
+/// `DATABASE_URL` accepts writes, or none answers), the address answers
+/// already (`http::starting`) and the start is tried again, with a backoff
+/// doubling up to [`START_MAX_BACKOFF`]; any other error ends the process.
+async fn build_when_database_ready(settings: Settings) -> anyhow::Result<Application> {
+    let socket = booking::app::bind(settings.addr)
+        .with_context(|| format!("cannot listen on {}", settings.addr))?
+        .into_std()?;
+    let listener = || -> anyhow::Result<tokio::net::TcpListener> {
+        Ok(tokio::net::TcpListener::from_std(socket.try_clone()?)?)
+    };
+    let mut starting: Option<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )> = None;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match Application::build_on(listener()?, settings.clone(), Arc::new(SystemClock)).await {
+            Ok(app) => {
+                if let Some((stop, answering)) = starting {
+                    let _ = stop.send(());
+                    let _ = answering.await;
+                }
+                return Ok(app);
+            }
+            Err(error) if database_unavailable(&error) => {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    ?backoff,
+                    "cannot start yet: the database cannot take writes; trying again"
+                );
+                if starting.is_none() {
+                    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                    let server = axum::serve(listener()?, booking::http::starting::router())
+                        .with_graceful_shutdown(async move {
+                            let _ = stopped.await;
+                        });
+                    let answering = tokio::spawn(async move {
+                        if let Err(error) = server.await {
+                            tracing::warn!(%error, "the starting address stopped answering");
+                        }
+                    });
+                    starting = Some((stop, answering));
+                    tracing::info!(
+                        addr = %socket.local_addr()?,
+                        ready = false,
+                        "booking is listening"
+                    );
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(START_MAX_BACKOFF);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Whether starting failed because the database cannot take work now
+/// (rather than a bad URL, a bad migration, a bug).
+fn database_unavailable(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<StoreError>(),
+            Some(StoreError::Unavailable(_) | StoreError::ConnectionLost(_))
+        )
+    })
 }
 
 fn nonzero(interval: Duration) -> Option<Duration> {

@@ -17,6 +17,7 @@ pub mod page;
 mod queue;
 mod rate_limit;
 mod shows;
+pub mod starting;
 mod stripe;
 mod timeout;
 mod webhooks;

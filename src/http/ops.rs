@@ -28,12 +28,18 @@ pub(super) async fn healthz() -> Response {
 /// only delays repairs). A few seconds of a storm.
 pub const READY_MAX_PROJECTOR_LAG: i64 = 50_000;
 
-/// Ready: the database answers, every migration is applied, and the
+/// Ready: a database host that accepts writes is known (PostgreSQL), it answers, every migration is applied, and the
 /// projector is within `READY_MAX_PROJECTOR_LAG` of the log.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready, with projector_lag_events"),
               (status = 503, description = "busy (database) or not_ready", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let Some(host) = state.store.database_host() else {
+        return Err(ApiError::NotReady(format!(
+            "no database host accepts writes now (DATABASE_URL names {})",
+            state.store.database_hosts().join(", ")
+        )));
+    };
     state.store.ping().await?;
     let pending = state.store.pending_migrations().await?;
     if pending > 0 {
@@ -47,7 +53,8 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Response, Ap
             "the projector is {lag} events behind (READY_MAX_PROJECTOR_LAG is {READY_MAX_PROJECTOR_LAG})"
         )));
     }
-    let body = serde_json::json!({"status": "ready", "projector_lag_events": lag});
+    let body =
+        serde_json::json!({"status": "ready", "projector_lag_events": lag, "database_host": host});
     Ok(json_response(StatusCode::OK, body.to_string()))
 }
 

@@ -72,8 +72,17 @@ pub async fn listen(hub: Arc<LiveHub>) {
         };
         // Whatever was notified while not listening is in the log.
         hub.wake.notify_one();
+        // A LISTEN on a primary that was demoted stays connected and hears
+        // nothing more: listen again on the new one when the host changes.
+        let mut moved = hub.store.host_changes();
         loop {
             tokio::select! {
+                () = host_changed(&mut moved) => {
+                    metrics::counter!("live_listener_reconnects_total").increment(1);
+                    tracing::info!("live: the database host changed; listening on the new one");
+                    hub.wake.notify_one();
+                    break;
+                }
                 received = listener.try_recv() => match received {
                     Ok(Some(_)) => hub.wake.notify_one(),
                     Ok(None) => {
@@ -94,5 +103,25 @@ pub async fn listen(hub: Arc<LiveHub>) {
                 () = LiveHub::closed(&mut closing) => return,
             }
         }
+    }
+}
+
+/// Returns when the database host in use changes to another one (never on
+/// SQLite, nor once the store is gone).
+async fn host_changed(changes: &mut Option<tokio::sync::watch::Receiver<Option<usize>>>) {
+    let Some(changes) = changes else {
+        return std::future::pending().await;
+    };
+    let Some(start) = *changes.borrow_and_update() else {
+        // No host now: wait for one, which is a change if it is another.
+        let _ = changes.wait_for(Option::is_some).await;
+        return;
+    };
+    if changes
+        .wait_for(|now| now.is_some_and(|now| now != start))
+        .await
+        .is_err()
+    {
+        std::future::pending::<()>().await;
     }
 }

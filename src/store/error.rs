@@ -87,7 +87,7 @@ impl Unavailability {
             // connection_exception and its subclasses.
             _ if code.starts_with("08") => Some(Self::ConnectionLost),
             // read_only_sql_transaction: a standby, or a primary being demoted.
-            "25006" => Some(Self::Refusing),
+            READ_ONLY_SQLSTATE => Some(Self::Refusing),
             // insufficient_resources: disk full, out of memory, too many connections.
             _ if code.starts_with("53") => Some(Self::Refusing),
             _ => None,
@@ -115,7 +115,7 @@ impl Unavailability {
 static LAST_CONNECTION_LOSS_US: AtomicU64 = AtomicU64::new(0);
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
-fn since_epoch_us() -> u64 {
+pub(super) fn since_epoch_us() -> u64 {
     EPOCH.elapsed().as_micros().max(1) as u64
 }
 
@@ -124,6 +124,19 @@ fn since_epoch_us() -> u64 {
 /// use, and a dead one is dropped instead of failing a request.
 pub(super) fn note_connection_loss() {
     LAST_CONNECTION_LOSS_US.fetch_max(since_epoch_us(), Ordering::Relaxed);
+    CONNECTION_TROUBLE.notify_waiters();
+}
+
+/// Wakes the stores' primary watchers (`primary::Primary::watch`) when a
+/// connection was lost or a write refused as read-only anywhere in the
+/// process: the primary may have changed, and the watcher asks at once
+/// instead of at its next check. Process-wide like the loss above: a
+/// watcher woken for another store's trouble costs one query.
+static CONNECTION_TROUBLE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Returns at the next connection loss or read-only refusal in the process.
+pub(super) async fn wait_for_connection_trouble() {
+    CONNECTION_TROUBLE.notified().await;
 }
 
 /// Whether a pooled connection idle for `idle_for` must be pinged before use.
@@ -152,7 +165,12 @@ impl StoreError {
                 note_connection_loss();
                 StoreError::ConnectionLost(err.to_string())
             }
-            Some(Unavailability::Refusing) => StoreError::Unavailable(err.to_string()),
+            Some(Unavailability::Refusing) => {
+                if is_read_only(&err) {
+                    CONNECTION_TROUBLE.notify_waiters();
+                }
+                StoreError::Unavailable(err.to_string())
+            }
             None => StoreError::Database(err),
         }
     }
@@ -178,6 +196,14 @@ impl StoreError {
         }
     }
 }
+
+/// read_only_sql_transaction: the server is a standby, or a primary being
+/// demoted.
+fn is_read_only(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some(READ_ONLY_SQLSTATE))
+}
+
+const READ_ONLY_SQLSTATE: &str = "25006";
 
 /// Runs a read, and runs it again (at most [`READ_RETRIES_ON_CONNECTION_LOSS`]
 /// times) if its connection was lost: after a server restart the first use

@@ -24,6 +24,8 @@ mod holds;
 mod log;
 mod payments;
 mod postgres;
+mod primary;
+pub use primary::{SessionAttrs, PRIMARY_CHECK_INTERVAL};
 mod quiesce;
 mod shows;
 mod sqlite;
@@ -31,13 +33,14 @@ mod tables;
 mod webhooks;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::Aggregate;
 use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
@@ -90,6 +93,19 @@ pub struct PgStore {
     /// Public queries only: see `QUERY_POOL_CONNECTIONS`.
     query: PgPool,
     repo: PostgresEventRepository,
+    /// The host in use among those `DATABASE_URL` names.
+    primary: Arc<primary::Primary>,
+    /// The task that keeps the pools on the primary; ends with the store.
+    _watcher: AbortOnDrop,
+}
+
+/// Aborts a task of the store's when the store is dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 pub struct SqliteStore {
@@ -164,30 +180,55 @@ impl Store {
     pub async fn connect(url: &str, connections: u32) -> StoreResult<Self> {
         let connections = connections.max(1);
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let options =
-                PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
+            let hosts = primary::Hosts::parse(url)?;
+            let (primary, watcher_conn) = primary::Primary::find(hosts).await?;
             let open = |size: u32| {
+                let (before, after) = (primary.clone(), primary.clone());
                 PgPoolOptions::new()
                     .max_connections(size)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
                     // A ping on every acquire doubles the round trips of a short
                     // command; a dead connection surfaces as an error instead.
                     .test_before_acquire(false)
-                    // ... except for one that may have outlived its server.
-                    .before_acquire(|conn, meta| {
+                    // ... except for one that may have outlived its server,
+                    // and none opened before the pools moved to another host.
+                    .before_acquire(move |conn, meta| {
+                        let primary = before.clone();
                         Box::pin(async move {
+                            if primary.opened_before_switch(meta.age) {
+                                return Ok(false);
+                            }
                             if !needs_ping(meta.idle_for) {
                                 return Ok(true);
                             }
                             Ok(sqlx::Connection::ping(conn).await.is_ok())
                         })
                     })
-                    .connect_with(options.clone())
+                    // A new connection must be to a host that qualifies: the
+                    // pools may still point at a primary just demoted.
+                    .after_connect(move |conn, _| {
+                        let primary = after.clone();
+                        Box::pin(async move {
+                            if primary::qualifies(conn, primary.attrs()).await? {
+                                Ok(())
+                            } else {
+                                Err(sqlx::Error::Configuration(
+                                    "this database host is read-only now".into(),
+                                ))
+                            }
+                        })
+                    })
+                    .connect_with(primary.options())
             };
             let pool = open(connections).await.map_err(StoreError::classify)?;
             let query = open(QUERY_POOL_CONNECTIONS)
                 .await
                 .map_err(StoreError::classify)?;
+            let watcher = tokio::spawn(
+                primary
+                    .clone()
+                    .watch(vec![pool.clone(), query.clone()], watcher_conn),
+            );
             let repo = PostgresEventRepository::new(pool.clone());
             let appender = postgres::PgAppender::start(pool.clone());
             Ok(Store::Postgres(PgStore {
@@ -196,6 +237,8 @@ impl Store {
                 query,
                 repo,
                 appended: tokio::sync::watch::Sender::new(0),
+                primary,
+                _watcher: AbortOnDrop(watcher.abort_handle()),
             }))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
@@ -250,6 +293,33 @@ impl Store {
     /// (on PostgreSQL, `live::wake` carries them with LISTEN/NOTIFY).
     pub fn appends(&self) -> tokio::sync::watch::Receiver<u64> {
         self.appended().subscribe()
+    }
+
+    /// The database host in use (PostgreSQL: the one of `DATABASE_URL`'s
+    /// hosts that qualifies now, `None` while none does; SQLite: the file).
+    pub fn database_host(&self) -> Option<String> {
+        match self {
+            Store::Postgres(s) => s.primary.host().map(str::to_owned),
+            Store::Sqlite(_) => Some("sqlite".to_owned()),
+        }
+    }
+
+    /// The hosts `DATABASE_URL` names (PostgreSQL), for messages.
+    pub fn database_hosts(&self) -> Vec<String> {
+        match self {
+            Store::Postgres(s) => s.primary.labels().into_iter().map(str::to_owned).collect(),
+            Store::Sqlite(_) => Vec::new(),
+        }
+    }
+
+    /// Changes when the PostgreSQL host in use changes or is lost (`None`
+    /// on SQLite): what tells a connection held for long, such as a LISTEN,
+    /// to move.
+    pub fn host_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<usize>>> {
+        match self {
+            Store::Postgres(s) => Some(s.primary.changes()),
+            Store::Sqlite(_) => None,
+        }
     }
 
     /// The PostgreSQL pool, for what only PostgreSQL has (a LISTEN
@@ -423,9 +493,25 @@ impl Store {
                 batch.events.len()
             )));
         }
-        let outcome = self
-            .write_document(&document::Document::of(batch), batch.rows_only)
-            .await?;
+        if let Store::Postgres(s) = self {
+            if s.primary.host().is_none() {
+                // No host accepts writes now (a failover under way): say so
+                // at once rather than after the pool's acquire timeout.
+                return Err(StoreError::Unavailable(
+                    "no database host accepts writes now".into(),
+                ));
+            }
+        }
+        let document = document::Document::of(batch);
+        let outcome = match self.write_document(&document, batch.rows_only).await {
+            Err(StoreError::ConnectionLost(why)) => match (self, batch.events.first()) {
+                (Store::Postgres(s), Some(first)) if !batch.rows_only => {
+                    postgres::settle(&s.pool, &s.primary, &document.to_json()?, first, why).await?
+                }
+                (_, _) => return Err(StoreError::ConnectionLost(why)),
+            },
+            written => written?,
+        };
         if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
             metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
             self.appended().send_modify(|n| *n = n.wrapping_add(1));

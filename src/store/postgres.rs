@@ -10,10 +10,12 @@
 //! were applied.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::batch::{AppendOutcome, MAX_EVENTS_PER_BATCH};
+use super::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
+use super::primary::Primary;
 use super::StoreError;
 
 /// The current definitions of our functions, one statement each.
@@ -103,6 +105,87 @@ pub async fn append(
             None => Err(StoreError::classify(err)),
         },
     }
+}
+
+/// How long an append whose connection broke during its transaction waits
+/// for a primary to ask whether it committed ([`settle`]). A failover
+/// promotes a standby within seconds (pg_auto_failover: about 20 s after a
+/// crash with its defaults); past this the buyer is told 503 and the
+/// outcome is settled by a retry with the same idempotency key.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+
+/// Connections lost again while settling, at most, before giving up.
+const SETTLE_ATTEMPTS: usize = 3;
+
+/// Settles an append whose connection was lost while it ran: it may have
+/// committed, or not, and a buyer must not be told 503 for a hold that
+/// exists (nor 201 for one that does not). On the primary reached next
+/// (waiting up to [`SETTLE_WITHIN`] for one), the document is appended
+/// again. Its events are at fixed sequences, so that cannot write them
+/// twice: if the first attempt had committed, the second is refused (a
+/// conflict, or the idempotency key), and the batch's first event, found
+/// in the log with this payload, says it was ours. If it had not, the
+/// second attempt is the append, on the same decision: nothing it read
+/// has moved, or the sequences would be taken. (A commit still in flight
+/// on the server when the connection broke holds its rows' locks: the
+/// second attempt waits for it and then sees it.)
+pub async fn settle(
+    pool: &sqlx::PgPool,
+    primary: &Primary,
+    document: &str,
+    first: &NewEvent,
+    lost: String,
+) -> Result<AppendOutcome, StoreError> {
+    metrics::counter!("appends_in_doubt_total").increment(1);
+    tracing::warn!(%lost, "an append lost its connection; settling whether it committed");
+    for _ in 0..SETTLE_ATTEMPTS {
+        if !primary.wait(SETTLE_WITHIN).await {
+            break;
+        }
+        let settled = match append(pool, document, false).await {
+            Ok(AppendOutcome::Appended) => Ok(AppendOutcome::Appended),
+            Ok(refusal) => match landed(pool, first).await {
+                Ok(true) => Ok(AppendOutcome::Appended),
+                Ok(false) => Ok(refusal),
+                Err(error) => Err(error),
+            },
+            Err(error) => Err(error),
+        };
+        match settled {
+            Err(StoreError::ConnectionLost(_) | StoreError::Unavailable(_)) => continue,
+            settled => {
+                let outcome = match &settled {
+                    Ok(AppendOutcome::Appended) => "appended",
+                    Ok(_) => "refused",
+                    Err(_) => "error",
+                };
+                metrics::counter!("appends_settled_total", "outcome" => outcome).increment(1);
+                return settled;
+            }
+        }
+    }
+    metrics::counter!("appends_settled_total", "outcome" => "unknown").increment(1);
+    Err(StoreError::ConnectionLost(format!(
+        "{lost}; whether the write committed could not be settled: retry with the same idempotency key"
+    )))
+}
+
+/// Whether `event` is in the log as written (same stream, sequence, type
+/// and payload): the mark of a batch that committed.
+async fn landed(pool: &sqlx::PgPool, event: &NewEvent) -> Result<bool, StoreError> {
+    let found: Option<bool> = sqlx::query_scalar(
+        "SELECT event_type = $4 AND payload = $5::jsonb FROM events \
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
+    )
+    .bind(event.aggregate_type)
+    .bind(&event.aggregate_id)
+    .bind(event.sequence)
+    .bind(&event.event_type)
+    .bind(event.payload.get())
+    .fetch_optional(pool)
+    .await
+    .map_err(StoreError::classify)?;
+    Ok(found == Some(true))
 }
 
 /// Commands appended in one transaction at most. The group is what queued

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Where Debian puts PostgreSQL 15's server binaries.
-const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+pub(crate) const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 
 pub struct OwnCluster {
     dir: tempfile::TempDir,
@@ -29,11 +29,11 @@ pub fn unavailable(reason: &str) {
     println!("SKIPPED: no PostgreSQL cluster of the test's own: {reason}");
 }
 
-fn tool(name: &str) -> PathBuf {
+pub(crate) fn tool(name: &str) -> PathBuf {
     Path::new(PG_BIN).join(name)
 }
 
-fn run(command: &mut Command) -> Result<String, String> {
+pub(crate) fn run(command: &mut Command) -> Result<String, String> {
     let output = command.output().map_err(|e| format!("{command:?}: {e}"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
@@ -57,7 +57,7 @@ pub fn psql(url: &str, statements: &[&str]) -> Result<String, String> {
 }
 
 /// `command` run as the `postgres` user.
-fn as_postgres(program: &Path) -> Command {
+pub(crate) fn as_postgres(program: &Path) -> Command {
     let mut command = Command::new("runuser");
     command.args(["-u", "postgres", "--"]).arg(program);
     command

@@ -67,12 +67,18 @@ pub struct EventStream {
 
 impl EventStream {
     pub async fn open(app: &TestApp, show_id: &str, last_event_id: Option<&str>) -> Self {
-        let mut request = app
-            .client
-            .get(format!(
-                "{}/v1/shows/{show_id}/availability/stream",
-                app.base
-            ))
+        Self::open_at(&app.client, &app.base, show_id, last_event_id).await
+    }
+
+    /// `open` on a service at `base` (say, the binary, run by the test).
+    pub async fn open_at(
+        client: &reqwest::Client,
+        base: &str,
+        show_id: &str,
+        last_event_id: Option<&str>,
+    ) -> Self {
+        let mut request = client
+            .get(format!("{base}/v1/shows/{show_id}/availability/stream"))
             .header("accept", "text/event-stream")
             .header("accept-encoding", "gzip, br");
         if let Some(id) = last_event_id {

@@ -18,6 +18,8 @@ mod cqrs;
 mod crash;
 mod edge;
 mod extension;
+mod failover;
+mod failover_cluster;
 mod holds;
 mod hostile;
 mod limits;
@@ -164,6 +166,7 @@ fn main() {
         .chain(outage::postgres_tests())
         .chain(live::postgres_tests())
         .chain(store::postgres_tests())
+        .chain(failover::postgres_tests())
     {
         let pg_name = format!("postgres::{name}");
         match &skip_reason {

@@ -51,7 +51,7 @@ pub fn test_database_url() -> String {
 }
 
 /// The URL with its database name replaced.
-fn with_database(url: &str, database: &str) -> String {
+pub fn with_database(url: &str, database: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((base, query)) => (base, Some(query)),
         None => (url, None),
