@@ -46,6 +46,8 @@ const PACE: Duration = Duration::from_millis(50);
 const BUY_EVERY: usize = 3;
 /// Seats in the show: more than the buyers can hold in the run.
 const SEATS: usize = 8_000;
+/// A 503 comes within this (API.md, "Failure semantics").
+const BUSY_WITHIN: Duration = Duration::from_secs(5);
 /// How long the end state (webhooks, live stream, recovery) may take.
 const SETTLE: Duration = Duration::from_secs(60);
 
@@ -65,11 +67,12 @@ struct Sent {
     retry_after: bool,
     problem: bool,
     answered_at: Instant,
+    took: Duration,
     body: String,
 }
 
 impl Sent {
-    fn of(what: String, answer: &Answer, retry_after: bool) -> Self {
+    fn of(what: String, answer: &Answer, retry_after: bool, took: Duration) -> Self {
         Self {
             what,
             status: answer.status,
@@ -77,6 +80,7 @@ impl Sent {
             retry_after,
             problem: answer.content_type == "application/problem+json",
             answered_at: Instant::now(),
+            took,
             body: answer.body.to_string(),
         }
     }
@@ -104,7 +108,8 @@ async fn send(
     token: &str,
     key: Option<&str>,
     body: Value,
-) -> Option<(Answer, bool)> {
+) -> Option<(Answer, bool, Duration)> {
+    let started = Instant::now();
     let mut request = client
         .post(format!("{base}{path}"))
         .bearer_auth(token)
@@ -115,7 +120,8 @@ async fn send(
     }
     let response = request.send().await.ok()?;
     let retry_after = response.headers().contains_key("retry-after");
-    Some((TestApp::answer(response).await, retry_after))
+    let answer = TestApp::answer(response).await;
+    Some((answer, retry_after, started.elapsed()))
 }
 
 /// What the buyers were told, in all.
@@ -150,7 +156,7 @@ async fn buyer(
     while !stop.load(Ordering::SeqCst) {
         let seat = seat_id(b + 1 + n * BUYERS);
         let key = format!("k-{seat}");
-        let Some((answer, retry_after)) = send(
+        let Some((answer, retry_after, took)) = send(
             &client,
             &base,
             &format!("/v1/shows/{show}/holds"),
@@ -168,7 +174,7 @@ async fn buyer(
         {
             let mut told = told.lock().unwrap();
             told.sent
-                .push(Sent::of(format!("hold {seat}"), &answer, retry_after));
+                .push(Sent::of(format!("hold {seat}"), &answer, retry_after, took));
             if let (true, Some(hold_id)) = (held, &hold_id) {
                 told.held.insert(seat.clone(), hold_id.clone());
             }
@@ -192,7 +198,7 @@ async fn buy(
     told: &Mutex<Told>,
 ) {
     while !stop.load(Ordering::SeqCst) {
-        let Some((answer, retry_after)) = send(
+        let Some((answer, retry_after, took)) = send(
             client,
             base,
             &format!("/v1/holds/{hold_id}/purchase"),
@@ -211,6 +217,7 @@ async fn buy(
                 format!("purchase {hold_id}"),
                 &answer,
                 retry_after,
+                took,
             ));
             if answer.status.is_success() {
                 told.booked
@@ -332,6 +339,17 @@ async fn through_a_switch(switch: Switch) {
         Err(reason) => return unavailable(&reason),
     };
     let first_primary = cluster.primary().expect("a primary");
+    // What the test relies on: commits wait for the standby (pg_auto_failover's
+    // default with one standby in sync).
+    let sync = psql(
+        &cluster.node_url(first_primary),
+        &["SHOW synchronous_standby_names", "SHOW synchronous_commit"],
+    )
+    .expect("settings");
+    assert!(
+        sync.contains("ANY 1 (") && sync.lines().any(|l| l.trim() == "on"),
+        "not synchronous: {sync}"
+    );
     let secret = uuid::Uuid::new_v4().to_string();
     let keys = TokenKeys::new(&secret);
     let token = |sub: &str, role| token_from(&keys, sub, role, chrono::Duration::hours(1));
@@ -448,7 +466,34 @@ async fn through_a_switch(switch: Switch) {
         "answers that break the contract:\n{}",
         wrong.join("\n")
     );
+    let slow: Vec<String> = told
+        .sent
+        .iter()
+        .filter(|s| s.status == StatusCode::SERVICE_UNAVAILABLE && s.took > BUSY_WITHIN)
+        .map(|s| format!("{}: 503 after {:?}", s.what, s.took))
+        .collect();
+    assert!(
+        slow.is_empty(),
+        "503s slower than {BUSY_WITHIN:?}:\n{}",
+        slow.join("\n")
+    );
     let busy = told.sent.iter().filter(|s| s.is_busy()).count();
+    // The window without writes the buyers saw: the longest time between
+    // two successful holds from the switch on.
+    let mut held_at: Vec<Instant> = told
+        .sent
+        .iter()
+        .filter(|s| s.what.starts_with("hold") && s.status.is_success())
+        .map(|s| s.answered_at)
+        .collect();
+    held_at.sort();
+    let window = held_at
+        .windows(2)
+        .filter(|pair| pair[1] > switched)
+        .map(|pair| pair[1] - pair[0])
+        .max()
+        .unwrap_or_default();
+    println!("{switch:?}: no hold succeeded for {window:?} around the switch");
     let first_hold_back = told
         .sent
         .iter()
