@@ -11,6 +11,7 @@
 
 mod baseline;
 mod external;
+mod failover;
 mod heap;
 mod live;
 mod queue;
@@ -71,6 +72,19 @@ struct Args {
     /// harness starts (orders on stdin, reports on stdout).
     #[arg(long, hide = true)]
     queue_stream_client: bool,
+    /// `--only failover`: the multi-host URL of an HA cluster's database
+    /// (which must exist) that the service runs on (bench/failover.sh).
+    #[arg(long)]
+    failover_url: Option<String>,
+    /// `--only failover`: the shell command that makes the switch.
+    #[arg(long)]
+    switch_command: Option<String>,
+    /// `--only failover`: seconds into the run when the switch is made.
+    #[arg(long, default_value_t = 8)]
+    switch_after: u64,
+    /// `--only failover`: what the switch is, for the report.
+    #[arg(long, default_value = "failover")]
+    failover_label: String,
     /// Where the markdown table goes.
     #[arg(long, default_value = "BENCHMARKS.md")]
     markdown: String,
@@ -89,6 +103,10 @@ static ALLOCATOR: heap::Counting = heap::Counting;
 /// past the default cap (`edge::DEFAULT_MAX_CONNECTIONS`); the service
 /// clamps it below the descriptor limit. No other scenario comes near.
 const BENCH_MAX_CONNECTIONS: u32 = 50_000;
+
+/// Buyers in the failover scenario: a steady crowd (the 16), not a
+/// storm, so that the window and the 503s are the switch's, not the load's.
+const BUYERS_THROUGH_FAILOVER: usize = 16;
 
 /// A service under test and a client for it.
 #[derive(Clone)]
@@ -412,9 +430,32 @@ async fn main() -> anyhow::Result<()> {
         Stores::Postgres => &["postgres"],
         Stores::Both => &["sqlite", "postgres"],
     };
-    for store in stores {
-        eprintln!("== service on {store}");
-        run_store(&args, store, &mut results).await?;
+    if args.only.iter().any(|o| o == "failover") {
+        // On the HA cluster's database, not one of its own.
+        let url = args
+            .failover_url
+            .as_deref()
+            .context("--only failover needs --failover-url")?;
+        let switch = failover::Switch {
+            command: args
+                .switch_command
+                .clone()
+                .context("--only failover needs --switch-command")?,
+            after: Duration::from_secs(args.switch_after),
+            label: args.failover_label.clone(),
+        };
+        eprintln!("== service on an HA cluster: {}", switch.label);
+        let (target, _, stop, server) =
+            start(url, &uuid::Uuid::new_v4().to_string(), "postgres").await?;
+        let seconds = Duration::from_secs(args.seconds);
+        results.push(failover::run(&target, &switch, BUYERS_THROUGH_FAILOVER, seconds).await?);
+        let _ = stop.send(());
+        server.await??;
+    } else {
+        for store in stores {
+            eprintln!("== service on {store}");
+            run_store(&args, store, &mut results).await?;
+        }
     }
     eprintln!("== raw SQL baseline on PostgreSQL");
     let baseline = baseline::run(

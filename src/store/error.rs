@@ -134,6 +134,25 @@ pub(super) fn note_connection_loss() {
 /// watcher woken for another store's trouble costs one query.
 static CONNECTION_TROUBLE: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
+/// After a write was refused as read-only, pooled connections are checked
+/// for this long before use (`SHOW transaction_read_only`), and dropped if
+/// their server no longer takes writes: the refused connection itself went
+/// back to the pool, and so may others to the demoted host, opened too late
+/// to be older than the switch the watcher makes. Long enough for the
+/// watcher to have switched (`PRIMARY_CHECK_INTERVAL` plus a search).
+pub const RECHECK_AFTER_READ_ONLY: Duration = Duration::from_secs(5);
+
+/// When a write was last refused as read-only, in microseconds since
+/// [`EPOCH`] (0: never). Process-wide, like the loss above.
+static LAST_READ_ONLY_US: AtomicU64 = AtomicU64::new(0);
+
+/// Whether pooled connections are to be checked for writability before use
+/// now (see [`RECHECK_AFTER_READ_ONLY`]).
+pub(super) fn recheck_writable() -> bool {
+    let last = LAST_READ_ONLY_US.load(Ordering::Relaxed);
+    last > 0 && since_epoch_us().saturating_sub(last) < RECHECK_AFTER_READ_ONLY.as_micros() as u64
+}
+
 /// Returns at the next connection loss or read-only refusal in the process.
 pub(super) async fn wait_for_connection_trouble() {
     CONNECTION_TROUBLE.notified().await;
@@ -167,6 +186,7 @@ impl StoreError {
             }
             Some(Unavailability::Refusing) => {
                 if is_read_only(&err) {
+                    LAST_READ_ONLY_US.fetch_max(since_epoch_us(), Ordering::Relaxed);
                     CONNECTION_TROUBLE.notify_waiters();
                 }
                 StoreError::Unavailable(err.to_string())
@@ -320,6 +340,13 @@ mod tests {
         ] {
             assert!(is_503(&StoreError::classify(err)));
         }
+    }
+
+    #[test]
+    fn a_read_only_refusal_has_pooled_connections_checked_before_use() {
+        let err = StoreError::classify(coded("25006"));
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(recheck_writable());
     }
 
     #[test]

@@ -47,7 +47,7 @@ use sqlx::{PgPool, SqlitePool};
 pub use batch::{
     AppendBatch, AppendOutcome, CheckpointMove, IdempotencyKeyRow, NewEvent, MAX_EVENTS_PER_BATCH,
 };
-use error::{needs_ping, retry_read};
+use error::{needs_ping, recheck_writable, retry_read};
 pub use error::{
     StoreError, StoreResult, PING_IDLE_CONNECTIONS_AFTER, READ_RETRIES_ON_CONNECTION_LOSS,
 };
@@ -197,6 +197,11 @@ impl Store {
                         Box::pin(async move {
                             if primary.opened_before_switch(meta.age) {
                                 return Ok(false);
+                            }
+                            if primary.attrs() == SessionAttrs::ReadWrite && recheck_writable() {
+                                return Ok(primary::qualifies(conn, SessionAttrs::ReadWrite)
+                                    .await
+                                    .unwrap_or(false));
                             }
                             if !needs_ping(meta.idle_for) {
                                 return Ok(true);
