@@ -9,6 +9,7 @@
 #                    the `failover` scenario (--failover-url, --switch-command)
 #   OUT              where results go (default target/failover-bench)
 #   SECONDS_PER_RUN  length of each holds run (default 10)
+# Relative paths are taken from the repository root, where the script runs.
 #
 # Steps, each printed with its commands and timings:
 #   1. holds/s on a single server against a two-node synchronous cluster,
@@ -94,9 +95,12 @@ server_url() {
 
 cleanup() {
     local status=$?
-    trap - EXIT INT TERM
+    # A second Ctrl-C must not cut the cleaning short.
+    trap - EXIT
+    trap '' INT TERM
     if [[ -n $BENCH_PID ]]; then
         kill -KILL -- "-$BENCH_PID" 2>/dev/null || true
+        wait "$BENCH_PID" 2>/dev/null || true
     fi
     if [[ -n $DIR && -d $DIR ]]; then
         log "cleaning up $DIR"
@@ -330,7 +334,7 @@ show_setting_differences() {
 # its switch command; waited for in the background so that a signal to this
 # script is handled at once.
 run_bench() {
-    printf '+'; printf ' %q' "$BENCH" "$@"; printf '\n'
+    { printf '+'; printf ' %q' "$BENCH" "$@"; printf '\n'; } >&3
     setsid "$BENCH" "$@" 3>&- &
     BENCH_PID=$!
     wait "$BENCH_PID"
@@ -365,7 +369,7 @@ measure_failover() {
     log "failover $label took $(since "$started") s"
 }
 
-# Returns within about 5 s; the new primary takes writes after about 1.5 s.
+# Returns after 5-8 s; the new primary takes writes after about 1.5 s.
 # pg_autoctl 2.0 logs a harmless "invalid input syntax for type integer"
 # ERROR here and succeeds.
 planned_failover() {
@@ -385,9 +389,16 @@ crash_primary() {
     CRASHED=$victim
 }
 
-# The killed node rejoins as the standby (pg_rewind, then catching up):
-# about 5 s after its keeper starts again.
+# The killed node rejoins as the standby (crash recovery, pg_rewind,
+# catching up): 2-7 s after its keeper starts again. Its postmaster.pid and
+# socket lock go first: they name the killed postmaster's pid, which the
+# processes of the crash run may have reused by now, and Postgres refuses to
+# start while that pid is alive (pg_autoctl retries only after 20 s; one
+# rejoin without this took 53 s). kill-tree.sh left no process of that data
+# directory.
 restart_crashed() {
+    remove_postmaster_leftovers "$DIR/$CRASHED"
+    rm -f "$DIR/$CRASHED/postmaster.pid"
     log "again, in its own process group: $DIR/autoctl.sh run --pgdata $DIR/$CRASHED"
     spawn_keeper "$CRASHED"
     wait_for_primary_and_secondary

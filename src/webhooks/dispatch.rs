@@ -13,12 +13,15 @@
 
 use std::sync::Arc;
 
+use futures::{StreamExt, TryStreamExt};
+
 use projections::time::to_micros;
 
-use super::payload::{types_of, Payloads};
+use super::payload::{types_of, Occurrence, Payloads};
 use crate::clock::Clock;
 use crate::store::{
-    DeliveryId, EndpointId, LogFilter, NewDelivery, Store, StoreError, WebhookEventType,
+    DeliveryId, EndpointId, EndpointRow, LogEvent, LogFilter, NewDelivery, Store, StoreError,
+    WebhookEventType,
 };
 
 /// The dispatcher's checkpoint in `projector_checkpoints`.
@@ -26,6 +29,11 @@ pub const WEBHOOKS_CHECKPOINT: &str = "webhooks";
 
 /// Events per dispatcher transaction.
 pub const DISPATCH_BATCH: i64 = 500;
+
+/// Payloads built at once in a dispatcher pass (each one or two reads):
+/// enough to overlap their round trips, few enough to leave the pool to
+/// the buyers (`DEFAULT_POOL_CONNECTIONS` is 16).
+pub const PAYLOAD_READS_IN_FLIGHT: usize = 8;
 
 /// The Standard Webhooks message id of `event_type` from the event at
 /// `position` to `endpoint`: the same on every attempt and on every
@@ -96,14 +104,27 @@ impl Dispatcher {
             // Read again after the events: an endpoint registered meanwhile
             // is either in this list or starts above every event read.
             endpoints = self.store.webhook_endpoints().await?;
+            // The payloads' reads (a booking's hold, its checkout row) run
+            // PAYLOAD_READS_IN_FLIGHT at a time, their results in log order:
+            // one after another, under a crowd each waited its turn for a
+            // pooled connection, and a batch of bookings took seconds.
+            let owed: Vec<&LogEvent> = events
+                .iter()
+                .filter(|event| !types_of(event).is_empty())
+                .collect();
+            // Made first, polled `buffered`: a stream mapped by a closure over
+            // borrowed events would not be `Send` (rust-lang/rust#64552).
+            let reads: Vec<_> = owed
+                .into_iter()
+                .map(|event| self.occurrences_of(event, &endpoints))
+                .collect();
+            let occurrences: Vec<(&LogEvent, Vec<Occurrence>)> = futures::stream::iter(reads)
+                .buffered(PAYLOAD_READS_IN_FLIGHT)
+                .try_collect()
+                .await?;
             let mut deliveries = Vec::new();
-            for event in &events {
-                if types_of(event).is_empty() {
-                    continue;
-                }
-                let wanted =
-                    |t: WebhookEventType| endpoints.iter().any(|e| e.wants(t, event.position));
-                for occurrence in self.payloads.occurrences(event, wanted).await? {
+            for (event, found) in occurrences {
+                for occurrence in found {
                     for endpoint in endpoints
                         .iter()
                         .filter(|e| e.wants(occurrence.event_type, event.position))
@@ -133,6 +154,16 @@ impl Dispatcher {
                 report.position = to;
             }
         }
+    }
+
+    /// The webhook events `event` owes `endpoints`, with their bodies.
+    async fn occurrences_of<'e>(
+        &self,
+        event: &'e LogEvent,
+        endpoints: &[EndpointRow],
+    ) -> Result<(&'e LogEvent, Vec<Occurrence>), StoreError> {
+        let wanted = |t: WebhookEventType| endpoints.iter().any(|e| e.wants(t, event.position));
+        Ok((event, self.payloads.occurrences(event, wanted).await?))
     }
 
     /// How many events of the log the checkpoint is behind.
