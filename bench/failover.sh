@@ -357,11 +357,13 @@ measure_holds() {
 }
 
 # One run of the failover scenario: steady holds through the multi-host URL,
-# SWITCH_AFTER seconds in `sh -c COMMAND`.
+# SWITCH_AFTER seconds in `sh -c COMMAND`. After it the bench runs its raw
+# SQL baseline for as long on --postgres-url, whose default is the shared
+# server on 5432: it gets our single server instead.
 measure_failover() {
     local label=$1 seconds=$2 command=$3 started
     started=$(date +%s.%N)
-    run_bench --store postgres --only failover \
+    run_bench --store postgres --only failover --postgres-url "$(server_url single)" \
         --failover-url "postgres://postgres@127.0.0.1:${PORT[node0]},127.0.0.1:${PORT[node1]}/$DATABASE?target_session_attrs=read-write" \
         --switch-command "$command" --switch-after "$SWITCH_AFTER" --seconds "$seconds" \
         --failover-label "$label" --markdown "$OUT/failover-$label.md" --json "$OUT/failover-$label.json"
