@@ -210,11 +210,14 @@ impl Store {
                         })
                     })
                     // A new connection must be to a host that qualifies: the
-                    // pools may still point at a primary just demoted.
+                    // pools may still point at a primary just demoted. (Any
+                    // host that answers qualifies for `any`.)
                     .after_connect(move |conn, _| {
                         let primary = after.clone();
                         Box::pin(async move {
-                            if primary::qualifies(conn, primary.attrs()).await? {
+                            if primary.attrs() == SessionAttrs::Any
+                                || primary::qualifies(conn, SessionAttrs::ReadWrite).await?
+                            {
                                 Ok(())
                             } else {
                                 Err(sqlx::Error::Configuration(
