@@ -50,11 +50,11 @@ struct Seen {
     held: Vec<String>,
 }
 
-async fn hold(target: &Target, token: &str, seat: &str) -> Answer {
+async fn hold(target: &Target, show: &str, token: &str, seat: &str) -> Answer {
     let started = Instant::now();
     let response = target
         .client
-        .post(format!("{}/v1/shows/failover/holds", target.base))
+        .post(format!("{}/v1/shows/{show}/holds", target.base))
         .bearer_auth(token)
         .header("content-type", "application/json")
         .header("idempotency-key", format!("k-{seat}"))
@@ -69,6 +69,7 @@ async fn hold(target: &Target, token: &str, seat: &str) -> Answer {
 /// something other than 503 (or no answer).
 async fn buyer(
     target: Arc<Target>,
+    show: Arc<str>,
     worker: usize,
     next: Arc<AtomicUsize>,
     until: Instant,
@@ -82,7 +83,7 @@ async fn buyer(
         }
         let seat = format!("S{}", n + 1);
         while Instant::now() < until {
-            let answer = hold(&target, &token, &seat).await;
+            let answer = hold(&target, &show, &token, &seat).await;
             {
                 let mut seen = seen
                     .lock()
@@ -101,12 +102,12 @@ async fn buyer(
 }
 
 /// Reads the show's seat statuses once the service answers.
-async fn statuses(target: &Target) -> anyhow::Result<BTreeMap<String, String>> {
+async fn statuses(target: &Target, show: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let deadline = Instant::now() + READ_BACK_WITHIN;
     loop {
         let response = target
             .client
-            .get(format!("{}/v1/shows/failover/availability", target.base))
+            .get(format!("{}/v1/shows/{show}/availability", target.base))
             .send()
             .await;
         if let Ok(response) = response {
@@ -138,14 +139,25 @@ pub async fn run(
     concurrency: usize,
     duration: Duration,
 ) -> anyhow::Result<Figures> {
-    put_show(target, "failover", seat_show_body("failover", SEATS)).await?;
+    // A show of its own: runs on one cluster share its database.
+    let show: Arc<str> = format!("failover-{}", uuid::Uuid::new_v4().simple()).into();
+    put_show(target, &show, seat_show_body(&show, SEATS)).await?;
     let target = Arc::new(target.clone());
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let until = started + duration;
     let buyers: Vec<_> = (0..concurrency)
-        .map(|w| tokio::spawn(buyer(target.clone(), w, next.clone(), until, seen.clone())))
+        .map(|w| {
+            tokio::spawn(buyer(
+                target.clone(),
+                show.clone(),
+                w,
+                next.clone(),
+                until,
+                seen.clone(),
+            ))
+        })
         .collect();
     tokio::time::sleep(switch.after).await;
     let switch_started = Instant::now();
@@ -168,7 +180,7 @@ pub async fn run(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    let statuses = statuses(&target).await?;
+    let statuses = statuses(&target, &show).await?;
     let lost = seen
         .held
         .iter()

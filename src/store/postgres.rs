@@ -108,11 +108,14 @@ pub async fn append(
 }
 
 /// How long an append whose connection broke during its transaction waits
-/// for a primary to ask whether it committed ([`settle`]). A failover
-/// promotes a standby within seconds (pg_auto_failover: about 20 s after a
-/// crash with its defaults); past this the buyer is told 503 and the
-/// outcome is settled by a retry with the same idempotency key.
-pub const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+/// for a primary to ask whether it committed ([`settle`]). A planned
+/// switchover takes seconds; a crash, what the failover manager's timeouts
+/// add up to: pg_auto_failover's defaults, 20 s to declare the primary
+/// unhealthy and 30 s of demote timeout, measured 52 s without writes
+/// (BENCHMARKS.md), when this was 30 s and such appends answered 503 after
+/// it. Past this the buyer is told 503, and a retry with the same
+/// idempotency key settles the outcome.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 
 /// Connections lost again while settling, at most, before giving up.
 const SETTLE_ATTEMPTS: usize = 3;

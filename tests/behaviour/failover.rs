@@ -466,6 +466,21 @@ async fn through_a_switch(switch: Switch) {
         "answers that break the contract:\n{}",
         wrong.join("\n")
     );
+    // A hold of a free seat is held or refused for now (503), and a
+    // purchase of one's own hold is booked or 503: any 4xx is an answer
+    // the buyer cannot trust.
+    let refused: Vec<String> = told
+        .sent
+        .iter()
+        .filter(|s| s.status.is_client_error())
+        .take(20)
+        .map(|s| format!("{}: {} {}", s.what, s.status, s.body))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refusals of valid requests:\n{}",
+        refused.join("\n")
+    );
     let slow: Vec<String> = told
         .sent
         .iter()
