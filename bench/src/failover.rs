@@ -40,8 +40,8 @@ pub struct Switch {
     pub label: String,
 }
 
-/// One answer: status (0: none), latency, when it came.
-type Answer = (u16, Duration, Instant);
+/// One answer: status (0: none), latency, when it came, a refusal's code.
+type Answer = (u16, Duration, Instant, Option<String>);
 
 #[derive(Default)]
 struct Seen {
@@ -61,8 +61,18 @@ async fn hold(target: &Target, show: &str, token: &str, seat: &str) -> Answer {
         .body(json!({ "seats": [seat] }).to_string())
         .send()
         .await;
-    let status = response.map_or(0, |r| r.status().as_u16());
-    (status, started.elapsed(), Instant::now())
+    let Ok(response) = response else {
+        return (0, started.elapsed(), Instant::now(), None);
+    };
+    let status = response.status().as_u16();
+    // A refusal's problem code, to say what the 4xx were.
+    let code = if response.status().is_client_error() {
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        body["code"].as_str().map(str::to_owned)
+    } else {
+        None
+    };
+    (status, started.elapsed(), Instant::now(), code)
 }
 
 /// A buyer until `until`: each seat is retried until it is answered with
@@ -84,16 +94,18 @@ async fn buyer(
         let seat = format!("S{}", n + 1);
         while Instant::now() < until {
             let answer = hold(&target, &show, &token, &seat).await;
-            {
+            let status = {
                 let mut seen = seen
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let status = answer.0;
                 seen.answers.push(answer);
-                if matches!(answer.0, 200 | 201) {
+                if matches!(status, 200 | 201) {
                     seen.held.push(seat.clone());
                 }
-            }
-            if !matches!(answer.0, 0 | 503) {
+                status
+            };
+            if !matches!(status, 0 | 503) {
                 break;
             }
             tokio::time::sleep(RETRY_PAUSE).await;
@@ -212,6 +224,10 @@ pub async fn run(
         .collect();
     let slowest_busy = busy.iter().max().copied().unwrap_or_default();
     let unanswered = seen.answers.iter().filter(|a| a.0 == 0).count();
+    let mut refusals: BTreeMap<&str, usize> = BTreeMap::new();
+    for answer in seen.answers.iter().filter(|a| (400..500).contains(&a.0)) {
+        *refusals.entry(answer.3.as_deref().unwrap_or("?")).or_default() += 1;
+    }
     let answers: Vec<(u16, Duration)> = seen.answers.iter().map(|a| (a.0, a.1)).collect();
     let mut figures = Figures::from_latencies(
         &format!("holds through a failover ({})", switch.label),
@@ -220,7 +236,7 @@ pub async fn run(
         wall,
     );
     figures.note = format!(
-        "switch command at {:.0} s took {:.1} s; no hold succeeded for {:.1} s; {} answered 503 (slowest {:.1} s), {unanswered} unanswered; {lost} of {} acknowledged holds lost",
+        "switch command at {:.0} s took {:.1} s; no hold succeeded for {:.1} s; {} answered 503 (slowest {:.1} s), {unanswered} unanswered, refusals {refusals:?}; {lost} of {} acknowledged holds lost",
         switch.after.as_secs_f64(),
         switch_took.as_secs_f64(),
         window.as_secs_f64(),
