@@ -57,7 +57,8 @@ async fn hold(target: &Target, show: &str, token: &str, seat: &str) -> Answer {
         .post(format!("{}/v1/shows/{show}/holds", target.base))
         .bearer_auth(token)
         .header("content-type", "application/json")
-        .header("idempotency-key", format!("k-{seat}"))
+        // Keys of their own per run: the buyers' names repeat across runs.
+        .header("idempotency-key", format!("k-{show}-{seat}"))
         .body(json!({ "seats": [seat] }).to_string())
         .send()
         .await;
@@ -226,7 +227,9 @@ pub async fn run(
     let unanswered = seen.answers.iter().filter(|a| a.0 == 0).count();
     let mut refusals: BTreeMap<&str, usize> = BTreeMap::new();
     for answer in seen.answers.iter().filter(|a| (400..500).contains(&a.0)) {
-        *refusals.entry(answer.3.as_deref().unwrap_or("?")).or_default() += 1;
+        *refusals
+            .entry(answer.3.as_deref().unwrap_or("?"))
+            .or_default() += 1;
     }
     let answers: Vec<(u16, Duration)> = seen.answers.iter().map(|a| (a.0, a.1)).collect();
     let mut figures = Figures::from_latencies(
