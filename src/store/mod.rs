@@ -25,7 +25,7 @@ mod log;
 mod payments;
 mod postgres;
 mod primary;
-pub use primary::{SessionAttrs, PRIMARY_CHECK_INTERVAL};
+use primary::SessionAttrs;
 mod quiesce;
 mod shows;
 mod sqlite;

@@ -134,6 +134,20 @@ struct Told {
     booked: BTreeMap<String, String>,
 }
 
+impl Told {
+    /// Fails naming (up to 20 of) the answers `bad` picks, if any.
+    fn assert_none(&self, what: &str, bad: impl Fn(&Sent) -> bool) {
+        let found: Vec<String> = self
+            .sent
+            .iter()
+            .filter(|s| bad(s))
+            .take(20)
+            .map(|s| format!("{}: {} after {:?}: {}", s.what, s.status, s.took, s.body))
+            .collect();
+        assert!(found.is_empty(), "{what}:\n{}", found.join("\n"));
+    }
+}
+
 fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -455,43 +469,16 @@ async fn through_a_switch(switch: Switch) {
 
     // No 500: every answer is a success, a 503 busy with Retry-After, or a
     // refusal a buyer can read (4xx problem+json).
-    let wrong: Vec<String> = told
-        .sent
-        .iter()
-        .filter(|s| s.status.is_server_error() && !s.is_busy())
-        .map(|s| format!("{}: {} {}", s.what, s.status, s.body))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "answers that break the contract:\n{}",
-        wrong.join("\n")
-    );
+    told.assert_none("answers that break the contract", |s| {
+        s.status.is_server_error() && !s.is_busy()
+    });
     // A hold of a free seat is held or refused for now (503), and a
     // purchase of one's own hold is booked or 503: any 4xx is an answer
     // the buyer cannot trust.
-    let refused: Vec<String> = told
-        .sent
-        .iter()
-        .filter(|s| s.status.is_client_error())
-        .take(20)
-        .map(|s| format!("{}: {} {}", s.what, s.status, s.body))
-        .collect();
-    assert!(
-        refused.is_empty(),
-        "refusals of valid requests:\n{}",
-        refused.join("\n")
-    );
-    let slow: Vec<String> = told
-        .sent
-        .iter()
-        .filter(|s| s.status == StatusCode::SERVICE_UNAVAILABLE && s.took > BUSY_WITHIN)
-        .map(|s| format!("{}: 503 after {:?}", s.what, s.took))
-        .collect();
-    assert!(
-        slow.is_empty(),
-        "503s slower than {BUSY_WITHIN:?}:\n{}",
-        slow.join("\n")
-    );
+    told.assert_none("refusals of valid requests", |s| s.status.is_client_error());
+    told.assert_none(&format!("503s slower than {BUSY_WITHIN:?}"), |s| {
+        s.status == StatusCode::SERVICE_UNAVAILABLE && s.took > BUSY_WITHIN
+    });
     let busy = told.sent.iter().filter(|s| s.is_busy()).count();
     // The window without writes the buyers saw: the longest time between
     // two successful holds from the switch on.
