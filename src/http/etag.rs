@@ -95,7 +95,7 @@ pub async fn answer(headers: &HeaderMap, rendered: &Arc<Rendered>) -> Response {
             (header::ETAG, etag),
             vary,
         ],
-        Body::from(body),
+        Body::new(body),
     )
         .into_response();
     if let Some(coding) = encoding.header_value() {
