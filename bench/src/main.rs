@@ -327,7 +327,16 @@ async fn run_store(
     // Opt-in: only when named (`--only best,limit,live,webhooks`).
     let named = |name: &str| args.only.iter().any(|o| o == name);
     if named("best") {
-        results.push(scenarios::best_storm(&target).await?);
+        results.push(scenarios::best_storm(&[&target], "best").await?);
+        // On PostgreSQL also over two instances: choices from the other
+        // instance meet at the append (the stream versions) and choose again.
+        if store == "postgres" {
+            let (second, _, stop_second, second_server) =
+                start(&database_url, &secret, store).await?;
+            results.push(scenarios::best_storm(&[&target, &second], "best2").await?);
+            let _ = stop_second.send(());
+            second_server.await??;
+        }
     }
     if named("limit") {
         let (without, with) =

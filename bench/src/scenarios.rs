@@ -94,11 +94,20 @@ async fn burst(
     count: usize,
     request: impl Fn(usize) -> (String, String, Value),
 ) -> (Duration, Vec<(u16, Duration)>) {
+    burst_over(std::slice::from_ref(target), count, request).await
+}
+
+/// [`burst`], request `i` sent to instance `i % targets.len()`.
+async fn burst_over(
+    targets: &[Arc<Target>],
+    count: usize,
+    request: impl Fn(usize) -> (String, String, Value),
+) -> (Duration, Vec<(u16, Duration)>) {
     let gate = Arc::new(tokio::sync::Barrier::new(count + 1));
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..count {
         let (path, token, body) = request(i);
-        let (gate, target) = (gate.clone(), target.clone());
+        let (gate, target) = (gate.clone(), targets[i % targets.len()].clone());
         tasks.spawn(async move {
             gate.wait().await;
             let (status, latency, _) = post(&target, &path, &token, &body).await;
@@ -857,12 +866,17 @@ pub async fn sample_lag(
 /// availability computed from the log, and against the holds answered).
 /// 2,000 pairs fit without stranding any seat (11 pairs a row leave a block
 /// of 3), so any stranded seat is one the choices under contention left.
-pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
+/// 2,000 buyers asking for 2 best seats each of a 5,000-seat show at once,
+/// spread over `targets` (instances of the service on one database) in turn;
+/// on a show named `show` of its own.
+pub async fn best_storm(targets: &[&Target], show: &str) -> anyhow::Result<Figures> {
     const BUYERS: usize = 2_000;
     const SECTIONS: [&str; 5] = ["A", "B", "C", "D", "E"];
     const ROWS: u32 = 40;
     const PER_ROW: u32 = 25;
-    let show = "best";
+    let Some(&target) = targets.first() else {
+        anyhow::bail!("a storm needs an instance");
+    };
     let seats: Vec<Value> = SECTIONS
         .iter()
         .flat_map(|section| {
@@ -883,8 +897,8 @@ pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
     let tokens: Vec<String> = (0..BUYERS)
         .map(|i| target.token(&format!("b{i}"), Role::Buyer))
         .collect();
-    let target = Arc::new(target.clone());
-    let (wall, answers) = burst(&target, BUYERS, |i| {
+    let instances: Vec<Arc<Target>> = targets.iter().map(|t| Arc::new((*t).clone())).collect();
+    let (wall, answers) = burst_over(&instances, BUYERS, |i| {
         (
             format!("/v1/shows/{show}/holds"),
             tokens[i].clone(),
@@ -892,6 +906,7 @@ pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
         )
     })
     .await;
+    let target = instances[0].clone();
     let placed = answers.iter().filter(|(s, _)| *s == 201).count();
     // The instance's availability (read your writes: every answered hold is
     // in it), and the same computed from the log, which must agree.
@@ -942,12 +957,11 @@ pub async fn best_storm(target: &Target) -> anyhow::Result<Figures> {
                 .count();
         }
     }
-    let mut figures = Figures::from_latencies(
-        "best available storm (2,000 buyers x 2, 5,000 seats)",
-        target.store,
-        &answers,
-        wall,
-    );
+    let scenario = match targets.len() {
+        1 => "best available storm (2,000 buyers x 2, 5,000 seats)".to_owned(),
+        n => format!("best available storm over {n} instances (2,000 buyers x 2, 5,000 seats)"),
+    };
+    let mut figures = Figures::from_latencies(&scenario, target.store, &answers, wall);
     figures.note = format!(
         "holds placed: {placed}; free seats left: {free}; stranded single seats: {stranded} \
          (counted from the final availability)"

@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::catalog::CatalogEntry;
 use crate::clock::Clock;
 use crate::query::rendered::{Piece, Rendered};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, WHOLE_SHOW};
 
 /// Shows whose seat rows an instance keeps (16 bytes a seat).
 pub const AVAILABILITY_CACHE_SHOWS: usize = 64;
@@ -164,7 +164,7 @@ impl AvailabilityCache {
             tickets: std::sync::atomic::AtomicU64::new(0),
             cached: tokio::sync::Mutex::new(Cached {
                 rows: Vec::new(),
-                watermark: "0".into(),
+                watermark: WHOLE_SHOW.into(),
                 fresh_through: 0,
             }),
             parts: Mutex::new(HashMap::new()),
@@ -200,7 +200,7 @@ impl AvailabilityCache {
             let mut cached = slot.cached.lock().await;
             if cached.rows.len() != seats {
                 cached.rows = vec![(SeatStatus::Available, None); seats];
-                cached.watermark = "0".into();
+                cached.watermark = WHOLE_SHOW.into();
                 cached.fresh_through = 0;
             }
             if cached.fresh_through < ticket {

@@ -55,7 +55,7 @@ pub use holds::{HoldRecord, IdempotencyEntry};
 pub use log::{LogEvent, LogFilter, LogScan};
 pub use payments::{LedgerCharge, SimCharge, SimPayment};
 pub use quiesce::Quiesced;
-pub use shows::{PoolFigures, ShowInsert};
+pub use shows::{PoolFigures, ShowInsert, WHOLE_SHOW};
 pub use tables::{Projection, Tables};
 pub use webhooks::{
     AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,
