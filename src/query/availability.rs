@@ -341,7 +341,6 @@ impl AvailabilityCache {
         if let Some(still) = kept.as_mut().filter(|k| {
             k.as_of <= now
                 && k.pools == current.pools
-                && (k.blocks.iter().map(|b| b.statuses.len()).sum::<usize>() == statuses.len())
                 && (k.blocks.iter().flat_map(|b| &b.statuses)).eq(&statuses)
         }) {
             still.fresh_through = starting;
