@@ -101,7 +101,10 @@ async fn subscribe(
         let mut search_from = from;
         while let Some(found) = buffer[search_from..].find("\n\n") {
             let end = search_from + found;
-            let block: String = buffer.drain(..end + 2).collect();
+            // Copied whole, not char by char (`drain().collect()` was 3 % of
+            // the machine's CPU with 1,000 subscribers, in this client).
+            let block = buffer[..end + 2].to_owned();
+            buffer.replace_range(..end + 2, "");
             search_from = 0;
             let is_change = block.lines().any(|l| l == "event: change");
             let is_snapshot = block.lines().any(|l| l == "event: snapshot");
@@ -117,17 +120,33 @@ async fn subscribe(
                 .lines()
                 .filter_map(|l| l.strip_prefix("data: "))
                 .collect();
-            let change: Value = serde_json::from_str(&data)?;
-            for seat in change["seats"].as_array().into_iter().flatten() {
-                if seat["status"] == "held" {
-                    if let Some(n) = seat["seat_id"].as_str().and_then(|s| s[1..].parse().ok()) {
-                        seen.push((n, at));
-                    }
+            // Read into the fields the client needs, not a `Value` tree (the
+            // client shares the service's two cores: what it spends is not
+            // the service's).
+            let change: SeenChange<'_> = serde_json::from_str(&data)?;
+            for seat in change.seats.iter().filter(|seat| seat.status == "held") {
+                if let Some(n) = seat.seat_id.get(1..).and_then(|s| s.parse().ok()) {
+                    seen.push((n, at));
                 }
             }
         }
     }
     Ok(seen)
+}
+
+/// What the client reads of a `change` event.
+#[derive(serde::Deserialize)]
+struct SeenChange<'a> {
+    #[serde(borrow)]
+    seats: Vec<SeenSeat<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct SeenSeat<'a> {
+    #[serde(borrow)]
+    seat_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    status: std::borrow::Cow<'a, str>,
 }
 
 /// `subscribers` streams spread over `targets` (round robin), `writers`
