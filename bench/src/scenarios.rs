@@ -401,6 +401,24 @@ async fn provider_seconds(target: &Target, provider: &str) -> anyhow::Result<f64
         .sum())
 }
 
+/// Appends refused because a stream had moved since the decision (the
+/// command decided again), from the service's metrics. The recorder is the
+/// process's: instances started in one bench process count together.
+async fn append_conflicts(target: &Target) -> anyhow::Result<f64> {
+    let text = target
+        .client
+        .get(format!("{}/metrics", target.base))
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("append_conflicts_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
 /// Hold a seat, then buy it. The note gives the purchase's mean latency,
 /// the part of it spent in calls to the provider, and the rest: the
 /// service's own time a purchase.
@@ -898,6 +916,7 @@ pub async fn best_storm(targets: &[&Target], show: &str) -> anyhow::Result<Figur
         .map(|i| target.token(&format!("b{i}"), Role::Buyer))
         .collect();
     let instances: Vec<Arc<Target>> = targets.iter().map(|t| Arc::new((*t).clone())).collect();
+    let conflicts_before = append_conflicts(target).await?;
     let (wall, answers) = burst_over(&instances, BUYERS, |i| {
         (
             format!("/v1/shows/{show}/holds"),
@@ -907,6 +926,7 @@ pub async fn best_storm(targets: &[&Target], show: &str) -> anyhow::Result<Figur
     })
     .await;
     let target = instances[0].clone();
+    let conflicts = append_conflicts(&target).await? - conflicts_before;
     let placed = answers.iter().filter(|(s, _)| *s == 201).count();
     // The instance's availability (read your writes: every answered hold is
     // in it), and the same computed from the log, which must agree.
@@ -964,7 +984,8 @@ pub async fn best_storm(targets: &[&Target], show: &str) -> anyhow::Result<Figur
     let mut figures = Figures::from_latencies(&scenario, target.store, &answers, wall);
     figures.note = format!(
         "holds placed: {placed}; free seats left: {free}; stranded single seats: {stranded} \
-         (counted from the final availability)"
+         (counted from the final availability); {conflicts} appends refused at a moved stream \
+         and decided again"
     );
     if odd.is_empty() {
         figures.note.push_str("; the log's availability agrees");
