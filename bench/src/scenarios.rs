@@ -384,8 +384,10 @@ pub struct Payments {
     pub methods: Arc<Vec<String>>,
 }
 
-/// Seconds the service spent in calls to `provider`, from its metrics.
-async fn provider_seconds(target: &Target, provider: &str) -> anyhow::Result<f64> {
+/// The sum of the service's metric lines that start with `series` and
+/// contain `label`. The recorder is the process's: instances started in one
+/// bench process count together.
+async fn metric_sum(target: &Target, series: &str, label: &str) -> anyhow::Result<f64> {
     let text = target
         .client
         .get(format!("{}/metrics", target.base))
@@ -393,30 +395,23 @@ async fn provider_seconds(target: &Target, provider: &str) -> anyhow::Result<f64
         .await?
         .text()
         .await?;
-    let label = format!("provider=\"{provider}\"");
     Ok(text
         .lines()
-        .filter(|l| l.starts_with("payment_latency_seconds_sum{") && l.contains(&label))
+        .filter(|l| l.starts_with(series) && l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum())
 }
 
+/// Seconds the service spent in calls to `provider`, from its metrics.
+async fn provider_seconds(target: &Target, provider: &str) -> anyhow::Result<f64> {
+    let label = format!("provider=\"{provider}\"");
+    metric_sum(target, "payment_latency_seconds_sum{", &label).await
+}
+
 /// Appends refused because a stream had moved since the decision (the
-/// command decided again), from the service's metrics. The recorder is the
-/// process's: instances started in one bench process count together.
+/// command decided again), every command's.
 async fn append_conflicts(target: &Target) -> anyhow::Result<f64> {
-    let text = target
-        .client
-        .get(format!("{}/metrics", target.base))
-        .send()
-        .await?
-        .text()
-        .await?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("append_conflicts_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
+    metric_sum(target, "append_conflicts_total", "").await
 }
 
 /// Hold a seat, then buy it. The note gives the purchase's mean latency,
@@ -884,9 +879,9 @@ pub async fn sample_lag(
 /// availability computed from the log, and against the holds answered).
 /// 2,000 pairs fit without stranding any seat (11 pairs a row leave a block
 /// of 3), so any stranded seat is one the choices under contention left.
-/// 2,000 buyers asking for 2 best seats each of a 5,000-seat show at once,
-/// spread over `targets` (instances of the service on one database) in turn;
-/// on a show named `show` of its own.
+/// The buyers are spread over `targets` (instances of the service on one
+/// database) in turn, on a show named `show` of its own; the note counts
+/// the appends that met a moved stream and were decided again.
 pub async fn best_storm(targets: &[&Target], show: &str) -> anyhow::Result<Figures> {
     const BUYERS: usize = 2_000;
     const SECTIONS: [&str; 5] = ["A", "B", "C", "D", "E"];
