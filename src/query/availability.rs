@@ -65,6 +65,31 @@ enum Part {
     NoSuchSection,
 }
 
+impl Part {
+    /// The part a request for `section` (or the whole show) answers.
+    fn of(entry: &CatalogEntry, section: Option<&str>) -> Part {
+        match section {
+            None => Part::Whole,
+            Some(name) if entry.show.seats.iter().any(|seat| seat.section == name) => {
+                Part::Section(name.to_owned())
+            }
+            Some(_) => Part::NoSuchSection,
+        }
+    }
+
+    /// The ordinals of the part's seats, in show order.
+    fn seats(&self, entry: &CatalogEntry) -> Vec<usize> {
+        match self {
+            Part::Whole => (0..entry.show.seats.len()).collect(),
+            Part::Section(name) => (entry.show.seats.iter().enumerate())
+                .filter(|(_, seat)| seat.section == *name)
+                .map(|(ordinal, _)| ordinal)
+                .collect(),
+            Part::NoSuchSection => Vec::new(),
+        }
+    }
+}
+
 /// One part's kept answer, and the tickets that let requests arriving while
 /// it is being checked or written share the result (as [`Cached`] does).
 struct PartSlot {
@@ -136,6 +161,26 @@ fn blocks_of(
             }
         })
         .collect()
+}
+
+/// The answer of a part whose seats (ordinals, in show order) show
+/// `statuses`, at `as_of`: a head, the blocks (those of `kept` still true
+/// taken as they are) and a tail; and the blocks, to keep.
+fn write_answer(
+    entry: &CatalogEntry,
+    seats: &[usize],
+    statuses: &[SeatStatus],
+    pools: &[(u32, u32)],
+    as_of: DateTime<Utc>,
+    kept: Vec<Block>,
+) -> serde_json::Result<(Vec<Block>, Rendered)> {
+    let blocks = blocks_of(entry, seats, statuses, kept);
+    let summary = (blocks.iter()).fold(Summary::default(), |sum, b| sum + b.summary);
+    let mut pieces = Vec::with_capacity(blocks.len() + 2);
+    pieces.push(Arc::new(Piece::new(document_head(entry, None, as_of)?)));
+    pieces.extend(blocks.iter().map(|b| b.piece.clone()));
+    pieces.push(Arc::new(Piece::new(document_tail(entry, pools, summary)?)));
+    Ok((blocks, Rendered::from_pieces(pieces)))
 }
 
 /// Why a rendered answer could not be given.
@@ -311,13 +356,7 @@ impl AvailabilityCache {
         clock: &dyn Clock,
     ) -> Result<Arc<Rendered>, RenderError> {
         use std::sync::atomic::Ordering;
-        let part = match section {
-            None => Part::Whole,
-            Some(name) if entry.show.seats.iter().any(|seat| seat.section == name) => {
-                Part::Section(name.to_owned())
-            }
-            Some(_) => Part::NoSuchSection,
-        };
+        let part = Part::of(entry, section);
         let part_slot = self.part_slot(&entry.show.show_id, &part);
         let ticket = part_slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
         let mut kept = part_slot.kept.lock().await;
@@ -327,14 +366,7 @@ impl AvailabilityCache {
         let starting = part_slot.tickets.load(Ordering::SeqCst);
         let now = clock.now();
         let current = self.current(store, entry, now).await?;
-        let seats: Vec<usize> = match &part {
-            Part::Whole => (0..current.statuses.len()).collect(),
-            Part::Section(name) => (entry.show.seats.iter().enumerate())
-                .filter(|(_, seat)| seat.section == *name)
-                .map(|(ordinal, _)| ordinal)
-                .collect(),
-            Part::NoSuchSection => Vec::new(),
-        };
+        let seats = part.seats(entry);
         let statuses: Vec<SeatStatus> = (seats.iter())
             .map(|&ordinal| current.statuses.get(ordinal).copied())
             .collect::<Option<_>>()
@@ -351,17 +383,8 @@ impl AvailabilityCache {
         let entry = entry.clone();
         let pools = current.pools;
         let (blocks, pools, rendered) = tokio::task::spawn_blocking(move || {
-            let blocks = blocks_of(&entry, &seats, &statuses, before);
-            let summary = blocks
-                .iter()
-                .fold(Summary::default(), |sum, b| sum + b.summary);
-            let mut pieces = Vec::with_capacity(blocks.len() + 2);
-            pieces.push(Arc::new(Piece::new(document_head(&entry, None, now)?)));
-            pieces.extend(blocks.iter().map(|b| b.piece.clone()));
-            pieces.push(Arc::new(Piece::new(document_tail(
-                &entry, &pools, summary,
-            )?)));
-            Ok::<_, serde_json::Error>((blocks, pools, Rendered::from_pieces(pieces)))
+            let (blocks, rendered) = write_answer(&entry, &seats, &statuses, &pools, now, before)?;
+            Ok::<_, serde_json::Error>((blocks, pools, rendered))
         })
         .await
         .map_err(|e| RenderError::Render(e.to_string()))?
@@ -591,7 +614,8 @@ mod tests {
         CatalogEntry::new(show, String::new())
     }
 
-    /// The answer as its pieces write it, for `section`.
+    /// The kept answer's bytes for `section`, written by `write_answer`
+    /// (from `kept`), and its blocks.
     fn from_blocks(
         entry: &CatalogEntry,
         section: Option<&str>,
@@ -599,21 +623,11 @@ mod tests {
         kept: Vec<Block>,
         as_of: DateTime<Utc>,
     ) -> (String, Vec<Block>) {
-        let seats: Vec<usize> = (entry.show.seats.iter().enumerate())
-            .filter(|(_, seat)| section.is_none_or(|name| seat.section == name))
-            .map(|(ordinal, _)| ordinal)
-            .collect();
+        let seats = Part::of(entry, section).seats(entry);
         let part: Vec<SeatStatus> = seats.iter().map(|&n| statuses[n]).collect();
-        let blocks = blocks_of(entry, &seats, &part, kept);
-        let summary = blocks
-            .iter()
-            .fold(Summary::default(), |sum, b| sum + b.summary);
-        let mut body = document_head(entry, None, as_of).unwrap();
-        for block in &blocks {
-            body.push_str(std::str::from_utf8(block.piece.bytes()).unwrap());
-        }
-        body.push_str(&document_tail(entry, &[(3, 4)], summary).unwrap());
-        (body, blocks)
+        let (blocks, rendered) =
+            write_answer(entry, &seats, &part, &[(3, 4)], as_of, kept).unwrap();
+        (String::from_utf8(rendered.joined()).unwrap(), blocks)
     }
 
     #[test]

@@ -85,19 +85,6 @@ impl Piece {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
     /// The raw deflate stream of the bytes, flushed (byte-aligned, no final
     /// block) so that streams of consecutive pieces join into one; made on
     /// the first call (blocking: call it off the async workers), then kept.
@@ -158,7 +145,7 @@ impl Rendered {
             }
         };
         Rendered {
-            len: pieces.iter().map(|p| p.len()).sum(),
+            len: pieces.iter().map(|p| p.bytes.len()).sum(),
             pieces,
             etag: tag_of_digest(&digest),
             gzip: OnceCell::new(),
@@ -209,7 +196,7 @@ impl Rendered {
     }
 
     /// The whole body in one buffer (for brotli, which cannot join pieces).
-    fn joined(&self) -> Vec<u8> {
+    pub(crate) fn joined(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(self.len);
         for piece in &self.pieces {
             body.extend_from_slice(&piece.bytes);
