@@ -48,7 +48,45 @@ DECLARE
     done     bigint := 0;
     r        record;
 BEGIN
-    IF expected > 0 THEN
+    -- The decided sequences and the idempotency key, checked through their
+    -- primary keys before anything is inserted, then plain inserts: ON
+    -- CONFLICT DO NOTHING is a speculative insertion, which writes a second
+    -- WAL record (its confirmation) for every row. What the checks cannot
+    -- see is another transaction's insert of the same key, not yet
+    -- committed: the insert below waits for it and, if it commits, fails
+    -- with unique_violation, which undoes the whole call (a group too: its
+    -- documents are then appended one by one, and alone the check sees the
+    -- committed row; src/store/postgres.rs reads a unique_violation on the
+    -- log's or the keys' primary key as the refusal it is). Command-sized
+    -- documents check row by row, through the key; a larger one (a batch
+    -- of bare events) keeps the set-based insert and counts its rows.
+    IF expected BETWEEN 1 AND row_by_row_max THEN
+        FOR r IN SELECT e.aggregate_type, e.aggregate_id, e.sequence
+                 FROM jsonb_populate_recordset(NULL::events, batch -> 'events') AS e
+        LOOP
+            IF EXISTS (SELECT 1 FROM events
+                       WHERE aggregate_type = r.aggregate_type AND aggregate_id = r.aggregate_id
+                         AND sequence = r.sequence) THEN
+                RETURN 'BK409';
+            END IF;
+        END LOOP;
+    END IF;
+    IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN
+        IF EXISTS (SELECT 1 FROM idempotency_keys i
+                   WHERE i.buyer = batch -> 'idempotency_key' ->> 'buyer'
+                     AND i.key = batch -> 'idempotency_key' ->> 'key') THEN
+            RETURN 'BK422';
+        END IF;
+    END IF;
+    IF expected BETWEEN 1 AND row_by_row_max THEN
+        INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
+                            payload, metadata, recorded_at_us, show_id, position, rows_written)
+        SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
+               e.payload, e.metadata, at_us, e.show_id,
+               base + first + d.n, coalesce((batch ->> 'rows_written')::boolean, false)
+        FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
+             jsonb_populate_record(NULL::events, d.doc) AS e;
+    ELSIF expected > row_by_row_max THEN
         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
                             payload, metadata, recorded_at_us, show_id, position, rows_written)
         SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
@@ -67,13 +105,7 @@ BEGIN
     IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN
         INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us)
         SELECT k.buyer, k.key, k.request_hash, k.hold_id, k.created_at_us
-        FROM jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS done = ROW_COUNT;
-        IF done = 0 THEN
-            DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
-            RETURN 'BK422';
-        END IF;
+        FROM jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k;
     END IF;
 
     IF jsonb_typeof(batch -> 'checkpoint') = 'object' THEN

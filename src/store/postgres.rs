@@ -79,9 +79,26 @@ fn refusal_of(code: &str) -> Option<AppendOutcome> {
         .map(|(_, outcome)| *outcome)
 }
 
+/// Primary keys whose unique_violation is a refusal: `booking_apply`
+/// checks them before its plain inserts, and only another transaction's
+/// insert of the same key, committed while this one waited for it, gets
+/// past the check (booking_apply.sql). Nothing of the call is written.
+const REFUSING_KEYS: [(&str, AppendOutcome); 2] = [
+    ("events_pkey", AppendOutcome::Conflict),
+    ("idempotency_keys_pkey", AppendOutcome::IdempotencyKeyTaken),
+];
+
 /// The refusal `booking_append` raised, if the error is one.
 pub(super) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
-    refusal_of(err.as_database_error()?.code()?.as_ref())
+    let err = err.as_database_error()?;
+    if err.kind() == sqlx::error::ErrorKind::UniqueViolation {
+        let constraint = err.constraint()?;
+        return REFUSING_KEYS
+            .iter()
+            .find(|(key, _)| *key == constraint)
+            .map(|(_, outcome)| *outcome);
+    }
+    refusal_of(err.code()?.as_ref())
 }
 
 pub(super) const APPEND: &str = "SELECT booking_append($1::jsonb)";
@@ -386,13 +403,19 @@ mod tests {
 
     const APPLY: &str = include_str!("../../sql/postgres/booking_apply.sql");
 
-    /// Every `RETURN 'BK…'` in the function, in order.
+    /// Every `RETURN 'BK…'` in the function, in the order of first use.
     fn codes_in_sql() -> Vec<&'static str> {
-        APPLY
+        let mut codes: Vec<&str> = Vec::new();
+        for code in APPLY
             .split("RETURN '")
             .skip(1)
             .filter_map(|rest| rest.split('\'').next())
-            .collect()
+        {
+            if !codes.contains(&code) {
+                codes.push(code);
+            }
+        }
+        codes
     }
 
     #[test]

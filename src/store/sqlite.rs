@@ -1,7 +1,9 @@
 //! The SQLite append: each part of the document in one set-based statement
 //! (`json_each`), with the same semantics as `booking_append` on PostgreSQL:
 //! every row guarded, hold records moving from `held` once. One task commits
-//! the appends that queued up meanwhile together.
+//! the appends that queued up meanwhile together, in one statement per table
+//! for the whole group (`write_together`): SQLite has one writer, and its
+//! time per statement, not per row, was what an onsale queued on.
 
 use super::batch::AppendOutcome;
 use super::document::{to_json, Document};
@@ -21,16 +23,20 @@ const IDEMPOTENCY_KEY: &str = "INSERT INTO idempotency_keys (buyer, key, request
 const CHECKPOINT: &str = "UPDATE projector_checkpoints \
      SET position = $1 ->> 'to_position', updated_at_us = $2 \
      WHERE name = $1 ->> 'name' AND position = $1 ->> 'from_position'";
+/// Seat and shard rows: the latest of each row a part names (a group may
+/// name one twice), guarded by the row's sequence.
 const SEAT_AVAILABILITY: &str = "UPDATE seat_availability AS a SET \
        status = u.value ->> 'status', hold_id = u.value ->> 'hold_id', buyer = u.value ->> 'buyer', \
        expires_at_us = u.value ->> 'expires_at_us', booking_id = u.value ->> 'booking_id', \
        last_seq = u.value ->> 'last_seq' \
-     FROM json_each($1) u \
+     FROM (SELECT value, max(value ->> 'last_seq') FROM json_each($1) \
+           GROUP BY value ->> 'show_id', value ->> 'seat_id') u \
      WHERE a.show_id = u.value ->> 'show_id' AND a.seat_id = u.value ->> 'seat_id' \
        AND a.last_seq < u.value ->> 'last_seq'";
 const POOL_SHARDS: &str =
     "UPDATE pool_shards AS s SET sold = u.value ->> 'sold', last_seq = u.value ->> 'last_seq' \
-     FROM json_each($1) u \
+     FROM (SELECT value, max(value ->> 'last_seq') FROM json_each($1) \
+           GROUP BY value ->> 'show_id', value ->> 'pool_id', value ->> 'shard') u \
      WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
        AND s.shard = u.value ->> 'shard' AND s.last_seq < u.value ->> 'last_seq'";
 const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id) \
@@ -43,17 +49,34 @@ const POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, sha
      SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'pool_id', h.value ->> 'shard', \
             h.value ->> 'quantity', h.value ->> 'expires_at_us', h.value ->> 'state' \
      FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
-const END_HOLDS: &str = "UPDATE holds AS h SET state = u.value ->> 'state' FROM json_each($1) u \
-     WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'";
-const END_POOL_HOLDS: &str =
-    "UPDATE pool_holds AS p SET state = u.value ->> 'state' FROM json_each($1) u \
-     WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
-const CONVERT_HOLDS: &str =
-    "UPDATE holds AS h SET state = 'converted', booking_id = u.value ->> 'booking_id' \
-     FROM json_each($1) u WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'";
-const CONVERT_POOL_HOLDS: &str =
-    "UPDATE pool_holds AS p SET state = 'converted' FROM json_each($1) u \
-     WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'";
+/// A part's first row for each hold it names: a hold ends or converts once,
+/// and the first of a group's members to say so is the one that did (rows
+/// named twice in one `UPDATE ... FROM` would update with either).
+macro_rules! first_per_hold {
+    () => {
+        "(SELECT value, min(key) FROM json_each($1) GROUP BY value ->> 'hold_id') u"
+    };
+}
+const END_HOLDS: &str = concat!(
+    "UPDATE holds AS h SET state = u.value ->> 'state' FROM ",
+    first_per_hold!(),
+    " WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'"
+);
+const END_POOL_HOLDS: &str = concat!(
+    "UPDATE pool_holds AS p SET state = u.value ->> 'state' FROM ",
+    first_per_hold!(),
+    " WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'"
+);
+const CONVERT_HOLDS: &str = concat!(
+    "UPDATE holds AS h SET state = 'converted', booking_id = u.value ->> 'booking_id' FROM ",
+    first_per_hold!(),
+    " WHERE h.hold_id = u.value ->> 'hold_id' AND h.state = 'held'"
+);
+const CONVERT_POOL_HOLDS: &str = concat!(
+    "UPDATE pool_holds AS p SET state = 'converted' FROM ",
+    first_per_hold!(),
+    " WHERE p.hold_id = u.value ->> 'hold_id' AND p.state = 'held'"
+);
 /// One update per hold, to the latest expiry the part names (a part may
 /// name a hold once per unit).
 const EXTEND_HOLDS: &str = "UPDATE holds AS h SET expires_at_us = u.expires_at_us \
@@ -76,59 +99,75 @@ const CHECKOUTS: &str = "INSERT INTO checkouts \
        amount_cents = excluded.amount_cents, last_seq = excluded.last_seq, updated_at_us = excluded.updated_at_us \
      WHERE checkouts.last_seq < excluded.last_seq";
 
-/// A statement that must affect `rows` rows, or the job is refused with `refusal`.
-struct Check {
-    sql: &'static str,
+/// The parts of a document that decide whether it is written, each with
+/// what the group writer needs to decide it without writing first.
+struct Events {
     json: String,
-    rows: u64,
-    refusal: AppendOutcome,
-    /// Whether `$2` is the batch's time (events, checkpoint).
-    timed: bool,
-    /// `$3`, the events' `rows_written` (see `Document::rows_written`).
-    rows_written: Option<bool>,
+    /// `(aggregate_type, aggregate_id, sequence)` of each event: two members
+    /// of one group may not take the same one.
+    keys: Vec<(&'static str, String, i64)>,
 }
+
+struct Key {
+    json: String,
+    buyer: String,
+    key: String,
+}
+
+/// The parts that follow the checks, in the order a document writes them
+/// (records inserted before they end, are converted or extended). A job's
+/// parts are a subsequence of this list, and a group writes each in one
+/// statement, in this order.
+const PARTS: [&str; 12] = [
+    SEAT_AVAILABILITY,
+    POOL_SHARDS,
+    HOLDS,
+    HOLD_SEATS,
+    POOL_HOLDS,
+    END_HOLDS,
+    END_POOL_HOLDS,
+    CONVERT_HOLDS,
+    CONVERT_POOL_HOLDS,
+    EXTEND_HOLDS,
+    EXTEND_POOL_HOLDS,
+    CHECKOUTS,
+];
 
 /// A batch for SQLite: each part serialized once, owned, ready to cross to
 /// the appender task.
 pub struct SqliteJob {
     recorded_at_us: i64,
-    checks: Vec<Check>,
+    /// The events' `rows_written` (see `Document::rows_written`).
+    rows_written: bool,
+    events: Option<Events>,
+    idempotency_key: Option<Key>,
+    checkpoint: Option<String>,
     parts: Vec<(&'static str, String)>,
 }
 
 impl SqliteJob {
     pub fn of(doc: &Document<'_>) -> Result<Self, StoreError> {
-        let mut checks = Vec::new();
-        if !doc.events.is_empty() {
-            checks.push(Check {
-                sql: EVENTS,
+        let events = if doc.events.is_empty() {
+            None
+        } else {
+            Some(Events {
                 json: to_json(&doc.events)?,
-                rows: doc.events.len() as u64,
-                refusal: AppendOutcome::Conflict,
-                timed: true,
-                rows_written: Some(doc.rows_written),
-            });
-        }
-        if let Some(key) = &doc.idempotency_key {
-            checks.push(Check {
-                sql: IDEMPOTENCY_KEY,
+                keys: doc
+                    .events
+                    .iter()
+                    .map(|e| (e.aggregate_type, e.aggregate_id.clone(), e.sequence))
+                    .collect(),
+            })
+        };
+        let idempotency_key = match doc.idempotency_key {
+            Some(key) => Some(Key {
                 json: to_json(key)?,
-                rows: 1,
-                refusal: AppendOutcome::IdempotencyKeyTaken,
-                timed: false,
-                rows_written: None,
-            });
-        }
-        if let Some(checkpoint) = &doc.checkpoint {
-            checks.push(Check {
-                sql: CHECKPOINT,
-                json: to_json(checkpoint)?,
-                rows: 1,
-                refusal: AppendOutcome::CheckpointMoved,
-                timed: true,
-                rows_written: None,
-            });
-        }
+                buyer: key.buyer.as_str().to_owned(),
+                key: key.key.as_str().to_owned(),
+            }),
+            None => None,
+        };
+        let checkpoint = doc.checkpoint.map(to_json).transpose()?;
         let mut parts = Vec::new();
         let mut part = |sql: &'static str, rows: usize, json: Result<String, StoreError>| {
             if rows > 0 {
@@ -174,7 +213,10 @@ impl SqliteJob {
         part(CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts))?;
         Ok(Self {
             recorded_at_us: doc.recorded_at_us,
-            checks,
+            rows_written: doc.rows_written,
+            events,
+            idempotency_key,
+            checkpoint,
             parts,
         })
     }
@@ -206,21 +248,35 @@ impl SqliteJob {
         JobWrite::Done(outcome)
     }
 
+    /// The job's statements alone: each check must affect its rows, or the
+    /// job is refused (the caller undoes what the checks before it wrote).
     async fn statements(
         &self,
         tx: &mut sqlx::SqliteConnection,
     ) -> Result<AppendOutcome, sqlx::Error> {
-        for check in &self.checks {
-            let mut query = sqlx::query(check.sql).bind(&check.json);
-            if check.timed {
-                query = query.bind(self.recorded_at_us);
+        if let Some(events) = &self.events {
+            let done = sqlx::query(EVENTS)
+                .bind(&events.json)
+                .bind(self.recorded_at_us)
+                .bind(self.rows_written)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() != events.keys.len() as u64 {
+                return Ok(AppendOutcome::Conflict);
             }
-            if let Some(rows_written) = check.rows_written {
-                query = query.bind(rows_written);
+        }
+        if let Some(key) = &self.idempotency_key {
+            let done = sqlx::query(IDEMPOTENCY_KEY)
+                .bind(&key.json)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() != 1 {
+                return Ok(AppendOutcome::IdempotencyKeyTaken);
             }
-            let done = query.execute(&mut *tx).await?;
-            if done.rows_affected() != check.rows {
-                return Ok(check.refusal);
+        }
+        if let Some(checkpoint) = &self.checkpoint {
+            if !move_checkpoint(tx, checkpoint, self.recorded_at_us).await? {
+                return Ok(AppendOutcome::CheckpointMoved);
             }
         }
         for (sql, json) in &self.parts {
@@ -228,6 +284,196 @@ impl SqliteJob {
         }
         Ok(AppendOutcome::Appended)
     }
+}
+
+async fn move_checkpoint(
+    tx: &mut sqlx::SqliteConnection,
+    checkpoint: &str,
+    at_us: i64,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(CHECKPOINT)
+        .bind(checkpoint)
+        .bind(at_us)
+        .execute(&mut *tx)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The members of a group whose events meet an event already in the log
+/// (`$1`: one array of events per member; answers the members' indexes).
+const EVENTS_IN_LOG: &str = "SELECT DISTINCT j.key FROM json_each($1) j, json_each(j.value) e \
+     WHERE EXISTS (SELECT 1 FROM events v WHERE v.aggregate_type = e.value ->> 'aggregate_type' \
+       AND v.aggregate_id = e.value ->> 'aggregate_id' AND v.sequence = e.value ->> 'sequence')";
+/// The members whose idempotency key is already taken (`$1`: one key per member).
+const KEYS_TAKEN: &str = "SELECT j.key FROM json_each($1) j \
+     WHERE EXISTS (SELECT 1 FROM idempotency_keys k \
+       WHERE k.buyer = j.value ->> 'buyer' AND k.key = j.value ->> 'key')";
+/// The events of a group's written members, in the group's order (`$1`:
+/// `[recorded_at_us, rows_written, events]` per member). No conflict is left
+/// to meet: the group checked them all.
+const GROUP_EVENTS: &str = "INSERT INTO events \
+       (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id, \
+        rows_written) \
+     SELECT e.value ->> 'aggregate_type', e.value ->> 'aggregate_id', e.value ->> 'sequence', \
+            e.value ->> 'event_type', e.value ->> 'event_version', e.value -> 'payload', e.value -> 'metadata', \
+            j.value ->> 0, e.value ->> 'show_id', j.value ->> 1 \
+     FROM json_each($1) j, json_each(j.value, '$[2]') e ORDER BY j.key, e.key";
+const GROUP_KEYS: &str = "INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us) \
+     SELECT k.value ->> 'buyer', k.value ->> 'key', k.value ->> 'request_hash', k.value ->> 'hold_id', \
+            k.value ->> 'created_at_us' \
+     FROM json_each($1) k";
+
+/// JSON values as one array (`a`, `b` into `[a,b]`).
+fn array_of<'a>(values: impl Iterator<Item = &'a str>) -> String {
+    let mut array = String::from("[");
+    for value in values {
+        if array.len() > 1 {
+            array.push(',');
+        }
+        array.push_str(value);
+    }
+    array.push(']');
+    array
+}
+
+/// JSON arrays as one (`[a,b]`, `[c]` into `[a,b,c]`).
+fn concat_arrays<'a>(arrays: impl Iterator<Item = &'a str>) -> String {
+    array_of(arrays.filter_map(|array| {
+        let inner = array.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+        (!inner.is_empty()).then_some(inner)
+    }))
+}
+
+/// Writes a group in one statement per table: the checks of every member
+/// first (each refusal decided as if the members were written one after
+/// the other, in order), then each table's rows of the members written.
+/// `Ok(None)` for a member written; an error undoes nothing by itself (the
+/// caller rolls the transaction back and writes the members one by one).
+async fn write_together(
+    tx: &mut sqlx::SqliteConnection,
+    jobs: &[&SqliteJob],
+) -> Result<Vec<Option<AppendOutcome>>, sqlx::Error> {
+    use std::collections::HashSet;
+    let with_events: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].events.is_some())
+        .collect();
+    let in_log: HashSet<usize> = if with_events.is_empty() {
+        HashSet::new()
+    } else {
+        let json = array_of(
+            with_events
+                .iter()
+                .filter_map(|&i| jobs[i].events.as_ref().map(|e| e.json.as_str())),
+        );
+        let found: Vec<i64> = sqlx::query_scalar(EVENTS_IN_LOG)
+            .bind(json)
+            .fetch_all(&mut *tx)
+            .await?;
+        found
+            .into_iter()
+            .filter_map(|n| with_events.get(usize::try_from(n).ok()?).copied())
+            .collect()
+    };
+    let with_key: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].idempotency_key.is_some())
+        .collect();
+    let taken: HashSet<usize> = if with_key.is_empty() {
+        HashSet::new()
+    } else {
+        let json = array_of(
+            with_key
+                .iter()
+                .filter_map(|&i| jobs[i].idempotency_key.as_ref().map(|k| k.json.as_str())),
+        );
+        let found: Vec<i64> = sqlx::query_scalar(KEYS_TAKEN)
+            .bind(json)
+            .fetch_all(&mut *tx)
+            .await?;
+        found
+            .into_iter()
+            .filter_map(|n| with_key.get(usize::try_from(n).ok()?).copied())
+            .collect()
+    };
+
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    let mut streams: HashSet<(&str, &str, i64)> = HashSet::new();
+    let mut keys: HashSet<(&str, &str)> = HashSet::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let event_keys = job.events.iter().flat_map(|e| &e.keys);
+        let outcome = if in_log.contains(&i)
+            || event_keys
+                .clone()
+                .any(|(t, id, seq)| streams.contains(&(*t, id.as_str(), *seq)))
+        {
+            Some(AppendOutcome::Conflict)
+        } else if job.idempotency_key.as_ref().is_some_and(|k| {
+            taken.contains(&i) || keys.contains(&(k.buyer.as_str(), k.key.as_str()))
+        }) {
+            Some(AppendOutcome::IdempotencyKeyTaken)
+        } else if let Some(checkpoint) = &job.checkpoint {
+            // The last check, and the only one that writes: a member that
+            // passes it is written.
+            (!move_checkpoint(tx, checkpoint, job.recorded_at_us).await?)
+                .then_some(AppendOutcome::CheckpointMoved)
+        } else {
+            None
+        };
+        if outcome.is_none() {
+            streams.extend(event_keys.map(|(t, id, seq)| (*t, id.as_str(), *seq)));
+            if let Some(k) = &job.idempotency_key {
+                keys.insert((k.buyer.as_str(), k.key.as_str()));
+            }
+        }
+        outcomes.push(outcome);
+    }
+
+    let written: Vec<&SqliteJob> = jobs
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| outcome.is_none())
+        .map(|(job, _)| *job)
+        .collect();
+    let events: Vec<String> = written
+        .iter()
+        .filter_map(|job| {
+            let events = job.events.as_ref()?;
+            Some(format!(
+                "[{},{},{}]",
+                job.recorded_at_us, job.rows_written, events.json
+            ))
+        })
+        .collect();
+    if !events.is_empty() {
+        sqlx::query(GROUP_EVENTS)
+            .bind(array_of(events.iter().map(String::as_str)))
+            .execute(&mut *tx)
+            .await?;
+    }
+    if written.iter().any(|job| job.idempotency_key.is_some()) {
+        let json = array_of(
+            written
+                .iter()
+                .filter_map(|job| job.idempotency_key.as_ref().map(|k| k.json.as_str())),
+        );
+        sqlx::query(GROUP_KEYS).bind(json).execute(&mut *tx).await?;
+    }
+    let rank = |sql: &str| PARTS.iter().position(|p| *p == sql).unwrap_or(PARTS.len());
+    let mut statements: Vec<&'static str> = written
+        .iter()
+        .flat_map(|job| job.parts.iter().map(|(sql, _)| *sql))
+        .collect();
+    statements.sort_by_key(|sql| rank(sql));
+    statements.dedup();
+    for sql in statements {
+        let json = concat_arrays(written.iter().flat_map(|job| {
+            job.parts
+                .iter()
+                .filter(move |(s, _)| *s == sql)
+                .map(|(_, json)| json.as_str())
+        }));
+        sqlx::query(sql).bind(json).execute(&mut *tx).await?;
+    }
+    Ok(outcomes)
 }
 
 /// Appends to SQLite through one task that commits whatever has queued up
@@ -263,7 +509,8 @@ impl SqliteAppender {
                         Err(_) => break,
                     }
                 }
-                let answers = write_group(&pool, group.iter().map(|(job, _)| job)).await;
+                let jobs: Vec<&SqliteJob> = group.iter().map(|(job, _)| job).collect();
+                let answers = write_group(&pool, &jobs).await;
                 for ((_, reply), answer) in group.into_iter().zip(answers) {
                     let _ = reply.send(answer);
                 }
@@ -298,51 +545,87 @@ pub(super) enum JobWrite {
 /// its own outcome if the transaction committed; `Unavailable` ("nothing
 /// was written, retry") for every job if it did not, except the job whose
 /// error ended the transaction, which gets that error.
-async fn write_group<'a>(
+///
+/// The group is first written together, one statement per table
+/// ([`write_together`]). A statement that fails there fails for the whole
+/// group, and one member's bad row must not be its neighbours' error: then
+/// the transaction is rolled back and the members are written again one by
+/// one, each under a savepoint ([`write_one_by_one`]), where the error is
+/// its own.
+async fn write_group(
     pool: &sqlx::SqlitePool,
-    jobs: impl ExactSizeIterator<Item = &'a SqliteJob>,
+    jobs: &[&SqliteJob],
 ) -> Vec<Result<AppendOutcome, StoreError>> {
-    let size = jobs.len();
-    let not_written = |why: &str| StoreError::Unavailable(format!("nothing was written: {why}"));
     let mut conn = match pool.acquire().await {
         Ok(conn) => conn,
-        Err(error) => {
-            return (0..size)
-                .map(|_| Err(not_written(&error.to_string())))
-                .collect()
-        }
+        Err(error) => return not_written(jobs.len(), &error.to_string()),
     };
     let mut tx = match sqlx::Connection::begin(&mut *conn).await {
         Ok(tx) => tx,
-        Err(error) => {
-            return (0..size)
-                .map(|_| Err(not_written(&error.to_string())))
-                .collect()
+        Err(error) => return not_written(jobs.len(), &error.to_string()),
+    };
+    match write_together(&mut tx, jobs).await {
+        Ok(outcomes) => {
+            return match tx.commit().await {
+                Ok(()) => outcomes
+                    .into_iter()
+                    .map(|outcome| Ok(outcome.unwrap_or(AppendOutcome::Appended)))
+                    .collect(),
+                Err(error) => {
+                    // The commit itself failed: none of the group is written.
+                    conn.close_on_drop();
+                    not_written(jobs.len(), &format!("the commit failed: {error}"))
+                }
+            };
         }
+        Err(_) => {
+            if tx.rollback().await.is_err() {
+                // SQLite may have ended the transaction itself; a
+                // connection in a state not known is not used again.
+                conn.close_on_drop();
+                drop(conn);
+                conn = match pool.acquire().await {
+                    Ok(conn) => conn,
+                    Err(error) => return not_written(jobs.len(), &error.to_string()),
+                };
+            }
+        }
+    }
+    write_one_by_one(&mut conn, jobs).await
+}
+
+fn not_written(size: usize, why: &str) -> Vec<Result<AppendOutcome, StoreError>> {
+    (0..size)
+        .map(|_| {
+            Err(StoreError::Unavailable(format!(
+                "nothing was written: {why}"
+            )))
+        })
+        .collect()
+}
+
+/// The group in one transaction, each member under a savepoint of its own.
+async fn write_one_by_one(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    jobs: &[&SqliteJob],
+) -> Vec<Result<AppendOutcome, StoreError>> {
+    let size = jobs.len();
+    let mut tx = match sqlx::Connection::begin(&mut **conn).await {
+        Ok(tx) => tx,
+        Err(error) => return not_written(size, &error.to_string()),
     };
     let mut outcomes = Vec::with_capacity(size);
-    for (i, job) in jobs.enumerate() {
+    for (i, job) in jobs.iter().enumerate() {
         match job.write(&mut tx).await {
             JobWrite::Done(outcome) => outcomes.push(outcome),
             JobWrite::TransactionLost(error) => {
-                let message = error.to_string();
+                let message = format!("the group's transaction was rolled back: {error}");
                 // Whatever state the transaction is in, this connection
                 // is not used again: closing it ends any transaction left.
                 drop(tx);
                 conn.close_on_drop();
-                let mut answers: Vec<_> = (0..i)
-                    .map(|_| {
-                        Err(not_written(&format!(
-                            "the group's transaction was rolled back: {message}"
-                        )))
-                    })
-                    .collect();
-                answers.push(Err(StoreError::classify(error)));
-                answers.extend((i + 1..size).map(|_| {
-                    Err(not_written(&format!(
-                        "the group's transaction was rolled back: {message}"
-                    )))
-                }));
+                let mut answers = not_written(size, &message);
+                answers[i] = Err(StoreError::classify(error));
                 return answers;
             }
         }
@@ -355,10 +638,7 @@ async fn write_group<'a>(
         Err(error) => {
             // The commit itself failed: none of the group is written.
             conn.close_on_drop();
-            let message = error.to_string();
-            (0..size)
-                .map(|_| Err(not_written(&format!("the commit failed: {message}"))))
-                .collect()
+            not_written(size, &format!("the commit failed: {error}"))
         }
     }
 }
@@ -367,6 +647,11 @@ async fn write_group<'a>(
 mod tests {
     use std::str::FromStr;
 
+    use domain::ids::{BuyerId, HoldId, IdempotencyKey};
+    use serde_json::value::RawValue;
+    use uuid::Uuid;
+
+    use super::super::batch::{IdempotencyKeyRow, NewEvent};
     use super::*;
 
     const INSERT: &str = "INSERT INTO t SELECT value FROM json_each($1)";
@@ -374,7 +659,10 @@ mod tests {
     fn job(value: i64) -> SqliteJob {
         SqliteJob {
             recorded_at_us: 0,
-            checks: Vec::new(),
+            rows_written: false,
+            events: None,
+            idempotency_key: None,
+            checkpoint: None,
             parts: vec![(INSERT, format!("[{value}]"))],
         }
     }
@@ -412,12 +700,116 @@ mod tests {
             .unwrap()
     }
 
+    fn event(stream: &str, sequence: i64) -> NewEvent {
+        NewEvent {
+            aggregate_type: "Seat",
+            aggregate_id: stream.to_owned(),
+            sequence,
+            event_type: "HoldPlaced".to_owned(),
+            event_version: "1.0".to_owned(),
+            payload: RawValue::from_string("{}".to_owned()).unwrap(),
+            metadata: RawValue::from_string("{}".to_owned()).unwrap(),
+            show_id: None,
+        }
+    }
+
+    fn key(key: &str) -> IdempotencyKeyRow {
+        IdempotencyKeyRow {
+            buyer: BuyerId::parse("buyer").unwrap(),
+            key: IdempotencyKey::parse(key).unwrap(),
+            request_hash: String::new(),
+            hold_id: HoldId(Uuid::new_v4()),
+            created_at_us: 1,
+        }
+    }
+
+    fn command(events: &[NewEvent], key: Option<&IdempotencyKeyRow>) -> SqliteJob {
+        SqliteJob::of(&Document {
+            recorded_at_us: 1,
+            events: events.iter().collect(),
+            idempotency_key: key,
+            rows_written: true,
+            ..Document::default()
+        })
+        .unwrap()
+    }
+
+    /// The group is written in one statement per table, and each member is
+    /// refused as it would have been written alone after the ones before
+    /// it: at an event the log holds, at an event a member before it took,
+    /// at an idempotency key a member before it took; the rest are written.
+    #[tokio::test]
+    async fn a_group_written_together_refuses_each_member_as_if_written_in_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = writer(&dir).await;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .unwrap();
+        let logged = [event("s-1", 1)];
+        let answers = write_group(&pool, &[&command(&logged, None)]).await;
+        assert!(matches!(answers[..], [Ok(AppendOutcome::Appended)]));
+
+        let (k1, k2) = (key("k1"), key("k2"));
+        let (e2, e1, e32, e4, e5) = (
+            [event("s-2", 1)],
+            [event("s-1", 1)],
+            [event("s-3", 1), event("s-2", 1)],
+            [event("s-4", 1)],
+            [event("s-5", 1)],
+        );
+        let jobs = [
+            command(&e2, Some(&k1)),
+            command(&e1, None),
+            command(&e32, None),
+            command(&e4, Some(&k1)),
+            command(&e5, Some(&k2)),
+        ];
+        let answers = write_group(&pool, &jobs.iter().collect::<Vec<_>>()).await;
+        let answers: Vec<_> = answers.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            answers,
+            [
+                AppendOutcome::Appended,
+                AppendOutcome::Conflict,
+                AppendOutcome::Conflict,
+                AppendOutcome::IdempotencyKeyTaken,
+                AppendOutcome::Appended,
+            ]
+        );
+        let log: Vec<(String, i64)> =
+            sqlx::query_as("SELECT aggregate_id, recorded_at_us FROM events ORDER BY position")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            log,
+            [
+                ("s-1".to_owned(), 1),
+                ("s-2".to_owned(), 1),
+                ("s-5".to_owned(), 1)
+            ]
+        );
+        let keys: Vec<(String, String)> =
+            sqlx::query_as("SELECT key, hold_id FROM idempotency_keys ORDER BY key")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            keys,
+            [
+                ("k1".to_owned(), k1.hold_id.to_string()),
+                ("k2".to_owned(), k2.hold_id.to_string())
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn a_member_whose_statement_fails_is_the_only_one_undone() {
         let dir = tempfile::tempdir().unwrap();
         let pool = writer(&dir).await;
         let jobs = [job(1), job(13), job(3)];
-        let answers = write_group(&pool, jobs.iter()).await;
+        let answers = write_group(&pool, &jobs.iter().collect::<Vec<_>>()).await;
         assert!(matches!(answers[0], Ok(AppendOutcome::Appended)));
         assert!(
             matches!(answers[1], Err(StoreError::Database(_))),
@@ -433,7 +825,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = writer(&dir).await;
         let jobs = [job(1), job(666), job(3)];
-        let answers = write_group(&pool, jobs.iter()).await;
+        let answers = write_group(&pool, &jobs.iter().collect::<Vec<_>>()).await;
         assert!(
             matches!(answers[0], Err(StoreError::Unavailable(_))),
             "{:?}",
@@ -452,7 +844,7 @@ mod tests {
         );
         // The writer is usable again: the next group commits.
         let jobs = [job(4), job(5)];
-        let answers = write_group(&pool, jobs.iter()).await;
+        let answers = write_group(&pool, &jobs.iter().collect::<Vec<_>>()).await;
         assert!(answers
             .iter()
             .all(|a| matches!(a, Ok(AppendOutcome::Appended))));
