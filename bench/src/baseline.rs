@@ -187,8 +187,8 @@ pub async fn direct_append(
                     "seat_availability": [{"show_id": show, "seat_id": seat, "status": "held", "hold_id": hold, "buyer": "b",
                                "expires_at_us": expires_us, "booking_id": null, "last_seq": 1}],
                     "holds": [{"hold_id": hold, "show_id": show, "buyer": "b", "expires_at_us": expires_us,
-                               "state": "held", "booking_id": null, "pool_id": null}],
-                    "hold_seats": [{"hold_id": hold, "seat_id": seat}]
+                               "state": "held", "booking_id": null, "pool_id": null,
+                               "seat_ids": format!("[\"{seat}\"]")}]
                 });
                 let t = Instant::now();
                 let done = sqlx::query("SELECT booking_append($1::jsonb)")

@@ -5,6 +5,8 @@
 //! twice leaves the record as it was (seats are a set; a hold's state only
 //! moves from `held` to a final state, once).
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use domain::ids::{BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
 use domain::pool::PoolEvent;
@@ -79,13 +81,59 @@ pub struct HoldRow {
     pub booking_id: Option<BookingId>,
     /// The pool of a general-admission hold; `None` for seats.
     pub pool_id: Option<PoolId>,
+    /// The seats of a seat hold; none for a pool hold.
+    pub seat_ids: SeatIds,
 }
 
-/// A row of `hold_seats`: one seat of a seat hold.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct HoldSeatRow {
-    pub hold_id: HoldId,
-    pub seat_id: SeatId,
+/// A seat hold's seats, kept in the hold's own row: one column whose text
+/// is a JSON array of seat ids. A hold's seats are placed together, in one
+/// append, and read together; a row of its own for each seat cost every
+/// hold a second insert and two more index entries (212 bytes of WAL a hold,
+/// BENCHMARKS.md). A set: a hold whose placement reaches the tables in two
+/// batches (the projector's) takes the union (`booking_apply.sql`, the
+/// SQLite statements, [`SeatIds::extend`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeatIds(BTreeSet<SeatId>);
+
+impl SeatIds {
+    pub fn one(seat: SeatId) -> Self {
+        Self(BTreeSet::from([seat]))
+    }
+
+    pub fn extend(&mut self, other: &SeatIds) {
+        self.0.extend(other.0.iter().cloned());
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &SeatId> {
+        self.0.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The column's text: `["A-1","A-2"]`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".to_owned())
+    }
+
+    /// From the column's text; every id parsed.
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text).map(Self)
+    }
+}
+
+impl Serialize for SeatIds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_json())
+    }
+}
+
+impl<'de> Deserialize<'de> for SeatIds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::from_json(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// A row of `pool_holds`: the places one shard holds for a pool hold.
@@ -100,19 +148,16 @@ pub struct PoolHoldRow {
     pub state: HoldState,
 }
 
-/// The unit a hold placement adds to its record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeldUnit {
-    Seat(HoldSeatRow),
-    PoolPart(PoolHoldRow),
-}
-
 /// What one event does to the hold tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HoldChange {
-    /// The hold now covers this unit: insert the hold's row if it is new,
-    /// and the unit's row.
-    Placed { hold: HoldRow, unit: HeldUnit },
+    /// The hold now covers this unit: insert the hold's row if it is new
+    /// (a seat: the row names it, and a row already there takes it too),
+    /// and a pool part's row.
+    Placed {
+        hold: HoldRow,
+        part: Option<PoolHoldRow>,
+    },
     /// The hold ended; the first final state recorded wins.
     Ended { hold_id: HoldId, state: HoldState },
     /// The hold was paid for and became this booking.
@@ -131,6 +176,7 @@ fn held(
     buyer: &BuyerId,
     expires_at: DateTime<Utc>,
     pool_id: Option<&PoolId>,
+    seat_ids: SeatIds,
 ) -> HoldRow {
     HoldRow {
         hold_id,
@@ -140,6 +186,7 @@ fn held(
         state: HoldState::Held,
         booking_id: None,
         pool_id: pool_id.cloned(),
+        seat_ids,
     }
 }
 
@@ -152,11 +199,15 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             buyer,
             expires_at,
         } => HoldChange::Placed {
-            hold: held(*hold_id, show_id, buyer, *expires_at, None),
-            unit: HeldUnit::Seat(HoldSeatRow {
-                hold_id: *hold_id,
-                seat_id: seat_id.clone(),
-            }),
+            hold: held(
+                *hold_id,
+                show_id,
+                buyer,
+                *expires_at,
+                None,
+                SeatIds::one(seat_id.clone()),
+            ),
+            part: None,
         },
         SeatEvent::HoldReleased { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
@@ -198,8 +249,15 @@ pub fn pool_hold_change(
             quantity,
             expires_at,
         } => HoldChange::Placed {
-            hold: held(*hold_id, show_id, buyer, *expires_at, Some(pool_id)),
-            unit: HeldUnit::PoolPart(PoolHoldRow {
+            hold: held(
+                *hold_id,
+                show_id,
+                buyer,
+                *expires_at,
+                Some(pool_id),
+                SeatIds::default(),
+            ),
+            part: Some(PoolHoldRow {
                 hold_id: *hold_id,
                 shard,
                 show_id: show_id.clone(),
@@ -252,6 +310,21 @@ mod tests {
             HoldStatus::at(HoldState::Released, at, before),
             HoldStatus::Released
         );
+    }
+
+    #[test]
+    fn a_holds_seats_are_a_set_whose_column_is_a_json_array_of_ids() {
+        let seat = |id: &str| SeatId::parse(id).unwrap();
+        let mut seats = SeatIds::one(seat("B-2"));
+        seats.extend(&SeatIds::one(seat("A-1")));
+        seats.extend(&SeatIds::one(seat("B-2")));
+        assert_eq!(seats.to_json(), r#"["A-1","B-2"]"#);
+        assert_eq!(SeatIds::from_json(&seats.to_json()).unwrap(), seats);
+        // The column is text: the row's JSON carries the array as a string.
+        let value = serde_json::to_value(&seats).unwrap();
+        assert_eq!(value, serde_json::json!(r#"["A-1","B-2"]"#));
+        assert!(SeatIds::from_json(r#"["not a seat"]"#).is_err());
+        assert_eq!(SeatIds::from_json("[]").unwrap(), SeatIds::default());
     }
 
     #[test]

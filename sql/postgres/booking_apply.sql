@@ -171,35 +171,37 @@ BEGIN
     -- like the joins above, as an anti-join over the whole table. Nothing
     -- inserts the same row concurrently: a command's events, inserted above,
     -- serialize every command of its hold (their streams' sequences), and
-    -- the projector's batches are serialized by their checkpoint. A row
-    -- named twice (a hold once per unit it holds) is found by the second
-    -- probe. Larger parts (the projector, replay) stay set-based.
+    -- the projector's batches are serialized by their checkpoint. A document
+    -- names each hold once (src/store/document.rs). Larger parts (the
+    -- projector, replay) stay set-based.
+    --
+    -- A hold's row carries a seat hold's seats (a JSON array in text); a
+    -- row already there (a projector batch that ended inside the hold's
+    -- placement) takes the union. A command's holds are new: the update
+    -- runs only where the insert found the row.
     IF jsonb_array_length(batch -> 'holds') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds')
         LOOP
-            INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
-            SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id
+            INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids)
+            SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id, r.seat_ids
             WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id);
+            IF NOT FOUND AND r.seat_ids <> '[]' THEN
+                UPDATE holds h
+                SET seat_ids = (SELECT jsonb_agg(s ORDER BY s)::text
+                                FROM (SELECT jsonb_array_elements_text(h.seat_ids::jsonb)
+                                      UNION SELECT jsonb_array_elements_text(r.seat_ids::jsonb)) AS u(s))
+                WHERE h.hold_id = r.hold_id AND NOT h.seat_ids::jsonb @> r.seat_ids::jsonb;
+            END IF;
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'holds') > row_by_row_max THEN
-        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id)
-        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id
+        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids)
+        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id, h.seat_ids
         FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
-        ON CONFLICT DO NOTHING;
-    END IF;
-
-    IF jsonb_array_length(batch -> 'hold_seats') BETWEEN 1 AND row_by_row_max THEN
-        FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats')
-        LOOP
-            INSERT INTO hold_seats (hold_id, seat_id)
-            SELECT r.hold_id, r.seat_id
-            WHERE NOT EXISTS (SELECT 1 FROM hold_seats WHERE hold_id = r.hold_id AND seat_id = r.seat_id);
-        END LOOP;
-    ELSIF jsonb_array_length(batch -> 'hold_seats') > row_by_row_max THEN
-        INSERT INTO hold_seats (hold_id, seat_id)
-        SELECT h.hold_id, h.seat_id
-        FROM jsonb_populate_recordset(NULL::hold_seats, batch -> 'hold_seats') AS h
-        ON CONFLICT DO NOTHING;
+        ON CONFLICT (hold_id) DO UPDATE
+        SET seat_ids = (SELECT jsonb_agg(s ORDER BY s)::text
+                        FROM (SELECT jsonb_array_elements_text(holds.seat_ids::jsonb)
+                              UNION SELECT jsonb_array_elements_text(excluded.seat_ids::jsonb)) AS u(s))
+        WHERE NOT holds.seat_ids::jsonb @> excluded.seat_ids::jsonb;
     END IF;
 
     IF jsonb_array_length(batch -> 'pool_holds') BETWEEN 1 AND row_by_row_max THEN

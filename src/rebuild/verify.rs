@@ -9,12 +9,11 @@
 //! so a writer bug shows up as a difference too, and verifying never writes
 //! to the database or holds a lock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use crate::catalog::ShowCatalog;
 use crate::rebuild::fold::{Read, Rebuild};
-use projections::holds::HoldSeatRow;
 
 use crate::store::{Store, StoreError, Tables};
 
@@ -79,17 +78,6 @@ fn compare(live: &Tables, rebuilt: &Tables) -> Vec<String> {
         &mut out,
     );
     differences("holds", &live.holds, &rebuilt.holds, &mut out);
-    let as_map = |set: &BTreeSet<HoldSeatRow>| {
-        set.iter()
-            .map(|k| (k.clone(), ()))
-            .collect::<BTreeMap<_, _>>()
-    };
-    differences(
-        "hold_seats",
-        &as_map(&live.hold_seats),
-        &as_map(&rebuilt.hold_seats),
-        &mut out,
-    );
     differences(
         "pool_holds",
         &live.pool_holds,

@@ -121,9 +121,6 @@ pub(super) async fn write_postgres(
                 tables.pool_shards.len()
             }
             Table::Holds => copy_in(conn, "holds", tables.holds.values()).await? as usize,
-            Table::HoldSeats => {
-                copy_in(conn, "hold_seats", tables.hold_seats.iter()).await? as usize
-            }
             Table::PoolHolds => {
                 copy_in(conn, "pool_holds", tables.pool_holds.values()).await? as usize
             }
@@ -235,9 +232,6 @@ pub(super) async fn write_sqlite(
                 .await?
             }
             Table::Holds => sqlite_rows(conn, "holds", None, tables.holds.values()).await?,
-            Table::HoldSeats => {
-                sqlite_rows(conn, "hold_seats", None, tables.hold_seats.iter()).await?
-            }
             Table::PoolHolds => {
                 sqlite_rows(conn, "pool_holds", None, tables.pool_holds.values()).await?
             }

@@ -4,10 +4,13 @@
 //! reads it whole, in one statement and one round trip; SQLite gets each
 //! part in one set-based statement (`json_each`), in one transaction.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+
 use domain::ids::{BookingId, HoldId};
 use projections::availability::SeatAvailabilityRow;
 use projections::checkouts::CheckoutRow;
-use projections::holds::{HeldUnit, HoldChange, HoldRow, HoldSeatRow, HoldState, PoolHoldRow};
+use projections::holds::{HoldChange, HoldRow, HoldState, PoolHoldRow};
 use projections::pools::PoolShardRow;
 use projections::time::to_micros;
 use serde::Serialize;
@@ -45,8 +48,9 @@ pub struct Document<'a> {
     pub events: Vec<&'a NewEvent>,
     pub seat_availability: Vec<&'a SeatAvailabilityRow>,
     pub pool_shards: Vec<&'a PoolShardRow>,
-    pub holds: Vec<&'a HoldRow>,
-    pub hold_seats: Vec<&'a HoldSeatRow>,
+    /// One row per hold: a seat hold's placement names it once per seat,
+    /// and the row carries all of them.
+    pub holds: Vec<Cow<'a, HoldRow>>,
     pub pool_holds: Vec<&'a PoolHoldRow>,
     pub hold_ends: Vec<HoldEnd>,
     pub hold_conversions: Vec<HoldConversion>,
@@ -58,6 +62,9 @@ pub struct Document<'a> {
     /// the same builders the projector uses): written into each event's
     /// `rows_written`, so that the projector passes over it.
     pub rows_written: bool,
+    /// Where each hold's row is in `holds`.
+    #[serde(skip)]
+    pub(super) hold_rows: HashMap<HoldId, usize>,
 }
 
 impl<'a> Document<'a> {
@@ -81,12 +88,9 @@ impl<'a> Document<'a> {
 
     fn add_change(&mut self, change: &'a HoldChange) {
         match change {
-            HoldChange::Placed { hold, unit } => {
-                self.holds.push(hold);
-                match unit {
-                    HeldUnit::Seat(seat) => self.hold_seats.push(seat),
-                    HeldUnit::PoolPart(part) => self.pool_holds.push(part),
-                }
+            HoldChange::Placed { hold, part } => {
+                self.add_hold(hold);
+                self.pool_holds.extend(part);
             }
             HoldChange::Ended { hold_id, state } => self.hold_ends.push(HoldEnd {
                 hold_id: *hold_id,
@@ -109,12 +113,22 @@ impl<'a> Document<'a> {
         }
     }
 
+    /// A hold's row, or its seats added to the row the document has.
+    pub fn add_hold(&mut self, hold: &'a HoldRow) {
+        match self.hold_rows.get(&hold.hold_id) {
+            Some(&at) => self.holds[at].to_mut().seat_ids.extend(&hold.seat_ids),
+            None => {
+                self.hold_rows.insert(hold.hold_id, self.holds.len());
+                self.holds.push(Cow::Borrowed(hold));
+            }
+        }
+    }
+
     /// Rows in the document, of every kind.
     pub fn rows(&self) -> usize {
         self.seat_availability.len()
             + self.pool_shards.len()
             + self.holds.len()
-            + self.hold_seats.len()
             + self.pool_holds.len()
             + self.checkouts.len()
     }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use domain::ids::{BookingId, BuyerId, HoldId, IdempotencyKey, PoolId, SeatId, ShowId};
-use projections::holds::HoldState;
+use projections::holds::{HoldState, SeatIds};
 use projections::time::from_micros;
 use uuid::Uuid;
 
@@ -52,19 +52,25 @@ pub(super) fn parse_hold_id(column: &str, value: &str) -> StoreResult<HoldId> {
     parse_column(column, value, Uuid::parse_str).map(HoldId)
 }
 
-const SELECT_HOLD: &str = "SELECT show_id, buyer, expires_at_us, state, booking_id, pool_id \
+const SELECT_HOLD: &str =
+    "SELECT show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids \
      FROM holds WHERE hold_id = $1";
 const SELECT_POOL_PARTS: &str =
     "SELECT shard, quantity FROM pool_holds WHERE hold_id = $1 ORDER BY shard";
-/// A primary-key lookup. Ordering by the show's seat order happens in the
-/// service, from the cached show: a join on `seat_availability` ordered by
-/// ordinal tempts both planners into walking every seat of the show.
-const SELECT_HOLD_SEATS: &str = "SELECT seat_id FROM hold_seats WHERE hold_id = $1";
 const SELECT_IDEMPOTENCY: &str =
     "SELECT request_hash, hold_id FROM idempotency_keys WHERE buyer = $1 AND key = $2";
 
-/// A row of `holds` as read: `(show_id, buyer, expires_at_us, state, booking_id, pool_id)`.
-type HoldColumns = (String, String, i64, String, Option<String>, Option<String>);
+/// A row of `holds` as read: `(show_id, buyer, expires_at_us, state,
+/// booking_id, pool_id, seat_ids)`.
+type HoldColumns = (
+    String,
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+);
 
 /// The parts of a hold record its own row holds, parsed.
 struct HoldHead {
@@ -74,11 +80,12 @@ struct HoldHead {
     state: HoldState,
     booking_id: Option<BookingId>,
     pool_id: Option<PoolId>,
+    seats: Vec<SeatId>,
 }
 
 impl HoldHead {
     fn parse(row: HoldColumns) -> StoreResult<Self> {
-        let (show_id, buyer, expires_at_us, state, booking_id, pool_id) = row;
+        let (show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids) = row;
         Ok(Self {
             show_id: parse_column("holds.show_id", show_id.as_str(), ShowId::parse)?,
             buyer: parse_column("holds.buyer", buyer.as_str(), BuyerId::parse)?,
@@ -96,6 +103,10 @@ impl HoldHead {
                 .as_deref()
                 .map(|id| parse_column("holds.pool_id", id, PoolId::parse))
                 .transpose()?,
+            seats: parse_column("holds.seat_ids", seat_ids.as_str(), SeatIds::from_json)?
+                .iter()
+                .cloned()
+                .collect(),
         })
     }
 }
@@ -124,19 +135,8 @@ impl Store {
                 return Ok(None);
             };
             let head = HoldHead::parse(row)?;
-            let (seats, parts) = match head.pool_id {
-                None => {
-                    let seats: Vec<String> = sqlx::query_scalar(SELECT_HOLD_SEATS)
-                        .bind(&id)
-                        .fetch_all(pool)
-                        .await
-                        .map_err(StoreError::classify)?;
-                    let seats = seats
-                        .iter()
-                        .map(|seat| parse_column("hold_seats.seat_id", seat.as_str(), SeatId::parse))
-                        .collect::<StoreResult<Vec<_>>>()?;
-                    (seats, None)
-                }
+            let parts = match head.pool_id {
+                None => None,
                 Some(pool_id) => {
                     let parts: Vec<(i32, i32)> = sqlx::query_as(SELECT_POOL_PARTS)
                         .bind(&id)
@@ -147,7 +147,7 @@ impl Store {
                         .into_iter()
                         .map(parse_part)
                         .collect::<StoreResult<Vec<_>>>()?;
-                    (Vec::new(), Some((pool_id, parts)))
+                    Some((pool_id, parts))
                 }
             };
             Ok(Some(HoldRecord {
@@ -157,7 +157,7 @@ impl Store {
                 expires_at: head.expires_at,
                 state: head.state,
                 booking_id: head.booking_id,
-                seats,
+                seats: head.seats,
                 pool: parts,
             }))
         })

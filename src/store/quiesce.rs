@@ -20,7 +20,7 @@ use super::batch::AppendOutcome;
 use super::tables::{Projection, Table, Tables};
 use super::{Store, StoreError, StoreResult};
 
-const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, hold_seats, \
+const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, \
      pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
 
 const PG_STAMP_SHOWS: &str = "UPDATE shows SET rows_rewritten_at = \

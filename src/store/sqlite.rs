@@ -39,12 +39,17 @@ const POOL_SHARDS: &str =
            GROUP BY value ->> 'show_id', value ->> 'pool_id', value ->> 'shard') u \
      WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
        AND s.shard = u.value ->> 'shard' AND s.last_seq < u.value ->> 'last_seq'";
-const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id) \
+/// A hold's row; one already there (a projector batch that ended inside
+/// the hold's placement) takes the union of the seats.
+const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids) \
      SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'buyer', h.value ->> 'expires_at_us', \
-            h.value ->> 'state', h.value ->> 'booking_id', h.value ->> 'pool_id' \
-     FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
-const HOLD_SEATS: &str = "INSERT INTO hold_seats (hold_id, seat_id) \
-     SELECT h.value ->> 'hold_id', h.value ->> 'seat_id' FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
+            h.value ->> 'state', h.value ->> 'booking_id', h.value ->> 'pool_id', h.value ->> 'seat_ids' \
+     FROM json_each($1) h WHERE true \
+     ON CONFLICT (hold_id) DO UPDATE SET seat_ids = \
+       (SELECT json_group_array(value) FROM \
+          (SELECT value FROM json_each(holds.seat_ids) UNION SELECT value FROM json_each(excluded.seat_ids) \
+           ORDER BY value)) \
+     WHERE excluded.seat_ids <> '[]'";
 const POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
      SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'pool_id', h.value ->> 'shard', \
             h.value ->> 'quantity', h.value ->> 'expires_at_us', h.value ->> 'state' \
@@ -118,11 +123,10 @@ struct Key {
 /// (records inserted before they end, are converted or extended). A job's
 /// parts are a subsequence of this list, and a group writes each in one
 /// statement, in this order.
-const PARTS: [&str; 12] = [
+const PARTS: [&str; 11] = [
     SEAT_AVAILABILITY,
     POOL_SHARDS,
     HOLDS,
-    HOLD_SEATS,
     POOL_HOLDS,
     END_HOLDS,
     END_POOL_HOLDS,
@@ -186,7 +190,6 @@ impl SqliteJob {
             to_json(&doc.pool_shards),
         )?;
         part(HOLDS, doc.holds.len(), to_json(&doc.holds))?;
-        part(HOLD_SEATS, doc.hold_seats.len(), to_json(&doc.hold_seats))?;
         part(POOL_HOLDS, doc.pool_holds.len(), to_json(&doc.pool_holds))?;
         part(END_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends))?;
         part(END_POOL_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends))?;

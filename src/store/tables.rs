@@ -5,13 +5,14 @@
 //! writers have, how the live tables are dumped into it, how they are reset,
 //! and how a rebuilt set is written back.
 
+use std::borrow::Cow;
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use domain::ids::{HoldId, PoolId, SeatId, ShowId};
 use projections::availability::SeatAvailabilityRow;
 use projections::checkouts::CheckoutRow;
-use projections::holds::{HeldUnit, HoldChange, HoldRow, HoldSeatRow, HoldState, PoolHoldRow};
+use projections::holds::{HoldChange, HoldRow, HoldState, PoolHoldRow};
 use projections::pools::PoolShardRow;
 use serde::de::DeserializeOwned;
 
@@ -41,8 +42,8 @@ pub const HOLD_COLUMNS: &[&str] = &[
     "state",
     "booking_id",
     "pool_id",
+    "seat_ids",
 ];
-pub const HOLD_SEAT_COLUMNS: &[&str] = &["hold_id", "seat_id"];
 pub const POOL_HOLD_COLUMNS: &[&str] = &[
     "hold_id",
     "shard",
@@ -72,7 +73,6 @@ pub struct Tables {
     pub seat_availability: BTreeMap<(ShowId, SeatId), SeatAvailabilityRow>,
     pub pool_shards: BTreeMap<(ShowId, PoolId, u32), PoolShardRow>,
     pub holds: BTreeMap<HoldId, HoldRow>,
-    pub hold_seats: BTreeSet<HoldSeatRow>,
     pub pool_holds: BTreeMap<(HoldId, u32), PoolHoldRow>,
     pub checkouts: BTreeMap<HoldId, CheckoutRow>,
 }
@@ -129,17 +129,17 @@ impl Tables {
 
     fn apply_hold_change(&mut self, change: HoldChange) {
         match change {
-            HoldChange::Placed { hold, unit } => {
-                self.holds.entry(hold.hold_id).or_insert(hold);
-                match unit {
-                    HeldUnit::Seat(seat) => {
-                        self.hold_seats.insert(seat);
+            HoldChange::Placed { hold, part } => {
+                match self.holds.entry(hold.hold_id) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(hold);
                     }
-                    HeldUnit::PoolPart(part) => {
-                        self.pool_holds
-                            .entry((part.hold_id, part.shard))
-                            .or_insert(part);
-                    }
+                    Entry::Occupied(mut slot) => slot.get_mut().seat_ids.extend(&hold.seat_ids),
+                }
+                if let Some(part) = part {
+                    self.pool_holds
+                        .entry((part.hold_id, part.shard))
+                        .or_insert(part);
                 }
             }
             HoldChange::Ended { hold_id, state } => self.end(hold_id, state, None),
@@ -203,31 +203,32 @@ impl Tables {
         let mut docs = vec![Document::default()];
         let chunk = chunk.max(1);
         if only.contains(&Table::SeatAvailability) {
-            fill(&mut docs, chunk, self.seat_availability.values(), |d| {
-                &mut d.seat_availability
-            });
+            fill(
+                &mut docs,
+                chunk,
+                self.seat_availability.values(),
+                |d, row| d.seat_availability.push(row),
+            );
         }
         if only.contains(&Table::PoolShards) {
-            fill(&mut docs, chunk, self.pool_shards.values(), |d| {
-                &mut d.pool_shards
+            fill(&mut docs, chunk, self.pool_shards.values(), |d, row| {
+                d.pool_shards.push(row)
             });
         }
         if only.contains(&Table::Holds) {
-            fill(&mut docs, chunk, self.holds.values(), |d| &mut d.holds);
-        }
-        if only.contains(&Table::HoldSeats) {
-            fill(&mut docs, chunk, self.hold_seats.iter(), |d| {
-                &mut d.hold_seats
+            // Each hold once, whole: no need to look for its row.
+            fill(&mut docs, chunk, self.holds.values(), |d, row| {
+                d.holds.push(Cow::Borrowed(row))
             });
         }
         if only.contains(&Table::PoolHolds) {
-            fill(&mut docs, chunk, self.pool_holds.values(), |d| {
-                &mut d.pool_holds
+            fill(&mut docs, chunk, self.pool_holds.values(), |d, row| {
+                d.pool_holds.push(row)
             });
         }
         if only.contains(&Table::Checkouts) {
-            fill(&mut docs, chunk, self.checkouts.values(), |d| {
-                &mut d.checkouts
+            fill(&mut docs, chunk, self.checkouts.values(), |d, row| {
+                d.checkouts.push(row)
             });
         }
         docs.retain(|d| d.rows() > 0);
@@ -240,20 +241,20 @@ pub(crate) fn decode_row<T: DeserializeOwned>(table: &str, text: &str) -> StoreR
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("a row of {table}: {e}")))
 }
 
-/// Adds `rows` to the documents' `part`, starting a new document whenever
-/// the last one holds `chunk` rows.
+/// Adds `rows` to the documents (`add` puts one in its part), starting a
+/// new document whenever the last one holds `chunk` rows.
 fn fill<'a, T: 'a>(
     docs: &mut Vec<Document<'a>>,
     chunk: usize,
     rows: impl Iterator<Item = &'a T>,
-    part: impl for<'d> Fn(&'d mut Document<'a>) -> &'d mut Vec<&'a T>,
+    add: impl Fn(&mut Document<'a>, &'a T),
 ) {
     for row in rows {
         if docs.last().is_none_or(|d| d.rows() >= chunk) {
             docs.push(Document::default());
         }
         if let Some(doc) = docs.last_mut() {
-            part(doc).push(row);
+            add(doc, row);
         }
     }
 }
@@ -263,7 +264,7 @@ fn fill<'a, T: 'a>(
 pub enum Projection {
     /// `seat_availability` and `pool_shards`.
     Availability,
-    /// `holds`, `hold_seats` and `pool_holds`.
+    /// `holds` and `pool_holds`.
     Holds,
     /// `checkouts` (bookings).
     Checkouts,
@@ -275,17 +276,15 @@ pub enum Table {
     SeatAvailability,
     PoolShards,
     Holds,
-    HoldSeats,
     PoolHolds,
     Checkouts,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 5] = [
         Table::SeatAvailability,
         Table::PoolShards,
         Table::Holds,
-        Table::HoldSeats,
         Table::PoolHolds,
         Table::Checkouts,
     ];
@@ -302,7 +301,7 @@ impl Projection {
     pub(super) fn tables(self) -> &'static [Table] {
         match self {
             Projection::Availability => &[Table::SeatAvailability, Table::PoolShards],
-            Projection::Holds => &[Table::Holds, Table::HoldSeats, Table::PoolHolds],
+            Projection::Holds => &[Table::Holds, Table::PoolHolds],
             Projection::Checkouts => &[Table::Checkouts],
         }
     }
@@ -316,11 +315,7 @@ impl Projection {
                  expires_at_us = NULL, booking_id = NULL, last_seq = 0",
                 "UPDATE pool_shards SET sold = 0, last_seq = 0",
             ],
-            Projection::Holds => &[
-                "DELETE FROM hold_seats",
-                "DELETE FROM pool_holds",
-                "DELETE FROM holds",
-            ],
+            Projection::Holds => &["DELETE FROM pool_holds", "DELETE FROM holds"],
             Projection::Checkouts => &["DELETE FROM checkouts"],
         }
     }
@@ -391,10 +386,6 @@ impl Store {
         tables
             .holds
             .extend(holds.into_iter().map(|row| (row.hold_id, row)));
-        let hold_seats: Vec<HoldSeatRow> = self
-            .select_rows("hold_seats", HOLD_SEAT_COLUMNS, "TRUE")
-            .await?;
-        tables.hold_seats.extend(hold_seats);
         let parts: Vec<PoolHoldRow> = self
             .select_rows("pool_holds", POOL_HOLD_COLUMNS, "TRUE")
             .await?;
@@ -448,6 +439,7 @@ mod tests {
     use super::*;
     use domain::ids::{BookingId, BuyerId};
     use domain::seat::SeatStatus;
+    use projections::holds::SeatIds;
     use serde::Serialize;
     use uuid::Uuid;
 
@@ -501,13 +493,9 @@ mod tests {
             state: HoldState::Held,
             booking_id: None,
             pool_id: None,
+            seat_ids: SeatIds::one(SeatId::parse("A-1").unwrap()),
         };
         assert_eq!(sorted(HOLD_COLUMNS), field_names(&row));
-        let seat_row = HoldSeatRow {
-            hold_id: hold,
-            seat_id: SeatId::parse("A-1").unwrap(),
-        };
-        assert_eq!(sorted(HOLD_SEAT_COLUMNS), field_names(&seat_row));
         let part = PoolHoldRow {
             hold_id: hold,
             shard: 0,

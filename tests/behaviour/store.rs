@@ -16,6 +16,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         events_get_increasing_positions_and_a_recorded_time,
         a_batch_over_max_events_is_too_large_and_writes_nothing,
         appends_sent_at_once_each_get_their_own_outcome,
+        a_holds_seats_reached_in_two_batches_are_all_in_its_record,
     ]
 }
 
@@ -287,4 +288,57 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
     assert_eq!(hold, "00000000-0000-4000-8000-00000000000d");
     conn.close().await.unwrap();
     app.stop().await;
+}
+
+/// A hold's seats live in its own row. A projector batch may end inside a
+/// hold's placement: the next batch names the hold again with the rest of
+/// its seats, and the row takes the union (applying a batch again changes
+/// nothing). Both sizes of part: a command-sized one, written row by row on
+/// PostgreSQL, and one past `row_by_row_max`, written set-based.
+async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv) {
+    use domain::ids::{BuyerId, HoldId, SeatId, ShowId};
+    use domain::seat::SeatEvent;
+    let app = env.spawn().await;
+    let show = ShowId::parse("split").unwrap();
+    let seat = |id: &str| SeatId::parse(id).unwrap();
+    let expires_at = Utc::now() + chrono::Duration::hours(1);
+    for others in [0, 70] {
+        let hold_id = HoldId::random();
+        let other_holds: Vec<HoldId> = (0..others).map(|_| HoldId::random()).collect();
+        let batch_of = |seat_id: &str| {
+            let mut batch = AppendBatch::projection(Utc::now());
+            let placements = other_holds
+                .iter()
+                .enumerate()
+                .map(|(n, other)| (*other, seat(&format!("O-{n}"))))
+                .chain([(hold_id, seat(seat_id))]);
+            for (hold_id, seat_id) in placements {
+                let placed = SeatEvent::HoldPlaced {
+                    hold_id,
+                    buyer: BuyerId::parse("b").unwrap(),
+                    expires_at,
+                };
+                batch
+                    .rows
+                    .seat(&show, &seat_id, &Seat::default(), 0, &[placed]);
+            }
+            batch
+        };
+        let (first, second) = (batch_of("A-2"), batch_of("A-1"));
+        for batch in [&first, &second, &first] {
+            assert_eq!(
+                app.store.append(batch).await.unwrap(),
+                AppendOutcome::Appended
+            );
+        }
+        let record = app.store.hold(&hold_id).await.unwrap().unwrap();
+        let mut seats: Vec<&str> = record.seats.iter().map(|s| s.as_str()).collect();
+        seats.sort();
+        assert_eq!(seats, ["A-1", "A-2"], "{others} other holds in the batch");
+        for (n, other) in other_holds.iter().enumerate() {
+            let record = app.store.hold(other).await.unwrap().unwrap();
+            let seats: Vec<String> = record.seats.iter().map(|s| s.to_string()).collect();
+            assert_eq!(seats, [format!("O-{n}")]);
+        }
+    }
 }
