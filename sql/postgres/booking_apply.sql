@@ -51,16 +51,17 @@ BEGIN
     -- The decided sequences and the idempotency key, checked through their
     -- primary keys before anything is inserted, then plain inserts: ON
     -- CONFLICT DO NOTHING is a speculative insertion, which writes a second
-    -- WAL record (its confirmation) for every row. What the checks cannot
-    -- see is another transaction's insert of the same key, not yet
-    -- committed: the insert below waits for it and, if it commits, fails
-    -- with unique_violation, which undoes the whole call (a group too: its
-    -- documents are then appended one by one, and alone the check sees the
-    -- committed row; src/store/postgres.rs reads a unique_violation on the
-    -- log's or the keys' primary key as the refusal it is). Command-sized
-    -- documents check row by row, through the key; a larger one (a batch
-    -- of bare events) keeps the set-based insert and counts its rows.
-    IF expected BETWEEN 1 AND row_by_row_max THEN
+    -- WAL record (its confirmation) for every row. The sequences are checked
+    -- one by one, through the key, whatever the document's size: a set-based
+    -- join is planned from a guess of 100 rows, against the whole log. What
+    -- the checks cannot see is another transaction's insert of the same key,
+    -- not yet committed (or the same key twice in one document): the insert
+    -- below waits for it and, if it commits, fails with unique_violation,
+    -- which undoes the whole call (a group too: its documents are then
+    -- appended one by one, and alone the check sees the committed row;
+    -- src/store/postgres.rs reads a unique_violation on the log's or the
+    -- keys' primary key as the refusal it is).
+    IF expected > 0 THEN
         FOR r IN SELECT e.aggregate_type, e.aggregate_id, e.sequence
                  FROM jsonb_populate_recordset(NULL::events, batch -> 'events') AS e
         LOOP
@@ -78,7 +79,7 @@ BEGIN
             RETURN 'BK422';
         END IF;
     END IF;
-    IF expected BETWEEN 1 AND row_by_row_max THEN
+    IF expected > 0 THEN
         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
                             payload, metadata, recorded_at_us, show_id, position, rows_written)
         SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
@@ -86,20 +87,6 @@ BEGIN
                base + first + d.n, coalesce((batch ->> 'rows_written')::boolean, false)
         FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
              jsonb_populate_record(NULL::events, d.doc) AS e;
-    ELSIF expected > row_by_row_max THEN
-        INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
-                            payload, metadata, recorded_at_us, show_id, position, rows_written)
-        SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
-               e.payload, e.metadata, at_us, e.show_id,
-               base + first + d.n, coalesce((batch ->> 'rows_written')::boolean, false)
-        FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
-             jsonb_populate_record(NULL::events, d.doc) AS e
-        ON CONFLICT DO NOTHING;
-        GET DIAGNOSTICS done = ROW_COUNT;
-        IF done <> expected THEN
-            DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
-            RETURN 'BK409';
-        END IF;
     END IF;
 
     IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN

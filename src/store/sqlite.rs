@@ -5,6 +5,8 @@
 //! for the whole group (`write_together`): SQLite has one writer, and its
 //! time per statement, not per row, was what an onsale queued on.
 
+use std::collections::HashSet;
+
 use super::batch::AppendOutcome;
 use super::document::{to_json, Document};
 use super::StoreError;
@@ -347,6 +349,33 @@ fn concat_arrays<'a>(arrays: impl Iterator<Item = &'a str>) -> String {
     }))
 }
 
+/// The members that `lookup` finds: it gets one JSON value per member that
+/// has a `part` (an array of them) and answers the indexes of those it
+/// found in that array.
+async fn members_found(
+    tx: &mut sqlx::SqliteConnection,
+    lookup: &str,
+    jobs: &[&SqliteJob],
+    part: impl Fn(&SqliteJob) -> Option<&str>,
+) -> Result<HashSet<usize>, sqlx::Error> {
+    let with: Vec<(usize, &str)> = jobs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, job)| Some((i, part(job)?)))
+        .collect();
+    if with.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let found: Vec<i64> = sqlx::query_scalar(lookup)
+        .bind(array_of(with.iter().map(|(_, json)| *json)))
+        .fetch_all(&mut *tx)
+        .await?;
+    Ok(found
+        .into_iter()
+        .filter_map(|n| with.get(usize::try_from(n).ok()?).map(|(i, _)| *i))
+        .collect())
+}
+
 /// Writes a group in one statement per table: the checks of every member
 /// first (each refusal decided as if the members were written one after
 /// the other, in order), then each table's rows of the members written.
@@ -356,47 +385,14 @@ async fn write_together(
     tx: &mut sqlx::SqliteConnection,
     jobs: &[&SqliteJob],
 ) -> Result<Vec<Option<AppendOutcome>>, sqlx::Error> {
-    use std::collections::HashSet;
-    let with_events: Vec<usize> = (0..jobs.len())
-        .filter(|&i| jobs[i].events.is_some())
-        .collect();
-    let in_log: HashSet<usize> = if with_events.is_empty() {
-        HashSet::new()
-    } else {
-        let json = array_of(
-            with_events
-                .iter()
-                .filter_map(|&i| jobs[i].events.as_ref().map(|e| e.json.as_str())),
-        );
-        let found: Vec<i64> = sqlx::query_scalar(EVENTS_IN_LOG)
-            .bind(json)
-            .fetch_all(&mut *tx)
-            .await?;
-        found
-            .into_iter()
-            .filter_map(|n| with_events.get(usize::try_from(n).ok()?).copied())
-            .collect()
-    };
-    let with_key: Vec<usize> = (0..jobs.len())
-        .filter(|&i| jobs[i].idempotency_key.is_some())
-        .collect();
-    let taken: HashSet<usize> = if with_key.is_empty() {
-        HashSet::new()
-    } else {
-        let json = array_of(
-            with_key
-                .iter()
-                .filter_map(|&i| jobs[i].idempotency_key.as_ref().map(|k| k.json.as_str())),
-        );
-        let found: Vec<i64> = sqlx::query_scalar(KEYS_TAKEN)
-            .bind(json)
-            .fetch_all(&mut *tx)
-            .await?;
-        found
-            .into_iter()
-            .filter_map(|n| with_key.get(usize::try_from(n).ok()?).copied())
-            .collect()
-    };
+    let in_log = members_found(tx, EVENTS_IN_LOG, jobs, |job| {
+        job.events.as_ref().map(|e| e.json.as_str())
+    })
+    .await?;
+    let taken = members_found(tx, KEYS_TAKEN, jobs, |job| {
+        job.idempotency_key.as_ref().map(|k| k.json.as_str())
+    })
+    .await?;
 
     let mut outcomes = Vec::with_capacity(jobs.len());
     let mut streams: HashSet<(&str, &str, i64)> = HashSet::new();
