@@ -104,20 +104,12 @@ impl SeatIds {
         self.0.extend(other.0.iter().cloned());
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &SeatId> {
-        self.0.iter()
+    /// The seats, in id order.
+    pub fn into_vec(self) -> Vec<SeatId> {
+        self.0.into_iter().collect()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The column's text: `["A-1","A-2"]`.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".to_owned())
-    }
-
-    /// From the column's text; every id parsed.
+    /// From the column's text (`["A-1","A-2"]`); every id parsed.
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text).map(Self)
     }
@@ -125,7 +117,8 @@ impl SeatIds {
 
 impl Serialize for SeatIds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_json())
+        let text = serde_json::to_string(&self.0).map_err(serde::ser::Error::custom)?;
+        s.serialize_str(&text)
     }
 }
 
@@ -318,11 +311,10 @@ mod tests {
         let mut seats = SeatIds::one(seat("B-2"));
         seats.extend(&SeatIds::one(seat("A-1")));
         seats.extend(&SeatIds::one(seat("B-2")));
-        assert_eq!(seats.to_json(), r#"["A-1","B-2"]"#);
-        assert_eq!(SeatIds::from_json(&seats.to_json()).unwrap(), seats);
         // The column is text: the row's JSON carries the array as a string.
         let value = serde_json::to_value(&seats).unwrap();
         assert_eq!(value, serde_json::json!(r#"["A-1","B-2"]"#));
+        assert_eq!(SeatIds::from_json(r#"["A-1","B-2"]"#).unwrap(), seats);
         assert!(SeatIds::from_json(r#"["not a seat"]"#).is_err());
         assert_eq!(SeatIds::from_json("[]").unwrap(), SeatIds::default());
     }

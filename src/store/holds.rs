@@ -104,9 +104,7 @@ impl HoldHead {
                 .map(|id| parse_column("holds.pool_id", id, PoolId::parse))
                 .transpose()?,
             seats: parse_column("holds.seat_ids", seat_ids.as_str(), SeatIds::from_json)?
-                .iter()
-                .cloned()
-                .collect(),
+                .into_vec(),
         })
     }
 }

@@ -165,14 +165,16 @@ impl SqliteJob {
                     .collect(),
             })
         };
-        let idempotency_key = match doc.idempotency_key {
-            Some(key) => Some(Key {
-                json: to_json(key)?,
-                buyer: key.buyer.as_str().to_owned(),
-                key: key.key.as_str().to_owned(),
-            }),
-            None => None,
-        };
+        let idempotency_key = doc
+            .idempotency_key
+            .map(|key| {
+                Ok::<_, StoreError>(Key {
+                    json: to_json(key)?,
+                    buyer: key.buyer.as_str().to_owned(),
+                    key: key.key.as_str().to_owned(),
+                })
+            })
+            .transpose()?;
         let checkpoint = doc.checkpoint.map(to_json).transpose()?;
         let mut parts = Vec::new();
         let mut part = |sql: &'static str, rows: usize, json: Result<String, StoreError>| {
@@ -476,8 +478,8 @@ async fn write_together(
 }
 
 /// Appends to SQLite through one task that commits whatever has queued up
-/// together: one transaction and one fsync for a group of appends, each in
-/// its own savepoint. SQLite has a single writer and, with `synchronous =
+/// together: one transaction, one fsync and one statement per table for a
+/// group of appends (`write_group`). SQLite has a single writer and, with `synchronous =
 /// FULL`, an fsync per commit; without grouping, an onsale would queue on
 /// the disk one hold at a time.
 pub struct SqliteAppender {
