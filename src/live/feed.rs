@@ -18,7 +18,9 @@ use crate::store::StoreResult;
 /// own: a wake-up that never came (a notification lost with its
 /// connection, a transaction that drew positions and rolled back, so the
 /// commit that passes it notified before it was readable) costs at most
-/// this much delay, never a change.
+/// this much delay, never a change. While none is, it moves its cursor to
+/// the log's head this often (one read of the head), so that a first
+/// watcher finds at most this much of the log left to read.
 pub const FEED_POLL: Duration = Duration::from_millis(250);
 
 /// Events the feed reads per query (positions and show ids only).
@@ -29,14 +31,16 @@ const LINGER_CHECK: Duration = Duration::from_secs(5);
 
 /// Tails the log until the hub closes. Starts at the log's head: a channel
 /// reads its first state after that, so nothing before it is needed; and
-/// the cursor never skips, so nothing after it is missed.
+/// while a channel runs the cursor never skips, so nothing after it is
+/// missed. While none runs, the cursor follows the head (see
+/// `LiveHub::advance_unwatched` for why that skips nothing a channel needs).
 pub async fn run(hub: Arc<LiveHub>) {
     let mut closing = hub.closing();
     let mut appends = hub.store.appends();
     loop {
         match hub.store.safe_head().await {
             Ok(head) => {
-                hub.head.fetch_max(head, Ordering::SeqCst);
+                hub.move_cursor(head);
                 break;
             }
             Err(error) => {
@@ -49,13 +53,28 @@ pub async fn run(hub: Arc<LiveHub>) {
         }
     }
     hub.started.send_replace(true);
+    let mut idle_catch_up = Instant::now() + FEED_POLL;
     loop {
-        let watched = hub.watched();
+        let (watched, created) = hub.watched();
         if watched.is_empty() {
+            // Nothing watched: nothing to read, but the cursor follows the
+            // head, so that the first show watched after hours of sales is
+            // not held back while the feed reads every event since the
+            // start (at the busiest time, the onsale's first subscribers).
             tokio::select! {
-                () = hub.wake.notified() => continue,
+                () = hub.wake.notified() => {}
+                () = tokio::time::sleep_until(idle_catch_up) => {
+                    idle_catch_up = Instant::now() + FEED_POLL;
+                    match hub.store.safe_head().await {
+                        Ok(head) => hub.advance_unwatched(created, head),
+                        Err(error) => {
+                            tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
+                        }
+                    }
+                }
                 () = LiveHub::closed(&mut closing) => return,
             }
+            continue;
         }
         let pause = match read_once(&hub, &watched).await {
             Ok(true) => continue,
@@ -101,7 +120,7 @@ async fn read_once(hub: &LiveHub, watched: &[Arc<ShowChannel>]) -> StoreResult<b
     }
     // The cursor moves before the pokes: a channel labels its change with
     // a position its state already includes.
-    hub.head.fetch_max(last, Ordering::SeqCst);
+    hub.move_cursor(last);
     for channel in poked {
         channel.dirty.notify_one();
     }

@@ -21,7 +21,7 @@ pub mod feed;
 pub mod wake;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,6 +56,9 @@ pub struct LiveHub {
     availability: Arc<AvailabilityCache>,
     clock: Arc<dyn Clock>,
     shows: Mutex<HashMap<ShowId, Arc<ShowChannel>>>,
+    /// Channels created so far (changed under the `shows` lock): the feed,
+    /// idle, moves its cursor only if none was created since it saw none.
+    created: AtomicU64,
     subscribers: AtomicUsize,
     max_subscribers: usize,
     /// The feed's cursor: every event at or below it has been read.
@@ -68,7 +71,7 @@ pub struct LiveHub {
     started: watch::Sender<bool>,
     closing: watch::Sender<bool>,
     /// Subscribers that fell behind the broadcast (each sent a snapshot).
-    lagged: std::sync::atomic::AtomicU64,
+    lagged: AtomicU64,
 }
 
 /// One subscriber, counted until dropped (when its stream ends).
@@ -103,13 +106,14 @@ impl LiveHub {
             availability,
             clock,
             shows: Mutex::new(HashMap::new()),
+            created: AtomicU64::new(0),
             subscribers: AtomicUsize::new(0),
             max_subscribers,
             head: AtomicI64::new(0),
             wake: Notify::new(),
             started: watch::Sender::new(false),
             closing: watch::Sender::new(false),
-            lagged: std::sync::atomic::AtomicU64::new(0),
+            lagged: AtomicU64::new(0),
         })
     }
 
@@ -134,6 +138,7 @@ impl LiveHub {
                 }
                 None => {
                     let channel = Arc::new(ShowChannel::new(entry.clone()));
+                    self.created.fetch_add(1, Ordering::SeqCst);
                     channel.subscribers.fetch_add(1, Ordering::SeqCst);
                     shows.insert(entry.show.show_id.clone(), channel.clone());
                     tokio::spawn(feed::run_show(self.clone(), channel.clone()));
@@ -179,9 +184,33 @@ impl LiveHub {
         self.subscribers.load(Ordering::SeqCst)
     }
 
-    fn watched(&self) -> Vec<Arc<ShowChannel>> {
+    /// The channels, and how many were ever created (read together).
+    fn watched(&self) -> (Vec<Arc<ShowChannel>>, u64) {
         let shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
-        shows.values().cloned().collect()
+        (
+            shows.values().cloned().collect(),
+            self.created.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Moves the idle feed's cursor to `head` (a safe head read after the
+    /// feed saw no channel, `created` channels created until then), unless a
+    /// channel was created meanwhile: that channel may have read its first
+    /// state before `head` was read, and the events committed in between
+    /// must still poke it. Under the `shows` lock, so that a channel created
+    /// after the move reads a cursor at `head` or later.
+    fn advance_unwatched(&self, created: u64, head: i64) {
+        let _shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+        if self.created.load(Ordering::SeqCst) == created {
+            self.move_cursor(head);
+        }
+    }
+
+    /// Moves the feed's cursor forward to `to` (never back), and shows it
+    /// (`live_feed_position`: against the log's head, how far the feed is behind).
+    fn move_cursor(&self, to: i64) {
+        let before = self.head.fetch_max(to, Ordering::SeqCst);
+        metrics::gauge!("live_feed_position").set(before.max(to) as f64);
     }
 
     /// The feed, the channels' tasks and (on PostgreSQL) the notifier and
@@ -205,5 +234,45 @@ impl LiveHub {
             shows.remove(show_id);
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+
+    /// The idle feed's cursor follows the head, but not past a channel
+    /// created after the feed saw none (that channel may have read its
+    /// first state before the head was read), and never back.
+    #[tokio::test]
+    async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = format!("sqlite://{}", dir.path().join("live.db").display());
+        let store = Store::connect(&url, 1).await.expect("the store");
+        let hub = LiveHub::new(
+            Arc::new(store),
+            Arc::default(),
+            Arc::new(SystemClock),
+            DEFAULT_MAX_SUBSCRIBERS,
+        );
+        let (watched, created) = hub.watched();
+        assert!(watched.is_empty());
+        hub.advance_unwatched(created, 10);
+        assert_eq!(hub.head.load(Ordering::SeqCst), 10);
+        hub.advance_unwatched(created, 5);
+        assert_eq!(hub.head.load(Ordering::SeqCst), 10, "never back");
+
+        // A channel created meanwhile (as `subscribe` does, under the lock).
+        hub.created.fetch_add(1, Ordering::SeqCst);
+        hub.advance_unwatched(created, 20);
+        assert_eq!(
+            hub.head.load(Ordering::SeqCst),
+            10,
+            "not past a new channel"
+        );
+        let (_, now) = hub.watched();
+        hub.advance_unwatched(now, 20);
+        assert_eq!(hub.head.load(Ordering::SeqCst), 20);
     }
 }
