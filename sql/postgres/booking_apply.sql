@@ -102,9 +102,13 @@ BEGIN
         WHERE c.name = k.name AND c.position = k.from_position;
         IF NOT FOUND THEN
             DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
-            DELETE FROM idempotency_keys i
-            USING jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
-            WHERE i.buyer = k.buyer AND i.key = k.key;
+            -- A document without a key (the projector's, always) has a JSON
+            -- null there, which jsonb_populate_record refuses as a scalar.
+            IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN
+                DELETE FROM idempotency_keys i
+                USING jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
+                WHERE i.buyer = k.buyer AND i.key = k.key;
+            END IF;
             RETURN 'BK412';
         END IF;
     END IF;

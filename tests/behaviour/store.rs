@@ -1,7 +1,8 @@
 //! The store's promises, checked directly on both databases.
 
 use booking::store::{
-    AppendBatch, AppendOutcome, IdempotencyKeyRow, NewEvent, StoreError, MAX_EVENTS_PER_BATCH,
+    AppendBatch, AppendOutcome, CheckpointMove, IdempotencyKeyRow, NewEvent, StoreError,
+    MAX_EVENTS_PER_BATCH,
 };
 use chrono::Utc;
 use cqrs_es::Aggregate;
@@ -17,6 +18,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_batch_over_max_events_is_too_large_and_writes_nothing,
         appends_sent_at_once_each_get_their_own_outcome,
         a_holds_seats_reached_in_two_batches_are_all_in_its_record,
+        a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing,
     ]
 }
 
@@ -86,6 +88,31 @@ async fn a_conflict_on_any_one_stream_writes_nothing_on_the_others(env: TestEnv)
         let sequences: Vec<usize> = events.iter().map(|e| e.sequence).collect();
         assert_eq!(sequences, vec![1, 2, 3], "{stream}");
     }
+    app.stop().await;
+}
+
+/// A projector's batch whose checkpoint another projector moved meanwhile
+/// (two instances, or a start's catch-up beside the running projector):
+/// refused as such, with nothing written. It carries no idempotency key,
+/// which the refusal's undo must not trip on (PostgreSQL raised "cannot
+/// call populate_composite on a scalar" there, and a start failed).
+async fn a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    let before = app.event_count().await;
+    let moved = AppendBatch {
+        events: vec![event("moved/A", 1)],
+        checkpoint: Some(CheckpointMove {
+            name: "projector".into(),
+            from_position: -1,
+            to_position: 1,
+        }),
+        ..AppendBatch::new(Utc::now())
+    };
+    assert_eq!(
+        app.store.append(&moved).await.unwrap(),
+        AppendOutcome::CheckpointMoved
+    );
+    assert_eq!(app.event_count().await, before, "nothing written");
     app.stop().await;
 }
 
