@@ -92,8 +92,7 @@ async fn a_conflict_on_any_one_stream_writes_nothing_on_the_others(env: TestEnv)
 }
 
 /// A projector's batch whose checkpoint another projector moved meanwhile
-/// (two instances, or a start's catch-up beside the running projector):
-/// refused as such, with nothing written. It carries no idempotency key,
+/// (another instance's, say): refused as such, with nothing written. It carries no idempotency key,
 /// which the refusal's undo must not trip on (PostgreSQL raised "cannot
 /// call populate_composite on a scalar" there, and a start failed).
 async fn a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing(env: TestEnv) {
