@@ -255,7 +255,7 @@ pub async fn subscribers(
     let mut steady: Vec<Duration> = by_second[ramp_seconds..].concat();
     let p99_by_second: Vec<String> = by_second
         .iter_mut()
-        .map(|lags| quantile_ms(lags, 0.99))
+        .map(|lags| percentile_ms(lags, 99.0))
         .collect();
     let delivered = events.load(Ordering::SeqCst);
     let mut figures = Figures::from_latencies(
@@ -285,10 +285,10 @@ pub async fn subscribers(
          p99 ms by second of the run: {}",
         placed as f64 / wall.as_secs_f64(),
         RAMP.as_secs(),
-        quantile_ms(&mut ramp, 0.5),
-        quantile_ms(&mut ramp, 0.99),
-        quantile_ms(&mut steady, 0.5),
-        quantile_ms(&mut steady, 0.99),
+        percentile_ms(&mut ramp, 50.0),
+        percentile_ms(&mut ramp, 99.0),
+        percentile_ms(&mut steady, 50.0),
+        percentile_ms(&mut steady, 99.0),
         p99_by_second.join(", "),
     );
     Ok(figures)
@@ -297,12 +297,11 @@ pub async fn subscribers(
 /// The first seconds of the writers, reported apart (see `subscribers`).
 const RAMP: Duration = Duration::from_secs(2);
 
-/// The `q` quantile of `lags` in milliseconds ("—" if there are none).
-fn quantile_ms(lags: &mut [Duration], q: f64) -> String {
+/// The `p`th percentile of `lags` in milliseconds ("—" if there are none).
+fn percentile_ms(lags: &mut [Duration], p: f64) -> String {
     if lags.is_empty() {
         return "—".into();
     }
     lags.sort_unstable();
-    let rank = ((lags.len() - 1) as f64 * q).round() as usize;
-    format!("{:.1}", lags[rank].as_secs_f64() * 1000.0)
+    format!("{:.1}", crate::report::percentile(lags, p))
 }

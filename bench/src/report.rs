@@ -29,7 +29,8 @@ pub struct Figures {
     pub note: String,
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+/// The `p`th percentile of `sorted`, in milliseconds (0 if empty).
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -263,16 +263,20 @@ mod tests {
         hub.advance_unwatched(created, 5);
         assert_eq!(hub.head.load(Ordering::SeqCst), 10, "never back");
 
-        // A channel created meanwhile (as `subscribe` does, under the lock).
-        hub.created.fetch_add(1, Ordering::SeqCst);
+        // A channel created meanwhile: a show's first subscriber.
+        let entry = Arc::new(crate::query::availability::tests::entry(3));
+        let first = hub.subscribe(entry.clone()).expect("a subscriber");
         hub.advance_unwatched(created, 20);
         assert_eq!(
             hub.head.load(Ordering::SeqCst),
             10,
             "not past a new channel"
         );
+        // The same show's second subscriber creates no channel.
         let (_, now) = hub.watched();
+        let second = hub.subscribe(entry).expect("a subscriber");
         hub.advance_unwatched(now, 20);
         assert_eq!(hub.head.load(Ordering::SeqCst), 20);
+        drop((first, second));
     }
 }

@@ -587,14 +587,14 @@ pub fn render_change(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::catalog::ShowDefinition;
     use domain::money::Currency;
 
     /// A show of `seats` seats in sections A and B (alternating runs of 300)
     /// and one pool.
-    fn entry(seats: usize) -> CatalogEntry {
+    pub(crate) fn entry(seats: usize) -> CatalogEntry {
         let seats: Vec<serde_json::Value> = (0..seats)
             .map(|n| {
                 let section = if (n / 300) % 2 == 0 { "A" } else { "B" };
