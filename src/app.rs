@@ -19,6 +19,7 @@ use crate::command::queue::QueueService;
 use crate::command::round::Rounds;
 use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
+use crate::payment::ledger::Ledger;
 use crate::payment::simulator::Simulator;
 use crate::payment::stripe::Stripe;
 use crate::payment::{PaymentProvider, ProviderSettings};
@@ -101,6 +102,9 @@ pub struct Settings {
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 
 pub struct Application {
+    /// The database the ports were handed out from: for tools and tests
+    /// (the wings hold only their ports).
+    store: Store,
     listener: TcpListener,
     router: Router,
     state: AppState,
@@ -146,27 +150,31 @@ impl Application {
     ) -> anyhow::Result<Self> {
         // Metrics recorded before the recorder exists are lost: install it first.
         let _ = crate::metrics::handle();
-        let store = Arc::new(
-            Store::connect(&settings.database_url, settings.database_connections)
-                .await
-                .context("cannot open the database")?,
-        );
-        store.migrate().await.context("cannot apply migrations")?;
-        let catalog = Arc::new(ShowCatalog::new(settings.currency));
+        let store = Store::connect(&settings.database_url, settings.database_connections)
+            .await
+            .context("cannot open the database")?;
+        store
+            .database()
+            .migrate()
+            .await
+            .context("cannot apply migrations")?;
+        let catalog = Arc::new(ShowCatalog::new(settings.currency, store.shows()));
         // One owner of command rounds per process, with its caches of loaded
         // streams: every in-process writer of a stream must go through the
         // same slot (see command/streams.rs).
-        let rounds = Arc::new(Rounds::new(store.clone(), clock.clone()));
+        let rounds = Arc::new(Rounds::new(store.log(), clock.clone()));
         let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
         let queue: Arc<QueueService> = Arc::new(QueueService::new(
-            store.clone(),
+            store.log(),
             catalog.clone(),
             clock.clone(),
             rounds.clone(),
-            Arc::new(QueueBook::new(store.clone())),
+            Arc::new(QueueBook::new(store.log())),
         ));
         let holds = Arc::new(HoldService::new(
-            store.clone(),
+            store.holds(),
+            store.idempotency_keys(),
+            store.shows(),
             catalog.clone(),
             clock.clone(),
             rounds.clone(),
@@ -177,7 +185,7 @@ impl Application {
             match &settings.payment_provider {
                 ProviderSettings::Simulator => (
                     Arc::new(Simulator::new(
-                        store.clone(),
+                        Ledger::of(&store),
                         clock.clone(),
                         settings.payment_latency,
                     )),
@@ -192,7 +200,8 @@ impl Application {
                 }
             };
         let checkout = Arc::new(CheckoutService::new(
-            store.clone(),
+            store.holds(),
+            store.checkouts(),
             catalog.clone(),
             clock.clone(),
             payments,
@@ -201,11 +210,16 @@ impl Application {
             settings.payment_timeout,
         ));
         let recovery = Recovery::new(checkout.clone());
-        let projector = Projector::new(store.clone(), catalog.clone());
-        let sweeper = Sweeper::new(store.clone(), holds.clone(), clock.clone())
-            .with_key_retention(settings.idempotency_retention);
+        let projector = Projector::new(store.log(), catalog.clone());
+        let sweeper = Sweeper::new(
+            store.holds(),
+            store.idempotency_keys(),
+            holds.clone(),
+            clock.clone(),
+        )
+        .with_key_retention(settings.idempotency_retention);
         let rooms = RoomKeeper::new(
-            store.clone(),
+            store.shows(),
             catalog.clone(),
             availability.clone(),
             queue.clone(),
@@ -214,16 +228,17 @@ impl Application {
 
         let webhooks = Webhooks {
             dispatcher: Dispatcher::new(
-                store.clone(),
+                store.log(),
+                store.webhooks(),
                 Arc::new(Payloads::new(
-                    store.clone(),
+                    store.checkouts(),
                     checkout.clone(),
                     holds.clone(),
                 )),
                 clock.clone(),
             ),
             sender: Arc::new(
-                Sender::new(store.clone(), clock.clone(), settings.webhooks)
+                Sender::new(store.webhooks(), clock.clone(), settings.webhooks)
                     .context("cannot build the webhook HTTP client")?,
             ),
         };
@@ -244,15 +259,18 @@ impl Application {
         }
 
         let live = crate::live::LiveHub::new(
-            store.clone(),
+            store.log(),
+            store.shows(),
             availability.clone(),
             clock.clone(),
             settings.edge.max_subscribers,
         );
-        let endpoints = WebhookEndpoints::new(store.clone(), clock.clone());
+        let endpoints = WebhookEndpoints::new(store.webhooks(), store.log(), clock.clone());
         let state: AppState = Arc::new(Services {
             live,
-            store,
+            log: store.log(),
+            shows: store.shows(),
+            database: store.database(),
             catalog,
             holds,
             checkout,
@@ -270,6 +288,7 @@ impl Application {
             settings.database_connections,
         );
         Ok(Self {
+            store,
             listener,
             router: router(
                 state.clone(),
@@ -296,6 +315,11 @@ impl Application {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The database, for tools and tests; the service's wings hold ports.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     pub fn state(&self) -> &AppState {

@@ -13,7 +13,7 @@ use domain::waiting_room::RoomSettings;
 use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
 
-use crate::store::{ShowInsert, Store, StoreError};
+use crate::store::{ShowInsert, Shows, StoreError};
 
 /// Shows kept parsed in memory. A 100,000-seat show takes some tens of
 /// megabytes parsed; an onsale has a handful of hot shows.
@@ -277,6 +277,9 @@ pub enum Created {
 }
 
 pub struct ShowCatalog {
+    /// Where definitions are stored (and each show's seat and shard rows
+    /// created with it).
+    shows: Shows,
     /// The currency of a show whose definition names none.
     default_currency: Currency,
     cache: RwLock<HashMap<ShowId, Arc<CatalogEntry>>>,
@@ -304,15 +307,12 @@ fn parse_entry(
     Ok(CatalogEntry::new(show, json))
 }
 
-impl Default for ShowCatalog {
-    fn default() -> Self {
-        Self::new(Currency::EUR)
-    }
-}
-
 impl ShowCatalog {
-    pub fn new(default_currency: Currency) -> Self {
+    /// The catalog of the shows in `shows`; a show whose definition names
+    /// no currency is in `default_currency`.
+    pub fn new(default_currency: Currency, shows: Shows) -> Self {
         Self {
+            shows,
             default_currency,
             cache: RwLock::default(),
             loading: Mutex::default(),
@@ -337,11 +337,7 @@ impl ShowCatalog {
         entry
     }
 
-    pub async fn get(
-        &self,
-        store: &Store,
-        show_id: &ShowId,
-    ) -> Result<Option<Arc<CatalogEntry>>, StoreError> {
+    pub async fn get(&self, show_id: &ShowId) -> Result<Option<Arc<CatalogEntry>>, StoreError> {
         if let Some(entry) = self.cached(show_id) {
             return Ok(Some(entry));
         }
@@ -353,7 +349,7 @@ impl ShowCatalog {
         // The load before ours may have cached it.
         let loaded = match self.cached(show_id) {
             Some(entry) => Ok(Some(entry)),
-            None => match store.show_definition(show_id).await {
+            None => match self.shows.show_definition(show_id).await {
                 Ok(Some(json)) => parse_entry(show_id, json, self.default_currency)
                     .map(|e| Some(self.remember(e))),
                 Ok(None) => Ok(None),
@@ -372,7 +368,6 @@ impl ShowCatalog {
 
     pub async fn create(
         &self,
-        store: &Store,
         show_id: ShowId,
         definition: &ShowDefinition,
         now: DateTime<Utc>,
@@ -402,7 +397,8 @@ impl ShowCatalog {
                 })
             })
             .collect();
-        match store
+        match self
+            .shows
             .insert_show(&show_id, &json, &seats, &shards, to_micros(now))
             .await?
         {

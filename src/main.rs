@@ -179,11 +179,23 @@ fn nonzero(interval: Duration) -> Option<Duration> {
     (!interval.is_zero()).then_some(interval)
 }
 
+/// The catalog a tool folds the log with: the definitions stored. A show
+/// that names no currency is in `BOOKING_CURRENCY`'s default; the fold
+/// reads seats and pools of a definition, never its currency (no row has
+/// one).
+fn tool_catalog(store: &Store) -> ShowCatalog {
+    ShowCatalog::new(domain::money::Currency::EUR, store.shows())
+}
+
 async fn open_store(database: &DatabaseArgs) -> anyhow::Result<Store> {
     let store = Store::connect(&database.database_url, DEFAULT_POOL_CONNECTIONS)
         .await
         .context("cannot open the database")?;
-    store.migrate().await.context("cannot apply migrations")?;
+    store
+        .database()
+        .migrate()
+        .await
+        .context("cannot apply migrations")?;
     Ok(store)
 }
 
@@ -196,7 +208,8 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         args.projection
     };
     let started = Instant::now();
-    let report = replay::replay(&store, &ShowCatalog::default(), &which).await?;
+    let catalog = tool_catalog(&store);
+    let report = replay::replay(&store.log(), &store.projections(), &catalog, &which).await?;
     let seconds = started.elapsed().as_secs_f64();
     writeln!(
         std::io::stdout(),
@@ -211,7 +224,9 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
 async fn verify(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     init_logging(LogFormat::Text);
     let store = open_store(&args).await?;
-    let differences = booking::rebuild::verify::verify(&store, &ShowCatalog::default()).await?;
+    let catalog = tool_catalog(&store);
+    let differences =
+        booking::rebuild::verify::verify(&store.log(), &store.projections(), &catalog).await?;
     let mut out = std::io::stdout();
     if differences.is_empty() {
         writeln!(

@@ -212,7 +212,7 @@ async fn start_paying(
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;
-    let service_store = app.state().store.clone();
+    let service_store = Arc::new(app.store().clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until_stopped(async move {
         let _ = stopped.await;

@@ -485,7 +485,10 @@ async fn weigh(disk: &Disk, store: &Store) -> anyhow::Result<HashMap<String, i64
             Ok(sizes.into_iter().collect())
         }
         Disk::Sqlite(path) => {
-            store.execute_raw("PRAGMA wal_checkpoint(TRUNCATE)").await?;
+            store
+                .database()
+                .execute_raw("PRAGMA wal_checkpoint(TRUNCATE)")
+                .await?;
             let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len() as i64);
             let wal = PathBuf::from(format!("{}-wal", path.display()));
             Ok(HashMap::from([

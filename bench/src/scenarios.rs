@@ -300,9 +300,10 @@ pub(crate) async fn drain_projector(store: &booking::store::Store) -> anyhow::Re
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let checkpoint = store
+            .log()
             .checkpoint(booking::rebuild::projector::PROJECTIONS_CHECKPOINT)
             .await?;
-        if store.count_after(checkpoint).await? == 0 {
+        if store.log().count_after(checkpoint).await? == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -817,24 +818,27 @@ pub async fn replay(
             released = hold_id("s", "k - 1"),
         ),
     };
-    store.execute_raw(&sql).await?;
+    store.database().execute_raw(&sql).await?;
     // The log is written behind the service's back, as no command writes:
     // its events have no rows, and the projector's checkpoint stays at 0.
     // Left so, the service's projector would fold the same events beside
     // the replay (and write their rows), and the figure would be of the
     // two; commands' appends leave it at the head, so it goes there.
     store
+        .database()
         .execute_raw(&format!(
             "UPDATE projector_checkpoints SET position = (SELECT MAX(position) FROM events) \
              WHERE name = '{}'",
             booking::rebuild::projector::PROJECTIONS_CHECKPOINT
         ))
         .await?;
-    let total = store.count_events().await? as usize;
+    let total = store.log().count_events().await? as usize;
     let started = Instant::now();
+    let catalog = booking::catalog::ShowCatalog::new(domain::money::Currency::EUR, store.shows());
     let report = booking::rebuild::replay::replay(
-        store,
-        &booking::catalog::ShowCatalog::default(),
+        &store.log(),
+        &store.projections(),
+        &catalog,
         &booking::store::Projection::ALL,
     )
     .await?;
@@ -861,9 +865,10 @@ pub async fn sample_lag(
     let mut samples = Vec::new();
     while Instant::now() < deadline {
         let checkpoint = store
+            .log()
             .checkpoint(booking::rebuild::projector::PROJECTIONS_CHECKPOINT)
             .await?;
-        samples.push(store.count_after(checkpoint).await?);
+        samples.push(store.log().count_after(checkpoint).await?);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let max = samples.iter().copied().max().unwrap_or(0);

@@ -25,7 +25,7 @@ use crate::command::round::{Decided, Decision, Round, RoundError, Rounds, Settle
 use crate::command::streams::{Inventory, Stream, StreamCache};
 use crate::query::availability::Current;
 use crate::query::queue::{QueueBook, ShowQueue};
-use crate::store::{Store, StoreError};
+use crate::store::{EventLog, StoreError};
 
 /// The actor recorded on the room's own events (seed, pauses, the close).
 pub const ROOM_ACTOR: &str = "system:room";
@@ -285,7 +285,7 @@ impl Drop for StreamSlot {
 pub struct QueueService {
     /// Queue streams open on this instance.
     streams: Arc<AtomicUsize>,
-    store: Arc<Store>,
+    log: EventLog,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     rounds: Arc<Rounds>,
@@ -294,7 +294,7 @@ pub struct QueueService {
 
 impl QueueService {
     pub fn new(
-        store: Arc<Store>,
+        log: EventLog,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         rounds: Arc<Rounds>,
@@ -302,7 +302,7 @@ impl QueueService {
     ) -> Self {
         Self {
             streams: Arc::default(),
-            store,
+            log,
             catalog,
             clock,
             rounds,
@@ -332,7 +332,7 @@ impl QueueService {
     ) -> Result<(Arc<CatalogEntry>, RoomSettings), WaitingRoomError> {
         let entry = self
             .catalog
-            .get(&self.store, show_id)
+            .get(show_id)
             .await?
             .ok_or(WaitingRoomError::ShowNotFound)?;
         let settings = entry
@@ -476,7 +476,7 @@ impl QueueService {
         self.ensure_seed(show_id, &settings, self.clock.now())
             .await?;
         let version = self
-            .store
+            .log
             .stream_events::<Room>(&room_stream_id(show_id), 0)
             .await?
             .len() as u64;

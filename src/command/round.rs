@@ -39,7 +39,7 @@ use crate::command::streams::{
     refresh_all, refresh_or_assume_new, Inventory, LockedStream, Stream,
 };
 use crate::command::units::{HoldUnits, Unit};
-use crate::store::{AppendBatch, AppendOutcome, IdempotencyKeyRow, Store, StoreError};
+use crate::store::{AppendBatch, AppendOutcome, EventLog, IdempotencyKeyRow, StoreError};
 
 /// Rounds of deciding and appending per command before giving up with 503
 /// `busy`. Each new round follows a conflict with another instance that did
@@ -243,15 +243,15 @@ pub trait Decide {
 /// The owner of command rounds: the store, the clock and this process's
 /// loaded streams.
 pub struct Rounds {
-    store: Arc<Store>,
+    log: EventLog,
     clock: Arc<dyn Clock>,
     inventory: Inventory,
 }
 
 impl Rounds {
-    pub fn new(store: Arc<Store>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(log: EventLog, clock: Arc<dyn Clock>) -> Self {
         Self {
-            store,
+            log,
             clock,
             inventory: Inventory::default(),
         }
@@ -261,7 +261,7 @@ impl Rounds {
     /// up to date.
     pub async fn lock_checkout(&self, hold_id: HoldId) -> Result<CheckoutLock, StoreError> {
         let mut locked = self.inventory.checkouts.lock(&[hold_id.to_string()]).await;
-        refresh_all(&self.store, &mut locked).await?;
+        refresh_all(&self.log, &mut locked).await?;
         locked
             .pop()
             .ok_or_else(|| StoreError::Corrupt(format!("checkout {hold_id} was not locked")))
@@ -281,7 +281,7 @@ impl Rounds {
 
     /// Brings a locked checkout up to date.
     pub async fn refresh_checkout(&self, checkout: &mut CheckoutLock) -> Result<(), StoreError> {
-        refresh_all(&self.store, std::slice::from_mut(checkout)).await
+        refresh_all(&self.log, std::slice::from_mut(checkout)).await
     }
 
     /// Looks at a pool shard's cached state without waiting (see
@@ -360,7 +360,7 @@ impl Rounds {
             Some(limit) => {
                 let id = allowance_stream_id(&limit.show_id, &limit.buyer);
                 let mut locked = self.inventory.allowances.lock(&[id]).await;
-                refresh_all(&self.store, &mut locked).await?;
+                refresh_all(&self.log, &mut locked).await?;
                 locked.pop()
             }
             None => None,
@@ -368,8 +368,8 @@ impl Rounds {
         let ids: Vec<String> = units.iter().map(|(id, _)| id.clone()).collect();
         let mut streams = U::cache(&self.inventory).lock(&ids).await;
         match round.read {
-            Read::All => refresh_all(&self.store, &mut streams).await?,
-            Read::AssumeNew => refresh_or_assume_new(&self.store, &mut streams).await?,
+            Read::All => refresh_all(&self.log, &mut streams).await?,
+            Read::AssumeNew => refresh_or_assume_new(&self.log, &mut streams).await?,
         }
         if let Some(checkout) = round.checkout.as_deref_mut() {
             self.refresh_checkout(checkout).await?;
@@ -407,7 +407,7 @@ impl Rounds {
             };
             match decide(&view)? {
                 Decision::ReadAll if assumed_new => {
-                    refresh_all(&self.store, &mut locked.streams).await?;
+                    refresh_all(&self.log, &mut locked.streams).await?;
                     assumed_new = false;
                 }
                 decision => return Ok(decision),
@@ -438,7 +438,7 @@ impl Rounds {
         if streams.checkout.is_none() {
             round.outcome.begin();
         }
-        let outcome = self.store.append(&batch).await;
+        let outcome = self.log.append(&batch).await;
         match outcome {
             Ok(AppendOutcome::Appended) => streams.appended(decided),
             _ => streams.invalidate(),

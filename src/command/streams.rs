@@ -33,7 +33,7 @@ use domain::waiting_room::{QueueEntry, Room};
 use projections::rows::Rows;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use crate::store::{Store, StoreError, StoreResult};
+use crate::store::{EventLog, StoreError, StoreResult};
 
 /// Streams kept loaded per aggregate type. A seat stream costs a few hundred
 /// bytes, so this is tens of megabytes at most; when it is full, idle streams
@@ -225,14 +225,12 @@ impl<A: Aggregate> LockedStream<A> {
 
     /// Brings the stream up to date unless the cache is known to be current
     /// as of an instant after this request arrived.
-    async fn refresh(&mut self, store: &Store) -> StoreResult<()> {
+    async fn refresh(&mut self, log: &EventLog) -> StoreResult<()> {
         if self.is_fresh() {
             return Ok(());
         }
         let watermark = self.slot.tickets.load(Ordering::SeqCst);
-        let events = store
-            .stream_events::<A>(&self.id, self.guard.version)
-            .await?;
+        let events = log.stream_events::<A>(&self.id, self.guard.version).await?;
         for event in events {
             if event.sequence != self.guard.version + 1 {
                 return Err(StoreError::Corrupt(format!(
@@ -289,26 +287,26 @@ impl<A: Aggregate> LockedStream<A> {
 /// next attempt reads it. Never for a command that could answer without
 /// appending (a release would see nothing to release).
 pub async fn refresh_or_assume_new<A: Aggregate>(
-    store: &Store,
+    log: &EventLog,
     streams: &mut [LockedStream<A>],
 ) -> StoreResult<()> {
     let pending = streams
         .iter_mut()
         .filter(|s| s.guard.loaded && !s.is_fresh())
-        .map(|s| s.refresh(store));
+        .map(|s| s.refresh(log));
     futures::future::try_join_all(pending).await?;
     Ok(())
 }
 
 /// Refreshes every stream that needs it, concurrently.
 pub async fn refresh_all<A: Aggregate>(
-    store: &Store,
+    log: &EventLog,
     streams: &mut [LockedStream<A>],
 ) -> StoreResult<()> {
     let pending = streams
         .iter_mut()
         .filter(|s| !s.is_fresh())
-        .map(|s| s.refresh(store));
+        .map(|s| s.refresh(log));
     futures::future::try_join_all(pending).await?;
     Ok(())
 }

@@ -53,7 +53,7 @@ pub(super) async fn seat_history(
         .ok()
         .filter(|seat| entry.show.seat(seat).is_some())
         .ok_or_else(|| ApiError::UnknownSeatHere(seat_id.clone()))?;
-    let page = audit::seat_history(&state.store, &entry.show.show_id, &seat_id).await?;
+    let page = audit::seat_history(&state.log, &entry.show.show_id, &seat_id).await?;
     page_response(&page)
 }
 
@@ -83,7 +83,7 @@ pub(super) async fn show_history(
             "limit must be 1..={MAX_HISTORY_PAGE} (MAX_HISTORY_PAGE)"
         )));
     }
-    let page = audit::show_history(&state.store, &entry.show.show_id, after, limit).await?;
+    let page = audit::show_history(&state.log, &entry.show.show_id, after, limit).await?;
     page_response(&page)
 }
 
@@ -98,7 +98,7 @@ pub(super) async fn hold_ttl_advice(
     PathParams(show_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let entry = show_entry(&state, &show_id).await?;
-    let advice = crate::query::advice::advise(&state.store, &entry, state.clock.now()).await?;
+    let advice = crate::query::advice::advise(&state.log, &entry, state.clock.now()).await?;
     let json = serde_json::to_string(&advice).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(json_response(StatusCode::OK, json))
 }

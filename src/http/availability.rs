@@ -94,7 +94,7 @@ pub(super) async fn availability(
         None => state
             .availability
             .rendered(
-                &state.store,
+                &state.shows,
                 &entry,
                 query.section.as_deref(),
                 state.clock.as_ref(),
@@ -112,7 +112,7 @@ pub(super) async fn availability(
                     "as_of must not be in the future".into(),
                 ));
             }
-            let past = crate::query::audit::availability_at(&state.store, &entry, as_of).await?;
+            let past = crate::query::audit::availability_at(&state.log, &entry, as_of).await?;
             let body = render_document(
                 &entry,
                 query.section.as_deref(),

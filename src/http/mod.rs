@@ -34,13 +34,18 @@ use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
 use crate::command::holds::HoldService;
 use crate::rebuild::projector::Projector;
-use crate::store::Store;
+use crate::store::{Database, EventLog, Shows};
 use crate::webhooks::endpoints::WebhookEndpoints;
 use problem::ApiError;
 
 /// What every handler can reach.
 pub struct Services {
-    pub store: Arc<Store>,
+    /// The log, for history and availability as of an instant.
+    pub log: EventLog,
+    /// Seat and shard rows, for availability now.
+    pub shows: Shows,
+    /// The connection itself, for readiness.
+    pub database: Database,
     pub catalog: Arc<ShowCatalog>,
     pub holds: Arc<HoldService>,
     pub checkout: Arc<CheckoutService>,

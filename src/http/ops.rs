@@ -34,14 +34,14 @@ pub const READY_MAX_PROJECTOR_LAG: i64 = 50_000;
     responses((status = 200, description = "Ready, with projector_lag_events"),
               (status = 503, description = "busy (database) or not_ready", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let Some(host) = state.store.database_host() else {
+    let Some(host) = state.database.database_host() else {
         return Err(ApiError::NotReady(format!(
             "no database host accepts writes now (DATABASE_URL names {})",
-            state.store.database_hosts().join(", ")
+            state.database.database_hosts().join(", ")
         )));
     };
-    state.store.ping().await?;
-    let pending = state.store.pending_migrations().await?;
+    state.database.ping().await?;
+    let pending = state.database.pending_migrations().await?;
     if pending > 0 {
         return Err(ApiError::NotReady(format!(
             "{pending} migrations are not applied"

@@ -30,7 +30,7 @@ pub async fn show_entry(
     let show_id = ShowId::parse(show_id).map_err(|_| ApiError::ShowNotFound)?;
     state
         .catalog
-        .get(&state.store, &show_id)
+        .get(&show_id)
         .await?
         .ok_or(ApiError::ShowNotFound)
 }

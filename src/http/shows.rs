@@ -41,10 +41,7 @@ pub(super) async fn put_show(
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|e| ApiError::Validation(e.to_string()))?;
     let now = state.clock.now();
-    let (created, entry) = state
-        .catalog
-        .create(&state.store, show_id, &definition, now)
-        .await?;
+    let (created, entry) = state.catalog.create(show_id, &definition, now).await?;
     let status = match created {
         Created::New => StatusCode::CREATED,
         Created::Same => StatusCode::OK,
@@ -63,7 +60,7 @@ pub(super) async fn get_show(
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
     let entry = state
         .catalog
-        .get(&state.store, &show_id)
+        .get(&show_id)
         .await?
         .ok_or(ApiError::ShowNotFound)?;
     Ok(show_response(StatusCode::OK, &entry))

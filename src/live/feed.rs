@@ -36,9 +36,9 @@ const LINGER_CHECK: Duration = Duration::from_secs(5);
 /// `LiveHub::advance_unwatched` for why that skips nothing a channel needs).
 pub async fn run(hub: Arc<LiveHub>) {
     let mut closing = hub.closing();
-    let mut appends = hub.store.appends();
+    let mut appends = hub.log.appends();
     loop {
-        match hub.store.safe_head().await {
+        match hub.log.safe_head().await {
             Ok(head) => {
                 hub.move_cursor(head);
                 break;
@@ -65,7 +65,7 @@ pub async fn run(hub: Arc<LiveHub>) {
                 () = hub.wake.notified() => {}
                 () = tokio::time::sleep_until(idle_catch_up) => {
                     idle_catch_up = Instant::now() + FEED_POLL;
-                    match hub.store.safe_head().await {
+                    match hub.log.safe_head().await {
                         Ok(head) => hub.advance_unwatched(created, head),
                         Err(error) => {
                             tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
@@ -102,7 +102,7 @@ pub async fn run(hub: Arc<LiveHub>) {
 /// may be waiting).
 async fn read_once(hub: &LiveHub, watched: &[Arc<ShowChannel>]) -> StoreResult<bool> {
     let after = hub.head.load(Ordering::SeqCst);
-    let touches = hub.store.log_touches(after, FEED_PAGE).await?;
+    let touches = hub.log.log_touches(after, FEED_PAGE).await?;
     let Some(&(last, _)) = touches.last() else {
         return Ok(false);
     };
@@ -151,7 +151,7 @@ pub async fn run_show(hub: Arc<LiveHub>, channel: Arc<ShowChannel>) {
         let now = hub.clock.now();
         let next = match hub
             .availability
-            .current(&hub.store, &channel.entry, now)
+            .current(&hub.shows, &channel.entry, now)
             .await
         {
             Ok(current) => {

@@ -31,7 +31,7 @@ use tokio::sync::{watch, Notify};
 use crate::catalog::CatalogEntry;
 use crate::clock::Clock;
 use crate::query::availability::AvailabilityCache;
-use crate::store::Store;
+use crate::store::{EventLog, Shows};
 use channel::ShowChannel;
 
 /// Default for `BOOKING_MAX_SUBSCRIBERS`: streams one instance serves at
@@ -52,10 +52,11 @@ pub const RETRY_AFTER_ERROR: Duration = Duration::from_millis(500);
 pub const EXPIRY_MARGIN: Duration = Duration::from_millis(5);
 
 pub struct LiveHub {
-    store: Arc<Store>,
+    log: EventLog,
+    shows: Shows,
     availability: Arc<AvailabilityCache>,
     clock: Arc<dyn Clock>,
-    shows: Mutex<HashMap<ShowId, Arc<ShowChannel>>>,
+    channels: Mutex<HashMap<ShowId, Arc<ShowChannel>>>,
     /// Channels created so far (changed under the `shows` lock): the feed,
     /// idle, moves its cursor only if none was created since it saw none.
     created: AtomicU64,
@@ -96,16 +97,18 @@ pub enum SubscribeError {
 
 impl LiveHub {
     pub fn new(
-        store: Arc<Store>,
+        log: EventLog,
+        shows: Shows,
         availability: Arc<AvailabilityCache>,
         clock: Arc<dyn Clock>,
         max_subscribers: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
-            store,
+            log,
+            shows,
             availability,
             clock,
-            shows: Mutex::new(HashMap::new()),
+            channels: Mutex::new(HashMap::new()),
             created: AtomicU64::new(0),
             subscribers: AtomicUsize::new(0),
             max_subscribers,
@@ -130,7 +133,7 @@ impl LiveHub {
         }
         metrics::gauge!("live_subscribers").increment(1.0);
         let channel = {
-            let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+            let mut shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
             match shows.get(&entry.show.show_id).cloned() {
                 Some(channel) => {
                     channel.subscribers.fetch_add(1, Ordering::SeqCst);
@@ -186,7 +189,7 @@ impl LiveHub {
 
     /// The channels, and how many were ever created (read together).
     fn watched(&self) -> (Vec<Arc<ShowChannel>>, u64) {
-        let shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+        let shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         (
             shows.values().cloned().collect(),
             self.created.load(Ordering::SeqCst),
@@ -200,7 +203,7 @@ impl LiveHub {
     /// must still poke it. Under the `shows` lock, so that a channel created
     /// after the move reads a cursor at `head` or later.
     fn advance_unwatched(&self, created: u64, head: i64) {
-        let _shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+        let _shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if self.created.load(Ordering::SeqCst) == created {
             self.move_cursor(head);
         }
@@ -225,7 +228,7 @@ impl LiveHub {
 
     /// Forgets the channel unless a subscriber came back meanwhile.
     fn remove(&self, channel: &Arc<ShowChannel>) -> bool {
-        let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         let show_id = &channel.entry.show.show_id;
         if channel.subscribers() > 0 {
             return false;
@@ -249,9 +252,12 @@ mod tests {
     async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let url = format!("sqlite://{}", dir.path().join("live.db").display());
-        let store = Store::connect(&url, 1).await.expect("the store");
+        let store = crate::store::Store::connect(&url, 1)
+            .await
+            .expect("the store");
         let hub = LiveHub::new(
-            Arc::new(store),
+            store.log(),
+            store.shows(),
             Arc::default(),
             Arc::new(SystemClock),
             DEFAULT_MAX_SUBSCRIBERS,

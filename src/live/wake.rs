@@ -25,17 +25,17 @@ pub const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 /// Sends a notification after this process's appends, until the hub closes.
 pub async fn notify_appends(hub: Arc<LiveHub>) {
-    if hub.store.postgres_pool().is_none() {
+    if hub.log.postgres_pool().is_none() {
         return;
     }
-    let mut appends = hub.store.appends();
+    let mut appends = hub.log.appends();
     let mut closing = hub.closing();
     loop {
         tokio::select! {
             changed = appends.changed() => if changed.is_err() { return },
             () = LiveHub::closed(&mut closing) => return,
         }
-        let pause = match hub.store.notify(NOTIFY_CHANNEL).await {
+        let pause = match hub.log.notify(NOTIFY_CHANNEL).await {
             Ok(()) => NOTIFY_MIN_GAP,
             Err(error) => {
                 tracing::warn!(%error, "live: cannot notify other instances; retrying");
@@ -49,7 +49,7 @@ pub async fn notify_appends(hub: Arc<LiveHub>) {
 /// Listens for other instances' notifications and wakes the feed on each,
 /// and after every (re)connection, until the hub closes.
 pub async fn listen(hub: Arc<LiveHub>) {
-    let Some(pool) = hub.store.postgres_pool().cloned() else {
+    let Some(pool) = hub.log.postgres_pool().cloned() else {
         return;
     };
     let mut closing = hub.closing();
@@ -74,7 +74,7 @@ pub async fn listen(hub: Arc<LiveHub>) {
         hub.wake.notify_one();
         // A LISTEN on a primary that was demoted stays connected and hears
         // nothing more: listen again on the new one when the host changes.
-        let mut moved = hub.store.host_changes();
+        let mut moved = hub.log.host_changes();
         loop {
             tokio::select! {
                 () = host_changed(&mut moved) => {

@@ -17,6 +17,7 @@
 //! Providers: [`simulator`] (built in, durable: demos and load tests) and
 //! [`stripe`] (PaymentIntents with manual capture).
 
+pub mod ledger;
 pub mod simulator;
 pub mod stripe;
 

@@ -5,7 +5,7 @@
 //! refunded.
 //!
 //! Its ledger is a pair of tables in the service's own database
-//! (`store/payments.rs`). A payment is recorded under its idempotency key;
+//! (`payment/ledger.rs`). A payment is recorded under its idempotency key;
 //! the same key returns that payment again, also after a restart. Methods:
 //!
 //! - `pm_sim_ok`: authorized after the base latency;
@@ -25,12 +25,13 @@ use futures::FutureExt;
 use projections::time::{from_micros, to_micros};
 use serde_json::json;
 
+use super::ledger::{Ledger, SimPayment};
 use super::{
     BuyerAction, Decline, Payment, PaymentError, PaymentProvider, PaymentRequest, PaymentState,
     Refund,
 };
 use crate::clock::Clock;
-use crate::store::{SimPayment, Store, StoreError};
+use crate::store::StoreError;
 
 /// Longest `pm_sim_delay_<ms>`: below the checkout's payment timeout, so a
 /// simulated slow payment is slow, not lost.
@@ -87,7 +88,7 @@ mod status {
 }
 
 pub struct Simulator {
-    store: Arc<Store>,
+    ledger: Ledger,
     clock: Arc<dyn Clock>,
     latency: Duration,
 }
@@ -99,9 +100,9 @@ fn store_error(e: StoreError) -> PaymentError {
 }
 
 impl Simulator {
-    pub fn new(store: Arc<Store>, clock: Arc<dyn Clock>, latency: Duration) -> Self {
+    pub fn new(ledger: Ledger, clock: Arc<dyn Clock>, latency: Duration) -> Self {
         Self {
-            store,
+            ledger,
             clock,
             latency,
         }
@@ -148,7 +149,7 @@ impl Simulator {
     }
 
     async fn load(&self, payment_id: &str) -> Result<SimPayment, PaymentError> {
-        self.store
+        self.ledger
             .sim_payment(payment_id)
             .await
             .map_err(store_error)?
@@ -165,7 +166,7 @@ impl Simulator {
         let mut to = payment.clone();
         change(&mut to);
         to.updated_at_us = to_micros(self.clock.now());
-        self.store
+        self.ledger
             .move_sim_payment(&payment.status, &to)
             .await
             .map_err(store_error)
@@ -206,7 +207,7 @@ impl Simulator {
             updated_at_us: now_us,
         };
         let stands = self
-            .store
+            .ledger
             .record_sim_payment(&payment)
             .await
             .map_err(store_error)?;
@@ -216,7 +217,7 @@ impl Simulator {
     /// A charge the simulator captured under this key before
     /// authorize-then-capture: the payment is that charge, as it ended.
     async fn legacy_charge(&self, key: &str) -> Result<Option<Payment>, PaymentError> {
-        let Some(charge) = self.store.sim_charge(key).await.map_err(store_error)? else {
+        let Some(charge) = self.ledger.sim_charge(key).await.map_err(store_error)? else {
             return Ok(None);
         };
         let state = if charge.outcome == status::CAPTURED {
@@ -299,7 +300,7 @@ impl Simulator {
         let at_us = to_micros(self.clock.now());
         tokio::time::sleep(self.latency).await;
         if let Some(payment) = self
-            .store
+            .ledger
             .sim_payment(payment_id)
             .await
             .map_err(store_error)?
@@ -310,7 +311,7 @@ impl Simulator {
                 )));
             }
             let refund_id = self
-                .store
+                .ledger
                 .record_sim_payment_refund(&refund_id, key, &payment, at_us)
                 .await
                 .map_err(store_error)?;
@@ -318,14 +319,14 @@ impl Simulator {
         }
         // A charge captured before authorize-then-capture.
         let charge = self
-            .store
+            .ledger
             .sim_charge_by_id(payment_id)
             .await
             .map_err(store_error)?
             .filter(|c| c.outcome == status::CAPTURED)
             .ok_or_else(|| PaymentError::Invalid(format!("no captured payment {payment_id}")))?;
         let refund_id = self
-            .store
+            .ledger
             .record_sim_refund(&refund_id, key, payment_id, charge.amount_cents, at_us)
             .await
             .map_err(store_error)?;
@@ -360,7 +361,7 @@ impl PaymentProvider for Simulator {
     fn retrieve<'a>(&'a self, payment_id: &'a str) -> BoxFuture<'a, Result<Payment, PaymentError>> {
         async move {
             if let Some(payment) = self
-                .store
+                .ledger
                 .sim_payment(payment_id)
                 .await
                 .map_err(store_error)?
@@ -369,7 +370,7 @@ impl PaymentProvider for Simulator {
             }
             // A charge captured before authorize-then-capture.
             let charge = self
-                .store
+                .ledger
                 .sim_charge_by_id(payment_id)
                 .await
                 .map_err(store_error)?;

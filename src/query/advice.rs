@@ -18,7 +18,7 @@ use projections::time::from_micros;
 use serde::Serialize;
 
 use crate::catalog::CatalogEntry;
-use crate::store::{LogEvent, LogFilter, Store, StoreError};
+use crate::store::{EventLog, LogEvent, LogFilter, StoreError};
 
 /// Completed checkouts needed before a recommendation differs from the
 /// current TTL: fewer say too little about the slow tail.
@@ -126,13 +126,13 @@ fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
 
 /// What the log says about a show's holds, folded hold by hold.
 async fn read_hold_facts(
-    store: &Store,
+    log: &EventLog,
     show_id: &ShowId,
 ) -> Result<HashMap<HoldId, HoldFacts>, StoreError> {
     let mut holds: HashMap<HoldId, HoldFacts> = HashMap::new();
     let mut after = 0;
     loop {
-        let events = store
+        let events = log
             .read_log_committed(LogFilter::Show(show_id.as_str()), after, PAGE)
             .await?;
         let Some(last) = events.last() else { break };
@@ -299,12 +299,12 @@ fn recommendation(
 }
 
 pub async fn advise(
-    store: &Store,
+    log: &EventLog,
     entry: &CatalogEntry,
     now: DateTime<Utc>,
 ) -> Result<TtlAdvice, StoreError> {
     let show = &entry.show;
-    let holds = read_hold_facts(store, &show.show_id).await?;
+    let holds = read_hold_facts(log, &show.show_id).await?;
     let (to_purchase, payments) = durations(&holds);
     let expired = expired_holds(&holds, now);
     let current = show.hold_ttl_seconds;

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::CatalogEntry;
-use crate::store::{LogEvent, LogFilter, Store, StoreError};
+use crate::store::{EventLog, LogEvent, LogFilter, StoreError};
 
 /// Events per page of show history at most (`limit` is 1..=this).
 pub const MAX_HISTORY_PAGE: i64 = 1_000;
@@ -70,12 +70,12 @@ pub struct HistoryPage {
 }
 
 pub async fn seat_history(
-    store: &Store,
+    log: &EventLog,
     show_id: &ShowId,
     seat_id: &SeatId,
 ) -> Result<HistoryPage, StoreError> {
     let stream = domain::ids::seat_stream_id(show_id, seat_id);
-    let events = store
+    let events = log
         .read_log_committed(LogFilter::Stream(Seat::TYPE, &stream), 0, MAX_SEAT_HISTORY)
         .await?;
     let next_after = (events.len() as i64 == MAX_SEAT_HISTORY)
@@ -88,12 +88,12 @@ pub async fn seat_history(
 }
 
 pub async fn show_history(
-    store: &Store,
+    log: &EventLog,
     show_id: &ShowId,
     after: i64,
     limit: i64,
 ) -> Result<HistoryPage, StoreError> {
-    let events = store
+    let events = log
         .read_log(LogFilter::Show(show_id.as_str()), after, limit)
         .await?;
     let next_after = (events.len() as i64 == limit)
@@ -114,14 +114,14 @@ pub struct PastAvailability {
 }
 
 pub async fn availability_at(
-    store: &Store,
+    log: &EventLog,
     entry: &CatalogEntry,
     at: DateTime<Utc>,
 ) -> Result<PastAvailability, StoreError> {
     let show = &entry.show;
     let mut seats: HashMap<String, Seat> = HashMap::new();
     let mut shards: HashMap<String, PoolShard> = HashMap::new();
-    for event in store
+    for event in log
         .show_log_until(show.show_id.as_str(), to_micros(at))
         .await?
     {

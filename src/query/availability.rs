@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::catalog::CatalogEntry;
 use crate::clock::Clock;
 use crate::query::rendered::{Piece, Rendered};
-use crate::store::{Store, StoreError, WHOLE_SHOW};
+use crate::store::{Shows, StoreError, WHOLE_SHOW};
 
 /// Shows whose seat rows an instance keeps (16 bytes a seat).
 pub const AVAILABILITY_CACHE_SHOWS: usize = 64;
@@ -222,11 +222,11 @@ impl AvailabilityCache {
     /// Each seat's status at `now`, in show order.
     pub async fn statuses(
         &self,
-        store: &Store,
+        shows: &Shows,
         entry: &CatalogEntry,
         now: DateTime<Utc>,
     ) -> Result<Vec<SeatStatus>, StoreError> {
-        Ok(self.statuses_and_next_expiry(store, entry, now).await?.0)
+        Ok(self.statuses_and_next_expiry(shows, entry, now).await?.0)
     }
 
     /// Each seat's status at `now`, in show order, and the earliest
@@ -234,7 +234,7 @@ impl AvailabilityCache {
     /// answer next changes without any event (the live feed's timer).
     pub async fn statuses_and_next_expiry(
         &self,
-        store: &Store,
+        shows: &Shows,
         entry: &CatalogEntry,
         now: DateTime<Utc>,
     ) -> Result<(Vec<SeatStatus>, Option<i64>), StoreError> {
@@ -251,7 +251,7 @@ impl AvailabilityCache {
             }
             if cached.fresh_through < ticket {
                 let starting = slot.tickets.load(Ordering::SeqCst);
-                let (changes, next) = store
+                let (changes, next) = shows
                     .seat_changes(&entry.show.show_id, &cached.watermark)
                     .await?;
                 for (ordinal, status, expires_at_us) in changes {
@@ -299,11 +299,11 @@ impl AvailabilityCache {
     /// Seats from the cache, pools from their shards, both at `now`.
     pub async fn current(
         &self,
-        store: &Store,
+        shows: &Shows,
         entry: &CatalogEntry,
         now: DateTime<Utc>,
     ) -> Result<Current, StoreError> {
-        let (statuses, seats_next) = self.statuses_and_next_expiry(store, entry, now).await?;
+        let (statuses, seats_next) = self.statuses_and_next_expiry(shows, entry, now).await?;
         if entry.show.pools.is_empty() {
             return Ok(Current {
                 statuses,
@@ -313,8 +313,8 @@ impl AvailabilityCache {
         }
         let show_id = &entry.show.show_id;
         let now_us = to_micros(now);
-        let figures = store.pool_figures(show_id, now_us).await?;
-        let pools_next = store.next_pool_expiry(show_id, now_us).await?;
+        let figures = shows.pool_figures(show_id, now_us).await?;
+        let pools_next = shows.next_pool_expiry(show_id, now_us).await?;
         let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
         let pools = entry
             .show
@@ -350,7 +350,7 @@ impl AvailabilityCache {
     /// after it arrived) instead of queueing one of its own.
     pub async fn rendered(
         &self,
-        store: &Store,
+        shows: &Shows,
         entry: &Arc<CatalogEntry>,
         section: Option<&str>,
         clock: &dyn Clock,
@@ -365,7 +365,7 @@ impl AvailabilityCache {
         }
         let starting = part_slot.tickets.load(Ordering::SeqCst);
         let now = clock.now();
-        let current = self.current(store, entry, now).await?;
+        let current = self.current(shows, entry, now).await?;
         let seats = part.seats(entry);
         let statuses: Vec<SeatStatus> = (seats.iter())
             .map(|&ordinal| current.statuses.get(ordinal).copied())

@@ -23,7 +23,7 @@ use domain::ids::{BuyerId, ShowId};
 use domain::waiting_room::{early_key, QueueEntry, QueueEvent, Room, RoomEvent, RoomSettings};
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::store::{LogEvent, LogFilter, Store, StoreError};
+use crate::store::{EventLog, LogEvent, LogFilter, StoreError};
 
 /// How long a queue read may use what the book last read of the log: a
 /// join on another instance shows within this. Every status read and every
@@ -245,14 +245,14 @@ impl ShowQueue {
 
 /// The queues of the shows with a waiting room this instance serves.
 pub struct QueueBook {
-    store: Arc<Store>,
+    log: EventLog,
     shows: Mutex<HashMap<ShowId, Arc<AsyncMutex<ShowQueue>>>>,
 }
 
 impl QueueBook {
-    pub fn new(store: Arc<Store>) -> Self {
+    pub fn new(log: EventLog) -> Self {
         Self {
-            store,
+            log,
             shows: Mutex::default(),
         }
     }
@@ -320,7 +320,7 @@ impl QueueBook {
         let started = Instant::now();
         loop {
             let events = self
-                .store
+                .log
                 .read_log(LogFilter::Queue(show_id.as_str()), queue.after, BOOK_PAGE)
                 .await?;
             for event in &events {

@@ -16,7 +16,7 @@ use projections::time::from_micros;
 use serde::de::DeserializeOwned;
 
 use crate::catalog::ShowCatalog;
-use crate::store::{AppendBatch, LogEvent, Store, StoreError, Tables};
+use crate::store::{AppendBatch, EventLog, LogEvent, StoreError, Tables};
 
 /// Events folded per step by a whole-log fold (replay, verify), out of its
 /// one scan of the log: bounds the events held in memory at once, and the
@@ -46,7 +46,7 @@ fn decode<E: DeserializeOwned>(event: &LogEvent) -> Result<E, StoreError> {
 /// streams once a batch, and neither moves it out nor allocates its key
 /// again.)
 async fn state_before<'f, A: Aggregate>(
-    store: &Store,
+    log: &EventLog,
     folded: &'f mut HashMap<String, (A, usize)>,
     id: &str,
     first: usize,
@@ -58,7 +58,7 @@ async fn state_before<'f, A: Aggregate>(
         let mut state = A::default();
         let mut version = 0;
         if first > 1 {
-            for event in store.stream_events::<A>(id, 0).await? {
+            for event in log.stream_events::<A>(id, 0).await? {
                 if event.sequence >= first {
                     break;
                 }
@@ -116,7 +116,7 @@ impl Folded {
     /// hold change in order.
     pub async fn project(
         &mut self,
-        store: &Store,
+        log: &EventLog,
         catalog: &ShowCatalog,
         events: &[LogEvent],
         batch: &mut AppendBatch,
@@ -131,7 +131,7 @@ impl Folded {
                         parse_seat_stream_id(run.id).ok_or_else(|| corrupt("seat"))?;
                     let decoded = run.decoded::<SeatEvent>()?;
                     let (state, version) =
-                        state_before(store, &mut self.seats, run.id, first).await?;
+                        state_before(log, &mut self.seats, run.id, first).await?;
                     rows.seat(&show_id, &seat_id, state, *version, &decoded);
                     decoded.iter().for_each(|e| state.apply_event(e));
                     *version += decoded.len();
@@ -141,7 +141,7 @@ impl Folded {
                         parse_shard_stream_id(run.id).ok_or_else(|| corrupt("shard"))?;
                     // A shard of a pool its show does not have is a broken log.
                     let entry = catalog
-                        .get(store, &show_id)
+                        .get(&show_id)
                         .await?
                         .ok_or_else(|| corrupt("show of shard"))?;
                     entry
@@ -150,7 +150,7 @@ impl Folded {
                         .ok_or_else(|| corrupt("pool of shard"))?;
                     let decoded = run.decoded::<PoolEvent>()?;
                     let (state, version) =
-                        state_before(store, &mut self.shards, run.id, first).await?;
+                        state_before(log, &mut self.shards, run.id, first).await?;
                     rows.shard(&show_id, &pool_id, index, state, *version, &decoded);
                     decoded.iter().for_each(|e| state.apply_event(e));
                     *version += decoded.len();
@@ -158,7 +158,7 @@ impl Folded {
                 kind if kind == Checkout::TYPE => {
                     let decoded = run.decoded::<CheckoutEvent>()?;
                     let (state, version) =
-                        state_before(store, &mut self.checkouts, run.id, first).await?;
+                        state_before(log, &mut self.checkouts, run.id, first).await?;
                     let recorded_at_us = run.events[run.events.len() - 1].recorded_at_us;
                     rows.checkout(state, *version, &decoded, recorded_at_us);
                     decoded.iter().for_each(|e| state.apply_event(e));
@@ -214,16 +214,16 @@ impl Rebuild {
     /// folded.
     pub async fn advance(
         &mut self,
-        store: &Store,
+        log: &EventLog,
         catalog: &ShowCatalog,
         reading: Read,
     ) -> Result<usize, StoreError> {
-        let scan = store.log_scan(reading == Read::Tailing);
-        let mut log = store.scan_log(&scan, self.after);
+        let scan = log.log_scan(reading == Read::Tailing);
+        let mut pages = log.scan_log(&scan, self.after);
         let mut folded = 0;
         let mut step = Vec::with_capacity(REBUILD_BATCH);
         loop {
-            let next = log.try_next().await?;
+            let next = pages.try_next().await?;
             let end = next.is_none();
             step.extend(next);
             if step.len() < REBUILD_BATCH && !end {
@@ -234,9 +234,7 @@ impl Rebuild {
                 self.events += step.len();
                 folded += step.len();
                 let mut batch = AppendBatch::projection(chrono::Utc::now());
-                self.folded
-                    .project(store, catalog, &step, &mut batch)
-                    .await?;
+                self.folded.project(log, catalog, &step, &mut batch).await?;
                 self.tables.apply(batch);
                 step.clear();
             }
@@ -250,8 +248,8 @@ impl Rebuild {
 
 /// Folds the whole log into scratch tables; returns them with the number of
 /// events read.
-pub async fn rebuild(store: &Store, catalog: &ShowCatalog) -> Result<(Tables, usize), StoreError> {
+pub async fn rebuild(log: &EventLog, catalog: &ShowCatalog) -> Result<(Tables, usize), StoreError> {
     let mut rebuild = Rebuild::default();
-    rebuild.advance(store, catalog, Read::Committed).await?;
+    rebuild.advance(log, catalog, Read::Committed).await?;
     Ok((rebuild.tables, rebuild.events))
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::catalog::ShowCatalog;
 use crate::rebuild::fold::Folded;
-use crate::store::{AppendBatch, AppendOutcome, CheckpointMove, LogFilter, Store, StoreError};
+use crate::store::{AppendBatch, AppendOutcome, CheckpointMove, EventLog, LogFilter, StoreError};
 
 /// The checkpoint of the projector that keeps every read model current.
 pub const PROJECTIONS_CHECKPOINT: &str = "projections";
@@ -43,13 +43,13 @@ pub struct ProjectorReport {
 
 #[derive(Clone)]
 pub struct Projector {
-    store: Arc<Store>,
+    log: EventLog,
     catalog: Arc<ShowCatalog>,
 }
 
 impl Projector {
-    pub fn new(store: Arc<Store>, catalog: Arc<ShowCatalog>) -> Self {
-        Self { store, catalog }
+    pub fn new(log: EventLog, catalog: Arc<ShowCatalog>) -> Self {
+        Self { log, catalog }
     }
 
     /// Applies every event after the checkpoint, batch by batch, moving the
@@ -59,14 +59,14 @@ impl Projector {
         let mut report = ProjectorReport::default();
         let mut folded = Folded::default();
         loop {
-            let from = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
+            let from = self.log.checkpoint(PROJECTIONS_CHECKPOINT).await?;
             report.position = from;
             let events = self
-                .store
+                .log
                 .read_log(LogFilter::All, from, PROJECTOR_BATCH)
                 .await?;
             let Some(last) = events.last() else {
-                let behind = self.store.count_after(from).await?;
+                let behind = self.log.count_after(from).await?;
                 metrics::gauge!("projector_lag_events").set(behind as f64);
                 return Ok(report);
             };
@@ -77,14 +77,14 @@ impl Projector {
             let events: Vec<_> = events.into_iter().filter(|e| !e.rows_written).collect();
             let mut batch = AppendBatch::projection(chrono::Utc::now());
             folded
-                .project(&self.store, &self.catalog, &events, &mut batch)
+                .project(&self.log, &self.catalog, &events, &mut batch)
                 .await?;
             batch.checkpoint = Some(CheckpointMove {
                 name: PROJECTIONS_CHECKPOINT.to_owned(),
                 from_position: from,
                 to_position: to,
             });
-            match self.store.append(&batch).await? {
+            match self.log.append(&batch).await? {
                 AppendOutcome::Appended => {
                     report.events += passed;
                     report.batches += 1;
@@ -103,7 +103,7 @@ impl Projector {
 
     /// How many events of the log the checkpoint is behind.
     pub async fn lag(&self) -> Result<i64, StoreError> {
-        let checkpoint = self.store.checkpoint(PROJECTIONS_CHECKPOINT).await?;
-        self.store.count_after(checkpoint).await
+        let checkpoint = self.log.checkpoint(PROJECTIONS_CHECKPOINT).await?;
+        self.log.count_after(checkpoint).await
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::catalog::ShowCatalog;
 use crate::rebuild::fold::{Read, Rebuild};
-use crate::store::{Projection, Store, StoreError};
+use crate::store::{EventLog, Projection, ProjectionTables, StoreError};
 
 /// Rows per append document, for the tables replay writes without having
 /// reset them (their rows merge through the append's guards).
@@ -24,28 +24,29 @@ pub struct ReplayReport {
 /// append meanwhile. It folds the log into tables in memory while commands
 /// go on, reading below any transaction still open so that the fold can
 /// continue from where it stopped; folds again what committed meanwhile;
-/// then, in one write phase in which no append commits (`Store::quiesce`),
+/// then, in one write phase in which no append commits (`ProjectionTables::quiesce`),
 /// folds the rest of the log, resets the named projections and writes each
 /// row once, in its final state. Commands wait during that last phase only
 /// (the rows of the log's last moments, and the writing of every row), and
 /// are never lost: an append either committed before the phase and is in
 /// the fold, or commits after it, with its own rows.
 pub async fn replay(
-    store: &Store,
+    log: &EventLog,
+    tables: &ProjectionTables,
     catalog: &ShowCatalog,
     which: &[Projection],
 ) -> Result<ReplayReport, StoreError> {
     // Fresh planner statistics: a log that grew fast since the last
     // autovacuum would otherwise be read by sorting it whole for each batch.
     let started = std::time::Instant::now();
-    store.analyze_log().await?;
+    log.analyze_log().await?;
     let mut rebuild = Rebuild::default();
-    rebuild.advance(store, catalog, Read::Tailing).await?;
-    rebuild.advance(store, catalog, Read::Tailing).await?;
+    rebuild.advance(log, catalog, Read::Tailing).await?;
+    rebuild.advance(log, catalog, Read::Tailing).await?;
     let online_ms = started.elapsed().as_millis();
     let started = std::time::Instant::now();
-    let mut quiesced = store.quiesce().await?;
-    rebuild.advance(store, catalog, Read::Committed).await?;
+    let mut quiesced = tables.quiesce().await?;
+    rebuild.advance(log, catalog, Read::Committed).await?;
     quiesced.reset_projections(which).await?;
     let batches = quiesced
         .write_tables(&rebuild.tables, which, REPLAY_BATCH)

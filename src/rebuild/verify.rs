@@ -15,7 +15,7 @@ use std::fmt::Debug;
 use crate::catalog::ShowCatalog;
 use crate::rebuild::fold::{Read, Rebuild};
 
-use crate::store::{Store, StoreError, Tables};
+use crate::store::{EventLog, ProjectionTables, StoreError, Tables};
 
 /// Every difference between two maps, described one per line.
 fn differences<K: Ord + Debug, V: PartialEq + Debug>(
@@ -52,12 +52,16 @@ fn differences<K: Ord + Debug, V: PartialEq + Debug>(
 /// then, in a phase in which no append commits (`Store::quiesce`; appends
 /// wait meanwhile), the live tables are read and the rest of the log folded,
 /// so both sides stand at the same instant of the log. Nothing is written.
-pub async fn verify(store: &Store, catalog: &ShowCatalog) -> Result<Vec<String>, StoreError> {
+pub async fn verify(
+    log: &EventLog,
+    tables: &ProjectionTables,
+    catalog: &ShowCatalog,
+) -> Result<Vec<String>, StoreError> {
     let mut rebuild = Rebuild::default();
-    rebuild.advance(store, catalog, Read::Tailing).await?;
-    let quiesced = store.quiesce().await?;
-    let live = store.dump_projections().await?;
-    rebuild.advance(store, catalog, Read::Committed).await?;
+    rebuild.advance(log, catalog, Read::Tailing).await?;
+    let quiesced = tables.quiesce().await?;
+    let live = tables.dump_projections().await?;
+    rebuild.advance(log, catalog, Read::Committed).await?;
     drop(quiesced);
     Ok(compare(&live, &rebuild.tables))
 }

@@ -6,7 +6,7 @@ use projections::checkouts::CheckoutRow;
 
 use super::holds::parse_hold_id;
 use super::tables::{decode_row, CHECKOUT_COLUMNS};
-use super::{on_store, retry_read, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Checkouts, StoreError, StoreResult};
 
 /// The checkouts recovery finishes (`Phase::PENDING`), oldest first, so a
 /// backlog drains in order. The list is the predicate of the partial index
@@ -34,7 +34,7 @@ const SELECT_WAITING: &str = "SELECT hold_id, updated_at_us FROM checkouts \
      WHERE phase = 'action_required' AND (updated_at_us > $1 OR (updated_at_us = $1 AND hold_id > $2)) \
      ORDER BY updated_at_us, hold_id LIMIT $3";
 
-impl Store {
+impl Checkouts {
     /// The checkout that made a booking.
     pub async fn checkout_by_booking(
         &self,
@@ -42,7 +42,7 @@ impl Store {
     ) -> StoreResult<Option<CheckoutRow>> {
         let sql = format!(
             "SELECT {} FROM checkouts WHERE booking_id = $1",
-            self.row_object(CHECKOUT_COLUMNS)
+            self.backend().row_object(CHECKOUT_COLUMNS)
         );
         let sql = &sql;
         let text: Option<String> = retry_read(move || async move {
@@ -62,7 +62,7 @@ impl Store {
     pub async fn checkout_by_hold(&self, hold_id: &HoldId) -> StoreResult<Option<CheckoutRow>> {
         let sql = format!(
             "SELECT {} FROM checkouts WHERE hold_id = $1",
-            self.row_object(CHECKOUT_COLUMNS)
+            self.backend().row_object(CHECKOUT_COLUMNS)
         );
         let sql = &sql;
         let text: Option<String> = retry_read(move || async move {

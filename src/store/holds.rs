@@ -1,14 +1,14 @@
-//! Hold records and idempotency keys.
+//! Hold records: the `holds` and `pool_holds` tables.
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, HoldId, IdempotencyKey, PoolId, SeatId, ShowId};
+use domain::ids::{BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
 use projections::holds::{HoldState, SeatIds};
 use projections::time::from_micros;
 use uuid::Uuid;
 
-use super::{on_store, retry_read, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Holds, StoreError, StoreResult};
 
 #[derive(Debug, Clone)]
 pub struct HoldRecord {
@@ -32,12 +32,6 @@ impl HoldRecord {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct IdempotencyEntry {
-    pub request_hash: String,
-    pub hold_id: HoldId,
-}
-
 /// A stored value as its type, or `Corrupt` naming the column and the value.
 /// Every id leaves the store parsed, through this.
 pub(super) fn parse_column<V: fmt::Debug + Copy, T, E: fmt::Display>(
@@ -57,8 +51,6 @@ const SELECT_HOLD: &str =
      FROM holds WHERE hold_id = $1";
 const SELECT_POOL_PARTS: &str =
     "SELECT shard, quantity FROM pool_holds WHERE hold_id = $1 ORDER BY shard";
-const SELECT_IDEMPOTENCY: &str =
-    "SELECT request_hash, hold_id FROM idempotency_keys WHERE buyer = $1 AND key = $2";
 
 /// A row of `holds` as read: `(show_id, buyer, expires_at_us, state,
 /// booking_id, pool_id, seat_ids)`.
@@ -116,7 +108,7 @@ fn parse_part((shard, quantity): (i32, i32)) -> StoreResult<(u32, u32)> {
     ))
 }
 
-impl Store {
+impl Holds {
     pub async fn hold(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
         retry_read(move || self.hold_once(hold_id)).await
     }
@@ -160,54 +152,9 @@ impl Store {
             }))
         })
     }
-
-    pub async fn idempotency_entry(
-        &self,
-        buyer: &BuyerId,
-        key: &IdempotencyKey,
-    ) -> StoreResult<Option<IdempotencyEntry>> {
-        let row: Option<(String, String)> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_as(SELECT_IDEMPOTENCY)
-                    .bind(buyer.as_str())
-                    .bind(key.as_str())
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        row.map(|(request_hash, hold_id)| {
-            Ok(IdempotencyEntry {
-                request_hash,
-                hold_id: parse_hold_id("idempotency_keys.hold_id", &hold_id)?,
-            })
-        })
-        .transpose()
-    }
 }
 
-/// The oldest keys created before a cutoff, a bounded batch of them
-/// (row values in `IN`: both PostgreSQL and SQLite 3.15+).
-const PRUNE_IDEMPOTENCY: &str = "DELETE FROM idempotency_keys WHERE (buyer, key) IN \
-     (SELECT buyer, key FROM idempotency_keys WHERE created_at_us < $1 \
-      ORDER BY created_at_us LIMIT $2)";
-
-impl Store {
-    /// Deletes at most `limit` idempotency keys created before `cutoff_us`,
-    /// oldest first; returns how many.
-    pub async fn prune_idempotency_keys(&self, cutoff_us: i64, limit: i64) -> StoreResult<u64> {
-        on_store!(self, write pool => {
-            Ok(sqlx::query(PRUNE_IDEMPOTENCY)
-                .bind(cutoff_us)
-                .bind(limit)
-                .execute(pool)
-                .await
-                .map_err(StoreError::classify)?
-                .rows_affected())
-        })
-    }
-
+impl Holds {
     /// Ids of holds past their expiry that no event has closed, oldest first.
     pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
         let ids: Vec<String> = on_store!(self, read pool => {

@@ -18,7 +18,7 @@ use sqlx::{Postgres, Sqlite, Transaction};
 
 use super::batch::AppendOutcome;
 use super::tables::{Projection, Table, Tables};
-use super::{Store, StoreError, StoreResult};
+use super::{Backend, ProjectionTables, StoreError, StoreResult};
 
 const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, \
      pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
@@ -31,13 +31,13 @@ pub enum Quiesced {
     Sqlite(Transaction<'static, Sqlite>),
 }
 
-impl Store {
+impl ProjectionTables {
     /// Starts a write phase in which no other append commits (see the
     /// module's comment). It ends with [`Quiesced::commit`]; dropped, it
     /// rolls back.
     pub async fn quiesce(&self) -> StoreResult<Quiesced> {
-        match self {
-            Store::Postgres(s) => {
+        match self.backend() {
+            Backend::Postgres(s) => {
                 let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
                 sqlx::query(PG_LOCK)
                     .execute(&mut *tx)
@@ -45,7 +45,7 @@ impl Store {
                     .map_err(StoreError::classify)?;
                 Ok(Quiesced::Postgres(tx))
             }
-            Store::Sqlite(s) => {
+            Backend::Sqlite(s) => {
                 let tx = s
                     .write
                     .begin_with("BEGIN IMMEDIATE")
@@ -113,24 +113,24 @@ impl Quiesced {
             let outcome = match self {
                 Quiesced::Postgres(tx) => {
                     let json = document.to_json()?;
-                    match sqlx::query(super::postgres::APPEND)
+                    match sqlx::query(super::log::postgres::APPEND)
                         .bind(json)
                         .execute(&mut **tx)
                         .await
                     {
                         Ok(_) => AppendOutcome::Appended,
-                        Err(err) => super::postgres::refusal(&err)
+                        Err(err) => super::log::postgres::refusal(&err)
                             .ok_or_else(|| StoreError::classify(err))?,
                     }
                 }
                 Quiesced::Sqlite(tx) => {
-                    let job = super::sqlite::SqliteJob::of(document)?;
+                    let job = super::log::sqlite::SqliteJob::of(document)?;
                     match job.write(tx).await {
-                        super::sqlite::JobWrite::Done(outcome) => {
+                        super::log::sqlite::JobWrite::Done(outcome) => {
                             outcome.map_err(StoreError::classify)?
                         }
                         // The caller's transaction is gone: its error ends the phase.
-                        super::sqlite::JobWrite::TransactionLost(error) => {
+                        super::log::sqlite::JobWrite::TransactionLost(error) => {
                             return Err(StoreError::classify(error))
                         }
                     }

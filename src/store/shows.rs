@@ -5,7 +5,7 @@ use domain::seat::SeatStatus;
 
 use super::holds::parse_column;
 use super::log::pg_log_bound;
-use super::{on_store, retry_read, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Backend, Shows, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShowInsert {
@@ -138,7 +138,7 @@ type SeatRow = (i32, Option<String>, Option<i64>, Option<String>);
 /// A seat row as the availability cache keeps it: recorded status and expiry.
 pub type SeatChange = (usize, SeatStatus, Option<i64>);
 
-impl Store {
+impl Shows {
     /// The seat rows of a show changed since `watermark` ([`WHOLE_SHOW`]: all of them),
     /// with the watermark for the next call.
     pub async fn seat_changes(
@@ -184,8 +184,8 @@ impl Store {
     ) -> StoreResult<Option<Vec<SeatRow>>> {
         let whole = whole || watermark == WHOLE_SHOW;
         let rows: Vec<SeatRow> = retry_read(move || async move {
-            match self {
-                Store::Postgres(s) => {
+            match self.backend() {
+                Backend::Postgres(s) => {
                     let sql = if whole { PG_SEATS } else { PG_SEAT_CHANGES };
                     let query = sqlx::query_as(sql).bind(show_id.as_str());
                     let query = if whole { query } else { query.bind(watermark) };
@@ -194,7 +194,7 @@ impl Store {
                         .await
                         .map_err(StoreError::classify)
                 }
-                Store::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
+                Backend::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
                     .bind(show_id.as_str())
                     .bind(if whole { SQLITE_WHOLE_SHOW } else { watermark })
                     .fetch_all(&s.read)
@@ -216,8 +216,8 @@ impl Store {
         shards: &[NewShard<'_>],
         created_at_us: i64,
     ) -> StoreResult<ShowInsert> {
-        let inserted = match self {
-            Store::Postgres(s) => {
+        let inserted = match self.backend() {
+            Backend::Postgres(s) => {
                 let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
                 let done = sqlx::query(INSERT_SHOW)
                     .bind(show_id.as_str())
@@ -243,7 +243,7 @@ impl Store {
                 tx.commit().await.map_err(StoreError::classify)?;
                 done.rows_affected() == 1
             }
-            Store::Sqlite(s) => {
+            Backend::Sqlite(s) => {
                 let mut tx = s.write.begin().await.map_err(StoreError::classify)?;
                 let done = sqlx::query(INSERT_SHOW)
                     .bind(show_id.as_str())

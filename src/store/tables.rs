@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 
 use super::batch::{AppendBatch, AppendOutcome};
 use super::document::Document;
-use super::{on_store, retry_read, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Backend, EventLog, ProjectionTables, StoreError, StoreResult};
 
 /// The columns each row type is read back with: its field names. A unit
 /// test holds each list against the type's serialized form, so a column
@@ -236,7 +236,7 @@ impl Tables {
     }
 }
 
-/// One row of `table` from its JSON object (see [`Store::row_object`]).
+/// One row of `table` from its JSON object (see [`Backend::row_object`]).
 pub(crate) fn decode_row<T: DeserializeOwned>(table: &str, text: &str) -> StoreResult<T> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("a row of {table}: {e}")))
 }
@@ -321,7 +321,7 @@ impl Projection {
     }
 }
 
-impl Store {
+impl Backend {
     /// The SQL expression of one row of `columns` as a JSON object (text),
     /// the form every row type is read back in: the type's own
     /// deserialization is the one reader of its columns, on both stores.
@@ -331,12 +331,14 @@ impl Store {
             .map(|c| format!("'{c}', {c}"))
             .collect::<Vec<_>>()
             .join(", ");
-        match self {
-            Store::Postgres(_) => format!("jsonb_build_object({pairs})::text"),
-            Store::Sqlite(_) => format!("json_object({pairs})"),
+        match self.backend() {
+            Backend::Postgres(_) => format!("jsonb_build_object({pairs})::text"),
+            Backend::Sqlite(_) => format!("json_object({pairs})"),
         }
     }
+}
 
+impl ProjectionTables {
     /// Rows of `table` matching `condition` (a constant: never input) as `T`.
     pub(crate) async fn select_rows<T: DeserializeOwned>(
         &self,
@@ -346,7 +348,7 @@ impl Store {
     ) -> StoreResult<Vec<T>> {
         let sql = format!(
             "SELECT {} FROM {table} WHERE {condition}",
-            self.row_object(columns)
+            self.backend().row_object(columns)
         );
         let sql = &sql;
         let texts: Vec<String> = retry_read(move || async move {
@@ -422,8 +424,9 @@ impl Store {
     /// transaction; returns the number of transactions.
     pub async fn write_tables(&self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
         let docs = tables.documents(chunk, &Table::ALL);
+        let log = EventLog::on(self.db.clone());
         for document in &docs {
-            let outcome = self.write_document(document, true).await?;
+            let outcome = log.write_document(document, true).await?;
             if outcome != AppendOutcome::Appended {
                 return Err(StoreError::Corrupt(format!(
                     "replay batch refused: {outcome:?}"

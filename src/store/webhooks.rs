@@ -14,7 +14,7 @@ use std::str::FromStr;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{on_store, retry_read, Store, StoreError, StoreResult};
+use super::{on_store, retry_read, Backend, StoreError, StoreResult, WebhookOutbox};
 
 /// An endpoint's id (`webhook_id` in the API).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -351,7 +351,7 @@ const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
      WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE endpoint_id = $2) \
      ON CONFLICT DO NOTHING";
 
-impl Store {
+impl WebhookOutbox {
     pub async fn insert_webhook_endpoint(&self, row: &EndpointRow) -> StoreResult<()> {
         let events: Vec<&str> = row.events.iter().map(|e| e.as_str()).collect();
         let events = serde_json::to_string(&events)
@@ -520,9 +520,9 @@ impl Store {
         token: &str,
         limit: i64,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
-        let sql = match self {
-            Store::Postgres(_) => CLAIM_PG,
-            Store::Sqlite(_) => CLAIM_SQLITE,
+        let sql = match self.backend() {
+            Backend::Postgres(_) => CLAIM_PG,
+            Backend::Sqlite(_) => CLAIM_SQLITE,
         };
         let rows: Vec<ClaimedColumns> = on_store!(self, write pool => {
             sqlx::query_as::<_, ClaimedColumns>(sql)

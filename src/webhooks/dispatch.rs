@@ -20,8 +20,8 @@ use projections::time::to_micros;
 use super::payload::{types_of, Occurrence, Payloads};
 use crate::clock::Clock;
 use crate::store::{
-    DeliveryId, EndpointId, EndpointRow, LogEvent, LogFilter, NewDelivery, Store, StoreError,
-    WebhookEventType,
+    DeliveryId, EndpointId, EndpointRow, EventLog, LogEvent, LogFilter, NewDelivery, StoreError,
+    WebhookEventType, WebhookOutbox,
 };
 
 /// The dispatcher's checkpoint in `projector_checkpoints`.
@@ -52,15 +52,22 @@ pub struct DispatchReport {
 
 #[derive(Clone)]
 pub struct Dispatcher {
-    store: Arc<Store>,
+    log: EventLog,
+    outbox: WebhookOutbox,
     payloads: Arc<Payloads>,
     clock: Arc<dyn Clock>,
 }
 
 impl Dispatcher {
-    pub fn new(store: Arc<Store>, payloads: Arc<Payloads>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        log: EventLog,
+        outbox: WebhookOutbox,
+        payloads: Arc<Payloads>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
-            store,
+            log,
+            outbox,
             payloads,
             clock,
         }
@@ -71,17 +78,17 @@ impl Dispatcher {
     pub async fn run_once(&self) -> Result<DispatchReport, StoreError> {
         let mut report = DispatchReport::default();
         loop {
-            let from = self.store.checkpoint(WEBHOOKS_CHECKPOINT).await?;
+            let from = self.log.checkpoint(WEBHOOKS_CHECKPOINT).await?;
             report.position = from;
             // With no endpoint, nothing after the head so far can be owed to
             // anyone: an endpoint registered after the read below starts at
             // a head at or above this one.
-            let safe_head = self.store.safe_head().await?;
-            let mut endpoints = self.store.webhook_endpoints().await?;
+            let safe_head = self.log.safe_head().await?;
+            let mut endpoints = self.outbox.webhook_endpoints().await?;
             if endpoints.is_empty() {
                 if safe_head > from {
                     let now_us = to_micros(self.clock.now());
-                    self.store
+                    self.outbox
                         .record_webhook_deliveries(
                             WEBHOOKS_CHECKPOINT,
                             from,
@@ -94,7 +101,7 @@ impl Dispatcher {
                 return Ok(report);
             }
             let events = self
-                .store
+                .log
                 .read_log(LogFilter::All, from, DISPATCH_BATCH)
                 .await?;
             let Some(last) = events.last() else {
@@ -103,7 +110,7 @@ impl Dispatcher {
             let to = last.position;
             // Read again after the events: an endpoint registered meanwhile
             // is either in this list or starts above every event read.
-            endpoints = self.store.webhook_endpoints().await?;
+            endpoints = self.outbox.webhook_endpoints().await?;
             // The payloads' reads (a booking's hold, its checkout row) run
             // PAYLOAD_READS_IN_FLIGHT at a time, their results in log order:
             // one after another, under a crowd each waited its turn for a
@@ -145,7 +152,7 @@ impl Dispatcher {
             }
             let now_us = to_micros(self.clock.now());
             if self
-                .store
+                .outbox
                 .record_webhook_deliveries(WEBHOOKS_CHECKPOINT, from, to, &deliveries, now_us)
                 .await?
             {
@@ -168,8 +175,8 @@ impl Dispatcher {
 
     /// How many events of the log the checkpoint is behind.
     pub async fn lag(&self) -> Result<i64, StoreError> {
-        let checkpoint = self.store.checkpoint(WEBHOOKS_CHECKPOINT).await?;
-        self.store.count_after(checkpoint).await
+        let checkpoint = self.log.checkpoint(WEBHOOKS_CHECKPOINT).await?;
+        self.log.count_after(checkpoint).await
     }
 }
 

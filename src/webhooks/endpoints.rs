@@ -17,8 +17,8 @@ use rand::RngCore;
 
 use crate::clock::Clock;
 use crate::store::{
-    DeliveryId, DeliveryRow, DeliveryStatus, EndpointId, EndpointRow, RetryOutcome, Store,
-    StoreError, WebhookEventType,
+    DeliveryId, DeliveryRow, DeliveryStatus, EndpointId, EndpointRow, EventLog, RetryOutcome,
+    StoreError, WebhookEventType, WebhookOutbox,
 };
 use projections::time::to_micros;
 
@@ -130,13 +130,14 @@ pub fn new_secret() -> String {
 }
 
 pub struct WebhookEndpoints {
-    store: Arc<Store>,
+    outbox: WebhookOutbox,
+    log: EventLog,
     clock: Arc<dyn Clock>,
 }
 
 impl WebhookEndpoints {
-    pub fn new(store: Arc<Store>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+    pub fn new(outbox: WebhookOutbox, log: EventLog, clock: Arc<dyn Clock>) -> Self {
+        Self { outbox, log, clock }
     }
 
     /// Registers an endpoint. It hears of events recorded after this: the
@@ -148,7 +149,7 @@ impl WebhookEndpoints {
     ) -> Result<EndpointRow, WebhookError> {
         check_url(url)?;
         let events = check_events(events)?;
-        if self.store.count_webhook_endpoints().await? >= MAX_ENDPOINTS {
+        if self.outbox.count_webhook_endpoints().await? >= MAX_ENDPOINTS {
             return Err(WebhookError::TooManyEndpoints);
         }
         let row = EndpointRow {
@@ -156,21 +157,21 @@ impl WebhookEndpoints {
             url: url.to_owned(),
             events,
             secret: new_secret(),
-            after_position: self.store.head_position().await?,
+            after_position: self.log.head_position().await?,
             created_at_us: to_micros(self.clock.now()),
         };
-        self.store.insert_webhook_endpoint(&row).await?;
+        self.outbox.insert_webhook_endpoint(&row).await?;
         tracing::info!(endpoint_id = %row.endpoint_id, url = %row.url, "webhook endpoint registered");
         Ok(row)
     }
 
     pub async fn list(&self) -> Result<Vec<EndpointRow>, WebhookError> {
-        Ok(self.store.webhook_endpoints().await?)
+        Ok(self.outbox.webhook_endpoints().await?)
     }
 
     /// Deletes an endpoint with its deliveries (pending ones are not sent).
     pub async fn delete(&self, id: EndpointId) -> Result<(), WebhookError> {
-        if self.store.delete_webhook_endpoint(id).await? {
+        if self.outbox.delete_webhook_endpoint(id).await? {
             tracing::info!(endpoint_id = %id, "webhook endpoint deleted");
             Ok(())
         } else {
@@ -185,13 +186,13 @@ impl WebhookEndpoints {
         status: Option<DeliveryStatus>,
         limit: Option<i64>,
     ) -> Result<Vec<DeliveryRow>, WebhookError> {
-        if self.store.webhook_endpoint(id).await?.is_none() {
+        if self.outbox.webhook_endpoint(id).await?.is_none() {
             return Err(WebhookError::EndpointNotFound);
         }
         let limit = limit
             .unwrap_or(DEFAULT_DELIVERIES_PAGE)
             .clamp(1, MAX_DELIVERIES_PAGE);
-        Ok(self.store.webhook_deliveries(id, status, limit).await?)
+        Ok(self.outbox.webhook_deliveries(id, status, limit).await?)
     }
 
     /// Makes a delivery pending again, due now, with a fresh retry window
@@ -201,12 +202,12 @@ impl WebhookEndpoints {
         id: EndpointId,
         delivery: DeliveryId,
     ) -> Result<DeliveryRow, WebhookError> {
-        if self.store.webhook_endpoint(id).await?.is_none() {
+        if self.outbox.webhook_endpoint(id).await?.is_none() {
             return Err(WebhookError::EndpointNotFound);
         }
         let now_us = to_micros(self.clock.now());
         match self
-            .store
+            .outbox
             .retry_webhook_delivery(id, delivery, now_us)
             .await?
         {

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use crate::command::checkout::{BookingStatus, CheckoutError, CheckoutService};
 use crate::command::holds::{HoldError, HoldService};
-use crate::store::{LogEvent, Store, StoreError, WebhookEventType};
+use crate::store::{Checkouts, LogEvent, StoreError, WebhookEventType};
 
 /// One webhook event an event of the log gives.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,15 +103,19 @@ fn from_hold(error: HoldError) -> StoreError {
 }
 
 pub struct Payloads {
-    store: Arc<Store>,
+    checkouts: Checkouts,
     checkout: Arc<CheckoutService>,
     holds: Arc<HoldService>,
 }
 
 impl Payloads {
-    pub fn new(store: Arc<Store>, checkout: Arc<CheckoutService>, holds: Arc<HoldService>) -> Self {
+    pub fn new(
+        checkouts: Checkouts,
+        checkout: Arc<CheckoutService>,
+        holds: Arc<HoldService>,
+    ) -> Self {
         Self {
-            store,
+            checkouts,
             checkout,
             holds,
         }
@@ -190,7 +194,7 @@ impl Payloads {
                     refund_id,
                 } => {
                     let row = self
-                        .store
+                        .checkouts
                         .checkout_by_hold(&hold_id)
                         .await?
                         .ok_or_else(|| corrupt(event, "no checkout row"))?;
@@ -235,7 +239,7 @@ impl Payloads {
                     refund_id,
                 } => {
                     let row = self
-                        .store
+                        .checkouts
                         .checkout_by_hold(&hold_id)
                         .await?
                         .ok_or_else(|| corrupt(event, "no checkout row"))?;
@@ -259,7 +263,7 @@ impl Payloads {
                     if types.contains(&WebhookEventType::BookingCancelled) =>
                 {
                     let row = self
-                        .store
+                        .checkouts
                         .checkout_by_hold(&hold_id)
                         .await?
                         .ok_or_else(|| corrupt(event, "no checkout row"))?;

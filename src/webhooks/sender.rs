@@ -29,7 +29,8 @@ use tokio::task::JoinSet;
 use super::{WebhookSettings, MAX_IN_FLIGHT_PER_ENDPOINT};
 use crate::clock::Clock;
 use crate::store::{
-    AttemptRecord, AttemptVerdict, ClaimedDelivery, EndpointId, EndpointRow, Store, StoreError,
+    AttemptRecord, AttemptVerdict, ClaimedDelivery, EndpointId, EndpointRow, StoreError,
+    WebhookOutbox,
 };
 
 /// How long a delivered or failed delivery stays listed (and can be
@@ -93,7 +94,7 @@ pub enum Attempted {
 }
 
 pub struct Sender {
-    store: Arc<Store>,
+    outbox: WebhookOutbox,
     clock: Arc<dyn Clock>,
     client: reqwest::Client,
     settings: WebhookSettings,
@@ -105,7 +106,7 @@ pub struct Sender {
 
 impl Sender {
     pub fn new(
-        store: Arc<Store>,
+        outbox: WebhookOutbox,
         clock: Arc<dyn Clock>,
         settings: WebhookSettings,
     ) -> Result<Self, reqwest::Error> {
@@ -116,7 +117,7 @@ impl Sender {
             .user_agent(concat!("booking-webhooks/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Self {
-            store,
+            outbox,
             clock,
             client,
             settings,
@@ -144,12 +145,12 @@ impl Sender {
         let now = self.clock.now();
         let now_us = to_micros(now);
         self.report_oldest_pending(now_us).await?;
-        let due = self.store.endpoints_with_due_deliveries(now_us).await?;
+        let due = self.outbox.endpoints_with_due_deliveries(now_us).await?;
         if due.is_empty() {
             return Ok(0);
         }
         let endpoints: HashMap<EndpointId, Arc<EndpointRow>> = self
-            .store
+            .outbox
             .webhook_endpoints()
             .await?
             .into_iter()
@@ -168,7 +169,7 @@ impl Sender {
                 continue;
             }
             let claimed = self
-                .store
+                .outbox
                 .claim_webhook_deliveries(
                     endpoint_id,
                     now_us,
@@ -214,7 +215,7 @@ impl Sender {
         let mut pruned = 0;
         for _ in 0..PRUNES_PER_PASS {
             let deleted = self
-                .store
+                .outbox
                 .prune_webhook_deliveries(cutoff_us, DELIVERIES_PER_PRUNE)
                 .await?;
             pruned += deleted;
@@ -233,7 +234,7 @@ impl Sender {
         let now_us = to_micros(self.clock.now());
         let lease_us = i64::try_from(self.settings.lease().as_micros()).unwrap_or(i64::MAX);
         match self
-            .store
+            .outbox
             .claim_webhook_deliveries(
                 endpoint,
                 now_us,
@@ -252,7 +253,7 @@ impl Sender {
     }
 
     async fn report_oldest_pending(&self, now_us: i64) -> Result<(), StoreError> {
-        let age_seconds = match self.store.oldest_pending_webhook_us().await? {
+        let age_seconds = match self.outbox.oldest_pending_webhook_us().await? {
             Some(since_us) => (now_us.saturating_sub(since_us)).max(0) as f64 / 1e6,
             None => 0.0,
         };
@@ -310,7 +311,7 @@ impl Sender {
             at_us: now_us,
         };
         match self
-            .store
+            .outbox
             .finish_webhook_attempt(delivery.delivery_id, &self.token, &record)
             .await
         {

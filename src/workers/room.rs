@@ -19,7 +19,7 @@ use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::queue::{QueueService, Stock, WaitingRoomError};
 use crate::query::availability::AvailabilityCache;
-use crate::store::Store;
+use crate::store::Shows;
 use domain::ids::ShowId;
 
 /// The default time between passes (`BOOKING_ROOM_INTERVAL_SECONDS`): a
@@ -30,7 +30,7 @@ pub const DEFAULT_ROOM_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct RoomKeeper {
-    store: Arc<Store>,
+    shows: Shows,
     catalog: Arc<ShowCatalog>,
     availability: Arc<AvailabilityCache>,
     queue: Arc<QueueService>,
@@ -39,14 +39,14 @@ pub struct RoomKeeper {
 
 impl RoomKeeper {
     pub fn new(
-        store: Arc<Store>,
+        shows: Shows,
         catalog: Arc<ShowCatalog>,
         availability: Arc<AvailabilityCache>,
         queue: Arc<QueueService>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            store,
+            shows,
             catalog,
             availability,
             queue,
@@ -77,7 +77,7 @@ impl RoomKeeper {
 
     /// Keeps one room; `false` if there was nothing to look at.
     async fn keep(&self, show_id: &ShowId, open: bool) -> Result<bool, WaitingRoomError> {
-        let Some(entry) = self.catalog.get(&self.store, show_id).await? else {
+        let Some(entry) = self.catalog.get(show_id).await? else {
             return Ok(false);
         };
         let now = self.clock.now();
@@ -93,7 +93,7 @@ impl RoomKeeper {
             // the show begins.
             return Ok(false);
         }
-        let current = self.availability.current(&self.store, &entry, now).await?;
+        let current = self.availability.current(&self.shows, &entry, now).await?;
         let stock = Stock::of(&current, entry.show.pools.iter().map(|p| p.capacity));
         self.queue.keep(show_id, stock).await?;
         Ok(true)

@@ -21,7 +21,7 @@ use crate::auth::{Actor, Role};
 use crate::clock::Clock;
 use crate::command::context::{OutcomeMark, RequestContext};
 use crate::command::holds::{HoldError, HoldService};
-use crate::store::{Store, StoreError};
+use crate::store::{Holds, IdempotencyKeys, StoreError};
 
 /// Holds expired per pass at most; a backlog drains over several passes.
 pub const HOLDS_PER_SWEEP: i64 = 500;
@@ -51,16 +51,23 @@ fn retention_of(retention: Duration) -> chrono::Duration {
 
 #[derive(Clone)]
 pub struct Sweeper {
-    store: Arc<Store>,
+    hold_records: Holds,
+    keys: IdempotencyKeys,
     holds: Arc<HoldService>,
     clock: Arc<dyn Clock>,
     key_retention: chrono::Duration,
 }
 
 impl Sweeper {
-    pub fn new(store: Arc<Store>, holds: Arc<HoldService>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        hold_records: Holds,
+        keys: IdempotencyKeys,
+        holds: Arc<HoldService>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
-            store,
+            hold_records,
+            keys,
             holds,
             clock,
             key_retention: retention_of(DEFAULT_KEY_RETENTION),
@@ -94,10 +101,7 @@ impl Sweeper {
         let cutoff_us = to_micros(cutoff);
         let mut pruned = 0;
         for _ in 0..PRUNES_PER_SWEEP {
-            let deleted = self
-                .store
-                .prune_idempotency_keys(cutoff_us, KEYS_PER_PRUNE)
-                .await?;
+            let deleted = self.keys.prune(cutoff_us, KEYS_PER_PRUNE).await?;
             pruned += deleted;
             if deleted < KEYS_PER_PRUNE as u64 {
                 break;
@@ -108,7 +112,10 @@ impl Sweeper {
 
     async fn expire_holds(&self) -> Result<usize, HoldError> {
         let now_us = to_micros(self.clock.now());
-        let expired = self.store.expired_holds(now_us, HOLDS_PER_SWEEP).await?;
+        let expired = self
+            .hold_records
+            .expired_holds(now_us, HOLDS_PER_SWEEP)
+            .await?;
         let actor = BuyerId::parse(SWEEPER_ACTOR)
             .map_err(|e| HoldError::Store(StoreError::Corrupt(e.to_string())))?;
         let ctx = RequestContext {

@@ -82,7 +82,7 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
     app.settle().await;
     assert_eq!(
         app.projector.run_once().await.unwrap().position,
-        app.store.head_position().await.unwrap()
+        app.store.log().head_position().await.unwrap()
     );
     let (code, _) = verify_exit_code(&app);
     assert_eq!(code, 0, "consistent to begin with");
@@ -94,7 +94,7 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
         .events
         .push(bare_hold_event("repair", "S2", 1, &hold, until));
     assert_eq!(
-        app.store.append(&batch).await.unwrap(),
+        app.store.log().append(&batch).await.unwrap(),
         AppendOutcome::Appended
     );
     assert_eq!(
@@ -150,10 +150,10 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
         until,
     ));
     assert_eq!(
-        app.store.append(&batch).await.unwrap(),
+        app.store.log().append(&batch).await.unwrap(),
         AppendOutcome::Appended
     );
-    let b_position = app.store.head_position().await.unwrap();
+    let b_position = app.store.log().head_position().await.unwrap();
 
     // The projector runs while A is open: it must not pass A.
     let pass = app.projector.run_once().await.unwrap();
@@ -189,7 +189,11 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
         ("held", "held")
     );
     assert_eq!(
-        app.store.checkpoint(PROJECTIONS_CHECKPOINT).await.unwrap(),
+        app.store
+            .log()
+            .checkpoint(PROJECTIONS_CHECKPOINT)
+            .await
+            .unwrap(),
         b_position
     );
     app.stop().await;
@@ -392,12 +396,18 @@ async fn replay_of_a_log_longer_than_one_fold_step_equals_the_live_projections(e
 /// Replays every projection of a log of `events` events and checks that
 /// the rebuilt tables equal the live ones and that `booking verify` agrees.
 async fn replay_equals_live(app: &TestApp, events: i64, context: &str) {
-    let live = app.store.dump_projections().await.unwrap();
-    let report = replay(&app.store, &ShowCatalog::default(), &Projection::ALL)
-        .await
-        .unwrap();
+    let live = app.store.projections().dump_projections().await.unwrap();
+    let catalog = ShowCatalog::new(domain::money::Currency::EUR, app.store.shows());
+    let report = replay(
+        &app.store.log(),
+        &app.store.projections(),
+        &catalog,
+        &Projection::ALL,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.events as i64, events);
-    let rebuilt = app.store.dump_projections().await.unwrap();
+    let rebuilt = app.store.projections().dump_projections().await.unwrap();
     assert_eq!(
         live, rebuilt,
         "replay equals the live projections ({context})"

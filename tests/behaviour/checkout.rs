@@ -99,7 +99,7 @@ async fn a_purchase_books_the_seats_at_the_sum_of_their_prices(env: TestEnv) {
     app.hold(&bob, "buy", &["S1"], None)
         .await
         .expect_problem(409, "seat_taken");
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 1);
     assert_eq!(ledger[0].charge_id, bought.str("charge_id"));
     assert_eq!(
@@ -141,7 +141,7 @@ async fn retry_storm_gives_one_booking_and_one_charge_per_hold(env: TestEnv) {
         assert_eq!(first.body, third.body, "identical answers");
         assert!(charges.insert(first.str("charge_id")));
     }
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), PURCHASES, "one charge per hold");
     assert!(ledger
         .iter()
@@ -179,6 +179,7 @@ async fn a_payment_that_outlives_its_hold_is_voided_never_captured(env: TestEnv)
         let stream = stream.clone();
         async move {
             !store
+                .log()
                 .stream_events::<Checkout>(&stream, 0)
                 .await
                 .unwrap()
@@ -203,7 +204,7 @@ async fn a_payment_that_outlives_its_hold_is_voided_never_captured(env: TestEnv)
     again.expect_problem(409, "hold_expired");
     assert_eq!(again.body["voided"], true, "a retry gets the same answer");
 
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 2, "alice's payment and bob's");
     assert!(
         ledger.iter().all(|c| c.refund_id.is_none()),
@@ -220,6 +221,7 @@ async fn a_payment_that_outlives_its_hold_is_voided_never_captured(env: TestEnv)
     assert_eq!(statuses["S1"], "booked");
     let events = app
         .store
+        .log()
         .stream_events::<domain::seat::Seat>("late/S1", 0)
         .await
         .unwrap();
@@ -245,7 +247,7 @@ async fn a_declined_payment_can_be_retried_with_another_method(env: TestEnv) {
     );
     let paid = app.purchase(&alice, &hold_id, "pm_sim_ok").await;
     assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     let outcomes: Vec<&str> = ledger.iter().map(|c| c.outcome.as_str()).collect();
     assert_eq!(outcomes, ["declined", "captured"]);
     app.stop().await;
@@ -258,7 +260,7 @@ async fn an_unavailable_provider_charges_nothing_and_a_retry_succeeds(env: TestE
     let hold_id = hold_for(&app, &alice, "down", &["S1"]).await;
     let down = app.purchase(&alice, &hold_id, "pm_sim_unavailable").await;
     down.expect_problem(503, "payment_unavailable");
-    assert!(app.store.sim_ledger().await.unwrap().is_empty());
+    assert!(app.ledger().sim_ledger().await.unwrap().is_empty());
     let paid = app.purchase(&alice, &hold_id, "pm_sim_ok").await;
     assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
     let bad = app.purchase(&alice, &hold_id, "pm_card_visa").await;
@@ -291,7 +293,7 @@ async fn an_expired_or_released_hold_is_never_charged(env: TestEnv) {
     refused.expect_problem(409, "hold_expired");
     assert_eq!(refused.body["refunded"], false);
     assert!(
-        app.store.sim_ledger().await.unwrap().is_empty(),
+        app.ledger().sim_ledger().await.unwrap().is_empty(),
         "nothing charged"
     );
     app.purchase(&alice, &uuid::Uuid::new_v4().to_string(), "pm_sim_ok")
@@ -327,7 +329,7 @@ async fn a_cancelled_booking_frees_its_seats_to_be_bought_again(env: TestEnv) {
     let bobs_hold = hold_for(&app, &bob, "cancel", &["S1", "S2"]).await;
     let bobs = app.purchase(&bob, &bobs_hold, "pm_sim_ok").await;
     assert_eq!(bobs.status, StatusCode::CREATED, "{}", bobs.body);
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     let refunds = ledger.iter().filter(|c| c.refund_id.is_some()).count();
     assert_eq!((ledger.len(), refunds), (2, 1));
     let read = get(
@@ -349,7 +351,7 @@ async fn buyers_cannot_buy_or_read_what_is_not_theirs(env: TestEnv) {
     app.purchase(&mallory, &hold_id, "pm_sim_ok")
         .await
         .expect_problem(403, "forbidden");
-    assert!(app.store.sim_ledger().await.unwrap().is_empty());
+    assert!(app.ledger().sim_ledger().await.unwrap().is_empty());
     let bought = app.purchase(&alice, &hold_id, "pm_sim_ok").await;
     let booking = format!("/v1/bookings/{}", bought.str("booking_id"));
     get(&app, &booking, &mallory)
@@ -411,7 +413,7 @@ async fn leave_a_requested_checkout(app: &TestApp, hold_id: &str, buyer: &str, s
         .checkouts
         .push(CheckoutRow::of(&checkout, 1, 0).unwrap());
     assert_eq!(
-        app.store.append(&batch).await.unwrap(),
+        app.store.log().append(&batch).await.unwrap(),
         AppendOutcome::Appended
     );
 }
@@ -427,7 +429,7 @@ async fn recovery_finishes_a_checkout_left_before_its_charge(env: TestEnv) {
     assert_eq!(app.seat_statuses("recover").await["S1"], "booked");
     let retried = app.purchase(&alice, &valid, "pm_sim_ok").await;
     assert_eq!(retried.status, StatusCode::OK, "{}", retried.body);
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 1);
     assert_eq!(retried.str("charge_id"), ledger[0].charge_id);
 
@@ -439,7 +441,7 @@ async fn recovery_finishes_a_checkout_left_before_its_charge(env: TestEnv) {
     let report = app.recovery.run_once().await.unwrap();
     assert_eq!((report.completed, report.voided), (0, 1), "{report:?}");
     let ledger: BTreeMap<String, (String, Option<String>)> = app
-        .store
+        .ledger()
         .sim_ledger()
         .await
         .unwrap()
@@ -497,7 +499,7 @@ async fn a_simulated_three_d_secure_payment_waits_for_the_buyer_then_books(env: 
     let report = app.recovery.run_once().await.unwrap();
     assert_eq!(report.completed, 1, "{report:?}");
     assert_eq!(app.seat_statuses("sim3ds").await["S2"], "booked");
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 2);
     assert!(ledger.iter().all(|p| p.outcome == "captured"), "{ledger:?}");
     app.stop().await;

@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use booking::auth::{Role, TokenKeys};
+use booking::payment::ledger::Ledger;
 use booking::store::Store;
 use domain::seat::Seat;
 use rand::Rng;
@@ -177,12 +178,17 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
     let service = start(&database_url, &secret).await;
     let store = Store::connect(&database_url, 2).await.unwrap();
     assert!(
-        store.pending_checkouts(1000).await.unwrap().is_empty(),
+        store
+            .checkouts()
+            .pending_checkouts(1000)
+            .await
+            .unwrap()
+            .is_empty(),
         "recovery finished everything"
     );
 
     // Every simulator charge ended in a booking or a refund.
-    let ledger = store.sim_ledger().await.unwrap();
+    let ledger = Ledger::of(&store).sim_ledger().await.unwrap();
     let mut charges_per_hold: BTreeMap<String, usize> = BTreeMap::new();
     for charge in ledger.iter().filter(|c| c.outcome == "captured") {
         let hold_id = charge_hold(&store, &charge.charge_id).await;
@@ -235,6 +241,7 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
     // No seat is in two bookings.
     for n in 1..=CHECKOUTS {
         let events = store
+            .log()
             .stream_events::<Seat>(&format!("crash/S{n}"), 0)
             .await
             .unwrap();
@@ -268,7 +275,7 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
 
 /// The hold a simulator payment is for.
 async fn charge_hold(store: &Store, payment_id: &str) -> String {
-    store
+    Ledger::of(store)
         .sim_payment(payment_id)
         .await
         .unwrap()

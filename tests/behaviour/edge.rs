@@ -284,7 +284,7 @@ async fn a_slow_request_gets_busy_and_the_purchase_still_completes(env: TestEnv)
     let booking_id = done.str("booking_id");
     let again = app.purchase(&buyer, &hold_id, "pm_sim_delay_3000").await;
     assert_eq!(again.str("booking_id"), booking_id, "the same booking");
-    let ledger = app.store.sim_ledger().await.unwrap();
+    let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 1, "one charge: {ledger:?}");
     app.stop().await;
 }

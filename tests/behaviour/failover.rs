@@ -16,6 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use booking::auth::{Role, TokenKeys};
+use booking::payment::ledger::Ledger;
 use booking::store::Store;
 
 use crate::cluster::{psql, unavailable};
@@ -561,6 +562,7 @@ async fn through_a_switch(switch: Switch) {
     let store = Store::connect(&cluster.url(), 2).await.expect("the store");
     let deadline = Instant::now() + SETTLE;
     while !store
+        .checkouts()
         .pending_checkouts(1000)
         .await
         .expect("pending")
@@ -572,11 +574,11 @@ async fn through_a_switch(switch: Switch) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    for charge in store.sim_ledger().await.expect("ledger") {
+    for charge in Ledger::of(&store).sim_ledger().await.expect("ledger") {
         if charge.outcome != "captured" || charge.refund_id.is_some() {
             continue;
         }
-        let payment = store
+        let payment = Ledger::of(&store)
             .sim_payment(&charge.charge_id)
             .await
             .expect("payment")

@@ -245,6 +245,7 @@ async fn a_hold_expires_at_read_time_without_any_sweep(env: TestEnv) {
     assert_eq!(second.status, StatusCode::CREATED, "{}", second.body);
     let events = app
         .store
+        .log()
         .stream_events::<domain::seat::Seat>("expiry/S2", 0)
         .await
         .unwrap();

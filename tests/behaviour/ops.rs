@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use booking::auth::{Role, TokenKeys};
+use booking::payment::ledger::Ledger;
 use booking::store::{LogFilter, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -67,6 +68,7 @@ async fn sigterm_lets_the_purchases_in_flight_finish(env: TestEnv) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let requested = store
+            .log()
             .read_log(LogFilter::All, 0, 10_000)
             .await
             .unwrap()
@@ -126,7 +128,10 @@ async fn sigterm_lets_the_purchases_in_flight_finish(env: TestEnv) {
             .unwrap();
         assert_eq!(booking.status(), StatusCode::OK);
     }
-    assert_eq!(store.sim_ledger().await.unwrap().len(), PURCHASES);
+    assert_eq!(
+        Ledger::of(&store).sim_ledger().await.unwrap().len(),
+        PURCHASES
+    );
     drop(service);
 }
 

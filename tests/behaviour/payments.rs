@@ -457,6 +457,7 @@ async fn webhooks_refuse_bad_signatures_and_act_once_on_what_stripe_says(env: Te
     assert_eq!(record.body["status"], "converted");
     let captures = app
         .store
+        .log()
         .stream_events::<domain::checkout::Checkout>(&hold_id, 0)
         .await
         .unwrap()

@@ -57,7 +57,7 @@ async fn a_database_moved_to_a_new_cluster_keeps_positions_increasing(env: TestE
     }
     app.settle().await;
     app.projector.run_once().await.unwrap();
-    let head_before = app.store.head_position().await.unwrap();
+    let head_before = app.store.log().head_position().await.unwrap();
     app.stop().await;
 
     cluster.restore_from(&source_url, "moved").unwrap();

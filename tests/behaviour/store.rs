@@ -58,6 +58,7 @@ async fn a_conflict_on_any_one_stream_writes_nothing_on_the_others(env: TestEnv)
         let round = round as i64;
         let outcome = app
             .store
+            .log()
             .append(&batch(vec![event(taken, round + 1)]))
             .await
             .unwrap();
@@ -65,7 +66,7 @@ async fn a_conflict_on_any_one_stream_writes_nothing_on_the_others(env: TestEnv)
         let before = app.event_count().await;
         // Every stream at the next sequence: free on two, taken on one.
         let all: Vec<NewEvent> = streams.iter().map(|s| event(s, round + 1)).collect();
-        let outcome = app.store.append(&batch(all)).await.unwrap();
+        let outcome = app.store.log().append(&batch(all)).await.unwrap();
         assert_eq!(outcome, AppendOutcome::Conflict, "round {round}");
         assert_eq!(
             app.event_count().await,
@@ -79,12 +80,17 @@ async fn a_conflict_on_any_one_stream_writes_nothing_on_the_others(env: TestEnv)
             .map(|s| event(s, round + 1))
             .collect();
         assert_eq!(
-            app.store.append(&batch(others)).await.unwrap(),
+            app.store.log().append(&batch(others)).await.unwrap(),
             AppendOutcome::Appended
         );
     }
     for stream in streams {
-        let events = app.store.stream_events::<Seat>(stream, 0).await.unwrap();
+        let events = app
+            .store
+            .log()
+            .stream_events::<Seat>(stream, 0)
+            .await
+            .unwrap();
         let sequences: Vec<usize> = events.iter().map(|e| e.sequence).collect();
         assert_eq!(sequences, vec![1, 2, 3], "{stream}");
     }
@@ -108,7 +114,7 @@ async fn a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing(env: TestE
         ..AppendBatch::new(Utc::now())
     };
     assert_eq!(
-        app.store.append(&moved).await.unwrap(),
+        app.store.log().append(&moved).await.unwrap(),
         AppendOutcome::CheckpointMoved
     );
     assert_eq!(app.event_count().await, before, "nothing written");
@@ -120,11 +126,11 @@ async fn events_get_increasing_positions_and_a_recorded_time(env: TestEnv) {
     for n in 1..=3 {
         let events = vec![event("order/A", n), event("order/B", n)];
         assert_eq!(
-            app.store.append(&batch(events)).await.unwrap(),
+            app.store.log().append(&batch(events)).await.unwrap(),
             AppendOutcome::Appended
         );
     }
-    let positions = app.store.positions().await.unwrap();
+    let positions = app.store.log().positions().await.unwrap();
     assert_eq!(positions.len(), 6);
     assert!(
         positions.windows(2).all(|w| w[0].0 < w[1].0),
@@ -145,7 +151,7 @@ async fn a_batch_over_max_events_is_too_large_and_writes_nothing(env: TestEnv) {
         .map(|n| event(&format!("large/{n}"), 1))
         .collect();
     assert_eq!(events.len(), 65_536);
-    let refused = app.store.append(&batch(events)).await;
+    let refused = app.store.log().append(&batch(events)).await;
     assert!(
         matches!(refused, Err(StoreError::TooLarge(_))),
         "{refused:?}"
@@ -177,7 +183,7 @@ async fn appends_sent_at_once_each_get_their_own_outcome(env: TestEnv) {
     for i in 0..N {
         let taken = batch(vec![event(&format!("group/T{i}"), 1)]);
         assert_eq!(
-            app.store.append(&taken).await.unwrap(),
+            app.store.log().append(&taken).await.unwrap(),
             AppendOutcome::Appended
         );
     }
@@ -206,7 +212,8 @@ async fn appends_sent_at_once_each_get_their_own_outcome(env: TestEnv) {
     batches.push(keyed(vec![event("group/H2", 1)], "k1"));
     expected.push(None);
     let before = app.event_count().await;
-    let outcomes = futures::future::join_all(batches.iter().map(|b| app.store.append(b))).await;
+    let log = app.store.log();
+    let outcomes = futures::future::join_all(batches.iter().map(|b| log.append(b))).await;
     let outcomes: Vec<AppendOutcome> = outcomes.into_iter().map(|o| o.unwrap()).collect();
     for (i, (outcome, expected)) in outcomes.iter().zip(&expected).enumerate() {
         if let Some(expected) = expected {
@@ -227,14 +234,19 @@ async fn appends_sent_at_once_each_get_their_own_outcome(env: TestEnv) {
     for i in 0..N {
         for (stream, sequences) in [("T", vec![1]), ("F", vec![1]), ("G", vec![1])] {
             let id = format!("group/{stream}{i}");
-            let events = app.store.stream_events::<Seat>(&id, 0).await.unwrap();
+            let events = app.store.log().stream_events::<Seat>(&id, 0).await.unwrap();
             let got: Vec<usize> = events.iter().map(|e| e.sequence).collect();
             assert_eq!(got, sequences, "{id}");
         }
     }
     let mut written = 0;
     for (stream, outcome) in ["group/H1", "group/H2"].iter().zip(keyed_outcomes) {
-        let events = app.store.stream_events::<Seat>(stream, 0).await.unwrap();
+        let events = app
+            .store
+            .log()
+            .stream_events::<Seat>(stream, 0)
+            .await
+            .unwrap();
         let expected = usize::from(*outcome == AppendOutcome::Appended);
         assert_eq!(events.len(), expected, "{stream}: {outcome:?}");
         written += events.len();
@@ -353,16 +365,16 @@ async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv
         let (first, second) = (batch_of("A-2"), batch_of("A-1"));
         for batch in [&first, &second, &first] {
             assert_eq!(
-                app.store.append(batch).await.unwrap(),
+                app.store.log().append(batch).await.unwrap(),
                 AppendOutcome::Appended
             );
         }
-        let record = app.store.hold(&hold_id).await.unwrap().unwrap();
+        let record = app.store.holds().hold(&hold_id).await.unwrap().unwrap();
         let mut seats: Vec<&str> = record.seats.iter().map(|s| s.as_str()).collect();
         seats.sort();
         assert_eq!(seats, ["A-1", "A-2"], "{others} other holds in the batch");
         for (n, other) in other_holds.iter().enumerate() {
-            let record = app.store.hold(other).await.unwrap().unwrap();
+            let record = app.store.holds().hold(other).await.unwrap().unwrap();
             let seats: Vec<String> = record.seats.iter().map(|s| s.to_string()).collect();
             assert_eq!(seats, [format!("O-{n}")]);
         }

@@ -55,14 +55,14 @@ async fn a_stream_an_append_wrote_nothing_to_is_not_marked_fresh(env: TestEnv) {
     // The first hold holds B only; A is free.
     let held = batch(vec![event(&b, 1, &placed(first))]);
     assert_eq!(
-        app.store.append(&held).await.unwrap(),
+        app.store.log().append(&held).await.unwrap(),
         AppendOutcome::Appended
     );
 
     let cache = StreamCache::<Seat>::default();
     // Request 1 releases the first hold over A and B, and loads both.
     let mut one = cache.lock(&[a.clone(), b.clone()]).await;
-    refresh_all(&app.store, &mut one).await.unwrap();
+    refresh_all(&app.store.log(), &mut one).await.unwrap();
     // Request 2 (releasing the second hold on A) arrives: it takes its
     // ticket and waits for A's lock.
     let mut two = Box::pin(cache.lock(std::slice::from_ref(&a)));
@@ -70,7 +70,7 @@ async fn a_stream_an_append_wrote_nothing_to_is_not_marked_fresh(env: TestEnv) {
     // Another instance places the second hold on A meanwhile.
     let other = batch(vec![event(&a, 1, &placed(second))]);
     assert_eq!(
-        app.store.append(&other).await.unwrap(),
+        app.store.log().append(&other).await.unwrap(),
         AppendOutcome::Appended
     );
 
@@ -85,7 +85,7 @@ async fn a_stream_an_append_wrote_nothing_to_is_not_marked_fresh(env: TestEnv) {
     );
     let batch_one = batch(vec![event(&b, 2, &decided[1][0])]);
     one.iter_mut().for_each(|s| s.before_append());
-    let outcome = app.store.append(&batch_one).await;
+    let outcome = app.store.log().append(&batch_one).await;
     assert_eq!(outcome.unwrap(), AppendOutcome::Appended);
     for (stream, events) in one.iter_mut().zip(decided) {
         stream.appended(events);
@@ -94,7 +94,7 @@ async fn a_stream_an_append_wrote_nothing_to_is_not_marked_fresh(env: TestEnv) {
 
     // Request 2 must see the second hold on A, whatever request 1 did.
     let mut two = two.await;
-    refresh_all(&app.store, &mut two).await.unwrap();
+    refresh_all(&app.store.log(), &mut two).await.unwrap();
     assert_eq!(two[0].version(), 1, "request 2 decided on an unchecked A");
     assert_eq!(
         release(two[0].aggregate(), second),

@@ -326,6 +326,11 @@ impl Answer {
 }
 
 impl TestApp {
+    /// The payment simulator's ledger in this service's database.
+    pub fn ledger(&self) -> booking::payment::ledger::Ledger {
+        booking::payment::ledger::Ledger::of(&self.store)
+    }
+
     async fn start(database_url: String, dir: Option<tempfile::TempDir>, secret: String) -> Self {
         Self::start_with(
             database_url,
@@ -395,7 +400,7 @@ impl TestApp {
             .await
             .expect("service starts");
         let addr = app.local_addr().expect("bound address");
-        let store = app.state().store.clone();
+        let store = Arc::new(app.store().clone());
         let recovery = app.recovery().clone();
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
@@ -608,8 +613,8 @@ impl TestApp {
     pub async fn settle(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            let head = self.store.head_position().await.expect("head");
-            if self.store.safe_head().await.expect("safe head") >= head {
+            let head = self.store.log().head_position().await.expect("head");
+            if self.store.log().safe_head().await.expect("safe head") >= head {
                 return;
             }
             assert!(
@@ -621,7 +626,7 @@ impl TestApp {
     }
 
     pub async fn event_count(&self) -> i64 {
-        self.store.count_events().await.expect("count events")
+        self.store.log().count_events().await.expect("count events")
     }
 }
 

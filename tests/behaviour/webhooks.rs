@@ -346,10 +346,22 @@ async fn a_hold_of_three_seats_expires_into_one_hold_expired(env: TestEnv) {
     assert_eq!(event["data"]["seats"], json!(["S1", "S2", "S3"]));
     // Three seat events, one webhook: the dispatcher is past them all by now.
     app.settle().await;
-    let checkpoint = app.store.checkpoint("webhooks").await.expect("checkpoint");
-    let head = app.store.head_position().await.expect("head");
+    let checkpoint = app
+        .store
+        .log()
+        .checkpoint("webhooks")
+        .await
+        .expect("checkpoint");
+    let head = app.store.log().head_position().await.expect("head");
     let until = std::time::Instant::now() + WAIT;
-    while app.store.checkpoint("webhooks").await.expect("checkpoint") < head {
+    while app
+        .store
+        .log()
+        .checkpoint("webhooks")
+        .await
+        .expect("checkpoint")
+        < head
+    {
         assert!(
             std::time::Instant::now() < until,
             "dispatcher at {checkpoint}, head {head}"

@@ -76,7 +76,7 @@ impl CheckoutService {
         status: BookingStatus,
     ) -> Result<BookingView, CheckoutError> {
         let mut seats = record.seats.clone();
-        if let Some(entry) = self.catalog.get(&self.store, &record.show_id).await? {
+        if let Some(entry) = self.catalog.get(&record.show_id).await? {
             entry.sort_seats(&mut seats);
         }
         Ok(BookingView {
@@ -118,7 +118,7 @@ impl CheckoutService {
         booking_id: BookingId,
     ) -> Result<CheckoutRow, CheckoutError> {
         let record = self
-            .store
+            .checkouts
             .checkout_by_booking(&booking_id)
             .await?
             .ok_or(CheckoutError::BookingNotFound)?;
@@ -129,7 +129,7 @@ impl CheckoutService {
     }
 
     pub(super) async fn stored_hold(&self, hold_id: &HoldId) -> Result<HoldRecord, CheckoutError> {
-        Ok(self.store.hold(hold_id).await?.ok_or_else(|| {
+        Ok(self.records.hold(hold_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("hold {hold_id} of a checkout is missing"))
         })?)
     }

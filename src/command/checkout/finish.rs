@@ -192,13 +192,9 @@ impl CheckoutService {
         checkout: &mut CheckoutLock,
         finish: Finish,
     ) -> Result<Finished, CheckoutError> {
-        let entry = self
-            .catalog
-            .get(&self.store, &record.show_id)
-            .await?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!("show of hold {} is missing", record.hold_id))
-            })?;
+        let entry = self.catalog.get(&record.show_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("show of hold {} is missing", record.hold_id))
+        })?;
         let round = Round::new("finish", ctx)
             .with_checkout(checkout)
             .counting(BuyerLimit::of(&entry.show, &record.buyer));
@@ -224,7 +220,7 @@ impl CheckoutService {
         refusal: Refusal,
     ) -> Result<RefundReason, CheckoutError> {
         let released = matches!(
-            self.store.hold(&hold_id).await?.map(|r| r.state),
+            self.records.hold(&hold_id).await?.map(|r| r.state),
             Some(HoldState::Released)
         );
         Ok(if released && refusal == Refusal::Lost {

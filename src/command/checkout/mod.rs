@@ -46,7 +46,7 @@ use crate::clock::Clock;
 use crate::command::context::RequestContext;
 use crate::command::round::{CheckoutLock, Decided, Decision, Round, RoundError, Rounds, Settled};
 use crate::payment::{BuyerAction, Decline, PaymentProvider};
-use crate::store::{Store, StoreError};
+use crate::store::{Checkouts, Holds, StoreError};
 
 /// Default for how long one call to the payment provider may take before
 /// its outcome is treated as unknown (`BOOKING_PAYMENT_TIMEOUT_SECONDS`).
@@ -219,7 +219,10 @@ pub enum Recovered {
 }
 
 pub struct CheckoutService {
-    store: Arc<Store>,
+    /// Hold records: what is being bought.
+    records: Holds,
+    /// Checkout records: bookings, recovery's work list.
+    checkouts: Checkouts,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     payments: Arc<dyn PaymentProvider>,
@@ -232,7 +235,8 @@ pub struct CheckoutService {
 
 impl CheckoutService {
     pub fn new(
-        store: Arc<Store>,
+        records: Holds,
+        checkouts: Checkouts,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         payments: Arc<dyn PaymentProvider>,
@@ -241,7 +245,8 @@ impl CheckoutService {
         payment_timeout: Duration,
     ) -> Self {
         Self {
-            store,
+            records,
+            checkouts,
             catalog,
             clock,
             payments,

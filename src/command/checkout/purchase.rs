@@ -18,7 +18,7 @@ impl CheckoutService {
         hold_id: HoldId,
     ) -> Result<HoldRecord, CheckoutError> {
         let record = self
-            .store
+            .records
             .hold(&hold_id)
             .await?
             .ok_or(CheckoutError::HoldNotFound)?;
@@ -41,7 +41,7 @@ impl CheckoutService {
         let record = self.hold_record(&ctx.actor, hold_id).await?;
         let entry = self
             .catalog
-            .get(&self.store, &record.show_id)
+            .get(&record.show_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("show of hold {hold_id} is missing")))?;
         let request = PurchaseRequest {

@@ -12,7 +12,7 @@ use crate::store::WaitingCheckout;
 impl CheckoutService {
     /// Checkouts the service must finish with the provider, oldest first.
     pub async fn pending(&self, limit: i64) -> Result<Vec<HoldId>, CheckoutError> {
-        Ok(self.store.pending_checkouts(limit).await?)
+        Ok(self.checkouts.pending_checkouts(limit).await?)
     }
 
     /// Checkouts waiting on their buyer, after `after` (a page cursor), in
@@ -22,7 +22,7 @@ impl CheckoutService {
         after: Option<&WaitingCheckout>,
         limit: i64,
     ) -> Result<Vec<WaitingCheckout>, CheckoutError> {
-        Ok(self.store.waiting_checkouts(after, limit).await?)
+        Ok(self.checkouts.waiting_checkouts(after, limit).await?)
     }
 
     /// Finishes a checkout left half way, unless this process is driving
@@ -65,7 +65,7 @@ impl CheckoutService {
         hold_id: HoldId,
         payment_id: &str,
     ) -> Result<Option<Recovered>, CheckoutError> {
-        let Some(row) = self.store.checkout_by_hold(&hold_id).await? else {
+        let Some(row) = self.checkouts.checkout_by_hold(&hold_id).await? else {
             return Ok(None);
         };
         if row.charge_id.as_deref() != Some(payment_id) {

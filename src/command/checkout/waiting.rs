@@ -17,13 +17,9 @@ impl CheckoutService {
         ctx: &RequestContext,
         hold: &HoldRecord,
     ) -> Result<DateTime<Utc>, CheckoutError> {
-        let entry = self
-            .catalog
-            .get(&self.store, &hold.show_id)
-            .await?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!("show of hold {} is missing", hold.hold_id))
-            })?;
+        let entry = self.catalog.get(&hold.show_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("show of hold {} is missing", hold.hold_id))
+        })?;
         match extend_hold(&self.rounds, ctx, hold, &entry.show).await {
             // Extended, or refused (at the cap, or lost meanwhile: the next
             // look at the checkout voids it): the record says until when.

@@ -259,7 +259,7 @@ impl HoldService {
             let reading = self.claims.start_reading(show_id);
             let statuses = self
                 .availability
-                .statuses(&self.store, entry, self.clock.now())
+                .statuses(&self.shows, entry, self.clock.now())
                 .await?;
             let (claim, seats) =
                 self.claims

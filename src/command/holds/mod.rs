@@ -31,7 +31,7 @@ use crate::clock::Clock;
 use crate::command::queue::{QueueService, WaitingRoomError};
 use crate::command::round::{RoundError, Rounds};
 use crate::query::availability::AvailabilityCache;
-use crate::store::{Store, StoreError};
+use crate::store::{Holds, IdempotencyKeys, Shows, StoreError};
 
 pub use best::MAX_CHOOSE_ROUNDS;
 pub use request::HoldRequest;
@@ -121,7 +121,12 @@ impl RoundError for HoldError {
 }
 
 pub struct HoldService {
-    store: Arc<Store>,
+    /// Hold records (what a hold is now, for reads and retries).
+    records: Holds,
+    /// Which hold a buyer's idempotency key made.
+    keys: IdempotencyKeys,
+    /// Seat rows, for best available's statuses.
+    shows: Shows,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     rounds: Arc<Rounds>,
@@ -134,7 +139,9 @@ pub struct HoldService {
 
 impl HoldService {
     pub fn new(
-        store: Arc<Store>,
+        records: Holds,
+        keys: IdempotencyKeys,
+        shows: Shows,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         rounds: Arc<Rounds>,
@@ -142,7 +149,9 @@ impl HoldService {
         queue: Arc<QueueService>,
     ) -> Self {
         Self {
-            store,
+            records,
+            keys,
+            shows,
             catalog,
             clock,
             rounds,
@@ -154,7 +163,7 @@ impl HoldService {
 
     async fn show(&self, show_id: &ShowId) -> Result<Arc<CatalogEntry>, HoldError> {
         self.catalog
-            .get(&self.store, show_id)
+            .get(show_id)
             .await?
             .ok_or(HoldError::ShowNotFound)
     }

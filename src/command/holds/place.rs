@@ -426,13 +426,13 @@ impl HoldService {
         let Some(key) = &ctx.idempotency_key else {
             return Ok(None);
         };
-        let Some(entry) = self.store.idempotency_entry(&ctx.actor.id, key).await? else {
+        let Some(entry) = self.keys.entry(&ctx.actor.id, key).await? else {
             return Ok(None);
         };
         if entry.request_hash != request_hash {
             return Err(HoldError::IdempotencyKeyReused);
         }
-        let record = self.store.hold(&entry.hold_id).await?.ok_or_else(|| {
+        let record = self.records.hold(&entry.hold_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("hold {} of a key is missing", entry.hold_id))
         })?;
         Ok(Some(self.view(record).await?))

@@ -41,7 +41,7 @@ impl HoldService {
         hold_id: &HoldId,
     ) -> Result<HoldRecord, HoldError> {
         let record = self
-            .store
+            .records
             .hold(hold_id)
             .await?
             .ok_or(HoldError::HoldNotFound)?;
@@ -54,7 +54,7 @@ impl HoldService {
     /// A hold as the API shows it, whoever owns it (a system reader such
     /// as the webhook dispatcher); `None` if there is no such hold.
     pub async fn view_any(&self, hold_id: &HoldId) -> Result<Option<HoldView>, HoldError> {
-        match self.store.hold(hold_id).await? {
+        match self.records.hold(hold_id).await? {
             Some(record) => self.view(record).await.map(Some),
             None => Ok(None),
         }

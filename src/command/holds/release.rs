@@ -74,7 +74,7 @@ impl HoldService {
     /// Records `HoldExpired` on every unit of a hold past its expiry (the
     /// sweeper). Storage hygiene and an audit record: nothing depends on it.
     pub async fn expire(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
-        let Some(record) = self.store.hold(hold_id).await? else {
+        let Some(record) = self.records.hold(hold_id).await? else {
             return Ok(());
         };
         if record.state != HoldState::Held {

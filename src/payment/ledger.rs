@@ -3,7 +3,7 @@
 //! charges and refunds of the simulator before authorize-then-capture,
 //! which a checkout recorded then may still name.
 
-use super::{on_store, Store, StoreError, StoreResult};
+use crate::store::{on_store, port, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SimCharge {
@@ -65,7 +65,19 @@ pub struct SimPayment {
 const PAYMENT_COLUMNS: &str = "payment_id, idempotency_key, hold_id, amount_minor, currency, \
      payment_method, status, decline_code, action_until_us, created_at_us, updated_at_us";
 
-impl Store {
+port!(
+    /// The simulator's ledger: its own tables, in the service's database,
+    /// so the simulator is durable like the rest (a product feature for
+    /// demos and load tests, not a test double).
+    Ledger
+);
+
+impl Ledger {
+    /// The ledger in `store`'s database.
+    pub fn of(store: &Store) -> Self {
+        Self::on(store.shared())
+    }
+
     pub async fn sim_charge(&self, idempotency_key: &str) -> StoreResult<Option<SimCharge>> {
         on_store!(self, read pool => {
             sqlx::query_as(SELECT_CHARGE)

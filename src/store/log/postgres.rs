@@ -14,16 +14,16 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
-use super::primary::Primary;
-use super::StoreError;
+use crate::store::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
+use crate::store::primary::Primary;
+use crate::store::StoreError;
 
 /// The current definitions of our functions, one statement each.
 const FUNCTIONS: [&str; 4] = [
-    include_str!("../../sql/postgres/booking_apply.sql"),
-    include_str!("../../sql/postgres/booking_append.sql"),
-    include_str!("../../sql/postgres/booking_append_group.sql"),
-    include_str!("../../sql/postgres/booking_raise_epoch.sql"),
+    include_str!("../../../sql/postgres/booking_apply.sql"),
+    include_str!("../../../sql/postgres/booking_append.sql"),
+    include_str!("../../../sql/postgres/booking_append_group.sql"),
+    include_str!("../../../sql/postgres/booking_raise_epoch.sql"),
 ];
 
 /// Serializes instances that start at once against one database: two
@@ -89,7 +89,7 @@ const REFUSING_KEYS: [(&str, AppendOutcome); 2] = [
 ];
 
 /// The refusal `booking_append` raised, if the error is one.
-pub(super) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
+pub(crate) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     let err = err.as_database_error()?;
     if err.kind() == sqlx::error::ErrorKind::UniqueViolation {
         let constraint = err.constraint()?;
@@ -101,7 +101,7 @@ pub(super) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     refusal_of(err.code()?.as_ref())
 }
 
-pub(super) const APPEND: &str = "SELECT booking_append($1::jsonb)";
+pub(crate) const APPEND: &str = "SELECT booking_append($1::jsonb)";
 const APPEND_GROUP: &str = "SELECT booking_append_group($1::jsonb)";
 /// Projection-only batches (the projector, replay) need not wait for their
 /// commit to reach the disk: they are derived from the log, and a batch lost
@@ -401,7 +401,7 @@ mod tests {
     use super::*;
     use domain::limits::{MAX_POOL_SHARDS, MAX_SEATS_PER_HOLD};
 
-    const APPLY: &str = include_str!("../../sql/postgres/booking_apply.sql");
+    const APPLY: &str = include_str!("../../../sql/postgres/booking_apply.sql");
 
     /// Every `RETURN 'BK…'` in the function, in the order of first use.
     fn codes_in_sql() -> Vec<&'static str> {

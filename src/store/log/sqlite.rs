@@ -7,9 +7,9 @@
 
 use std::collections::HashSet;
 
-use super::batch::AppendOutcome;
-use super::document::{to_json, Document};
-use super::StoreError;
+use crate::store::batch::AppendOutcome;
+use crate::store::document::{to_json, Document};
+use crate::store::StoreError;
 
 const EVENTS: &str = "INSERT INTO events \
        (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, recorded_at_us, show_id, \
@@ -238,7 +238,7 @@ impl SqliteJob {
     /// [`JobWrite::TransactionLost`], and the group must not go on (a
     /// `SAVEPOINT` outside a transaction would start a new one, and the jobs
     /// before this one, though they ran, are not written).
-    pub(super) async fn write(&self, tx: &mut sqlx::SqliteConnection) -> JobWrite {
+    pub(crate) async fn write(&self, tx: &mut sqlx::SqliteConnection) -> JobWrite {
         if let Err(error) = sqlx::query("SAVEPOINT job").execute(&mut *tx).await {
             return JobWrite::TransactionLost(error);
         }
@@ -533,7 +533,7 @@ impl SqliteAppender {
 }
 
 /// What writing one job in a group's transaction came to.
-pub(super) enum JobWrite {
+pub(crate) enum JobWrite {
     /// The job's savepoint was released or rolled back: its outcome, or
     /// the error that undid it (and only it).
     Done(Result<AppendOutcome, sqlx::Error>),
@@ -652,8 +652,8 @@ mod tests {
     use serde_json::value::RawValue;
     use uuid::Uuid;
 
-    use super::super::batch::{IdempotencyKeyRow, NewEvent};
     use super::*;
+    use crate::store::batch::{IdempotencyKeyRow, NewEvent};
 
     const INSERT: &str = "INSERT INTO t SELECT value FROM json_each($1)";
 

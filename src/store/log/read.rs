@@ -3,7 +3,7 @@
 
 use futures::stream::{BoxStream, StreamExt};
 
-use super::{on_store, Store, StoreError, StoreResult};
+use crate::store::{on_store, Backend, EventLog, StoreError, StoreResult};
 
 /// One event as the log holds it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -22,7 +22,7 @@ pub struct LogEvent {
     pub rows_written: bool,
 }
 
-/// Events one statement of a whole-log scan reads ([`Store::scan_log`]):
+/// Events one statement of a whole-log scan reads ([`EventLog::scan_log`]):
 /// a page ends in tens of milliseconds, so the scan never holds a snapshot
 /// (and with it every tailing reader of the cluster) for longer; and the
 /// behavioural suite's replays of about ten thousand events read several.
@@ -45,7 +45,7 @@ macro_rules! pg_log_bound {
          + (SELECT xid_offset FROM log_epoch)) << 16)"
     };
 }
-pub(super) use pg_log_bound;
+pub(crate) use pg_log_bound;
 
 /// On PostgreSQL a reader of the log in position order must not pass a
 /// transaction that has drawn positions but not committed: its events would
@@ -59,7 +59,7 @@ pub(super) use pg_log_bound;
 const PG_SAFE: &str = concat!("position < ", pg_log_bound!());
 
 /// The statement of one scan of the whole log in position order (see
-/// [`Store::scan_log`]); the scan borrows it.
+/// [`EventLog::scan_log`]); the scan borrows it.
 pub struct LogScan(String);
 
 pub enum LogFilter<'a> {
@@ -71,7 +71,7 @@ pub enum LogFilter<'a> {
     Queue(&'a str),
 }
 
-impl Store {
+impl EventLog {
     /// Up to `limit` events after `after` in global order, never past a
     /// transaction still open (see `PG_SAFE`): what a tailing reader needs.
     pub async fn read_log(
@@ -104,9 +104,9 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<(i64, Option<String>)>> {
-        let safe = match self {
-            Store::Postgres(_) => format!(" AND {PG_SAFE}"),
-            Store::Sqlite(_) => String::new(),
+        let safe = match self.backend() {
+            Backend::Postgres(_) => format!(" AND {PG_SAFE}"),
+            Backend::Sqlite(_) => String::new(),
         };
         let sql = format!(
             "SELECT position, show_id FROM events WHERE position > $1{safe} ORDER BY position LIMIT $2"
@@ -123,9 +123,9 @@ impl Store {
 
     /// The highest position a tailing reader can reach now (see `PG_SAFE`).
     pub async fn safe_head(&self) -> StoreResult<i64> {
-        let sql = match self {
-            Store::Postgres(_) => format!("SELECT MAX(position) FROM events WHERE {PG_SAFE}"),
-            Store::Sqlite(_) => "SELECT MAX(position) FROM events".to_owned(),
+        let sql = match self.backend() {
+            Backend::Postgres(_) => format!("SELECT MAX(position) FROM events WHERE {PG_SAFE}"),
+            Backend::Sqlite(_) => "SELECT MAX(position) FROM events".to_owned(),
         };
         on_store!(self, read pool => {
             let head: Option<i64> = sqlx::query_scalar(&sql)
@@ -138,12 +138,12 @@ impl Store {
 
     /// The statement that reads every event after a position in one scan:
     /// never past a transaction still open if `tailing` (see `PG_SAFE`),
-    /// else every committed event (see [`Store::read_log_committed`]).
+    /// else every committed event (see [`EventLog::read_log_committed`]).
     pub fn log_scan(&self, tailing: bool) -> LogScan {
-        let (columns, safe) = match self {
-            Store::Postgres(_) if tailing => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
-            Store::Postgres(_) => (PG_COLUMNS, String::new()),
-            Store::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
+        let (columns, safe) = match self.backend() {
+            Backend::Postgres(_) if tailing => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
+            Backend::Postgres(_) => (PG_COLUMNS, String::new()),
+            Backend::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
         };
         LogScan(format!(
             "SELECT {columns} FROM events WHERE position > $1{safe} ORDER BY position LIMIT $2"
@@ -197,10 +197,10 @@ impl Store {
         limit: i64,
         tailing: bool,
     ) -> StoreResult<Vec<LogEvent>> {
-        let (columns, safe) = match self {
-            Store::Postgres(_) if tailing => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
-            Store::Postgres(_) => (PG_COLUMNS, String::new()),
-            Store::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
+        let (columns, safe) = match self.backend() {
+            Backend::Postgres(_) if tailing => (PG_COLUMNS, format!(" AND {PG_SAFE}")),
+            Backend::Postgres(_) => (PG_COLUMNS, String::new()),
+            Backend::Sqlite(_) => (SQLITE_COLUMNS, String::new()),
         };
         let (condition, binds): (&str, Vec<&str>) = match filter {
             LogFilter::All => ("TRUE", vec![]),
@@ -227,9 +227,9 @@ impl Store {
 
     /// Events of a show recorded at or before `at_us`, in global order.
     pub async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
-        let columns = match self {
-            Store::Postgres(_) => PG_COLUMNS,
-            Store::Sqlite(_) => SQLITE_COLUMNS,
+        let columns = match self.backend() {
+            Backend::Postgres(_) => PG_COLUMNS,
+            Backend::Sqlite(_) => SQLITE_COLUMNS,
         };
         let sql = format!(
             "SELECT {columns} FROM events WHERE show_id = $1 AND recorded_at_us <= $2 ORDER BY position"
@@ -247,7 +247,7 @@ impl Store {
     /// Refreshes the planner's statistics of the log (PostgreSQL; SQLite's
     /// planner needs none for these queries).
     pub async fn analyze_log(&self) -> StoreResult<()> {
-        if let Store::Postgres(s) = self {
+        if let Backend::Postgres(s) = self.backend() {
             sqlx::query("ANALYZE events")
                 .execute(&s.pool)
                 .await

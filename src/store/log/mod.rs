@@ -1,0 +1,210 @@
+//! The event log: one port, [`EventLog`], over one implementation per
+//! backend (`postgres.rs`: the group-commit appender and our SQL functions;
+//! `sqlite.rs`: the group-commit appender, one statement per table). The
+//! port appends a command's batch (its events with the rows they produce),
+//! loads streams, reads the log in global order (`read.rs`), and says when
+//! this process appended (`appends`) or, across processes, notifies.
+
+pub(crate) mod postgres;
+mod read;
+pub(crate) mod sqlite;
+
+use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
+use cqrs_es::Aggregate;
+use sqlx::PgPool;
+
+pub(crate) use read::pg_log_bound;
+pub use read::{LogEvent, LogFilter, LogScan};
+
+use super::batch::{AppendBatch, AppendOutcome, MAX_EVENTS_PER_BATCH};
+use super::error::retry_read;
+use super::{document, on_store, Backend, EventLog, StoreError, StoreResult};
+
+impl EventLog {
+    fn appended(&self) -> &tokio::sync::watch::Sender<u64> {
+        match self.backend() {
+            Backend::Postgres(s) => &s.appended,
+            Backend::Sqlite(s) => &s.appended,
+        }
+    }
+
+    /// Changes after every batch of events this process appends (a count,
+    /// not a position): what wakes a reader tailing the log in-process
+    /// instead of polling it. Appends by other processes are not seen here
+    /// (on PostgreSQL, `live::wake` carries them with LISTEN/NOTIFY).
+    pub fn appends(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.appended().subscribe()
+    }
+
+    /// Changes when the PostgreSQL host in use changes or is lost (`None`
+    /// on SQLite): what tells a connection held for long, such as a LISTEN,
+    /// to move.
+    pub fn host_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<usize>>> {
+        match self.backend() {
+            Backend::Postgres(s) => Some(s.primary.changes()),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
+    /// The PostgreSQL pool, for what only PostgreSQL has (a LISTEN
+    /// connection, held for as long as it listens).
+    pub fn postgres_pool(&self) -> Option<&PgPool> {
+        match self.backend() {
+            Backend::Postgres(s) => Some(&s.pool),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
+    /// `pg_notify(channel, '')` on PostgreSQL (a no-op on SQLite), on the
+    /// pool kept for public queries: a notification after an append never
+    /// waits behind, or takes a connection from, the commands.
+    pub async fn notify(&self, channel: &str) -> StoreResult<()> {
+        if let Backend::Postgres(s) = self.backend() {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(channel)
+                .execute(&s.query)
+                .await
+                .map_err(StoreError::classify)?;
+        }
+        Ok(())
+    }
+
+    pub async fn stream_events<A: Aggregate>(
+        &self,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>> {
+        if after > 0 {
+            return self.events_after(A::TYPE, aggregate_id, after).await;
+        }
+        retry_read(move || async move {
+            let result = match self.backend() {
+                Backend::Postgres(s) => s.repo.get_events::<A>(aggregate_id).await,
+                Backend::Sqlite(s) => s.repo.get_events::<A>(aggregate_id).await,
+            };
+            result.map_err(StoreError::from_persistence)
+        })
+        .await
+    }
+
+    /// What `get_last_events` of the cqrs-es repositories returns, with the
+    /// sequence bound as a parameter: the crates format it into the SQL text,
+    /// so every call is a new statement to parse and plan, and the prepared
+    /// statement cache of each connection churns.
+    async fn events_after(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>> {
+        const SQL: &str =
+            "SELECT sequence, event_type, event_version, payload, metadata FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence";
+        type Row = (i64, String, String, serde_json::Value, serde_json::Value);
+        let rows: Vec<Row> = retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_as(SQL)
+                    .bind(aggregate_type)
+                    .bind(aggregate_id)
+                    .bind(after as i64)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+        })
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(sequence, event_type, event_version, payload, metadata)| {
+                SerializedEvent::new(
+                    aggregate_id.to_owned(),
+                    sequence.max(0) as usize,
+                    aggregate_type.to_owned(),
+                    event_type,
+                    event_version,
+                    payload,
+                    metadata,
+                )
+            })
+            .collect())
+    }
+
+    /// `(position, recorded_at_us)` of every event in global order (diagnostics).
+
+    pub async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
+        on_store!(self, read pool => {
+            sqlx::query_as("SELECT position, recorded_at_us FROM events ORDER BY position")
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
+    }
+
+    /// Number of events in the log (for tests and diagnostics).
+    pub async fn count_events(&self) -> StoreResult<i64> {
+        on_store!(self, read pool => {
+            let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+                .fetch_one(pool)
+                .await
+                .map_err(StoreError::classify)?;
+            Ok(count)
+        })
+    }
+
+    /// Appends the batch in one transaction. Returns `Conflict` (and writes
+    /// nothing) if any stream already has an event at one of the sequences.
+    pub async fn append(&self, batch: &AppendBatch) -> StoreResult<AppendOutcome> {
+        if batch.events.len() > MAX_EVENTS_PER_BATCH {
+            return Err(StoreError::TooLarge(format!(
+                "a batch of {} events; one transaction holds at most {MAX_EVENTS_PER_BATCH}",
+                batch.events.len()
+            )));
+        }
+        if let Backend::Postgres(s) = self.backend() {
+            if s.primary.host().is_none() {
+                // No host accepts writes now (a failover under way): say so
+                // at once rather than after the pool's acquire timeout.
+                return Err(StoreError::Unavailable(
+                    "no database host accepts writes now".into(),
+                ));
+            }
+        }
+        let document = document::Document::of(batch);
+        let outcome = match self.write_document(&document, batch.rows_only).await {
+            Err(StoreError::ConnectionLost(why)) => match (self.backend(), batch.events.first()) {
+                (Backend::Postgres(s), Some(first)) if !batch.rows_only => {
+                    postgres::settle(&s.pool, &s.primary, &document.to_json()?, first, why).await?
+                }
+                (_, _) => return Err(StoreError::ConnectionLost(why)),
+            },
+            written => written?,
+        };
+        if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
+            metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
+            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(outcome)
+    }
+
+    /// Writes one append document in one transaction, through the store's
+    /// own writer: a group-committing appender on either store. On
+    /// PostgreSQL the projector's batches (rows only, a checkpoint to move)
+    /// go alone, with their commit not waiting for the disk.
+    pub(crate) async fn write_document(
+        &self,
+        document: &document::Document<'_>,
+        rows_only: bool,
+    ) -> StoreResult<AppendOutcome> {
+        match self.backend() {
+            Backend::Postgres(s) if rows_only || document.checkpoint.is_some() => {
+                postgres::append(&s.pool, &document.to_json()?, rows_only).await
+            }
+            Backend::Postgres(s) => {
+                s.appender
+                    .append(document.to_json()?, document.events.len())
+                    .await
+            }
+            Backend::Sqlite(s) => s.appender.append(sqlite::SqliteJob::of(document)?).await,
+        }
+    }
+}
