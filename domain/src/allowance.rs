@@ -29,13 +29,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BuyerId, HoldId, ShowId};
 use crate::seat::{has_expired, Timed};
-use crate::EVENT_VERSION;
 
 /// The id of a buyer's allowance stream on a show: `show_id@buyer`.
 ///
@@ -134,26 +132,12 @@ pub enum AllowanceEvent {
     },
 }
 
-impl AllowanceEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            AllowanceEvent::AllowanceTaken { .. } => "AllowanceTaken",
-            AllowanceEvent::AllowanceExtended { .. } => "AllowanceExtended",
-            AllowanceEvent::AllowanceConverted { .. } => "AllowanceConverted",
-            AllowanceEvent::AllowanceReturned { .. } => "AllowanceReturned",
-        }
-    }
-}
-
-impl DomainEvent for AllowanceEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(AllowanceEvent {
+    AllowanceTaken => "AllowanceTaken",
+    AllowanceExtended => "AllowanceExtended",
+    AllowanceConverted => "AllowanceConverted",
+    AllowanceReturned => "AllowanceReturned",
+});
 
 /// Why the allowance refuses a command. `LimitReached` is the 409
 /// `buyer_limit_reached` answer, with `current` = what the buyer has now.
@@ -295,34 +279,29 @@ impl Allowance {
     }
 }
 
-impl Aggregate for Allowance {
+impl Decider for Allowance {
     const TYPE: &'static str = "Allowance";
     type Command = Timed<AllowanceCommand>;
     type Event = AllowanceEvent;
     type Error = AllowanceError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command.command, command.now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &Self::Command) -> Result<Vec<AllowanceEvent>, AllowanceError> {
+        decide(self, &command.command, command.now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &AllowanceEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Allowance);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EVENT_VERSION;
     use chrono::Duration;
+    use cqrs_es::DomainEvent;
     use proptest::prelude::*;
     use uuid::Uuid;
 

@@ -27,14 +27,12 @@
 //! are appended at the stream's version, so a checkout cannot be completed
 //! by one process while another decides to void it.
 
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId, ShowId};
 use crate::money::Currency;
-use crate::EVENT_VERSION;
 
 /// Why an authorization is voided (or, for a checkout from before
 /// authorize-then-capture, a captured charge refunded).
@@ -426,39 +424,25 @@ pub enum CheckoutEvent {
     },
 }
 
-impl CheckoutEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            CheckoutEvent::PurchaseRequested { .. } => "PurchaseRequested",
-            CheckoutEvent::PaymentCreated { .. } => "PaymentCreated",
-            CheckoutEvent::PaymentActionRequired { .. } => "PaymentActionRequired",
-            CheckoutEvent::PaymentAuthorized { .. } => "PaymentAuthorized",
-            CheckoutEvent::PaymentCaptured { .. } => "PaymentCaptured",
-            CheckoutEvent::PaymentDeclined { .. } => "PaymentDeclined",
-            CheckoutEvent::PaymentFailed { .. } => "PaymentFailed",
-            CheckoutEvent::CheckoutConverted { .. } => "CheckoutConverted",
-            CheckoutEvent::CheckoutCompleted { .. } => "CheckoutCompleted",
-            CheckoutEvent::CaptureFailed { .. } => "CaptureFailed",
-            CheckoutEvent::BookingReversed { .. } => "BookingReversed",
-            CheckoutEvent::VoidRequested { .. } => "VoidRequested",
-            CheckoutEvent::PaymentVoided { .. } => "PaymentVoided",
-            CheckoutEvent::RefundRequested { .. } => "RefundRequested",
-            CheckoutEvent::PaymentRefunded { .. } => "PaymentRefunded",
-            CheckoutEvent::CancellationRequested { .. } => "CancellationRequested",
-            CheckoutEvent::CheckoutCancelled { .. } => "CheckoutCancelled",
-        }
-    }
-}
-
-impl DomainEvent for CheckoutEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(CheckoutEvent {
+    PurchaseRequested => "PurchaseRequested",
+    PaymentCreated => "PaymentCreated",
+    PaymentActionRequired => "PaymentActionRequired",
+    PaymentAuthorized => "PaymentAuthorized",
+    PaymentCaptured => "PaymentCaptured",
+    PaymentDeclined => "PaymentDeclined",
+    PaymentFailed => "PaymentFailed",
+    CheckoutConverted => "CheckoutConverted",
+    CheckoutCompleted => "CheckoutCompleted",
+    CaptureFailed => "CaptureFailed",
+    BookingReversed => "BookingReversed",
+    VoidRequested => "VoidRequested",
+    PaymentVoided => "PaymentVoided",
+    RefundRequested => "RefundRequested",
+    PaymentRefunded => "PaymentRefunded",
+    CancellationRequested => "CancellationRequested",
+    CheckoutCancelled => "CheckoutCancelled",
+});
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckoutError {
@@ -943,29 +927,22 @@ impl Checkout {
     }
 }
 
-impl Aggregate for Checkout {
+impl Decider for Checkout {
     const TYPE: &'static str = "Checkout";
     type Command = CheckoutCommand;
     type Event = CheckoutEvent;
     type Error = CheckoutError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &CheckoutCommand) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+        decide(self, command)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &CheckoutEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Checkout);
 
 #[cfg(test)]
 mod tests {

@@ -14,14 +14,12 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::seat::{extended_expiry, has_expired, ExtensionRefusal};
-use crate::EVENT_VERSION;
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
 /// bound keeps one buyer's append small. Places of expired holds beyond it
@@ -190,28 +188,14 @@ pub enum PoolEvent {
     },
 }
 
-impl PoolEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            PoolEvent::PoolHoldPlaced { .. } => "PoolHoldPlaced",
-            PoolEvent::PoolHoldReleased { .. } => "PoolHoldReleased",
-            PoolEvent::PoolHoldExpired { .. } => "PoolHoldExpired",
-            PoolEvent::PoolHoldConverted { .. } => "PoolHoldConverted",
-            PoolEvent::PoolBookingCancelled { .. } => "PoolBookingCancelled",
-            PoolEvent::PoolHoldExtended { .. } => "PoolHoldExtended",
-        }
-    }
-}
-
-impl DomainEvent for PoolEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(PoolEvent {
+    PoolHoldPlaced => "PoolHoldPlaced",
+    PoolHoldReleased => "PoolHoldReleased",
+    PoolHoldExpired => "PoolHoldExpired",
+    PoolHoldConverted => "PoolHoldConverted",
+    PoolBookingCancelled => "PoolBookingCancelled",
+    PoolHoldExtended => "PoolHoldExtended",
+});
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
@@ -385,30 +369,26 @@ impl PoolShard {
     }
 }
 
-impl Aggregate for PoolShard {
+impl Decider for PoolShard {
     const TYPE: &'static str = "PoolShard";
     /// A command with the shard's capacity and the instant it is decided at.
     type Command = (PoolCommand, u32, DateTime<Utc>);
     type Event = PoolEvent;
     type Error = PoolError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        (command, capacity, now): Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, capacity, &command, now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(
+        &self,
+        (command, capacity, now): &Self::Command,
+    ) -> Result<Vec<PoolEvent>, PoolError> {
+        decide(self, *capacity, command, *now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &PoolEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(PoolShard);
 
 /// How a hold of `quantity` is split across shards, given each shard's free
 /// places in the order to draw from: greedily, from the first shard with

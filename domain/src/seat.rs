@@ -12,12 +12,10 @@
 //! after a conflict.
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId};
-use crate::EVENT_VERSION;
 
 /// The expiry rule, written once: a hold is active strictly before its
 /// `expires_at` and has expired from that instant on. Commands and queries
@@ -226,28 +224,14 @@ pub enum SeatEvent {
     },
 }
 
-impl SeatEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            SeatEvent::HoldPlaced { .. } => "HoldPlaced",
-            SeatEvent::HoldReleased { .. } => "HoldReleased",
-            SeatEvent::HoldExpired { .. } => "HoldExpired",
-            SeatEvent::HoldConverted { .. } => "HoldConverted",
-            SeatEvent::BookingCancelled { .. } => "BookingCancelled",
-            SeatEvent::HoldExtended { .. } => "HoldExtended",
-        }
-    }
-}
-
-impl DomainEvent for SeatEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(SeatEvent {
+    HoldPlaced => "HoldPlaced",
+    HoldReleased => "HoldReleased",
+    HoldExpired => "HoldExpired",
+    HoldConverted => "HoldConverted",
+    BookingCancelled => "BookingCancelled",
+    HoldExtended => "HoldExtended",
+});
 
 /// Why a seat refuses a command. Compared by value in tests; mapped to an
 /// HTTP answer at the edge.
@@ -456,34 +440,29 @@ pub struct Timed<C> {
     pub now: DateTime<Utc>,
 }
 
-impl Aggregate for Seat {
+impl Decider for Seat {
     const TYPE: &'static str = "Seat";
     type Command = Timed<SeatCommand>;
     type Event = SeatEvent;
     type Error = SeatError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command.command, command.now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &Self::Command) -> Result<Vec<SeatEvent>, SeatError> {
+        decide(self, &command.command, command.now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &SeatEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Seat);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EVENT_VERSION;
     use chrono::Duration;
+    use cqrs_es::DomainEvent;
     use uuid::Uuid;
 
     fn t(seconds: i64) -> DateTime<Utc> {

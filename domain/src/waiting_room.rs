@@ -19,12 +19,10 @@
 //! instance the same schedule.
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BuyerId, ShowId};
-use crate::EVENT_VERSION;
 
 /// Admissions a minute: at least one (a room that admits nobody is a closed
 /// sale), at most a million (ten times the biggest onsales' peak).
@@ -144,27 +142,13 @@ pub enum RoomEvent {
     },
 }
 
-impl RoomEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            RoomEvent::SeedDrawn { .. } => "SeedDrawn",
-            RoomEvent::RateChanged { .. } => "RateChanged",
-            RoomEvent::Paused { .. } => "AdmissionsPaused",
-            RoomEvent::Resumed { .. } => "AdmissionsResumed",
-            RoomEvent::Closed { .. } => "RoomClosed",
-        }
-    }
-}
-
-impl DomainEvent for RoomEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(RoomEvent {
+    SeedDrawn => "SeedDrawn",
+    RateChanged => "RateChanged",
+    Paused => "AdmissionsPaused",
+    Resumed => "AdmissionsResumed",
+    Closed => "RoomClosed",
+});
 
 /// What can change a room.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,29 +212,22 @@ pub fn decide(room: &Room, command: &RoomCommand) -> Result<Vec<RoomEvent>, Room
     })
 }
 
-impl Aggregate for Room {
+impl Decider for Room {
     const TYPE: &'static str = "WaitingRoom";
     type Command = RoomCommand;
     type Event = RoomEvent;
     type Error = RoomError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &RoomCommand) -> Result<Vec<RoomEvent>, RoomError> {
+        decide(self, command)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &RoomEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Room);
 
 /// The id of a show's room stream: the show's id.
 pub fn room_stream_id(show: &ShowId) -> String {
@@ -298,15 +275,9 @@ pub enum QueueEvent {
     },
 }
 
-impl DomainEvent for QueueEvent {
-    fn event_type(&self) -> String {
-        "QueueJoined".to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(QueueEvent {
+    QueueJoined => "QueueJoined",
+});
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinQueue {
@@ -353,31 +324,24 @@ impl QueueEntry {
     }
 }
 
-impl Aggregate for QueueEntry {
+impl Decider for QueueEntry {
     const TYPE: &'static str = "QueueEntry";
     type Command = crate::seat::Timed<JoinQueue>;
     type Event = QueueEvent;
     type Error = QueueError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
+    fn decide(&self, command: &Self::Command) -> Result<Vec<QueueEvent>, QueueError> {
         // The room is not this stream's: a closed room is refused by the
         // service before it asks; here the entry alone decides.
-        for event in join(self, &Room::default(), &command.command, command.now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+        join(self, &Room::default(), &command.command, command.now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &QueueEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(QueueEntry);
 
 /// One stretch of the schedule: from `from`, `per_minute` admissions a
 /// minute (0 while paused or closed).
