@@ -492,12 +492,15 @@ fn awaiting_outcome(checkout: &Checkout, attempt: u32) -> Option<Result<&str, Ch
     }
 }
 
+/// The one decision function of the Checkout stream: each command to its
+/// own decision below. A command that does not fit the phase is
+/// [`CheckoutError::WrongPhase`]; the service then reloads and drives the
+/// checkout from its phase.
 pub fn decide(
     checkout: &Checkout,
     command: &CheckoutCommand,
 ) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     use CheckoutCommand as C;
-    use CheckoutEvent as E;
     match command {
         C::RequestPurchase {
             hold_id,
@@ -506,213 +509,346 @@ pub fn decide(
             payment_method,
             amount_cents,
             currency,
-        } => Ok(match checkout.phase {
-            Phase::Idle => {
-                let attempt = checkout.attempts + 1;
-                vec![E::PurchaseRequested {
-                    hold_id: *hold_id,
-                    show_id: show_id.clone(),
-                    buyer: buyer.clone(),
-                    attempt,
-                    idempotency_key: Checkout::charge_key(*hold_id, attempt),
-                    payment_method: payment_method.clone(),
-                    amount_cents: *amount_cents,
-                    currency: Some(*currency),
-                }]
-            }
-            // An attempt is running or the purchase is decided: resume from the phase.
-            _ => vec![],
-        }),
+        } => Ok(request_purchase(
+            checkout,
+            *hold_id,
+            show_id,
+            buyer,
+            payment_method,
+            *amount_cents,
+            *currency,
+        )),
         C::RecordPaymentCreated {
             attempt,
             payment_id,
-        } => match &checkout.phase {
-            Phase::Requested {
-                attempt: running,
-                payment_id: recorded,
-                ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                match recorded {
-                    None => Ok(vec![E::PaymentCreated {
-                        attempt: *attempt,
-                        payment_id: payment_id.clone(),
-                    }]),
-                    Some(recorded) if recorded == payment_id => Ok(vec![]),
-                    Some(recorded) => Err(CheckoutError::OtherPayment {
-                        recorded: recorded.clone(),
-                        got: payment_id.clone(),
-                    }),
-                }
-            }
-            _ => Err(wrong("RecordPaymentCreated", checkout)),
-        },
-        C::RecordActionRequired { attempt } => {
-            match (&checkout.phase, awaiting_outcome(checkout, *attempt)) {
-                (Phase::ActionRequired { .. }, Some(Ok(_))) => Ok(vec![]),
-                (_, Some(payment)) => Ok(vec![E::PaymentActionRequired {
-                    attempt: *attempt,
-                    payment_id: payment?.to_owned(),
-                }]),
-                (_, None) => Err(wrong("RecordActionRequired", checkout)),
-            }
-        }
-        C::RecordAuthorization { attempt } => match awaiting_outcome(checkout, *attempt) {
-            Some(payment) => Ok(vec![E::PaymentAuthorized {
-                attempt: *attempt,
-                payment_id: payment?.to_owned(),
-            }]),
-            None => Err(wrong("RecordAuthorization", checkout)),
-        },
+        } => record_payment_created(checkout, *attempt, payment_id),
+        C::RecordActionRequired { attempt } => record_action_required(checkout, *attempt),
+        C::RecordAuthorization { attempt } => record_authorization(checkout, *attempt),
         C::RecordDecline {
             attempt,
             reason,
             code,
-        } => match (&checkout.phase, awaiting_outcome(checkout, *attempt)) {
-            (_, Some(payment)) => payment.map(|_| {
-                vec![E::PaymentDeclined {
-                    attempt: *attempt,
-                    reason: reason.clone(),
-                    code: code.clone(),
-                }]
-            }),
-            // Declined before the payment was created (a bad method).
-            (
-                Phase::Requested {
-                    attempt: running, ..
-                },
-                None,
-            ) => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![E::PaymentDeclined {
-                    attempt: *attempt,
-                    reason: reason.clone(),
-                    code: code.clone(),
-                }])
+        } => record_decline(checkout, *attempt, reason, code.as_deref()),
+        C::RecordFailure { attempt, reason } => record_failure(checkout, *attempt, reason),
+        C::Convert => convert(checkout),
+        C::RecordCapture { attempt, charge_id } => record_capture(checkout, *attempt, charge_id),
+        C::RecordCaptureFailure { reason } => record_capture_failure(checkout, reason),
+        C::Reverse => reverse(checkout),
+        C::RequestVoid { reason } => request_void(checkout, *reason),
+        C::RecordVoid => record_void(checkout),
+        C::Complete => complete(checkout),
+        C::RequestRefund { reason } => request_refund(checkout, *reason),
+        C::RecordRefund { refund_id } => record_refund(checkout, refund_id),
+        C::RequestCancel => request_cancel(checkout),
+    }
+}
+
+/// Starts the next payment attempt from `Idle`, under that attempt's own
+/// idempotency key ([`Checkout::charge_key`]).
+fn request_purchase(
+    checkout: &Checkout,
+    hold_id: HoldId,
+    show_id: &ShowId,
+    buyer: &BuyerId,
+    payment_method: &str,
+    amount_cents: i64,
+    currency: Currency,
+) -> Vec<CheckoutEvent> {
+    match checkout.phase {
+        Phase::Idle => {
+            let attempt = checkout.attempts + 1;
+            vec![CheckoutEvent::PurchaseRequested {
+                hold_id,
+                show_id: show_id.clone(),
+                buyer: buyer.clone(),
+                attempt,
+                idempotency_key: Checkout::charge_key(hold_id, attempt),
+                payment_method: payment_method.to_owned(),
+                amount_cents,
+                currency: Some(currency),
+            }]
+        }
+        // An attempt is running or the purchase is decided: resume from the phase.
+        _ => vec![],
+    }
+}
+
+/// Records the provider's payment of the running attempt, once: the same
+/// payment again is a no-op, another one an error.
+fn record_payment_created(
+    checkout: &Checkout,
+    attempt: u32,
+    payment_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Requested {
+            attempt: running,
+            payment_id: recorded,
+            ..
+        } => {
+            check_attempt(*running, attempt)?;
+            match recorded {
+                None => Ok(vec![CheckoutEvent::PaymentCreated {
+                    attempt,
+                    payment_id: payment_id.to_owned(),
+                }]),
+                Some(recorded) if recorded == payment_id => Ok(vec![]),
+                Some(recorded) => Err(CheckoutError::OtherPayment {
+                    recorded: recorded.clone(),
+                    got: payment_id.to_owned(),
+                }),
             }
-            _ => Err(wrong("RecordDecline", checkout)),
-        },
-        C::RecordFailure { attempt, reason } => match &checkout.phase {
+        }
+        _ => Err(wrong("RecordPaymentCreated", checkout)),
+    }
+}
+
+/// The provider needs the buyer (3-D Secure); already waiting on them is a no-op.
+fn record_action_required(
+    checkout: &Checkout,
+    attempt: u32,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, awaiting_outcome(checkout, attempt)) {
+        (Phase::ActionRequired { .. }, Some(Ok(_))) => Ok(vec![]),
+        (_, Some(payment)) => Ok(vec![CheckoutEvent::PaymentActionRequired {
+            attempt,
+            payment_id: payment?.to_owned(),
+        }]),
+        (_, None) => Err(wrong("RecordActionRequired", checkout)),
+    }
+}
+
+/// The provider authorized the running attempt's payment.
+fn record_authorization(
+    checkout: &Checkout,
+    attempt: u32,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match awaiting_outcome(checkout, attempt) {
+        Some(payment) => Ok(vec![CheckoutEvent::PaymentAuthorized {
+            attempt,
+            payment_id: payment?.to_owned(),
+        }]),
+        None => Err(wrong("RecordAuthorization", checkout)),
+    }
+}
+
+/// The provider declined the running attempt: the checkout goes back to `Idle`.
+fn record_decline(
+    checkout: &Checkout,
+    attempt: u32,
+    reason: &str,
+    code: Option<&str>,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let declined = || {
+        vec![CheckoutEvent::PaymentDeclined {
+            attempt,
+            reason: reason.to_owned(),
+            code: code.map(str::to_owned),
+        }]
+    };
+    match (&checkout.phase, awaiting_outcome(checkout, attempt)) {
+        (_, Some(payment)) => payment.map(|_| declined()),
+        // Declined before the payment was created (a bad method).
+        (
             Phase::Requested {
                 attempt: running, ..
-            }
-            | Phase::ActionRequired {
-                attempt: running, ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![E::PaymentFailed {
-                    attempt: *attempt,
-                    reason: reason.clone(),
-                }])
-            }
-            _ => Err(wrong("RecordFailure", checkout)),
-        },
-        C::Convert => match (&checkout.phase, checkout.hold_id) {
-            (Phase::Authorized { .. }, Some(hold_id)) => Ok(vec![E::CheckoutConverted {
-                booking_id: Checkout::booking_id_for(hold_id),
-            }]),
-            _ => Err(wrong("Convert", checkout)),
-        },
-        C::RecordCapture { attempt, charge_id } => match &checkout.phase {
-            Phase::Converted {
-                attempt: running,
-                booking_id,
+            },
+            None,
+        ) => {
+            check_attempt(*running, attempt)?;
+            Ok(declined())
+        }
+        _ => Err(wrong("RecordDecline", checkout)),
+    }
+}
+
+/// The provider failed and authorized nothing: the checkout goes back to `Idle`.
+fn record_failure(
+    checkout: &Checkout,
+    attempt: u32,
+    reason: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Requested {
+            attempt: running, ..
+        }
+        | Phase::ActionRequired {
+            attempt: running, ..
+        } => {
+            check_attempt(*running, attempt)?;
+            Ok(vec![CheckoutEvent::PaymentFailed {
+                attempt,
+                reason: reason.to_owned(),
+            }])
+        }
+        _ => Err(wrong("RecordFailure", checkout)),
+    }
+}
+
+/// Books the authorized checkout under the booking id its hold derives.
+fn convert(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, checkout.hold_id) {
+        (Phase::Authorized { .. }, Some(hold_id)) => Ok(vec![CheckoutEvent::CheckoutConverted {
+            booking_id: Checkout::booking_id_for(hold_id),
+        }]),
+        _ => Err(wrong("Convert", checkout)),
+    }
+}
+
+/// After conversion a capture completes the checkout; on a checkout from
+/// before authorize-then-capture (still `Requested`), the charge is
+/// captured and its units are still to convert.
+fn record_capture(
+    checkout: &Checkout,
+    attempt: u32,
+    charge_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let captured = CheckoutEvent::PaymentCaptured {
+        attempt,
+        charge_id: charge_id.to_owned(),
+    };
+    match &checkout.phase {
+        Phase::Converted {
+            attempt: running,
+            booking_id,
+            amount_cents,
+            ..
+        } => {
+            check_attempt(*running, attempt)?;
+            Ok(vec![
+                captured,
+                CheckoutEvent::CheckoutCompleted {
+                    booking_id: *booking_id,
+                    charge_id: charge_id.to_owned(),
+                    amount_cents: *amount_cents,
+                },
+            ])
+        }
+        Phase::Requested {
+            attempt: running, ..
+        } => {
+            check_attempt(*running, attempt)?;
+            Ok(vec![captured])
+        }
+        _ => Err(wrong("RecordCapture", checkout)),
+    }
+}
+
+/// The converted checkout's authorization could not be captured: its
+/// booking is to be undone.
+fn record_capture_failure(
+    checkout: &Checkout,
+    reason: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Converted { payment_id, .. } => Ok(vec![CheckoutEvent::CaptureFailed {
+            payment_id: payment_id.clone(),
+            reason: reason.to_owned(),
+        }]),
+        _ => Err(wrong("RecordCaptureFailure", checkout)),
+    }
+}
+
+/// The booking whose capture failed was undone (its units freed).
+fn reverse(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::ReversalRequested { booking_id, .. } => Ok(vec![CheckoutEvent::BookingReversed {
+            booking_id: *booking_id,
+        }]),
+        _ => Err(wrong("Reverse", checkout)),
+    }
+}
+
+/// The hold was lost before conversion: the authorization (or the payment
+/// waiting on the buyer) is to be cancelled.
+fn request_void(
+    checkout: &Checkout,
+    reason: RefundReason,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
+            Ok(vec![CheckoutEvent::VoidRequested {
+                payment_id: payment_id.clone(),
+                reason,
+            }])
+        }
+        _ => Err(wrong("RequestVoid", checkout)),
+    }
+}
+
+/// The provider cancelled the authorization.
+fn record_void(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::VoidRequested { payment_id, .. } => Ok(vec![CheckoutEvent::PaymentVoided {
+            payment_id: payment_id.clone(),
+        }]),
+        _ => Err(wrong("RecordVoid", checkout)),
+    }
+}
+
+/// (Recorded before authorize-then-capture) the captured charge's units
+/// were converted: the checkout is complete.
+fn complete(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, checkout.hold_id) {
+        (
+            Phase::Captured {
+                charge_id,
                 amount_cents,
                 ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![
-                    E::PaymentCaptured {
-                        attempt: *attempt,
-                        charge_id: charge_id.clone(),
-                    },
-                    E::CheckoutCompleted {
-                        booking_id: *booking_id,
-                        charge_id: charge_id.clone(),
-                        amount_cents: *amount_cents,
-                    },
-                ])
-            }
-            Phase::Requested {
-                attempt: running, ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![E::PaymentCaptured {
-                    attempt: *attempt,
-                    charge_id: charge_id.clone(),
-                }])
-            }
-            _ => Err(wrong("RecordCapture", checkout)),
-        },
-        C::RecordCaptureFailure { reason } => match &checkout.phase {
-            Phase::Converted { payment_id, .. } => Ok(vec![E::CaptureFailed {
-                payment_id: payment_id.clone(),
-                reason: reason.clone(),
-            }]),
-            _ => Err(wrong("RecordCaptureFailure", checkout)),
-        },
-        C::Reverse => match &checkout.phase {
-            Phase::ReversalRequested { booking_id, .. } => Ok(vec![E::BookingReversed {
-                booking_id: *booking_id,
-            }]),
-            _ => Err(wrong("Reverse", checkout)),
-        },
-        C::RequestVoid { reason } => match &checkout.phase {
-            Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
-                Ok(vec![E::VoidRequested {
-                    payment_id: payment_id.clone(),
-                    reason: *reason,
-                }])
-            }
-            _ => Err(wrong("RequestVoid", checkout)),
-        },
-        C::RecordVoid => match &checkout.phase {
-            Phase::VoidRequested { payment_id, .. } => Ok(vec![E::PaymentVoided {
-                payment_id: payment_id.clone(),
-            }]),
-            _ => Err(wrong("RecordVoid", checkout)),
-        },
-        C::Complete => match (&checkout.phase, checkout.hold_id) {
-            (
-                Phase::Captured {
-                    charge_id,
-                    amount_cents,
-                    ..
-                },
-                Some(hold_id),
-            ) => Ok(vec![E::CheckoutCompleted {
-                booking_id: Checkout::booking_id_for(hold_id),
-                charge_id: charge_id.clone(),
-                amount_cents: *amount_cents,
-            }]),
-            _ => Err(wrong("Complete", checkout)),
-        },
-        C::RequestRefund { reason } => match &checkout.phase {
-            Phase::Captured { charge_id, .. } => Ok(vec![E::RefundRequested {
-                charge_id: charge_id.clone(),
-                reason: *reason,
-            }]),
-            _ => Err(wrong("RequestRefund", checkout)),
-        },
-        C::RecordRefund { refund_id } => match &checkout.phase {
-            Phase::RefundRequested { charge_id, .. } => Ok(vec![E::PaymentRefunded {
-                charge_id: charge_id.clone(),
-                refund_id: refund_id.clone(),
-            }]),
-            Phase::CancelRequested { booking_id, .. } => Ok(vec![E::CheckoutCancelled {
-                booking_id: *booking_id,
-                refund_id: refund_id.clone(),
-            }]),
-            _ => Err(wrong("RecordRefund", checkout)),
-        },
-        C::RequestCancel => match &checkout.phase {
-            Phase::Completed { booking_id, .. } => Ok(vec![E::CancellationRequested {
-                booking_id: *booking_id,
-            }]),
-            // Cancelling again is a no-op.
-            Phase::CancelRequested { .. } | Phase::Cancelled { .. } => Ok(vec![]),
-            _ => Err(wrong("RequestCancel", checkout)),
-        },
+            },
+            Some(hold_id),
+        ) => Ok(vec![CheckoutEvent::CheckoutCompleted {
+            booking_id: Checkout::booking_id_for(hold_id),
+            charge_id: charge_id.clone(),
+            amount_cents: *amount_cents,
+        }]),
+        _ => Err(wrong("Complete", checkout)),
+    }
+}
+
+/// (Recorded before authorize-then-capture) the captured charge's hold
+/// could not be converted: the charge is to be returned.
+fn request_refund(
+    checkout: &Checkout,
+    reason: RefundReason,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Captured { charge_id, .. } => Ok(vec![CheckoutEvent::RefundRequested {
+            charge_id: charge_id.clone(),
+            reason,
+        }]),
+        _ => Err(wrong("RequestRefund", checkout)),
+    }
+}
+
+/// The provider refunded a charge: the one whose hold was lost, or the
+/// one of a cancelled booking.
+fn record_refund(
+    checkout: &Checkout,
+    refund_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::RefundRequested { charge_id, .. } => Ok(vec![CheckoutEvent::PaymentRefunded {
+            charge_id: charge_id.clone(),
+            refund_id: refund_id.to_owned(),
+        }]),
+        Phase::CancelRequested { booking_id, .. } => Ok(vec![CheckoutEvent::CheckoutCancelled {
+            booking_id: *booking_id,
+            refund_id: refund_id.to_owned(),
+        }]),
+        _ => Err(wrong("RecordRefund", checkout)),
+    }
+}
+
+/// The buyer cancels a completed booking: its charge is to be refunded.
+fn request_cancel(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Completed { booking_id, .. } => Ok(vec![CheckoutEvent::CancellationRequested {
+            booking_id: *booking_id,
+        }]),
+        // Cancelling again is a no-op.
+        Phase::CancelRequested { .. } | Phase::Cancelled { .. } => Ok(vec![]),
+        _ => Err(wrong("RequestCancel", checkout)),
     }
 }
 
