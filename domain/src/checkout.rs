@@ -853,213 +853,285 @@ fn request_cancel(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutErr
 }
 
 impl Checkout {
+    /// Folds one event into the state. Never fails: events are facts. Each
+    /// stage of the purchase (a line of the module's diagram) folds its own
+    /// events below. An event that does not fit the phase cannot have been
+    /// decided; each stage keeps the phase rather than invent one.
     pub fn apply_event(&mut self, event: &CheckoutEvent) {
         use CheckoutEvent as E;
         let phase = std::mem::take(&mut self.phase);
-        self.phase = match (event, phase) {
-            (
-                E::PurchaseRequested {
-                    hold_id,
-                    show_id,
-                    buyer,
-                    attempt,
-                    idempotency_key,
-                    payment_method,
-                    amount_cents,
-                    currency,
-                },
-                _,
-            ) => {
-                self.hold_id = Some(*hold_id);
-                self.show_id = Some(show_id.clone());
-                self.buyer = Some(buyer.clone());
-                self.attempts = *attempt;
-                Phase::Requested {
-                    attempt: *attempt,
-                    idempotency_key: idempotency_key.clone(),
-                    payment_method: payment_method.clone(),
-                    amount_cents: *amount_cents,
-                    currency: *currency,
-                    payment_id: None,
-                }
+        self.phase = match event {
+            E::PurchaseRequested { .. } => self.begin_attempt(event, phase),
+            E::PaymentCreated { .. }
+            | E::PaymentActionRequired { .. }
+            | E::PaymentAuthorized { .. }
+            | E::PaymentDeclined { .. }
+            | E::PaymentFailed { .. } => fold_authorization(event, phase),
+            E::CheckoutConverted { .. }
+            | E::PaymentCaptured { .. }
+            | E::CheckoutCompleted { .. } => fold_conversion(event, phase),
+            E::CaptureFailed { .. } | E::BookingReversed { .. } => fold_reversal(event, phase),
+            E::VoidRequested { .. } | E::PaymentVoided { .. } => fold_void(event, phase),
+            E::RefundRequested { .. } | E::PaymentRefunded { .. } => fold_refund(event, phase),
+            E::CancellationRequested { .. } | E::CheckoutCancelled { .. } => {
+                fold_cancellation(event, phase)
             }
-            (
-                E::PaymentCreated { payment_id, .. },
-                Phase::Requested {
-                    attempt,
-                    idempotency_key,
-                    payment_method,
-                    amount_cents,
-                    currency,
-                    ..
-                },
-            ) => Phase::Requested {
+        };
+    }
+
+    /// A payment attempt starts, whatever the phase (only `Idle` decides
+    /// one); the first also names the hold, show and buyer of the checkout.
+    fn begin_attempt(&mut self, event: &CheckoutEvent, phase: Phase) -> Phase {
+        let CheckoutEvent::PurchaseRequested {
+            hold_id,
+            show_id,
+            buyer,
+            attempt,
+            idempotency_key,
+            payment_method,
+            amount_cents,
+            currency,
+        } = event
+        else {
+            return phase;
+        };
+        self.hold_id = Some(*hold_id);
+        self.show_id = Some(show_id.clone());
+        self.buyer = Some(buyer.clone());
+        self.attempts = *attempt;
+        Phase::Requested {
+            attempt: *attempt,
+            idempotency_key: idempotency_key.clone(),
+            payment_method: payment_method.clone(),
+            amount_cents: *amount_cents,
+            currency: *currency,
+            payment_id: None,
+        }
+    }
+}
+
+/// Requested ─created─▶ Requested(payment) ─▶ ActionRequired or Authorized;
+/// a decline or failure goes back to `Idle`.
+fn fold_authorization(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::PaymentCreated { payment_id, .. },
+            Phase::Requested {
                 attempt,
                 idempotency_key,
                 payment_method,
                 amount_cents,
                 currency,
-                payment_id: Some(payment_id.clone()),
+                ..
             },
-            (
-                E::PaymentActionRequired {
-                    attempt,
-                    payment_id,
-                },
-                Phase::Requested { amount_cents, .. },
-            ) => Phase::ActionRequired {
-                attempt: *attempt,
-                payment_id: payment_id.clone(),
-                amount_cents,
-            },
-            (
-                E::PaymentAuthorized {
-                    attempt,
-                    payment_id,
-                },
-                Phase::Requested { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
-            ) => Phase::Authorized {
-                attempt: *attempt,
-                payment_id: payment_id.clone(),
-                amount_cents,
-            },
-            (
-                E::CheckoutConverted { booking_id },
-                Phase::Authorized {
-                    attempt,
-                    payment_id,
-                    amount_cents,
-                },
-            ) => Phase::Converted {
+        ) => Phase::Requested {
+            attempt,
+            idempotency_key,
+            payment_method,
+            amount_cents,
+            currency,
+            payment_id: Some(payment_id.clone()),
+        },
+        (
+            E::PaymentActionRequired {
                 attempt,
-                booking_id: *booking_id,
+                payment_id,
+            },
+            Phase::Requested { amount_cents, .. },
+        ) => Phase::ActionRequired {
+            attempt: *attempt,
+            payment_id: payment_id.clone(),
+            amount_cents,
+        },
+        (
+            E::PaymentAuthorized {
+                attempt,
+                payment_id,
+            },
+            Phase::Requested { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+        ) => Phase::Authorized {
+            attempt: *attempt,
+            payment_id: payment_id.clone(),
+            amount_cents,
+        },
+        (E::PaymentDeclined { .. } | E::PaymentFailed { .. }, _) => Phase::Idle,
+        (_, phase) => phase,
+    }
+}
+
+/// Authorized ─convert─▶ Converted ─captured─▶ Completed; and a charge
+/// captured at once (recorded before authorize-then-capture) is `Captured`
+/// until it completes.
+fn fold_conversion(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::CheckoutConverted { booking_id },
+            Phase::Authorized {
+                attempt,
                 payment_id,
                 amount_cents,
             },
-            // After conversion the capture is recorded with the completion
-            // (which sets the phase); a charge captured at once (recorded
-            // before authorize-then-capture) is `Captured`.
-            (E::PaymentCaptured { .. }, phase @ Phase::Converted { .. }) => phase,
-            (E::PaymentCaptured { attempt, charge_id }, Phase::Requested { amount_cents, .. }) => {
-                Phase::Captured {
-                    attempt: *attempt,
-                    charge_id: charge_id.clone(),
-                    amount_cents,
-                }
-            }
-            (E::PaymentDeclined { .. } | E::PaymentFailed { .. }, _) => Phase::Idle,
-            (
-                E::CheckoutCompleted {
-                    booking_id,
-                    charge_id,
-                    amount_cents,
-                },
-                _,
-            ) => Phase::Completed {
-                booking_id: *booking_id,
+        ) => Phase::Converted {
+            attempt,
+            booking_id: *booking_id,
+            payment_id,
+            amount_cents,
+        },
+        // After conversion the capture is recorded with the completion
+        // (which sets the phase); a charge captured at once (recorded
+        // before authorize-then-capture) is `Captured`.
+        (E::PaymentCaptured { .. }, phase @ Phase::Converted { .. }) => phase,
+        (E::PaymentCaptured { attempt, charge_id }, Phase::Requested { amount_cents, .. }) => {
+            Phase::Captured {
+                attempt: *attempt,
                 charge_id: charge_id.clone(),
-                amount_cents: *amount_cents,
+                amount_cents,
+            }
+        }
+        (
+            E::CheckoutCompleted {
+                booking_id,
+                charge_id,
+                amount_cents,
             },
-            (
-                E::CaptureFailed { .. },
-                Phase::Converted {
-                    booking_id,
-                    payment_id,
-                    amount_cents,
-                    ..
-                },
-            ) => Phase::ReversalRequested {
+            _,
+        ) => Phase::Completed {
+            booking_id: *booking_id,
+            charge_id: charge_id.clone(),
+            amount_cents: *amount_cents,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// Converted ─capture failed─▶ ReversalRequested ─units freed─▶ Reversed.
+fn fold_reversal(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::CaptureFailed { .. },
+            Phase::Converted {
+                booking_id,
+                payment_id,
+                amount_cents,
+                ..
+            },
+        ) => Phase::ReversalRequested {
+            booking_id,
+            payment_id,
+            amount_cents,
+        },
+        (
+            E::BookingReversed { .. },
+            Phase::ReversalRequested {
                 booking_id,
                 payment_id,
                 amount_cents,
             },
-            (
-                E::BookingReversed { .. },
-                Phase::ReversalRequested {
-                    booking_id,
-                    payment_id,
-                    amount_cents,
-                },
-            ) => Phase::Reversed {
-                booking_id,
+        ) => Phase::Reversed {
+            booking_id,
+            payment_id,
+            amount_cents,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// Authorized, ActionRequired ─hold lost─▶ VoidRequested ─voided─▶ Voided.
+fn fold_void(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::VoidRequested { payment_id, reason },
+            Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+        ) => Phase::VoidRequested {
+            payment_id: payment_id.clone(),
+            amount_cents,
+            reason: *reason,
+        },
+        (
+            E::PaymentVoided { .. },
+            Phase::VoidRequested {
                 payment_id,
                 amount_cents,
+                reason,
             },
-            (
-                E::VoidRequested { payment_id, reason },
-                Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
-            ) => Phase::VoidRequested {
-                payment_id: payment_id.clone(),
+        ) => Phase::Voided {
+            payment_id,
+            amount_cents,
+            reason,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// (Recorded before authorize-then-capture) Captured ─hold lost─▶
+/// RefundRequested ─refunded─▶ Refunded.
+fn fold_refund(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (E::RefundRequested { charge_id, reason }, Phase::Captured { amount_cents, .. }) => {
+            Phase::RefundRequested {
+                charge_id: charge_id.clone(),
                 amount_cents,
                 reason: *reason,
-            },
-            (
-                E::PaymentVoided { .. },
-                Phase::VoidRequested {
-                    payment_id,
-                    amount_cents,
-                    reason,
-                },
-            ) => Phase::Voided {
-                payment_id,
-                amount_cents,
-                reason,
-            },
-            (E::RefundRequested { charge_id, reason }, Phase::Captured { amount_cents, .. }) => {
-                Phase::RefundRequested {
-                    charge_id: charge_id.clone(),
-                    amount_cents,
-                    reason: *reason,
-                }
             }
-            (
-                E::PaymentRefunded {
-                    charge_id,
-                    refund_id,
-                },
-                Phase::RefundRequested {
-                    amount_cents,
-                    reason,
-                    ..
-                },
-            ) => Phase::Refunded {
-                charge_id: charge_id.clone(),
-                refund_id: refund_id.clone(),
+        }
+        (
+            E::PaymentRefunded {
+                charge_id,
+                refund_id,
+            },
+            Phase::RefundRequested {
                 amount_cents,
                 reason,
+                ..
             },
-            (
-                E::CancellationRequested { booking_id },
-                Phase::Completed {
-                    charge_id,
-                    amount_cents,
-                    ..
-                },
-            ) => Phase::CancelRequested {
-                booking_id: *booking_id,
+        ) => Phase::Refunded {
+            charge_id: charge_id.clone(),
+            refund_id: refund_id.clone(),
+            amount_cents,
+            reason,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// Completed ─cancel─▶ CancelRequested ─refunded─▶ Cancelled.
+fn fold_cancellation(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::CancellationRequested { booking_id },
+            Phase::Completed {
                 charge_id,
                 amount_cents,
+                ..
             },
-            (
-                E::CheckoutCancelled {
-                    booking_id,
-                    refund_id,
-                },
-                Phase::CancelRequested {
-                    charge_id,
-                    amount_cents,
-                    ..
-                },
-            ) => Phase::Cancelled {
-                booking_id: *booking_id,
+        ) => Phase::CancelRequested {
+            booking_id: *booking_id,
+            charge_id,
+            amount_cents,
+        },
+        (
+            E::CheckoutCancelled {
+                booking_id,
+                refund_id,
+            },
+            Phase::CancelRequested {
                 charge_id,
-                refund_id: refund_id.clone(),
                 amount_cents,
+                ..
             },
-            // An event that does not fit the phase cannot have been decided;
-            // keep the phase rather than invent one.
-            (_, phase) => phase,
-        };
+        ) => Phase::Cancelled {
+            booking_id: *booking_id,
+            charge_id,
+            refund_id: refund_id.clone(),
+            amount_cents,
+        },
+        (_, phase) => phase,
     }
 }
 
@@ -1232,6 +1304,35 @@ mod tests {
         let mut pending_sorted = pending.clone();
         pending_sorted.sort_unstable();
         assert_eq!(pending_sorted, listed);
+    }
+
+    #[test]
+    fn it_should_keep_the_phase_when_an_event_does_not_fit_it() {
+        let authorized = given(&[request("pm_card"), created(1), authorized(1)]);
+        let booking_id = Checkout::booking_id_for(hold());
+        let misfits = [
+            CheckoutEvent::PaymentCreated {
+                attempt: 1,
+                payment_id: "pi_9".into(),
+            },
+            CheckoutEvent::BookingReversed { booking_id },
+            CheckoutEvent::PaymentVoided {
+                payment_id: "pi_1".into(),
+            },
+            CheckoutEvent::RefundRequested {
+                charge_id: "ch_1".into(),
+                reason: RefundReason::HoldExpired,
+            },
+            CheckoutEvent::CheckoutCancelled {
+                booking_id,
+                refund_id: "re_1".into(),
+            },
+        ];
+        for event in misfits {
+            let mut checkout = authorized.clone();
+            checkout.apply_event(&event);
+            assert_eq!(checkout, authorized, "{}", event.name());
+        }
     }
 
     #[test]
