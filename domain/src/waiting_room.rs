@@ -190,26 +190,52 @@ pub fn decide(room: &Room, command: &RoomCommand) -> Result<Vec<RoomEvent>, Room
             _ => Err(RoomError::Closed),
         };
     }
-    Ok(match *command {
-        C::DrawSeed { seed } => match room.seed {
-            Some(_) => vec![],
-            None => vec![RoomEvent::SeedDrawn { seed }],
-        },
+    match *command {
+        C::DrawSeed { seed } => Ok(draw_seed(room, seed)),
         C::ChangeRate {
             at,
             admit_per_minute,
-        } => {
-            check_rate(admit_per_minute)?;
-            vec![RoomEvent::RateChanged {
-                at,
-                admit_per_minute,
-            }]
-        }
-        C::Pause { at } if !room.is_paused() => vec![RoomEvent::Paused { at }],
-        C::Resume { at } if room.is_paused() => vec![RoomEvent::Resumed { at }],
-        C::Pause { .. } | C::Resume { .. } => vec![],
-        C::Close { at, reason } => vec![RoomEvent::Closed { at, reason }],
-    })
+        } => change_rate(at, admit_per_minute),
+        C::Pause { at } => Ok(pause(room, at)),
+        C::Resume { at } => Ok(resume(room, at)),
+        // Closing a closed room was answered above: only the first close counts.
+        C::Close { at, reason } => Ok(vec![RoomEvent::Closed { at, reason }]),
+    }
+}
+
+/// Fixes the order of early joiners: the first seed drawn is the seed.
+fn draw_seed(room: &Room, seed: u64) -> Vec<RoomEvent> {
+    match room.seed {
+        Some(_) => vec![],
+        None => vec![RoomEvent::SeedDrawn { seed }],
+    }
+}
+
+/// A new rate from `at` on, if it is within the room's limits.
+fn change_rate(at: DateTime<Utc>, admit_per_minute: u32) -> Result<Vec<RoomEvent>, RoomError> {
+    check_rate(admit_per_minute)?;
+    Ok(vec![RoomEvent::RateChanged {
+        at,
+        admit_per_minute,
+    }])
+}
+
+/// Stops admissions from `at`, unless they are stopped already.
+fn pause(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
+    if room.is_paused() {
+        vec![]
+    } else {
+        vec![RoomEvent::Paused { at }]
+    }
+}
+
+/// Admits again from `at`, if admissions were stopped.
+fn resume(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
+    if room.is_paused() {
+        vec![RoomEvent::Resumed { at }]
+    } else {
+        vec![]
+    }
 }
 
 impl Decider for Room {
