@@ -14,9 +14,6 @@
 
 /// A stream as a pure decision and fold.
 pub trait Decider {
-    /// The aggregate type stored beside every event of the stream. Stored:
-    /// never change it.
-    const TYPE: &'static str;
     /// What `decide` is given: the command with whatever it is decided
     /// with (the instant, a shard's capacity).
     type Command;
@@ -30,14 +27,19 @@ pub trait Decider {
     fn evolve(&mut self, event: &Self::Event);
 }
 
-/// Implements `cqrs_es::Aggregate` for a type that implements [`Decider`]:
-/// `handle` writes the events `decide` gives, in order, and `apply` is
-/// `evolve`. (A blanket impl is not allowed: both the trait and the type
-/// parameter would be foreign to cqrs-es's crate.)
+/// Implements `cqrs_es::Aggregate` for a type that implements [`Decider`],
+/// with `$type` as its `TYPE`, the aggregate type stored beside every event
+/// of the stream (stored: never change it). `handle` writes the events
+/// `decide` gives, in order, and `apply` is `evolve`.
+///
+/// `TYPE` is the macro's argument rather than a const of `Decider` so that
+/// `Seat::TYPE` stays unambiguous wherever both traits are in scope. A macro
+/// rather than a blanket `impl<T: Decider> Aggregate for T`: the orphan rule
+/// refuses that impl outside cqrs-es, whose trait `Aggregate` is.
 macro_rules! impl_aggregate {
-    ($aggregate:ty) => {
+    ($aggregate:ty, $type:literal) => {
         impl ::cqrs_es::Aggregate for $aggregate {
-            const TYPE: &'static str = <$aggregate as $crate::aggregate::Decider>::TYPE;
+            const TYPE: &'static str = $type;
             type Command = <$aggregate as $crate::aggregate::Decider>::Command;
             type Event = <$aggregate as $crate::aggregate::Decider>::Event;
             type Error = <$aggregate as $crate::aggregate::Decider>::Error;

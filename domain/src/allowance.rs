@@ -297,7 +297,6 @@ impl Allowance {
 }
 
 impl Decider for Allowance {
-    const TYPE: &'static str = "Allowance";
     type Command = Timed<AllowanceCommand>;
     type Event = AllowanceEvent;
     type Error = AllowanceError;
@@ -311,7 +310,7 @@ impl Decider for Allowance {
     }
 }
 
-impl_aggregate!(Allowance);
+impl_aggregate!(Allowance, "Allowance");
 
 #[cfg(test)]
 mod tests {

@@ -1136,7 +1136,6 @@ fn fold_cancellation(event: &CheckoutEvent, phase: Phase) -> Phase {
 }
 
 impl Decider for Checkout {
-    const TYPE: &'static str = "Checkout";
     type Command = CheckoutCommand;
     type Event = CheckoutEvent;
     type Error = CheckoutError;
@@ -1150,7 +1149,7 @@ impl Decider for Checkout {
     }
 }
 
-impl_aggregate!(Checkout);
+impl_aggregate!(Checkout, "Checkout");
 
 #[cfg(test)]
 mod tests {

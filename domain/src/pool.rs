@@ -426,7 +426,6 @@ impl PoolShard {
 }
 
 impl Decider for PoolShard {
-    const TYPE: &'static str = "PoolShard";
     /// A command with the shard's capacity and the instant it is decided at.
     type Command = (PoolCommand, u32, DateTime<Utc>);
     type Event = PoolEvent;
@@ -444,7 +443,7 @@ impl Decider for PoolShard {
     }
 }
 
-impl_aggregate!(PoolShard);
+impl_aggregate!(PoolShard, "PoolShard");
 
 /// How a hold of `quantity` is split across shards, given each shard's free
 /// places in the order to draw from: greedily, from the first shard with

@@ -485,7 +485,6 @@ pub struct Timed<C> {
 }
 
 impl Decider for Seat {
-    const TYPE: &'static str = "Seat";
     type Command = Timed<SeatCommand>;
     type Event = SeatEvent;
     type Error = SeatError;
@@ -499,7 +498,7 @@ impl Decider for Seat {
     }
 }
 
-impl_aggregate!(Seat);
+impl_aggregate!(Seat, "Seat");
 
 #[cfg(test)]
 mod tests {

@@ -239,7 +239,6 @@ fn resume(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
 }
 
 impl Decider for Room {
-    const TYPE: &'static str = "WaitingRoom";
     type Command = RoomCommand;
     type Event = RoomEvent;
     type Error = RoomError;
@@ -253,7 +252,7 @@ impl Decider for Room {
     }
 }
 
-impl_aggregate!(Room);
+impl_aggregate!(Room, "WaitingRoom");
 
 /// The id of a show's room stream: the show's id.
 pub fn room_stream_id(show: &ShowId) -> String {
@@ -351,7 +350,6 @@ impl QueueEntry {
 }
 
 impl Decider for QueueEntry {
-    const TYPE: &'static str = "QueueEntry";
     type Command = crate::seat::Timed<JoinQueue>;
     type Event = QueueEvent;
     type Error = QueueError;
@@ -367,7 +365,7 @@ impl Decider for QueueEntry {
     }
 }
 
-impl_aggregate!(QueueEntry);
+impl_aggregate!(QueueEntry, "QueueEntry");
 
 /// One stretch of the schedule: from `from`, `per_minute` admissions a
 /// minute (0 while paused or closed).
