@@ -29,13 +29,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BuyerId, HoldId, ShowId};
 use crate::seat::{has_expired, Timed};
-use crate::EVENT_VERSION;
 
 /// The id of a buyer's allowance stream on a show: `show_id@buyer`.
 ///
@@ -134,26 +132,12 @@ pub enum AllowanceEvent {
     },
 }
 
-impl AllowanceEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            AllowanceEvent::AllowanceTaken { .. } => "AllowanceTaken",
-            AllowanceEvent::AllowanceExtended { .. } => "AllowanceExtended",
-            AllowanceEvent::AllowanceConverted { .. } => "AllowanceConverted",
-            AllowanceEvent::AllowanceReturned { .. } => "AllowanceReturned",
-        }
-    }
-}
-
-impl DomainEvent for AllowanceEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(AllowanceEvent {
+    AllowanceTaken => "AllowanceTaken",
+    AllowanceExtended => "AllowanceExtended",
+    AllowanceConverted => "AllowanceConverted",
+    AllowanceReturned => "AllowanceReturned",
+});
 
 /// Why the allowance refuses a command. `LimitReached` is the 409
 /// `buyer_limit_reached` answer, with `current` = what the buyer has now.
@@ -169,25 +153,8 @@ pub enum AllowanceError {
     HoldExpired,
 }
 
-/// The one decision function of the Allowance stream.
-///
-/// - `Take`: refused whole if `units + in_use_at(now) > limit`. A hold the
-///   allowance already counts (active or booked) is the retried request: no
-///   events. A hold present but expired is placed again, as the seat and
-///   shard streams place a retried hold again after its expiry: its old
-///   entry is returned and the new one taken, within the limit.
-/// - `Extend`: moves `expires_at` later. Unknown, returned or booked holds,
-///   and an extension that is not later than the current expiry (a retry,
-///   or one arriving out of order), give no events: the allowance never
-///   counts a hold for less time than before. An expired hold is refused:
-///   it no longer counts, and counting it again would bypass the limit.
-/// - `Convert`: the units stop expiring. Unknown, returned or already booked
-///   holds give no events. An expired hold still converts: the seat and
-///   shard streams decided the conversion (they own the units), and the
-///   allowance follows the units; refusing would fail the batch and leave a
-///   paid booking unrecorded, while counting it is what keeps the count
-///   equal to what the buyer really has.
-/// - `Return`: gives the units back. Unknown or returned holds: no events.
+/// The one decision function of the Allowance stream: each command to its
+/// own decision below.
 pub fn decide(
     allowance: &Allowance,
     command: &AllowanceCommand,
@@ -199,61 +166,95 @@ pub fn decide(
             units,
             expires_at,
             limit,
-        } => {
-            if *units == 0 {
-                return Err(AllowanceError::ZeroUnits);
-            }
-            if has_expired(*expires_at, now) {
-                return Err(AllowanceError::ExpiryNotInFuture);
-            }
-            let mut events = Vec::with_capacity(2);
-            match allowance.holds.get(hold_id) {
-                Some(hold) if hold.counts_at(now) => return Ok(vec![]),
-                Some(_) => events.push(AllowanceEvent::AllowanceReturned { hold_id: *hold_id }),
-                None => {}
-            }
-            let current = allowance.in_use_at(now);
-            if current.saturating_add(*units) > *limit {
-                return Err(AllowanceError::LimitReached {
-                    limit: *limit,
-                    current,
-                });
-            }
-            events.push(AllowanceEvent::AllowanceTaken {
-                hold_id: *hold_id,
-                units: *units,
-                expires_at: *expires_at,
-            });
-            Ok(events)
-        }
+        } => take(allowance, *hold_id, *units, *expires_at, *limit, now),
         AllowanceCommand::Extend {
             hold_id,
             expires_at,
-        } => match allowance.holds.get(hold_id) {
-            None => Ok(vec![]),
-            Some(hold) if hold.booked || *expires_at <= hold.expires_at => Ok(vec![]),
-            // Past here the new expiry is later than an unexpired one, so in the future.
-            Some(hold) if has_expired(hold.expires_at, now) => Err(AllowanceError::HoldExpired),
-            Some(_) => Ok(vec![AllowanceEvent::AllowanceExtended {
-                hold_id: *hold_id,
-                expires_at: *expires_at,
-            }]),
-        },
-        AllowanceCommand::Convert { hold_id } => match allowance.holds.get(hold_id) {
-            Some(hold) if !hold.booked => Ok(vec![AllowanceEvent::AllowanceConverted {
-                hold_id: *hold_id,
-            }]),
-            _ => Ok(vec![]),
-        },
-        AllowanceCommand::Return { hold_id } => {
-            if allowance.holds.contains_key(hold_id) {
-                Ok(vec![AllowanceEvent::AllowanceReturned {
-                    hold_id: *hold_id,
-                }])
-            } else {
-                Ok(vec![])
-            }
-        }
+        } => extend(allowance, *hold_id, *expires_at, now),
+        AllowanceCommand::Convert { hold_id } => Ok(convert(allowance, *hold_id)),
+        AllowanceCommand::Return { hold_id } => Ok(give_back(allowance, *hold_id)),
+    }
+}
+
+/// `Take`: refused whole if `units + in_use_at(now) > limit`. A hold the
+/// allowance already counts (active or booked) is the retried request: no
+/// events. A hold present but expired is placed again, as the seat and
+/// shard streams place a retried hold again after its expiry: its old
+/// entry is returned and the new one taken, within the limit.
+fn take(
+    allowance: &Allowance,
+    hold_id: HoldId,
+    units: u32,
+    expires_at: DateTime<Utc>,
+    limit: u32,
+    now: DateTime<Utc>,
+) -> Result<Vec<AllowanceEvent>, AllowanceError> {
+    if units == 0 {
+        return Err(AllowanceError::ZeroUnits);
+    }
+    if has_expired(expires_at, now) {
+        return Err(AllowanceError::ExpiryNotInFuture);
+    }
+    let mut events = Vec::with_capacity(2);
+    match allowance.holds.get(&hold_id) {
+        Some(hold) if hold.counts_at(now) => return Ok(vec![]),
+        Some(_) => events.push(AllowanceEvent::AllowanceReturned { hold_id }),
+        None => {}
+    }
+    let current = allowance.in_use_at(now);
+    if current.saturating_add(units) > limit {
+        return Err(AllowanceError::LimitReached { limit, current });
+    }
+    events.push(AllowanceEvent::AllowanceTaken {
+        hold_id,
+        units,
+        expires_at,
+    });
+    Ok(events)
+}
+
+/// `Extend`: moves `expires_at` later. Unknown, returned or booked holds,
+/// and an extension that is not later than the current expiry (a retry,
+/// or one arriving out of order), give no events: the allowance never
+/// counts a hold for less time than before. An expired hold is refused:
+/// it no longer counts, and counting it again would bypass the limit.
+fn extend(
+    allowance: &Allowance,
+    hold_id: HoldId,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<AllowanceEvent>, AllowanceError> {
+    match allowance.holds.get(&hold_id) {
+        None => Ok(vec![]),
+        Some(hold) if hold.booked || expires_at <= hold.expires_at => Ok(vec![]),
+        // Past here the new expiry is later than an unexpired one, so in the future.
+        Some(hold) if has_expired(hold.expires_at, now) => Err(AllowanceError::HoldExpired),
+        Some(_) => Ok(vec![AllowanceEvent::AllowanceExtended {
+            hold_id,
+            expires_at,
+        }]),
+    }
+}
+
+/// `Convert`: the units stop expiring. Unknown, returned or already booked
+/// holds give no events. An expired hold still converts: the seat and
+/// shard streams decided the conversion (they own the units), and the
+/// allowance follows the units; refusing would fail the batch and leave a
+/// paid booking unrecorded, while counting it is what keeps the count
+/// equal to what the buyer really has.
+fn convert(allowance: &Allowance, hold_id: HoldId) -> Vec<AllowanceEvent> {
+    match allowance.holds.get(&hold_id) {
+        Some(hold) if !hold.booked => vec![AllowanceEvent::AllowanceConverted { hold_id }],
+        _ => vec![],
+    }
+}
+
+/// `Return`: gives the units back. Unknown or returned holds: no events.
+fn give_back(allowance: &Allowance, hold_id: HoldId) -> Vec<AllowanceEvent> {
+    if allowance.holds.contains_key(&hold_id) {
+        vec![AllowanceEvent::AllowanceReturned { hold_id }]
+    } else {
+        vec![]
     }
 }
 
@@ -295,34 +296,28 @@ impl Allowance {
     }
 }
 
-impl Aggregate for Allowance {
-    const TYPE: &'static str = "Allowance";
+impl Decider for Allowance {
     type Command = Timed<AllowanceCommand>;
     type Event = AllowanceEvent;
     type Error = AllowanceError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command.command, command.now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &Self::Command) -> Result<Vec<AllowanceEvent>, AllowanceError> {
+        decide(self, &command.command, command.now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &AllowanceEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Allowance, "Allowance");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EVENT_VERSION;
     use chrono::Duration;
+    use cqrs_es::DomainEvent;
     use proptest::prelude::*;
     use uuid::Uuid;
 

@@ -27,14 +27,12 @@
 //! are appended at the stream's version, so a checkout cannot be completed
 //! by one process while another decides to void it.
 
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId, ShowId};
 use crate::money::Currency;
-use crate::EVENT_VERSION;
 
 /// Why an authorization is voided (or, for a checkout from before
 /// authorize-then-capture, a captured charge refunded).
@@ -426,39 +424,25 @@ pub enum CheckoutEvent {
     },
 }
 
-impl CheckoutEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            CheckoutEvent::PurchaseRequested { .. } => "PurchaseRequested",
-            CheckoutEvent::PaymentCreated { .. } => "PaymentCreated",
-            CheckoutEvent::PaymentActionRequired { .. } => "PaymentActionRequired",
-            CheckoutEvent::PaymentAuthorized { .. } => "PaymentAuthorized",
-            CheckoutEvent::PaymentCaptured { .. } => "PaymentCaptured",
-            CheckoutEvent::PaymentDeclined { .. } => "PaymentDeclined",
-            CheckoutEvent::PaymentFailed { .. } => "PaymentFailed",
-            CheckoutEvent::CheckoutConverted { .. } => "CheckoutConverted",
-            CheckoutEvent::CheckoutCompleted { .. } => "CheckoutCompleted",
-            CheckoutEvent::CaptureFailed { .. } => "CaptureFailed",
-            CheckoutEvent::BookingReversed { .. } => "BookingReversed",
-            CheckoutEvent::VoidRequested { .. } => "VoidRequested",
-            CheckoutEvent::PaymentVoided { .. } => "PaymentVoided",
-            CheckoutEvent::RefundRequested { .. } => "RefundRequested",
-            CheckoutEvent::PaymentRefunded { .. } => "PaymentRefunded",
-            CheckoutEvent::CancellationRequested { .. } => "CancellationRequested",
-            CheckoutEvent::CheckoutCancelled { .. } => "CheckoutCancelled",
-        }
-    }
-}
-
-impl DomainEvent for CheckoutEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(CheckoutEvent {
+    PurchaseRequested => "PurchaseRequested",
+    PaymentCreated => "PaymentCreated",
+    PaymentActionRequired => "PaymentActionRequired",
+    PaymentAuthorized => "PaymentAuthorized",
+    PaymentCaptured => "PaymentCaptured",
+    PaymentDeclined => "PaymentDeclined",
+    PaymentFailed => "PaymentFailed",
+    CheckoutConverted => "CheckoutConverted",
+    CheckoutCompleted => "CheckoutCompleted",
+    CaptureFailed => "CaptureFailed",
+    BookingReversed => "BookingReversed",
+    VoidRequested => "VoidRequested",
+    PaymentVoided => "PaymentVoided",
+    RefundRequested => "RefundRequested",
+    PaymentRefunded => "PaymentRefunded",
+    CancellationRequested => "CancellationRequested",
+    CheckoutCancelled => "CheckoutCancelled",
+});
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckoutError {
@@ -508,12 +492,15 @@ fn awaiting_outcome(checkout: &Checkout, attempt: u32) -> Option<Result<&str, Ch
     }
 }
 
+/// The one decision function of the Checkout stream: each command to its
+/// own decision below. A command that does not fit the phase is
+/// [`CheckoutError::WrongPhase`]; the service then reloads and drives the
+/// checkout from its phase.
 pub fn decide(
     checkout: &Checkout,
     command: &CheckoutCommand,
 ) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     use CheckoutCommand as C;
-    use CheckoutEvent as E;
     match command {
         C::RequestPurchase {
             hold_id,
@@ -522,450 +509,647 @@ pub fn decide(
             payment_method,
             amount_cents,
             currency,
-        } => Ok(match checkout.phase {
-            Phase::Idle => {
-                let attempt = checkout.attempts + 1;
-                vec![E::PurchaseRequested {
-                    hold_id: *hold_id,
-                    show_id: show_id.clone(),
-                    buyer: buyer.clone(),
-                    attempt,
-                    idempotency_key: Checkout::charge_key(*hold_id, attempt),
-                    payment_method: payment_method.clone(),
-                    amount_cents: *amount_cents,
-                    currency: Some(*currency),
-                }]
-            }
-            // An attempt is running or the purchase is decided: resume from the phase.
-            _ => vec![],
-        }),
+        } => Ok(request_purchase(
+            checkout,
+            *hold_id,
+            show_id,
+            buyer,
+            payment_method,
+            *amount_cents,
+            *currency,
+        )),
         C::RecordPaymentCreated {
             attempt,
             payment_id,
-        } => match &checkout.phase {
-            Phase::Requested {
-                attempt: running,
-                payment_id: recorded,
-                ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                match recorded {
-                    None => Ok(vec![E::PaymentCreated {
-                        attempt: *attempt,
-                        payment_id: payment_id.clone(),
-                    }]),
-                    Some(recorded) if recorded == payment_id => Ok(vec![]),
-                    Some(recorded) => Err(CheckoutError::OtherPayment {
-                        recorded: recorded.clone(),
-                        got: payment_id.clone(),
-                    }),
-                }
-            }
-            _ => Err(wrong("RecordPaymentCreated", checkout)),
-        },
-        C::RecordActionRequired { attempt } => {
-            match (&checkout.phase, awaiting_outcome(checkout, *attempt)) {
-                (Phase::ActionRequired { .. }, Some(Ok(_))) => Ok(vec![]),
-                (_, Some(payment)) => Ok(vec![E::PaymentActionRequired {
-                    attempt: *attempt,
-                    payment_id: payment?.to_owned(),
-                }]),
-                (_, None) => Err(wrong("RecordActionRequired", checkout)),
-            }
-        }
-        C::RecordAuthorization { attempt } => match awaiting_outcome(checkout, *attempt) {
-            Some(payment) => Ok(vec![E::PaymentAuthorized {
-                attempt: *attempt,
-                payment_id: payment?.to_owned(),
-            }]),
-            None => Err(wrong("RecordAuthorization", checkout)),
-        },
+        } => record_payment_created(checkout, *attempt, payment_id),
+        C::RecordActionRequired { attempt } => record_action_required(checkout, *attempt),
+        C::RecordAuthorization { attempt } => record_authorization(checkout, *attempt),
         C::RecordDecline {
             attempt,
             reason,
             code,
-        } => match (&checkout.phase, awaiting_outcome(checkout, *attempt)) {
-            (_, Some(payment)) => payment.map(|_| {
-                vec![E::PaymentDeclined {
-                    attempt: *attempt,
-                    reason: reason.clone(),
-                    code: code.clone(),
-                }]
-            }),
-            // Declined before the payment was created (a bad method).
-            (
-                Phase::Requested {
-                    attempt: running, ..
-                },
-                None,
-            ) => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![E::PaymentDeclined {
-                    attempt: *attempt,
-                    reason: reason.clone(),
-                    code: code.clone(),
-                }])
+        } => record_decline(checkout, *attempt, reason, code.as_deref()),
+        C::RecordFailure { attempt, reason } => record_failure(checkout, *attempt, reason),
+        C::Convert => convert(checkout),
+        C::RecordCapture { attempt, charge_id } => record_capture(checkout, *attempt, charge_id),
+        C::RecordCaptureFailure { reason } => record_capture_failure(checkout, reason),
+        C::Reverse => reverse(checkout),
+        C::RequestVoid { reason } => request_void(checkout, *reason),
+        C::RecordVoid => record_void(checkout),
+        C::Complete => complete(checkout),
+        C::RequestRefund { reason } => request_refund(checkout, *reason),
+        C::RecordRefund { refund_id } => record_refund(checkout, refund_id),
+        C::RequestCancel => request_cancel(checkout),
+    }
+}
+
+/// Starts the next payment attempt from `Idle`, under that attempt's own
+/// idempotency key ([`Checkout::charge_key`]).
+fn request_purchase(
+    checkout: &Checkout,
+    hold_id: HoldId,
+    show_id: &ShowId,
+    buyer: &BuyerId,
+    payment_method: &str,
+    amount_cents: i64,
+    currency: Currency,
+) -> Vec<CheckoutEvent> {
+    match checkout.phase {
+        Phase::Idle => {
+            let attempt = checkout.attempts + 1;
+            vec![CheckoutEvent::PurchaseRequested {
+                hold_id,
+                show_id: show_id.clone(),
+                buyer: buyer.clone(),
+                attempt,
+                idempotency_key: Checkout::charge_key(hold_id, attempt),
+                payment_method: payment_method.to_owned(),
+                amount_cents,
+                currency: Some(currency),
+            }]
+        }
+        // An attempt is running or the purchase is decided: resume from the phase.
+        _ => vec![],
+    }
+}
+
+/// Records the provider's payment of the running attempt, once: the same
+/// payment again is a no-op, another one an error.
+fn record_payment_created(
+    checkout: &Checkout,
+    attempt: u32,
+    payment_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Requested {
+            attempt: running,
+            payment_id: recorded,
+            ..
+        } => {
+            check_attempt(*running, attempt)?;
+            match recorded {
+                None => Ok(vec![CheckoutEvent::PaymentCreated {
+                    attempt,
+                    payment_id: payment_id.to_owned(),
+                }]),
+                Some(recorded) if recorded == payment_id => Ok(vec![]),
+                Some(recorded) => Err(CheckoutError::OtherPayment {
+                    recorded: recorded.clone(),
+                    got: payment_id.to_owned(),
+                }),
             }
-            _ => Err(wrong("RecordDecline", checkout)),
-        },
-        C::RecordFailure { attempt, reason } => match &checkout.phase {
+        }
+        _ => Err(wrong("RecordPaymentCreated", checkout)),
+    }
+}
+
+/// The provider needs the buyer (3-D Secure); already waiting on them is a no-op.
+fn record_action_required(
+    checkout: &Checkout,
+    attempt: u32,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, awaiting_outcome(checkout, attempt)) {
+        (Phase::ActionRequired { .. }, Some(Ok(_))) => Ok(vec![]),
+        (_, Some(payment)) => Ok(vec![CheckoutEvent::PaymentActionRequired {
+            attempt,
+            payment_id: payment?.to_owned(),
+        }]),
+        (_, None) => Err(wrong("RecordActionRequired", checkout)),
+    }
+}
+
+/// The provider authorized the running attempt's payment.
+fn record_authorization(
+    checkout: &Checkout,
+    attempt: u32,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match awaiting_outcome(checkout, attempt) {
+        Some(payment) => Ok(vec![CheckoutEvent::PaymentAuthorized {
+            attempt,
+            payment_id: payment?.to_owned(),
+        }]),
+        None => Err(wrong("RecordAuthorization", checkout)),
+    }
+}
+
+/// The provider declined the running attempt: the checkout goes back to `Idle`.
+fn record_decline(
+    checkout: &Checkout,
+    attempt: u32,
+    reason: &str,
+    code: Option<&str>,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let declined = || {
+        vec![CheckoutEvent::PaymentDeclined {
+            attempt,
+            reason: reason.to_owned(),
+            code: code.map(str::to_owned),
+        }]
+    };
+    match (&checkout.phase, awaiting_outcome(checkout, attempt)) {
+        (_, Some(payment)) => payment.map(|_| declined()),
+        // Declined before the payment was created (a bad method).
+        (
             Phase::Requested {
                 attempt: running, ..
-            }
-            | Phase::ActionRequired {
-                attempt: running, ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![E::PaymentFailed {
-                    attempt: *attempt,
-                    reason: reason.clone(),
-                }])
-            }
-            _ => Err(wrong("RecordFailure", checkout)),
-        },
-        C::Convert => match (&checkout.phase, checkout.hold_id) {
-            (Phase::Authorized { .. }, Some(hold_id)) => Ok(vec![E::CheckoutConverted {
-                booking_id: Checkout::booking_id_for(hold_id),
-            }]),
-            _ => Err(wrong("Convert", checkout)),
-        },
-        C::RecordCapture { attempt, charge_id } => match &checkout.phase {
-            Phase::Converted {
-                attempt: running,
-                booking_id,
+            },
+            None,
+        ) => {
+            check_attempt(*running, attempt)?;
+            Ok(declined())
+        }
+        _ => Err(wrong("RecordDecline", checkout)),
+    }
+}
+
+/// The provider failed and authorized nothing: the checkout goes back to `Idle`.
+fn record_failure(
+    checkout: &Checkout,
+    attempt: u32,
+    reason: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Requested {
+            attempt: running, ..
+        }
+        | Phase::ActionRequired {
+            attempt: running, ..
+        } => {
+            check_attempt(*running, attempt)?;
+            Ok(vec![CheckoutEvent::PaymentFailed {
+                attempt,
+                reason: reason.to_owned(),
+            }])
+        }
+        _ => Err(wrong("RecordFailure", checkout)),
+    }
+}
+
+/// Books the authorized checkout under the booking id its hold derives.
+fn convert(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, checkout.hold_id) {
+        (Phase::Authorized { .. }, Some(hold_id)) => Ok(vec![CheckoutEvent::CheckoutConverted {
+            booking_id: Checkout::booking_id_for(hold_id),
+        }]),
+        _ => Err(wrong("Convert", checkout)),
+    }
+}
+
+/// After conversion a capture completes the checkout; on a checkout from
+/// before authorize-then-capture (still `Requested`), the charge is
+/// captured and its units are still to convert.
+fn record_capture(
+    checkout: &Checkout,
+    attempt: u32,
+    charge_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let captured = CheckoutEvent::PaymentCaptured {
+        attempt,
+        charge_id: charge_id.to_owned(),
+    };
+    match &checkout.phase {
+        Phase::Converted {
+            attempt: running,
+            booking_id,
+            amount_cents,
+            ..
+        } => {
+            check_attempt(*running, attempt)?;
+            Ok(vec![
+                captured,
+                CheckoutEvent::CheckoutCompleted {
+                    booking_id: *booking_id,
+                    charge_id: charge_id.to_owned(),
+                    amount_cents: *amount_cents,
+                },
+            ])
+        }
+        Phase::Requested {
+            attempt: running, ..
+        } => {
+            check_attempt(*running, attempt)?;
+            Ok(vec![captured])
+        }
+        _ => Err(wrong("RecordCapture", checkout)),
+    }
+}
+
+/// The converted checkout's authorization could not be captured: its
+/// booking is to be undone.
+fn record_capture_failure(
+    checkout: &Checkout,
+    reason: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Converted { payment_id, .. } => Ok(vec![CheckoutEvent::CaptureFailed {
+            payment_id: payment_id.clone(),
+            reason: reason.to_owned(),
+        }]),
+        _ => Err(wrong("RecordCaptureFailure", checkout)),
+    }
+}
+
+/// The booking whose capture failed was undone (its units freed).
+fn reverse(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::ReversalRequested { booking_id, .. } => Ok(vec![CheckoutEvent::BookingReversed {
+            booking_id: *booking_id,
+        }]),
+        _ => Err(wrong("Reverse", checkout)),
+    }
+}
+
+/// The hold was lost before conversion: the authorization (or the payment
+/// waiting on the buyer) is to be cancelled.
+fn request_void(
+    checkout: &Checkout,
+    reason: RefundReason,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
+            Ok(vec![CheckoutEvent::VoidRequested {
+                payment_id: payment_id.clone(),
+                reason,
+            }])
+        }
+        _ => Err(wrong("RequestVoid", checkout)),
+    }
+}
+
+/// The provider cancelled the authorization.
+fn record_void(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::VoidRequested { payment_id, .. } => Ok(vec![CheckoutEvent::PaymentVoided {
+            payment_id: payment_id.clone(),
+        }]),
+        _ => Err(wrong("RecordVoid", checkout)),
+    }
+}
+
+/// (Recorded before authorize-then-capture) the captured charge's units
+/// were converted: the checkout is complete.
+fn complete(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, checkout.hold_id) {
+        (
+            Phase::Captured {
+                charge_id,
                 amount_cents,
                 ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![
-                    E::PaymentCaptured {
-                        attempt: *attempt,
-                        charge_id: charge_id.clone(),
-                    },
-                    E::CheckoutCompleted {
-                        booking_id: *booking_id,
-                        charge_id: charge_id.clone(),
-                        amount_cents: *amount_cents,
-                    },
-                ])
-            }
-            Phase::Requested {
-                attempt: running, ..
-            } => {
-                check_attempt(*running, *attempt)?;
-                Ok(vec![E::PaymentCaptured {
-                    attempt: *attempt,
-                    charge_id: charge_id.clone(),
-                }])
-            }
-            _ => Err(wrong("RecordCapture", checkout)),
-        },
-        C::RecordCaptureFailure { reason } => match &checkout.phase {
-            Phase::Converted { payment_id, .. } => Ok(vec![E::CaptureFailed {
-                payment_id: payment_id.clone(),
-                reason: reason.clone(),
-            }]),
-            _ => Err(wrong("RecordCaptureFailure", checkout)),
-        },
-        C::Reverse => match &checkout.phase {
-            Phase::ReversalRequested { booking_id, .. } => Ok(vec![E::BookingReversed {
-                booking_id: *booking_id,
-            }]),
-            _ => Err(wrong("Reverse", checkout)),
-        },
-        C::RequestVoid { reason } => match &checkout.phase {
-            Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
-                Ok(vec![E::VoidRequested {
-                    payment_id: payment_id.clone(),
-                    reason: *reason,
-                }])
-            }
-            _ => Err(wrong("RequestVoid", checkout)),
-        },
-        C::RecordVoid => match &checkout.phase {
-            Phase::VoidRequested { payment_id, .. } => Ok(vec![E::PaymentVoided {
-                payment_id: payment_id.clone(),
-            }]),
-            _ => Err(wrong("RecordVoid", checkout)),
-        },
-        C::Complete => match (&checkout.phase, checkout.hold_id) {
-            (
-                Phase::Captured {
-                    charge_id,
-                    amount_cents,
-                    ..
-                },
-                Some(hold_id),
-            ) => Ok(vec![E::CheckoutCompleted {
-                booking_id: Checkout::booking_id_for(hold_id),
-                charge_id: charge_id.clone(),
-                amount_cents: *amount_cents,
-            }]),
-            _ => Err(wrong("Complete", checkout)),
-        },
-        C::RequestRefund { reason } => match &checkout.phase {
-            Phase::Captured { charge_id, .. } => Ok(vec![E::RefundRequested {
-                charge_id: charge_id.clone(),
-                reason: *reason,
-            }]),
-            _ => Err(wrong("RequestRefund", checkout)),
-        },
-        C::RecordRefund { refund_id } => match &checkout.phase {
-            Phase::RefundRequested { charge_id, .. } => Ok(vec![E::PaymentRefunded {
-                charge_id: charge_id.clone(),
-                refund_id: refund_id.clone(),
-            }]),
-            Phase::CancelRequested { booking_id, .. } => Ok(vec![E::CheckoutCancelled {
-                booking_id: *booking_id,
-                refund_id: refund_id.clone(),
-            }]),
-            _ => Err(wrong("RecordRefund", checkout)),
-        },
-        C::RequestCancel => match &checkout.phase {
-            Phase::Completed { booking_id, .. } => Ok(vec![E::CancellationRequested {
-                booking_id: *booking_id,
-            }]),
-            // Cancelling again is a no-op.
-            Phase::CancelRequested { .. } | Phase::Cancelled { .. } => Ok(vec![]),
-            _ => Err(wrong("RequestCancel", checkout)),
-        },
+            },
+            Some(hold_id),
+        ) => Ok(vec![CheckoutEvent::CheckoutCompleted {
+            booking_id: Checkout::booking_id_for(hold_id),
+            charge_id: charge_id.clone(),
+            amount_cents: *amount_cents,
+        }]),
+        _ => Err(wrong("Complete", checkout)),
+    }
+}
+
+/// (Recorded before authorize-then-capture) the captured charge's hold
+/// could not be converted: the charge is to be returned.
+fn request_refund(
+    checkout: &Checkout,
+    reason: RefundReason,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Captured { charge_id, .. } => Ok(vec![CheckoutEvent::RefundRequested {
+            charge_id: charge_id.clone(),
+            reason,
+        }]),
+        _ => Err(wrong("RequestRefund", checkout)),
+    }
+}
+
+/// The provider refunded a charge: the one whose hold was lost, or the
+/// one of a cancelled booking.
+fn record_refund(
+    checkout: &Checkout,
+    refund_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::RefundRequested { charge_id, .. } => Ok(vec![CheckoutEvent::PaymentRefunded {
+            charge_id: charge_id.clone(),
+            refund_id: refund_id.to_owned(),
+        }]),
+        Phase::CancelRequested { booking_id, .. } => Ok(vec![CheckoutEvent::CheckoutCancelled {
+            booking_id: *booking_id,
+            refund_id: refund_id.to_owned(),
+        }]),
+        _ => Err(wrong("RecordRefund", checkout)),
+    }
+}
+
+/// The buyer cancels a completed booking: its charge is to be refunded.
+fn request_cancel(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match &checkout.phase {
+        Phase::Completed { booking_id, .. } => Ok(vec![CheckoutEvent::CancellationRequested {
+            booking_id: *booking_id,
+        }]),
+        // Cancelling again is a no-op.
+        Phase::CancelRequested { .. } | Phase::Cancelled { .. } => Ok(vec![]),
+        _ => Err(wrong("RequestCancel", checkout)),
     }
 }
 
 impl Checkout {
+    /// Folds one event into the state. Never fails: events are facts. Each
+    /// stage of the purchase (a line of the module's diagram) folds its own
+    /// events below. An event that does not fit the phase cannot have been
+    /// decided; each stage keeps the phase rather than invent one.
     pub fn apply_event(&mut self, event: &CheckoutEvent) {
         use CheckoutEvent as E;
         let phase = std::mem::take(&mut self.phase);
-        self.phase = match (event, phase) {
-            (
-                E::PurchaseRequested {
-                    hold_id,
-                    show_id,
-                    buyer,
-                    attempt,
-                    idempotency_key,
-                    payment_method,
-                    amount_cents,
-                    currency,
-                },
-                _,
-            ) => {
-                self.hold_id = Some(*hold_id);
-                self.show_id = Some(show_id.clone());
-                self.buyer = Some(buyer.clone());
-                self.attempts = *attempt;
-                Phase::Requested {
-                    attempt: *attempt,
-                    idempotency_key: idempotency_key.clone(),
-                    payment_method: payment_method.clone(),
-                    amount_cents: *amount_cents,
-                    currency: *currency,
-                    payment_id: None,
-                }
+        self.phase = match event {
+            E::PurchaseRequested { .. } => self.begin_attempt(event, phase),
+            E::PaymentCreated { .. }
+            | E::PaymentActionRequired { .. }
+            | E::PaymentAuthorized { .. }
+            | E::PaymentDeclined { .. }
+            | E::PaymentFailed { .. } => fold_authorization(event, phase),
+            E::CheckoutConverted { .. }
+            | E::PaymentCaptured { .. }
+            | E::CheckoutCompleted { .. } => fold_conversion(event, phase),
+            E::CaptureFailed { .. } | E::BookingReversed { .. } => fold_reversal(event, phase),
+            E::VoidRequested { .. } | E::PaymentVoided { .. } => fold_void(event, phase),
+            E::RefundRequested { .. } | E::PaymentRefunded { .. } => fold_refund(event, phase),
+            E::CancellationRequested { .. } | E::CheckoutCancelled { .. } => {
+                fold_cancellation(event, phase)
             }
-            (
-                E::PaymentCreated { payment_id, .. },
-                Phase::Requested {
-                    attempt,
-                    idempotency_key,
-                    payment_method,
-                    amount_cents,
-                    currency,
-                    ..
-                },
-            ) => Phase::Requested {
+        };
+    }
+
+    /// A payment attempt starts, whatever the phase (only `Idle` decides
+    /// one); the first also names the hold, show and buyer of the checkout.
+    fn begin_attempt(&mut self, event: &CheckoutEvent, phase: Phase) -> Phase {
+        let CheckoutEvent::PurchaseRequested {
+            hold_id,
+            show_id,
+            buyer,
+            attempt,
+            idempotency_key,
+            payment_method,
+            amount_cents,
+            currency,
+        } = event
+        else {
+            return phase;
+        };
+        self.hold_id = Some(*hold_id);
+        self.show_id = Some(show_id.clone());
+        self.buyer = Some(buyer.clone());
+        self.attempts = *attempt;
+        Phase::Requested {
+            attempt: *attempt,
+            idempotency_key: idempotency_key.clone(),
+            payment_method: payment_method.clone(),
+            amount_cents: *amount_cents,
+            currency: *currency,
+            payment_id: None,
+        }
+    }
+}
+
+/// Requested ─created─▶ Requested(payment) ─▶ ActionRequired or Authorized;
+/// a decline or failure goes back to `Idle`.
+fn fold_authorization(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::PaymentCreated { payment_id, .. },
+            Phase::Requested {
                 attempt,
                 idempotency_key,
                 payment_method,
                 amount_cents,
                 currency,
-                payment_id: Some(payment_id.clone()),
+                ..
             },
-            (
-                E::PaymentActionRequired {
-                    attempt,
-                    payment_id,
-                },
-                Phase::Requested { amount_cents, .. },
-            ) => Phase::ActionRequired {
-                attempt: *attempt,
-                payment_id: payment_id.clone(),
-                amount_cents,
-            },
-            (
-                E::PaymentAuthorized {
-                    attempt,
-                    payment_id,
-                },
-                Phase::Requested { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
-            ) => Phase::Authorized {
-                attempt: *attempt,
-                payment_id: payment_id.clone(),
-                amount_cents,
-            },
-            (
-                E::CheckoutConverted { booking_id },
-                Phase::Authorized {
-                    attempt,
-                    payment_id,
-                    amount_cents,
-                },
-            ) => Phase::Converted {
+        ) => Phase::Requested {
+            attempt,
+            idempotency_key,
+            payment_method,
+            amount_cents,
+            currency,
+            payment_id: Some(payment_id.clone()),
+        },
+        (
+            E::PaymentActionRequired {
                 attempt,
-                booking_id: *booking_id,
                 payment_id,
-                amount_cents,
             },
-            // After conversion the capture is recorded with the completion
-            // (which sets the phase); a charge captured at once (recorded
-            // before authorize-then-capture) is `Captured`.
-            (E::PaymentCaptured { .. }, phase @ Phase::Converted { .. }) => phase,
-            (E::PaymentCaptured { attempt, charge_id }, Phase::Requested { amount_cents, .. }) => {
-                Phase::Captured {
-                    attempt: *attempt,
-                    charge_id: charge_id.clone(),
-                    amount_cents,
-                }
-            }
-            (E::PaymentDeclined { .. } | E::PaymentFailed { .. }, _) => Phase::Idle,
-            (
-                E::CheckoutCompleted {
-                    booking_id,
-                    charge_id,
-                    amount_cents,
-                },
-                _,
-            ) => Phase::Completed {
-                booking_id: *booking_id,
-                charge_id: charge_id.clone(),
-                amount_cents: *amount_cents,
-            },
-            (
-                E::CaptureFailed { .. },
-                Phase::Converted {
-                    booking_id,
-                    payment_id,
-                    amount_cents,
-                    ..
-                },
-            ) => Phase::ReversalRequested {
-                booking_id,
+            Phase::Requested { amount_cents, .. },
+        ) => Phase::ActionRequired {
+            attempt: *attempt,
+            payment_id: payment_id.clone(),
+            amount_cents,
+        },
+        (
+            E::PaymentAuthorized {
+                attempt,
                 payment_id,
-                amount_cents,
             },
-            (
-                E::BookingReversed { .. },
-                Phase::ReversalRequested {
-                    booking_id,
-                    payment_id,
-                    amount_cents,
-                },
-            ) => Phase::Reversed {
-                booking_id,
-                payment_id,
-                amount_cents,
-            },
-            (
-                E::VoidRequested { payment_id, reason },
-                Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
-            ) => Phase::VoidRequested {
-                payment_id: payment_id.clone(),
-                amount_cents,
-                reason: *reason,
-            },
-            (
-                E::PaymentVoided { .. },
-                Phase::VoidRequested {
-                    payment_id,
-                    amount_cents,
-                    reason,
-                },
-            ) => Phase::Voided {
-                payment_id,
-                amount_cents,
-                reason,
-            },
-            (E::RefundRequested { charge_id, reason }, Phase::Captured { amount_cents, .. }) => {
-                Phase::RefundRequested {
-                    charge_id: charge_id.clone(),
-                    amount_cents,
-                    reason: *reason,
-                }
-            }
-            (
-                E::PaymentRefunded {
-                    charge_id,
-                    refund_id,
-                },
-                Phase::RefundRequested {
-                    amount_cents,
-                    reason,
-                    ..
-                },
-            ) => Phase::Refunded {
-                charge_id: charge_id.clone(),
-                refund_id: refund_id.clone(),
-                amount_cents,
-                reason,
-            },
-            (
-                E::CancellationRequested { booking_id },
-                Phase::Completed {
-                    charge_id,
-                    amount_cents,
-                    ..
-                },
-            ) => Phase::CancelRequested {
-                booking_id: *booking_id,
-                charge_id,
-                amount_cents,
-            },
-            (
-                E::CheckoutCancelled {
-                    booking_id,
-                    refund_id,
-                },
-                Phase::CancelRequested {
-                    charge_id,
-                    amount_cents,
-                    ..
-                },
-            ) => Phase::Cancelled {
-                booking_id: *booking_id,
-                charge_id,
-                refund_id: refund_id.clone(),
-                amount_cents,
-            },
-            // An event that does not fit the phase cannot have been decided;
-            // keep the phase rather than invent one.
-            (_, phase) => phase,
-        };
+            Phase::Requested { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+        ) => Phase::Authorized {
+            attempt: *attempt,
+            payment_id: payment_id.clone(),
+            amount_cents,
+        },
+        (E::PaymentDeclined { .. } | E::PaymentFailed { .. }, _) => Phase::Idle,
+        (_, phase) => phase,
     }
 }
 
-impl Aggregate for Checkout {
-    const TYPE: &'static str = "Checkout";
+/// Authorized ─convert─▶ Converted ─captured─▶ Completed; and a charge
+/// captured at once (recorded before authorize-then-capture) is `Captured`
+/// until it completes.
+fn fold_conversion(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::CheckoutConverted { booking_id },
+            Phase::Authorized {
+                attempt,
+                payment_id,
+                amount_cents,
+            },
+        ) => Phase::Converted {
+            attempt,
+            booking_id: *booking_id,
+            payment_id,
+            amount_cents,
+        },
+        // After conversion the capture is recorded with the completion
+        // (which sets the phase); a charge captured at once (recorded
+        // before authorize-then-capture) is `Captured`.
+        (E::PaymentCaptured { .. }, phase @ Phase::Converted { .. }) => phase,
+        (E::PaymentCaptured { attempt, charge_id }, Phase::Requested { amount_cents, .. }) => {
+            Phase::Captured {
+                attempt: *attempt,
+                charge_id: charge_id.clone(),
+                amount_cents,
+            }
+        }
+        (
+            E::CheckoutCompleted {
+                booking_id,
+                charge_id,
+                amount_cents,
+            },
+            _,
+        ) => Phase::Completed {
+            booking_id: *booking_id,
+            charge_id: charge_id.clone(),
+            amount_cents: *amount_cents,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// Converted ─capture failed─▶ ReversalRequested ─units freed─▶ Reversed.
+fn fold_reversal(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::CaptureFailed { .. },
+            Phase::Converted {
+                booking_id,
+                payment_id,
+                amount_cents,
+                ..
+            },
+        ) => Phase::ReversalRequested {
+            booking_id,
+            payment_id,
+            amount_cents,
+        },
+        (
+            E::BookingReversed { .. },
+            Phase::ReversalRequested {
+                booking_id,
+                payment_id,
+                amount_cents,
+            },
+        ) => Phase::Reversed {
+            booking_id,
+            payment_id,
+            amount_cents,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// Authorized, ActionRequired ─hold lost─▶ VoidRequested ─voided─▶ Voided.
+fn fold_void(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::VoidRequested { payment_id, reason },
+            Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+        ) => Phase::VoidRequested {
+            payment_id: payment_id.clone(),
+            amount_cents,
+            reason: *reason,
+        },
+        (
+            E::PaymentVoided { .. },
+            Phase::VoidRequested {
+                payment_id,
+                amount_cents,
+                reason,
+            },
+        ) => Phase::Voided {
+            payment_id,
+            amount_cents,
+            reason,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// (Recorded before authorize-then-capture) Captured ─hold lost─▶
+/// RefundRequested ─refunded─▶ Refunded.
+fn fold_refund(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (E::RefundRequested { charge_id, reason }, Phase::Captured { amount_cents, .. }) => {
+            Phase::RefundRequested {
+                charge_id: charge_id.clone(),
+                amount_cents,
+                reason: *reason,
+            }
+        }
+        (
+            E::PaymentRefunded {
+                charge_id,
+                refund_id,
+            },
+            Phase::RefundRequested {
+                amount_cents,
+                reason,
+                ..
+            },
+        ) => Phase::Refunded {
+            charge_id: charge_id.clone(),
+            refund_id: refund_id.clone(),
+            amount_cents,
+            reason,
+        },
+        (_, phase) => phase,
+    }
+}
+
+/// Completed ─cancel─▶ CancelRequested ─refunded─▶ Cancelled.
+fn fold_cancellation(event: &CheckoutEvent, phase: Phase) -> Phase {
+    use CheckoutEvent as E;
+    match (event, phase) {
+        (
+            E::CancellationRequested { booking_id },
+            Phase::Completed {
+                charge_id,
+                amount_cents,
+                ..
+            },
+        ) => Phase::CancelRequested {
+            booking_id: *booking_id,
+            charge_id,
+            amount_cents,
+        },
+        (
+            E::CheckoutCancelled {
+                booking_id,
+                refund_id,
+            },
+            Phase::CancelRequested {
+                charge_id,
+                amount_cents,
+                ..
+            },
+        ) => Phase::Cancelled {
+            booking_id: *booking_id,
+            charge_id,
+            refund_id: refund_id.clone(),
+            amount_cents,
+        },
+        (_, phase) => phase,
+    }
+}
+
+impl Decider for Checkout {
     type Command = CheckoutCommand;
     type Event = CheckoutEvent;
     type Error = CheckoutError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &CheckoutCommand) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+        decide(self, command)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &CheckoutEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Checkout, "Checkout");
 
 #[cfg(test)]
 mod tests {
@@ -1119,6 +1303,35 @@ mod tests {
         let mut pending_sorted = pending.clone();
         pending_sorted.sort_unstable();
         assert_eq!(pending_sorted, listed);
+    }
+
+    #[test]
+    fn it_should_keep_the_phase_when_an_event_does_not_fit_it() {
+        let authorized = given(&[request("pm_card"), created(1), authorized(1)]);
+        let booking_id = Checkout::booking_id_for(hold());
+        let misfits = [
+            CheckoutEvent::PaymentCreated {
+                attempt: 1,
+                payment_id: "pi_9".into(),
+            },
+            CheckoutEvent::BookingReversed { booking_id },
+            CheckoutEvent::PaymentVoided {
+                payment_id: "pi_1".into(),
+            },
+            CheckoutEvent::RefundRequested {
+                charge_id: "ch_1".into(),
+                reason: RefundReason::HoldExpired,
+            },
+            CheckoutEvent::CheckoutCancelled {
+                booking_id,
+                refund_id: "re_1".into(),
+            },
+        ];
+        for event in misfits {
+            let mut checkout = authorized.clone();
+            checkout.apply_event(&event);
+            assert_eq!(checkout, authorized, "{}", event.name());
+        }
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! # Layout
 //!
+//! - [`aggregate`]: what every stream has in common: the [`aggregate::Decider`]
+//!   trait (a pure `decide` and `evolve`) and the cqrs-es glue derived from it.
 //! - [`ids`]: identifiers parsed once at the edge ("parse, don't validate").
 //! - [`limits`]: every limit of the product, each beside the rule it protects.
 //! - [`money`]: currencies (ISO 4217) and amounts in their minor unit.
@@ -20,6 +22,7 @@
 //! passed in as `now`, so every decision is a plain function of its inputs
 //! and is tested with given/when/then.
 
+pub mod aggregate;
 pub mod allowance;
 pub mod best_available;
 pub mod checkout;

@@ -14,14 +14,12 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::seat::{extended_expiry, has_expired, ExtensionRefusal};
-use crate::EVENT_VERSION;
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
 /// bound keeps one buyer's append small. Places of expired holds beyond it
@@ -190,28 +188,14 @@ pub enum PoolEvent {
     },
 }
 
-impl PoolEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            PoolEvent::PoolHoldPlaced { .. } => "PoolHoldPlaced",
-            PoolEvent::PoolHoldReleased { .. } => "PoolHoldReleased",
-            PoolEvent::PoolHoldExpired { .. } => "PoolHoldExpired",
-            PoolEvent::PoolHoldConverted { .. } => "PoolHoldConverted",
-            PoolEvent::PoolBookingCancelled { .. } => "PoolBookingCancelled",
-            PoolEvent::PoolHoldExtended { .. } => "PoolHoldExtended",
-        }
-    }
-}
-
-impl DomainEvent for PoolEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(PoolEvent {
+    PoolHoldPlaced => "PoolHoldPlaced",
+    PoolHoldReleased => "PoolHoldReleased",
+    PoolHoldExpired => "PoolHoldExpired",
+    PoolHoldConverted => "PoolHoldConverted",
+    PoolBookingCancelled => "PoolBookingCancelled",
+    PoolHoldExtended => "PoolHoldExtended",
+});
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
@@ -231,7 +215,8 @@ pub enum PoolError {
     ExtensionLimit,
 }
 
-/// Decides a command on a shard of `capacity` places at `now`.
+/// Decides a command on a shard of `capacity` places at `now`: each command
+/// to its own decision below.
 pub fn decide(
     shard: &PoolShard,
     capacity: u32,
@@ -244,91 +229,146 @@ pub fn decide(
             buyer,
             quantity,
             expires_at,
-        } => {
-            if *quantity == 0 {
-                return Err(PoolError::ZeroQuantity);
-            }
-            if has_expired(*expires_at, now) {
-                return Err(PoolError::ExpiryNotInFuture);
-            }
-            if shard.active(hold_id, now).is_some() {
-                // The same hold asking again (a retried request).
-                return Ok(vec![]);
-            }
-            let (available, expiring) = shard.placeable_at(capacity, now);
-            if available < *quantity {
-                return Err(PoolError::NotEnough { available });
-            }
-            let mut events: Vec<PoolEvent> = expiring
-                .into_iter()
-                .map(|hold_id| PoolEvent::PoolHoldExpired { hold_id })
-                .collect();
-            events.push(PoolEvent::PoolHoldPlaced {
-                hold_id: *hold_id,
-                buyer: buyer.clone(),
-                quantity: *quantity,
-                expires_at: *expires_at,
-            });
-            Ok(events)
-        }
-        PoolCommand::ReleaseHold { hold_id } => match shard.holds.get(hold_id) {
-            Some(h) if has_expired(h.expires_at, now) => {
-                Ok(vec![PoolEvent::PoolHoldExpired { hold_id: *hold_id }])
-            }
-            Some(_) => Ok(vec![PoolEvent::PoolHoldReleased { hold_id: *hold_id }]),
-            None if shard.bookings.contains_key(&converted_booking(hold_id)) => {
-                Err(PoolError::HoldConverted)
-            }
-            None => Ok(vec![]),
-        },
-        PoolCommand::ExpireHold { hold_id } => match shard.holds.get(hold_id) {
-            Some(h) if has_expired(h.expires_at, now) => {
-                Ok(vec![PoolEvent::PoolHoldExpired { hold_id: *hold_id }])
-            }
-            _ => Ok(vec![]),
-        },
+        } => place_hold(
+            shard,
+            capacity,
+            *hold_id,
+            buyer,
+            *quantity,
+            *expires_at,
+            now,
+        ),
+        PoolCommand::ReleaseHold { hold_id } => release_hold(shard, *hold_id, now),
+        PoolCommand::ExpireHold { hold_id } => Ok(expire_hold(shard, *hold_id, now)),
         PoolCommand::ConvertHold {
             hold_id,
             booking_id,
-        } => match shard.holds.get(hold_id) {
-            Some(h) if has_expired(h.expires_at, now) => Err(PoolError::HoldExpired),
-            Some(_) => Ok(vec![PoolEvent::PoolHoldConverted {
-                hold_id: *hold_id,
-                booking_id: *booking_id,
-            }]),
-            None if shard.bookings.contains_key(booking_id) => Ok(vec![]),
-            None => Err(PoolError::HoldLost),
-        },
-        PoolCommand::CancelBooking { booking_id } => {
-            if shard.bookings.contains_key(booking_id) {
-                Ok(vec![PoolEvent::PoolBookingCancelled {
-                    booking_id: *booking_id,
-                }])
-            } else {
-                Ok(vec![])
-            }
-        }
+        } => convert_hold(shard, *hold_id, *booking_id, now),
+        PoolCommand::CancelBooking { booking_id } => Ok(cancel_booking(shard, *booking_id)),
         PoolCommand::ExtendHold {
             hold_id,
             ttl,
             max_hold,
-        } => match shard.holds.get(hold_id) {
-            Some(h) => {
-                match extended_expiry(h.placed_expires_at, h.expires_at, *ttl, *max_hold, now) {
-                    Ok(Some(expires_at)) => Ok(vec![PoolEvent::PoolHoldExtended {
-                        hold_id: *hold_id,
-                        expires_at,
-                    }]),
-                    Ok(None) => Ok(vec![]),
-                    Err(ExtensionRefusal::Expired) => Err(PoolError::HoldExpired),
-                    Err(ExtensionRefusal::Limit) => Err(PoolError::ExtensionLimit),
-                }
-            }
-            None if shard.bookings.contains_key(&converted_booking(hold_id)) => {
-                Err(PoolError::HoldConverted)
-            }
-            None => Err(PoolError::HoldLost),
+        } => extend_hold(shard, *hold_id, *ttl, *max_hold, now),
+    }
+}
+
+/// The conditional decrement: the hold gets its places if the shard has
+/// them free at `now`, recording the expiries that free them
+/// ([`PoolShard::placeable_at`]).
+fn place_hold(
+    shard: &PoolShard,
+    capacity: u32,
+    hold_id: HoldId,
+    buyer: &BuyerId,
+    quantity: u32,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    if quantity == 0 {
+        return Err(PoolError::ZeroQuantity);
+    }
+    if has_expired(expires_at, now) {
+        return Err(PoolError::ExpiryNotInFuture);
+    }
+    if shard.active(&hold_id, now).is_some() {
+        // The same hold asking again (a retried request).
+        return Ok(vec![]);
+    }
+    let (available, expiring) = shard.placeable_at(capacity, now);
+    if available < quantity {
+        return Err(PoolError::NotEnough { available });
+    }
+    let mut events: Vec<PoolEvent> = expiring
+        .into_iter()
+        .map(|hold_id| PoolEvent::PoolHoldExpired { hold_id })
+        .collect();
+    events.push(PoolEvent::PoolHoldPlaced {
+        hold_id,
+        buyer: buyer.clone(),
+        quantity,
+        expires_at,
+    });
+    Ok(events)
+}
+
+/// The buyer gives the places back; a hold already past its expiry is
+/// recorded as expired instead.
+fn release_hold(
+    shard: &PoolShard,
+    hold_id: HoldId,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    match shard.holds.get(&hold_id) {
+        Some(h) if has_expired(h.expires_at, now) => {
+            Ok(vec![PoolEvent::PoolHoldExpired { hold_id }])
+        }
+        Some(_) => Ok(vec![PoolEvent::PoolHoldReleased { hold_id }]),
+        None if shard.bookings.contains_key(&converted_booking(&hold_id)) => {
+            Err(PoolError::HoldConverted)
+        }
+        None => Ok(vec![]),
+    }
+}
+
+/// Records the expiry of the hold, if the shard still has it and it has expired.
+fn expire_hold(shard: &PoolShard, hold_id: HoldId, now: DateTime<Utc>) -> Vec<PoolEvent> {
+    match shard.holds.get(&hold_id) {
+        Some(h) if has_expired(h.expires_at, now) => vec![PoolEvent::PoolHoldExpired { hold_id }],
+        _ => vec![],
+    }
+}
+
+/// Sells the hold's places, if the hold is still active at `now`.
+fn convert_hold(
+    shard: &PoolShard,
+    hold_id: HoldId,
+    booking_id: BookingId,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    match shard.holds.get(&hold_id) {
+        Some(h) if has_expired(h.expires_at, now) => Err(PoolError::HoldExpired),
+        Some(_) => Ok(vec![PoolEvent::PoolHoldConverted {
+            hold_id,
+            booking_id,
+        }]),
+        // Converted already (a retried conversion): nothing to do.
+        None if shard.bookings.contains_key(&booking_id) => Ok(vec![]),
+        None => Err(PoolError::HoldLost),
+    }
+}
+
+/// Gives back the places of a cancelled booking; one this shard never sold is a no-op.
+fn cancel_booking(shard: &PoolShard, booking_id: BookingId) -> Vec<PoolEvent> {
+    if shard.bookings.contains_key(&booking_id) {
+        vec![PoolEvent::PoolBookingCancelled { booking_id }]
+    } else {
+        vec![]
+    }
+}
+
+/// Moves the hold's expiry by [`extended_expiry`], the rule both unit types share.
+fn extend_hold(
+    shard: &PoolShard,
+    hold_id: HoldId,
+    ttl: Duration,
+    max_hold: Duration,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    match shard.holds.get(&hold_id) {
+        Some(h) => match extended_expiry(h.placed_expires_at, h.expires_at, ttl, max_hold, now) {
+            Ok(Some(expires_at)) => Ok(vec![PoolEvent::PoolHoldExtended {
+                hold_id,
+                expires_at,
+            }]),
+            Ok(None) => Ok(vec![]),
+            Err(ExtensionRefusal::Expired) => Err(PoolError::HoldExpired),
+            Err(ExtensionRefusal::Limit) => Err(PoolError::ExtensionLimit),
         },
+        None if shard.bookings.contains_key(&converted_booking(&hold_id)) => {
+            Err(PoolError::HoldConverted)
+        }
+        None => Err(PoolError::HoldLost),
     }
 }
 
@@ -385,30 +425,25 @@ impl PoolShard {
     }
 }
 
-impl Aggregate for PoolShard {
-    const TYPE: &'static str = "PoolShard";
+impl Decider for PoolShard {
     /// A command with the shard's capacity and the instant it is decided at.
     type Command = (PoolCommand, u32, DateTime<Utc>);
     type Event = PoolEvent;
     type Error = PoolError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        (command, capacity, now): Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, capacity, &command, now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(
+        &self,
+        (command, capacity, now): &Self::Command,
+    ) -> Result<Vec<PoolEvent>, PoolError> {
+        decide(self, *capacity, command, *now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &PoolEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(PoolShard, "PoolShard");
 
 /// How a hold of `quantity` is split across shards, given each shard's free
 /// places in the order to draw from: greedily, from the first shard with

@@ -12,12 +12,10 @@
 //! after a conflict.
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId};
-use crate::EVENT_VERSION;
 
 /// The expiry rule, written once: a hold is active strictly before its
 /// `expires_at` and has expired from that instant on. Commands and queries
@@ -226,28 +224,14 @@ pub enum SeatEvent {
     },
 }
 
-impl SeatEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            SeatEvent::HoldPlaced { .. } => "HoldPlaced",
-            SeatEvent::HoldReleased { .. } => "HoldReleased",
-            SeatEvent::HoldExpired { .. } => "HoldExpired",
-            SeatEvent::HoldConverted { .. } => "HoldConverted",
-            SeatEvent::BookingCancelled { .. } => "BookingCancelled",
-            SeatEvent::HoldExtended { .. } => "HoldExtended",
-        }
-    }
-}
-
-impl DomainEvent for SeatEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(SeatEvent {
+    HoldPlaced => "HoldPlaced",
+    HoldReleased => "HoldReleased",
+    HoldExpired => "HoldExpired",
+    HoldConverted => "HoldConverted",
+    BookingCancelled => "BookingCancelled",
+    HoldExtended => "HoldExtended",
+});
 
 /// Why a seat refuses a command. Compared by value in tests; mapped to an
 /// HTTP answer at the edge.
@@ -269,7 +253,8 @@ pub enum SeatError {
     ExtensionLimit,
 }
 
-/// The one decision function of the Seat stream.
+/// The one decision function of the Seat stream: each command to its own
+/// decision below.
 pub fn decide(
     seat: &Seat,
     command: &SeatCommand,
@@ -280,116 +265,159 @@ pub fn decide(
             hold_id,
             buyer,
             expires_at,
-        } => {
-            if *expires_at <= now {
-                return Err(SeatError::ExpiryNotInFuture);
-            }
-            let placed = SeatEvent::HoldPlaced {
-                hold_id: *hold_id,
-                buyer: buyer.clone(),
-                expires_at: *expires_at,
-            };
-            match &seat.state {
-                SeatState::Available => Ok(vec![placed]),
-                // The same hold asking again (a retried request): nothing to do.
-                SeatState::Held(current)
-                    if current.hold_id == *hold_id && current.is_active_at(now) =>
-                {
-                    Ok(vec![])
-                }
-                SeatState::Held(current) if current.is_active_at(now) => {
-                    Err(SeatError::HeldByAnother)
-                }
-                SeatState::Held(expired) => Ok(vec![
-                    SeatEvent::HoldExpired {
-                        hold_id: expired.hold_id,
-                    },
-                    placed,
-                ]),
-                SeatState::Booked { .. } => Err(SeatError::Booked),
-            }
-        }
-        SeatCommand::ReleaseHold { hold_id } => match &seat.state {
-            SeatState::Held(current) if current.hold_id == *hold_id => {
-                if current.is_active_at(now) {
-                    Ok(vec![SeatEvent::HoldReleased { hold_id: *hold_id }])
-                } else {
-                    Ok(vec![SeatEvent::HoldExpired { hold_id: *hold_id }])
-                }
-            }
-            SeatState::Booked {
-                hold_id: booked_by, ..
-            } if booked_by == hold_id => Err(SeatError::HoldConverted),
-            // The hold no longer holds this seat: releasing again is a no-op.
-            _ => Ok(vec![]),
-        },
-        SeatCommand::ExpireHold { hold_id } => match &seat.state {
-            SeatState::Held(current)
-                if current.hold_id == *hold_id && !current.is_active_at(now) =>
-            {
-                Ok(vec![SeatEvent::HoldExpired { hold_id: *hold_id }])
-            }
-            _ => Ok(vec![]),
-        },
+        } => place_hold(seat, *hold_id, buyer, *expires_at, now),
+        SeatCommand::ReleaseHold { hold_id } => release_hold(seat, *hold_id, now),
+        SeatCommand::ExpireHold { hold_id } => Ok(expire_hold(seat, *hold_id, now)),
         SeatCommand::ConvertHold {
             hold_id,
             booking_id,
-        } => match &seat.state {
-            SeatState::Held(current) if current.hold_id == *hold_id => {
-                if current.is_active_at(now) {
-                    Ok(vec![SeatEvent::HoldConverted {
-                        hold_id: *hold_id,
-                        booking_id: *booking_id,
-                    }])
-                } else {
-                    Err(SeatError::HoldExpired)
-                }
-            }
-            // Converted already (a retried conversion): nothing to do.
-            SeatState::Booked {
-                hold_id: booked_by,
-                booking_id: booked_as,
-                ..
-            } if booked_by == hold_id && booked_as == booking_id => Ok(vec![]),
-            _ => Err(SeatError::HoldLost),
-        },
-        SeatCommand::CancelBooking { booking_id } => match &seat.state {
-            SeatState::Booked {
-                booking_id: current,
-                ..
-            } if current == booking_id => Ok(vec![SeatEvent::BookingCancelled {
-                booking_id: *booking_id,
-            }]),
-            _ => Ok(vec![]),
-        },
+        } => convert_hold(seat, *hold_id, *booking_id, now),
+        SeatCommand::CancelBooking { booking_id } => Ok(cancel_booking(seat, *booking_id)),
         SeatCommand::ExtendHold {
             hold_id,
             ttl,
             max_hold,
-        } => match &seat.state {
-            SeatState::Held(current) if current.hold_id == *hold_id => {
-                match extended_expiry(
-                    current.placed_expires_at,
-                    current.expires_at,
-                    *ttl,
-                    *max_hold,
-                    now,
-                ) {
-                    Ok(Some(expires_at)) => Ok(vec![SeatEvent::HoldExtended {
-                        hold_id: *hold_id,
-                        expires_at,
-                    }]),
-                    Ok(None) => Ok(vec![]),
-                    Err(ExtensionRefusal::Expired) => Err(SeatError::HoldExpired),
-                    Err(ExtensionRefusal::Limit) => Err(SeatError::ExtensionLimit),
-                }
+        } => extend_hold(seat, *hold_id, *ttl, *max_hold, now),
+    }
+}
+
+/// Holds an available seat, or one whose last hold has expired (that
+/// expiry is recorded first).
+fn place_hold(
+    seat: &Seat,
+    hold_id: HoldId,
+    buyer: &BuyerId,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    if expires_at <= now {
+        return Err(SeatError::ExpiryNotInFuture);
+    }
+    let placed = SeatEvent::HoldPlaced {
+        hold_id,
+        buyer: buyer.clone(),
+        expires_at,
+    };
+    match &seat.state {
+        SeatState::Available => Ok(vec![placed]),
+        // The same hold asking again (a retried request): nothing to do.
+        SeatState::Held(current) if current.hold_id == hold_id && current.is_active_at(now) => {
+            Ok(vec![])
+        }
+        SeatState::Held(current) if current.is_active_at(now) => Err(SeatError::HeldByAnother),
+        SeatState::Held(expired) => Ok(vec![
+            SeatEvent::HoldExpired {
+                hold_id: expired.hold_id,
+            },
+            placed,
+        ]),
+        SeatState::Booked { .. } => Err(SeatError::Booked),
+    }
+}
+
+/// The buyer gives the seat back; a hold already past its expiry is
+/// recorded as expired instead.
+fn release_hold(
+    seat: &Seat,
+    hold_id: HoldId,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    match &seat.state {
+        SeatState::Held(current) if current.hold_id == hold_id => {
+            if current.is_active_at(now) {
+                Ok(vec![SeatEvent::HoldReleased { hold_id }])
+            } else {
+                Ok(vec![SeatEvent::HoldExpired { hold_id }])
             }
-            SeatState::Booked {
-                hold_id: booked_by, ..
-            } if booked_by == hold_id => Err(SeatError::HoldConverted),
-            // Released, or expired and recorded (perhaps taken since).
-            _ => Err(SeatError::HoldLost),
-        },
+        }
+        SeatState::Booked {
+            hold_id: booked_by, ..
+        } if *booked_by == hold_id => Err(SeatError::HoldConverted),
+        // The hold no longer holds this seat: releasing again is a no-op.
+        _ => Ok(vec![]),
+    }
+}
+
+/// Records the expiry of the hold, if it still holds the seat and has expired.
+fn expire_hold(seat: &Seat, hold_id: HoldId, now: DateTime<Utc>) -> Vec<SeatEvent> {
+    match &seat.state {
+        SeatState::Held(current) if current.hold_id == hold_id && !current.is_active_at(now) => {
+            vec![SeatEvent::HoldExpired { hold_id }]
+        }
+        _ => vec![],
+    }
+}
+
+/// Books the seat for a paid hold, if the hold still holds it at `now`.
+fn convert_hold(
+    seat: &Seat,
+    hold_id: HoldId,
+    booking_id: BookingId,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    match &seat.state {
+        SeatState::Held(current) if current.hold_id == hold_id => {
+            if current.is_active_at(now) {
+                Ok(vec![SeatEvent::HoldConverted {
+                    hold_id,
+                    booking_id,
+                }])
+            } else {
+                Err(SeatError::HoldExpired)
+            }
+        }
+        // Converted already (a retried conversion): nothing to do.
+        SeatState::Booked {
+            hold_id: booked_by,
+            booking_id: booked_as,
+            ..
+        } if *booked_by == hold_id && *booked_as == booking_id => Ok(vec![]),
+        _ => Err(SeatError::HoldLost),
+    }
+}
+
+/// Frees the seat of a cancelled booking; any other booking's cancel is a no-op.
+fn cancel_booking(seat: &Seat, booking_id: BookingId) -> Vec<SeatEvent> {
+    match &seat.state {
+        SeatState::Booked {
+            booking_id: current,
+            ..
+        } if *current == booking_id => vec![SeatEvent::BookingCancelled { booking_id }],
+        _ => vec![],
+    }
+}
+
+/// Moves the hold's expiry by [`extended_expiry`], the rule both unit types share.
+fn extend_hold(
+    seat: &Seat,
+    hold_id: HoldId,
+    ttl: Duration,
+    max_hold: Duration,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    match &seat.state {
+        SeatState::Held(current) if current.hold_id == hold_id => {
+            match extended_expiry(
+                current.placed_expires_at,
+                current.expires_at,
+                ttl,
+                max_hold,
+                now,
+            ) {
+                Ok(Some(expires_at)) => Ok(vec![SeatEvent::HoldExtended {
+                    hold_id,
+                    expires_at,
+                }]),
+                Ok(None) => Ok(vec![]),
+                Err(ExtensionRefusal::Expired) => Err(SeatError::HoldExpired),
+                Err(ExtensionRefusal::Limit) => Err(SeatError::ExtensionLimit),
+            }
+        }
+        SeatState::Booked {
+            hold_id: booked_by, ..
+        } if *booked_by == hold_id => Err(SeatError::HoldConverted),
+        // Released, or expired and recorded (perhaps taken since).
+        _ => Err(SeatError::HoldLost),
     }
 }
 
@@ -456,34 +484,28 @@ pub struct Timed<C> {
     pub now: DateTime<Utc>,
 }
 
-impl Aggregate for Seat {
-    const TYPE: &'static str = "Seat";
+impl Decider for Seat {
     type Command = Timed<SeatCommand>;
     type Event = SeatEvent;
     type Error = SeatError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command.command, command.now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &Self::Command) -> Result<Vec<SeatEvent>, SeatError> {
+        decide(self, &command.command, command.now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &SeatEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Seat, "Seat");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EVENT_VERSION;
     use chrono::Duration;
+    use cqrs_es::DomainEvent;
     use uuid::Uuid;
 
     fn t(seconds: i64) -> DateTime<Utc> {

@@ -2,7 +2,7 @@
 //! price, and how long a hold on it lasts. A show is immutable once created,
 //! which is what lets every instance cache it without invalidation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
@@ -130,6 +130,82 @@ fn check_price(price_cents: i64, field: impl Fn() -> String) -> Result<(), ShowE
     Ok(())
 }
 
+/// A show sells something, and no more seats or pools than the limits allow.
+fn check_counts(seats: &[SeatSpec], pools: &[PoolSpec]) -> Result<(), ShowError> {
+    if seats.is_empty() && pools.is_empty() {
+        return Err(ShowError::Empty);
+    }
+    if seats.len() > MAX_SEATS_PER_SHOW {
+        return Err(ShowError::TooManySeats);
+    }
+    if pools.len() > MAX_POOLS_PER_SHOW {
+        return Err(ShowError::TooManyPools);
+    }
+    Ok(())
+}
+
+/// Checks every seat and indexes it by id (its position in the show's
+/// order), refusing a seat id given twice.
+fn index_seats(seats: &[SeatSpec]) -> Result<HashMap<SeatId, usize>, ShowError> {
+    let mut seat_index = HashMap::with_capacity(seats.len());
+    for (i, seat) in seats.iter().enumerate() {
+        check_seat(i, seat)?;
+        if seat_index.insert(seat.seat_id.clone(), i).is_some() {
+            return Err(ShowError::DuplicateSeat(seat.seat_id.clone()));
+        }
+    }
+    Ok(seat_index)
+}
+
+/// The rules of one seat, `seats[i]` in the errors.
+fn check_seat(i: usize, seat: &SeatSpec) -> Result<(), ShowError> {
+    check_text(&seat.section, || format!("seats[{i}].section"))?;
+    check_text(&seat.row, || format!("seats[{i}].row"))?;
+    check_price(seat.price_cents, || format!("seats[{i}].price_cents"))?;
+    if seat.number == 0 || seat.number >= MAX_SEAT_NUMBER {
+        return Err(ShowError::SeatNumber {
+            field: format!("seats[{i}].number"),
+        });
+    }
+    if seat
+        .rank
+        .is_some_and(|rank| !(0..=MAX_SEAT_RANK).contains(&rank))
+    {
+        return Err(ShowError::Rank {
+            field: format!("seats[{i}].rank"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks every pool, refusing a pool id given twice.
+fn check_pools(pools: &[PoolSpec]) -> Result<(), ShowError> {
+    let mut pool_ids = HashSet::with_capacity(pools.len());
+    for (i, pool) in pools.iter().enumerate() {
+        check_pool(i, pool)?;
+        if !pool_ids.insert(pool.pool_id.clone()) {
+            return Err(ShowError::DuplicatePool(pool.pool_id.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The rules of one pool, `pools[i]` in the errors.
+fn check_pool(i: usize, pool: &PoolSpec) -> Result<(), ShowError> {
+    check_price(pool.price_cents, || format!("pools[{i}].price_cents"))?;
+    if pool.capacity == 0 || pool.capacity > MAX_POOL_CAPACITY {
+        return Err(ShowError::Capacity {
+            field: format!("pools[{i}].capacity"),
+        });
+    }
+    if pool.shards == 0 || pool.shards > MAX_POOL_SHARDS || pool.shards > pool.capacity {
+        return Err(ShowError::Shards {
+            field: format!("pools[{i}].shards"),
+        });
+    }
+    Ok(())
+}
+
 impl Show {
     /// Validates a definition against every rule of a show.
     pub fn new(
@@ -144,54 +220,9 @@ impl Show {
         if !(MIN_HOLD_TTL_SECONDS..=MAX_HOLD_TTL_SECONDS).contains(&hold_ttl_seconds) {
             return Err(ShowError::HoldTtl);
         }
-        if seats.is_empty() && pools.is_empty() {
-            return Err(ShowError::Empty);
-        }
-        if seats.len() > MAX_SEATS_PER_SHOW {
-            return Err(ShowError::TooManySeats);
-        }
-        if pools.len() > MAX_POOLS_PER_SHOW {
-            return Err(ShowError::TooManyPools);
-        }
-        let mut seat_index = HashMap::with_capacity(seats.len());
-        for (i, seat) in seats.iter().enumerate() {
-            check_text(&seat.section, || format!("seats[{i}].section"))?;
-            check_text(&seat.row, || format!("seats[{i}].row"))?;
-            check_price(seat.price_cents, || format!("seats[{i}].price_cents"))?;
-            if seat.number == 0 || seat.number >= MAX_SEAT_NUMBER {
-                return Err(ShowError::SeatNumber {
-                    field: format!("seats[{i}].number"),
-                });
-            }
-            if seat
-                .rank
-                .is_some_and(|rank| !(0..=MAX_SEAT_RANK).contains(&rank))
-            {
-                return Err(ShowError::Rank {
-                    field: format!("seats[{i}].rank"),
-                });
-            }
-            if seat_index.insert(seat.seat_id.clone(), i).is_some() {
-                return Err(ShowError::DuplicateSeat(seat.seat_id.clone()));
-            }
-        }
-        let mut pool_ids = std::collections::HashSet::with_capacity(pools.len());
-        for (i, pool) in pools.iter().enumerate() {
-            check_price(pool.price_cents, || format!("pools[{i}].price_cents"))?;
-            if pool.capacity == 0 || pool.capacity > MAX_POOL_CAPACITY {
-                return Err(ShowError::Capacity {
-                    field: format!("pools[{i}].capacity"),
-                });
-            }
-            if pool.shards == 0 || pool.shards > MAX_POOL_SHARDS || pool.shards > pool.capacity {
-                return Err(ShowError::Shards {
-                    field: format!("pools[{i}].shards"),
-                });
-            }
-            if !pool_ids.insert(pool.pool_id.clone()) {
-                return Err(ShowError::DuplicatePool(pool.pool_id.clone()));
-            }
-        }
+        check_counts(&seats, &pools)?;
+        let seat_index = index_seats(&seats)?;
+        check_pools(&pools)?;
         Ok(Self {
             show_id,
             name,
@@ -474,6 +505,29 @@ mod tests {
         assert_eq!(
             show(vec![], vec![pool("floor", 5), pool("floor", 5)], 60).unwrap_err(),
             ShowError::DuplicatePool(PoolId::parse("floor").unwrap())
+        );
+    }
+
+    #[test]
+    fn it_should_report_the_first_broken_rule_seats_before_pools() {
+        let bad_pool = PoolSpec {
+            pool_id: PoolId::parse("ga").unwrap(),
+            capacity: 0,
+            price_cents: 0,
+            shards: 1,
+        };
+        let mut priced_twice = seat("a1");
+        priced_twice.price_cents = -1;
+        assert_eq!(
+            show(vec![seat("a1"), seat("a1")], vec![bad_pool.clone()], 60).err(),
+            Some(ShowError::DuplicateSeat(SeatId::parse("a1").unwrap()))
+        );
+        assert_eq!(
+            show(vec![seat("a1"), priced_twice], vec![bad_pool], 60).err(),
+            Some(ShowError::Price {
+                field: "seats[1].price_cents".into()
+            }),
+            "a seat's own rules before the duplicate check"
         );
     }
 

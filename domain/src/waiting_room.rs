@@ -19,12 +19,10 @@
 //! instance the same schedule.
 
 use chrono::{DateTime, Duration, Utc};
-use cqrs_es::event_sink::EventSink;
-use cqrs_es::{Aggregate, DomainEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BuyerId, ShowId};
-use crate::EVENT_VERSION;
 
 /// Admissions a minute: at least one (a room that admits nobody is a closed
 /// sale), at most a million (ten times the biggest onsales' peak).
@@ -144,27 +142,13 @@ pub enum RoomEvent {
     },
 }
 
-impl RoomEvent {
-    pub fn name(&self) -> &'static str {
-        match self {
-            RoomEvent::SeedDrawn { .. } => "SeedDrawn",
-            RoomEvent::RateChanged { .. } => "RateChanged",
-            RoomEvent::Paused { .. } => "AdmissionsPaused",
-            RoomEvent::Resumed { .. } => "AdmissionsResumed",
-            RoomEvent::Closed { .. } => "RoomClosed",
-        }
-    }
-}
-
-impl DomainEvent for RoomEvent {
-    fn event_type(&self) -> String {
-        self.name().to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(RoomEvent {
+    SeedDrawn => "SeedDrawn",
+    RateChanged => "RateChanged",
+    Paused => "AdmissionsPaused",
+    Resumed => "AdmissionsResumed",
+    Closed => "RoomClosed",
+});
 
 /// What can change a room.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,51 +190,69 @@ pub fn decide(room: &Room, command: &RoomCommand) -> Result<Vec<RoomEvent>, Room
             _ => Err(RoomError::Closed),
         };
     }
-    Ok(match *command {
-        C::DrawSeed { seed } => match room.seed {
-            Some(_) => vec![],
-            None => vec![RoomEvent::SeedDrawn { seed }],
-        },
+    match *command {
+        C::DrawSeed { seed } => Ok(draw_seed(room, seed)),
         C::ChangeRate {
             at,
             admit_per_minute,
-        } => {
-            check_rate(admit_per_minute)?;
-            vec![RoomEvent::RateChanged {
-                at,
-                admit_per_minute,
-            }]
-        }
-        C::Pause { at } if !room.is_paused() => vec![RoomEvent::Paused { at }],
-        C::Resume { at } if room.is_paused() => vec![RoomEvent::Resumed { at }],
-        C::Pause { .. } | C::Resume { .. } => vec![],
-        C::Close { at, reason } => vec![RoomEvent::Closed { at, reason }],
-    })
+        } => change_rate(at, admit_per_minute),
+        C::Pause { at } => Ok(pause(room, at)),
+        C::Resume { at } => Ok(resume(room, at)),
+        // Closing a closed room was answered above: only the first close counts.
+        C::Close { at, reason } => Ok(vec![RoomEvent::Closed { at, reason }]),
+    }
 }
 
-impl Aggregate for Room {
-    const TYPE: &'static str = "WaitingRoom";
+/// Fixes the order of early joiners: the first seed drawn is the seed.
+fn draw_seed(room: &Room, seed: u64) -> Vec<RoomEvent> {
+    match room.seed {
+        Some(_) => vec![],
+        None => vec![RoomEvent::SeedDrawn { seed }],
+    }
+}
+
+/// A new rate from `at` on, if it is within the room's limits.
+fn change_rate(at: DateTime<Utc>, admit_per_minute: u32) -> Result<Vec<RoomEvent>, RoomError> {
+    check_rate(admit_per_minute)?;
+    Ok(vec![RoomEvent::RateChanged {
+        at,
+        admit_per_minute,
+    }])
+}
+
+/// Stops admissions from `at`, unless they are stopped already.
+fn pause(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
+    if room.is_paused() {
+        vec![]
+    } else {
+        vec![RoomEvent::Paused { at }]
+    }
+}
+
+/// Admits again from `at`, if admissions were stopped.
+fn resume(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
+    if room.is_paused() {
+        vec![RoomEvent::Resumed { at }]
+    } else {
+        vec![]
+    }
+}
+
+impl Decider for Room {
     type Command = RoomCommand;
     type Event = RoomEvent;
     type Error = RoomError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
-        for event in decide(self, &command)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+    fn decide(&self, command: &RoomCommand) -> Result<Vec<RoomEvent>, RoomError> {
+        decide(self, command)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &RoomEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(Room, "WaitingRoom");
 
 /// The id of a show's room stream: the show's id.
 pub fn room_stream_id(show: &ShowId) -> String {
@@ -298,15 +300,9 @@ pub enum QueueEvent {
     },
 }
 
-impl DomainEvent for QueueEvent {
-    fn event_type(&self) -> String {
-        "QueueJoined".to_owned()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_owned()
-    }
-}
+event_names!(QueueEvent {
+    QueueJoined => "QueueJoined",
+});
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinQueue {
@@ -353,31 +349,23 @@ impl QueueEntry {
     }
 }
 
-impl Aggregate for QueueEntry {
-    const TYPE: &'static str = "QueueEntry";
+impl Decider for QueueEntry {
     type Command = crate::seat::Timed<JoinQueue>;
     type Event = QueueEvent;
     type Error = QueueError;
-    type Services = ();
 
-    async fn handle(
-        &mut self,
-        command: Self::Command,
-        _services: &Self::Services,
-        sink: &EventSink<Self>,
-    ) -> Result<(), Self::Error> {
+    fn decide(&self, command: &Self::Command) -> Result<Vec<QueueEvent>, QueueError> {
         // The room is not this stream's: a closed room is refused by the
         // service before it asks; here the entry alone decides.
-        for event in join(self, &Room::default(), &command.command, command.now)? {
-            sink.write(event, self).await;
-        }
-        Ok(())
+        join(self, &Room::default(), &command.command, command.now)
     }
 
-    fn apply(&mut self, event: Self::Event) {
-        self.apply_event(&event);
+    fn evolve(&mut self, event: &QueueEvent) {
+        self.apply_event(event);
     }
 }
+
+impl_aggregate!(QueueEntry, "QueueEntry");
 
 /// One stretch of the schedule: from `from`, `per_minute` admissions a
 /// minute (0 while paused or closed).
