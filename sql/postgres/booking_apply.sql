@@ -62,12 +62,18 @@ BEGIN
     -- src/store/postgres.rs reads a unique_violation on the log's or the
     -- keys' primary key as the refusal it is).
     IF expected > 0 THEN
-        FOR r IN SELECT e.aggregate_type, e.aggregate_id, e.sequence
+        -- Each stream's version is checked with its show (NULL for a
+        -- stream written without one): a log sharded by show routes the
+        -- check to the one shard that owns the stream. A stream whose older
+        -- events name another show than the document (none does: the show
+        -- is part of the stream's id) is caught by the insert's primary key.
+        FOR r IN SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.show_id
                  FROM jsonb_populate_recordset(NULL::events, batch -> 'events') AS e
         LOOP
             IF EXISTS (SELECT 1 FROM events
                        WHERE aggregate_type = r.aggregate_type AND aggregate_id = r.aggregate_id
-                         AND sequence = r.sequence) THEN
+                         AND sequence = r.sequence
+                         AND show_id IS NOT DISTINCT FROM r.show_id) THEN
                 RETURN 'BK409';
             END IF;
         END LOOP;

@@ -75,6 +75,16 @@ pub struct AppendBatch {
 }
 
 impl AppendBatch {
+    /// The show this append is for: every stream a command writes belongs
+    /// to one show (its id is in the stream's id), so the first event's
+    /// show is the batch's. `None` for a batch without events or one whose
+    /// events name none (a projection batch, a tool's bare events). A
+    /// sharded log routes an append by it (see `PgAppender`: a group holds
+    /// one show).
+    pub fn show(&self) -> Option<&ShowId> {
+        self.events.iter().find_map(|event| event.show_id.as_ref())
+    }
+
     /// A batch of read-model rows for events already in the log.
     pub fn projection(recorded_at: DateTime<Utc>) -> Self {
         Self {

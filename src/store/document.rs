@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use domain::ids::{BookingId, HoldId};
+use domain::ids::{BookingId, HoldId, ShowId};
 use projections::availability::SeatAvailabilityRow;
 use projections::checkouts::CheckoutRow;
 use projections::holds::{HoldChange, HoldRow, HoldState, PoolHoldRow};
@@ -42,6 +42,8 @@ pub struct HoldExtension {
 
 #[derive(Debug, Default, Serialize)]
 pub struct Document<'a> {
+    /// The show the append is for ([`AppendBatch::show`]).
+    pub show_id: Option<&'a ShowId>,
     /// When the batch was recorded: every event's `recorded_at_us`, the
     /// checkpoint's `updated_at_us`.
     pub recorded_at_us: i64,
@@ -70,6 +72,7 @@ pub struct Document<'a> {
 impl<'a> Document<'a> {
     pub fn of(batch: &'a AppendBatch) -> Self {
         let mut doc = Document {
+            show_id: batch.show(),
             recorded_at_us: to_micros(batch.recorded_at),
             events: batch.events.iter().collect(),
             seat_availability: batch.rows.seats.iter().collect(),

@@ -200,8 +200,9 @@ impl EventLog {
                 postgres::append(&s.pool, &document.to_json()?, rows_only).await
             }
             Backend::Postgres(s) => {
+                let show = document.show_id.cloned();
                 s.appender
-                    .append(document.to_json()?, document.events.len())
+                    .append(document.to_json()?, document.events.len(), show)
                     .await
             }
             Backend::Sqlite(s) => s.appender.append(sqlite::SqliteJob::of(document)?).await,

@@ -9,9 +9,11 @@
 //! that restates them, and shipped migrations stay byte for byte as they
 //! were applied.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::ids::ShowId;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::store::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
@@ -79,26 +81,48 @@ fn refusal_of(code: &str) -> Option<AppendOutcome> {
         .map(|(_, outcome)| *outcome)
 }
 
-/// Primary keys whose unique_violation is a refusal: `booking_apply`
-/// checks them before its plain inserts, and only another transaction's
-/// insert of the same key, committed while this one waited for it, gets
-/// past the check (booking_apply.sql). Nothing of the call is written.
-const REFUSING_KEYS: [(&str, AppendOutcome); 2] = [
-    ("events_pkey", AppendOutcome::Conflict),
-    ("idempotency_keys_pkey", AppendOutcome::IdempotencyKeyTaken),
+/// Tables whose unique_violation is a refusal: `booking_apply` checks
+/// their primary keys before its plain inserts, and only another
+/// transaction's insert of the same key, committed while this one waited
+/// for it, gets past the check (booking_apply.sql). Nothing of the call is
+/// written. Recognised by SQLSTATE and table, not by the constraint's name:
+/// a sharded PostgreSQL (Citus) names a shard's constraint after the shard
+/// (`events_pkey_102080`), or none. `events` has one other unique index,
+/// on positions, which no refusal touches: a duplicate position is a bug,
+/// and is told apart by its index's name (as a prefix, which a shard's
+/// suffix keeps).
+const REFUSING_TABLES: [(&str, AppendOutcome); 2] = [
+    ("events", AppendOutcome::Conflict),
+    ("idempotency_keys", AppendOutcome::IdempotencyKeyTaken),
 ];
+
+/// The unique index on `events.position` (migration 0001).
+const POSITION_INDEX: &str = "events_position";
 
 /// The refusal `booking_append` raised, if the error is one.
 pub(crate) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     let err = err.as_database_error()?;
     if err.kind() == sqlx::error::ErrorKind::UniqueViolation {
-        let constraint = err.constraint()?;
-        return REFUSING_KEYS
-            .iter()
-            .find(|(key, _)| *key == constraint)
-            .map(|(_, outcome)| *outcome);
+        return unique_refusal(err.table()?, err.constraint());
     }
     refusal_of(err.code()?.as_ref())
+}
+
+/// What a unique_violation on `table` (through `constraint`, if named)
+/// means: a refusal, or `None` for an error.
+fn unique_refusal(table: &str, constraint: Option<&str>) -> Option<AppendOutcome> {
+    if constraint.is_some_and(|name| name.starts_with(POSITION_INDEX)) {
+        return None;
+    }
+    // A shard's table is `events_102080`: the name before its suffix.
+    let table = table
+        .rsplit_once('_')
+        .filter(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(table, |(name, _)| name);
+    REFUSING_TABLES
+        .iter()
+        .find(|(name, _)| *name == table)
+        .map(|(_, outcome)| *outcome)
 }
 
 pub(crate) const APPEND: &str = "SELECT booking_append($1::jsonb)";
@@ -229,37 +253,52 @@ type Reply = oneshot::Sender<Result<AppendOutcome, StoreError>>;
 struct PgJob {
     document: String,
     events: usize,
+    /// The show the append is for: a group holds one show, so that on a
+    /// log sharded by show a group's transaction stays on one shard.
+    show: Option<ShowId>,
     reply: Reply,
 }
 
 struct Queue {
     jobs: mpsc::Receiver<PgJob>,
-    /// A job taken from the queue that did not fit the last group (its
-    /// events would have passed [`MAX_EVENTS_PER_BATCH`]): the next group
-    /// starts with it.
-    carried: Option<PgJob>,
+    /// Jobs taken from the queue that did not join the last group (another
+    /// show's, or its events would have passed [`MAX_EVENTS_PER_BATCH`]),
+    /// in arrival order: the next groups start with them. At most the
+    /// channel's capacity ([`PG_QUEUE`]) more than the queue holds.
+    carried: VecDeque<PgJob>,
 }
 
 impl Queue {
-    /// The next group: the first job to arrive, and every job queued behind
-    /// it that fits ([`PG_GROUP_COMMIT`] jobs, [`MAX_EVENTS_PER_BATCH`]
-    /// events, since the group's events share one transaction's positions).
+    /// The next group: the first job to arrive, and every job of the same
+    /// show waiting behind it that fits ([`PG_GROUP_COMMIT`] jobs,
+    /// [`MAX_EVENTS_PER_BATCH`] events, since the group's events share one
+    /// transaction's positions); other shows' jobs wait for the next group.
     async fn next_group(&mut self) -> Option<Vec<PgJob>> {
-        let first = match self.carried.take() {
+        let first = match self.carried.pop_front() {
             Some(job) => job,
             None => self.jobs.recv().await?,
         };
         let mut events = first.events;
         let mut group = vec![first];
+        let mut passed = VecDeque::new();
         while group.len() < PG_GROUP_COMMIT {
-            let Ok(job) = self.jobs.try_recv() else { break };
-            if events + job.events > MAX_EVENTS_PER_BATCH {
-                self.carried = Some(job);
-                break;
+            let job = match self.carried.pop_front() {
+                Some(job) => job,
+                None => match self.jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                },
+            };
+            if job.show != group[0].show || events + job.events > MAX_EVENTS_PER_BATCH {
+                passed.push_back(job);
+                continue;
             }
             events += job.events;
             group.push(job);
         }
+        // The jobs passed over go first next time, in the order they came.
+        passed.append(&mut self.carried);
+        self.carried = passed;
         Some(group)
     }
 }
@@ -275,7 +314,7 @@ impl PgAppender {
         let (jobs, queue) = mpsc::channel(PG_QUEUE);
         let queue = Arc::new(Mutex::new(Queue {
             jobs: queue,
-            carried: None,
+            carried: VecDeque::new(),
         }));
         for _ in 0..PG_APPENDERS {
             let (pool, queue) = (pool.clone(), queue.clone());
@@ -297,6 +336,7 @@ impl PgAppender {
         &self,
         document: String,
         events: usize,
+        show: Option<ShowId>,
     ) -> Result<AppendOutcome, StoreError> {
         let stopped = || StoreError::Unavailable("the PostgreSQL appender has stopped".into());
         let (reply, answer) = oneshot::channel();
@@ -304,6 +344,7 @@ impl PgAppender {
             .send(PgJob {
                 document,
                 events,
+                show,
                 reply,
             })
             .await
@@ -416,6 +457,67 @@ mod tests {
             }
         }
         codes
+    }
+
+    #[test]
+    fn a_unique_violation_is_read_by_table_whatever_its_constraint_is_named() {
+        for (table, constraint) in [
+            ("events", Some("events_pkey")),
+            ("events_102080", Some("events_pkey_102080")),
+            ("events", None),
+        ] {
+            assert_eq!(
+                unique_refusal(table, constraint),
+                Some(AppendOutcome::Conflict),
+                "{table} {constraint:?}"
+            );
+        }
+        assert_eq!(
+            unique_refusal("idempotency_keys_102090", None),
+            Some(AppendOutcome::IdempotencyKeyTaken)
+        );
+        assert_eq!(unique_refusal("events", Some("events_position")), None);
+        assert_eq!(
+            unique_refusal("events_102080", Some("events_position_102080")),
+            None
+        );
+        assert_eq!(unique_refusal("checkouts", Some("checkouts_booking")), None);
+    }
+
+    fn job(
+        show: &str,
+        events: usize,
+    ) -> (PgJob, oneshot::Receiver<Result<AppendOutcome, StoreError>>) {
+        let (reply, answer) = oneshot::channel();
+        let job = PgJob {
+            document: show.to_owned(),
+            events,
+            show: ShowId::parse(show).ok(),
+            reply,
+        };
+        (job, answer)
+    }
+
+    #[tokio::test]
+    async fn a_group_holds_one_show_and_the_others_wait_their_turn_in_order() {
+        let (sender, jobs) = mpsc::channel(PG_QUEUE);
+        let mut queue = Queue {
+            jobs,
+            carried: VecDeque::new(),
+        };
+        let mut answers = Vec::new();
+        for show in ["a", "b", "a", "c", "b", "a"] {
+            let (job, answer) = job(show, 1);
+            answers.push(answer);
+            sender.send(job).await.expect("queued");
+        }
+        let mut groups = Vec::new();
+        for _ in 0..3 {
+            let group = queue.next_group().await.expect("a group");
+            groups.push(group.iter().map(|j| j.document.clone()).collect::<Vec<_>>());
+        }
+        assert_eq!(groups, [vec!["a", "a", "a"], vec!["b", "b"], vec!["c"]]);
+        assert!(queue.carried.is_empty());
     }
 
     #[test]
