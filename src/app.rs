@@ -120,6 +120,168 @@ pub struct Application {
     max_connections: usize,
 }
 
+/// The command wing and what the other wings share with it, wired once,
+/// each on the ports of the one database it uses.
+struct Wings {
+    catalog: Arc<ShowCatalog>,
+    availability: Arc<crate::query::availability::AvailabilityCache>,
+    queue: Arc<QueueService>,
+    holds: Arc<HoldService>,
+    checkout: Arc<CheckoutService>,
+    /// Stripe, when the service pays through it.
+    stripe: Option<Arc<Stripe>>,
+}
+
+impl Wings {
+    fn wire(store: &Store, settings: &Settings, clock: &Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let catalog = Arc::new(ShowCatalog::new(settings.currency, store.shows()));
+        // One owner of command rounds per process, with its caches of loaded
+        // streams: every in-process writer of a stream must go through the
+        // same slot (see command/streams.rs).
+        let rounds = Arc::new(Rounds::new(store.log(), clock.clone()));
+        let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
+        let queue: Arc<QueueService> = Arc::new(QueueService::new(
+            store.log(),
+            catalog.clone(),
+            clock.clone(),
+            rounds.clone(),
+            Arc::new(QueueBook::new(store.log())),
+        ));
+        let holds = Arc::new(HoldService::new(
+            store.holds(),
+            store.idempotency_keys(),
+            store.shows(),
+            catalog.clone(),
+            clock.clone(),
+            rounds.clone(),
+            availability.clone(),
+            queue.clone(),
+        ));
+        let (payments, stripe) = payment_provider(store, settings, clock)?;
+        let checkout = Arc::new(CheckoutService::new(
+            store.holds(),
+            store.checkouts(),
+            catalog.clone(),
+            clock.clone(),
+            payments,
+            rounds,
+            settings.currency,
+            settings.payment_timeout,
+        ));
+        Ok(Self {
+            catalog,
+            availability,
+            queue,
+            holds,
+            checkout,
+            stripe,
+        })
+    }
+
+    /// The webhook dispatcher (from the log) and sender (to endpoints).
+    fn webhooks(
+        &self,
+        store: &Store,
+        settings: &Settings,
+        clock: &Arc<dyn Clock>,
+    ) -> anyhow::Result<Webhooks> {
+        let payloads = Payloads::new(store.checkouts(), self.checkout.clone(), self.holds.clone());
+        Ok(Webhooks {
+            dispatcher: Dispatcher::new(
+                store.log(),
+                store.webhooks(),
+                Arc::new(payloads),
+                clock.clone(),
+            ),
+            sender: Arc::new(
+                Sender::new(store.webhooks(), clock.clone(), settings.webhooks)
+                    .context("cannot build the webhook HTTP client")?,
+            ),
+        })
+    }
+
+    /// What every handler can reach.
+    fn services(
+        self,
+        store: &Store,
+        settings: &Settings,
+        clock: Arc<dyn Clock>,
+        projector: Projector,
+    ) -> AppState {
+        let live = crate::live::LiveHub::new(
+            store.log(),
+            store.shows(),
+            self.availability.clone(),
+            clock.clone(),
+            settings.edge.max_subscribers,
+        );
+        let endpoints = WebhookEndpoints::new(store.webhooks(), store.log(), clock.clone());
+        Arc::new(Services {
+            live,
+            log: store.log(),
+            shows: store.shows(),
+            database: store.database(),
+            catalog: self.catalog,
+            holds: self.holds,
+            checkout: self.checkout,
+            projector,
+            availability: self.availability,
+            webhooks: endpoints,
+            keys: TokenKeys::new(&settings.jwt_secret),
+            clock,
+            seat_map: crate::http::page::Page::new(self.stripe.as_ref().map(|s| s.settings())),
+            queue: self.queue,
+            stripe: self.stripe,
+        })
+    }
+}
+
+/// The payment provider the settings name, and Stripe's client when it is
+/// Stripe (its webhook and the seat map's Stripe.js need it too).
+fn payment_provider(
+    store: &Store,
+    settings: &Settings,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<(Arc<dyn PaymentProvider>, Option<Arc<Stripe>>)> {
+    Ok(match &settings.payment_provider {
+        ProviderSettings::Simulator => (
+            Arc::new(Simulator::new(
+                Ledger::of(store),
+                clock.clone(),
+                settings.payment_latency,
+            )),
+            None,
+        ),
+        ProviderSettings::Stripe(stripe) => {
+            let stripe = Arc::new(
+                Stripe::new(stripe.clone(), settings.payment_timeout)
+                    .context("cannot build the Stripe client")?,
+            );
+            (stripe.clone(), Some(stripe))
+        }
+    })
+}
+
+/// Before serving: the projector catches up with the log, and recovery
+/// finishes the checkouts a previous run left half way.
+async fn finish_previous_run(projector: &Projector, recovery: &Recovery) -> anyhow::Result<()> {
+    let caught_up = projector
+        .run_once()
+        .await
+        .context("the projector could not catch up with the log")?;
+    if caught_up.events > 0 {
+        tracing::info!(?caught_up, "projector caught up at start");
+    }
+    let report = recovery
+        .run_once()
+        .await
+        .context("recovery of unfinished checkouts failed")?;
+    if report.finished() > 0 {
+        tracing::info!(?report, "finished checkouts left by the previous run");
+    }
+    Ok(())
+}
+
 /// A listening socket on `addr`, as the service binds it.
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
@@ -158,131 +320,26 @@ impl Application {
             .migrate()
             .await
             .context("cannot apply migrations")?;
-        let catalog = Arc::new(ShowCatalog::new(settings.currency, store.shows()));
-        // One owner of command rounds per process, with its caches of loaded
-        // streams: every in-process writer of a stream must go through the
-        // same slot (see command/streams.rs).
-        let rounds = Arc::new(Rounds::new(store.log(), clock.clone()));
-        let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
-        let queue: Arc<QueueService> = Arc::new(QueueService::new(
-            store.log(),
-            catalog.clone(),
-            clock.clone(),
-            rounds.clone(),
-            Arc::new(QueueBook::new(store.log())),
-        ));
-        let holds = Arc::new(HoldService::new(
-            store.holds(),
-            store.idempotency_keys(),
-            store.shows(),
-            catalog.clone(),
-            clock.clone(),
-            rounds.clone(),
-            availability.clone(),
-            queue.clone(),
-        ));
-        let (payments, stripe): (Arc<dyn PaymentProvider>, Option<Arc<Stripe>>) =
-            match &settings.payment_provider {
-                ProviderSettings::Simulator => (
-                    Arc::new(Simulator::new(
-                        Ledger::of(&store),
-                        clock.clone(),
-                        settings.payment_latency,
-                    )),
-                    None,
-                ),
-                ProviderSettings::Stripe(stripe) => {
-                    let stripe = Arc::new(
-                        Stripe::new(stripe.clone(), settings.payment_timeout)
-                            .context("cannot build the Stripe client")?,
-                    );
-                    (stripe.clone(), Some(stripe))
-                }
-            };
-        let checkout = Arc::new(CheckoutService::new(
-            store.holds(),
-            store.checkouts(),
-            catalog.clone(),
-            clock.clone(),
-            payments,
-            rounds,
-            settings.currency,
-            settings.payment_timeout,
-        ));
-        let recovery = Recovery::new(checkout.clone());
-        let projector = Projector::new(store.log(), catalog.clone());
+        let wings = Wings::wire(&store, &settings, &clock)?;
+        let recovery = Recovery::new(wings.checkout.clone());
+        let projector = Projector::new(store.log(), wings.catalog.clone());
         let sweeper = Sweeper::new(
             store.holds(),
             store.idempotency_keys(),
-            holds.clone(),
+            wings.holds.clone(),
             clock.clone(),
         )
         .with_key_retention(settings.idempotency_retention);
         let rooms = RoomKeeper::new(
             store.shows(),
-            catalog.clone(),
-            availability.clone(),
-            queue.clone(),
+            wings.catalog.clone(),
+            wings.availability.clone(),
+            wings.queue.clone(),
             clock.clone(),
         );
-
-        let webhooks = Webhooks {
-            dispatcher: Dispatcher::new(
-                store.log(),
-                store.webhooks(),
-                Arc::new(Payloads::new(
-                    store.checkouts(),
-                    checkout.clone(),
-                    holds.clone(),
-                )),
-                clock.clone(),
-            ),
-            sender: Arc::new(
-                Sender::new(store.webhooks(), clock.clone(), settings.webhooks)
-                    .context("cannot build the webhook HTTP client")?,
-            ),
-        };
-
-        let caught_up = projector
-            .run_once()
-            .await
-            .context("the projector could not catch up with the log")?;
-        if caught_up.events > 0 {
-            tracing::info!(?caught_up, "projector caught up at start");
-        }
-        let report = recovery
-            .run_once()
-            .await
-            .context("recovery of unfinished checkouts failed")?;
-        if report.finished() > 0 {
-            tracing::info!(?report, "finished checkouts left by the previous run");
-        }
-
-        let live = crate::live::LiveHub::new(
-            store.log(),
-            store.shows(),
-            availability.clone(),
-            clock.clone(),
-            settings.edge.max_subscribers,
-        );
-        let endpoints = WebhookEndpoints::new(store.webhooks(), store.log(), clock.clone());
-        let state: AppState = Arc::new(Services {
-            live,
-            log: store.log(),
-            shows: store.shows(),
-            database: store.database(),
-            catalog,
-            holds,
-            checkout,
-            projector: projector.clone(),
-            availability,
-            webhooks: endpoints,
-            keys: TokenKeys::new(&settings.jwt_secret),
-            clock,
-            seat_map: crate::http::page::Page::new(stripe.as_ref().map(|s| s.settings())),
-            queue,
-            stripe,
-        });
+        let webhooks = wings.webhooks(&store, &settings, &clock)?;
+        finish_previous_run(&projector, &recovery).await?;
+        let state = wings.services(&store, &settings, clock, projector.clone());
         let max_connections = crate::edge::connection_cap(
             settings.edge.max_connections,
             settings.database_connections,
@@ -346,18 +403,13 @@ impl Application {
         &self.webhooks
     }
 
-    /// Serves until `shutdown` completes, then stops accepting and lets
-    /// in-flight requests finish for up to the shutdown grace; the background
-    /// workers run beside it until then and stop between passes.
-    pub async fn run_until_stopped(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    /// The background workers the settings turn on, each stopping between
+    /// passes once `stop` turns true, and the live feed.
+    fn spawn_workers(&self, stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinSet<()> {
         let stopped = move || {
-            let mut stop_rx = stop_rx.clone();
+            let mut stop = stop.clone();
             async move {
-                let _ = stop_rx.wait_for(|stopped| *stopped).await;
+                let _ = stop.wait_for(|stopped| *stopped).await;
             }
         };
         let mut workers = tokio::task::JoinSet::new();
@@ -391,11 +443,23 @@ impl Application {
         }
         // Live availability: runs until the shutdown signal closes it.
         workers.spawn(self.state.live.clone().run());
-        let live = self.state.live.clone();
-        let live_at_stop = self.state.live.clone();
         if let Some(interval) = self.workers.webhooks {
             workers.spawn(self.webhooks.clone().run_until(interval, stopped()));
         }
+        workers
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and lets
+    /// in-flight requests finish for up to the shutdown grace; the background
+    /// workers run beside it until then and stop between passes.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut workers = self.spawn_workers(stop_rx);
+        let live = self.state.live.clone();
+        let live_at_stop = self.state.live.clone();
         let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
         let server = crate::edge::serve(
             self.listener,

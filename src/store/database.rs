@@ -70,112 +70,79 @@ impl Backend {
     pub(super) async fn connect(url: &str, connections: u32) -> StoreResult<Self> {
         let connections = connections.max(1);
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let hosts = primary::Hosts::parse(url)?;
-            let (primary, watcher_conn) = primary::Primary::find(hosts).await?;
-            let open = |size: u32| {
-                let (before, after) = (primary.clone(), primary.clone());
-                PgPoolOptions::new()
-                    .max_connections(size)
-                    .acquire_timeout(ACQUIRE_TIMEOUT)
-                    // A ping on every acquire doubles the round trips of a short
-                    // command; a dead connection surfaces as an error instead.
-                    .test_before_acquire(false)
-                    // ... except for one that may have outlived its server,
-                    // and none opened before the pools moved to another host.
-                    .before_acquire(move |conn, meta| {
-                        let primary = before.clone();
-                        Box::pin(async move {
-                            if primary.opened_before_switch(meta.age) {
-                                return Ok(false);
-                            }
-                            if primary.attrs() == SessionAttrs::ReadWrite && recheck_writable() {
-                                return Ok(primary::qualifies(conn, SessionAttrs::ReadWrite)
-                                    .await
-                                    .unwrap_or(false));
-                            }
-                            if !needs_ping(meta.idle_for) {
-                                return Ok(true);
-                            }
-                            Ok(sqlx::Connection::ping(conn).await.is_ok())
-                        })
-                    })
-                    // A new connection must be to a host that qualifies: the
-                    // pools may still point at a primary just demoted. (Any
-                    // host that answers qualifies for `any`.)
-                    .after_connect(move |conn, _| {
-                        let primary = after.clone();
-                        Box::pin(async move {
-                            if primary.attrs() == SessionAttrs::Any
-                                || primary::qualifies(conn, SessionAttrs::ReadWrite).await?
-                            {
-                                Ok(())
-                            } else {
-                                Err(sqlx::Error::Configuration(
-                                    "this database host is read-only now".into(),
-                                ))
-                            }
-                        })
-                    })
-                    .connect_with(primary.options())
-            };
-            let pool = open(connections).await.map_err(StoreError::classify)?;
-            let query = open(QUERY_POOL_CONNECTIONS)
-                .await
-                .map_err(StoreError::classify)?;
-            let watcher = tokio::spawn(
-                primary
-                    .clone()
-                    .watch(vec![pool.clone(), query.clone()], watcher_conn),
-            );
-            let repo = PostgresEventRepository::new(pool.clone());
-            let appender = PgAppender::start(pool.clone());
-            Ok(Backend::Postgres(PgBackend {
-                pool,
-                appender,
-                query,
-                repo,
-                appended: tokio::sync::watch::Sender::new(0),
-                primary,
-                _watcher: AbortOnDrop(watcher.abort_handle()),
-            }))
+            Self::connect_postgres(url, connections).await
         } else if url.starts_with("sqlite:") {
-            let options = SqliteConnectOptions::from_str(url)
-                .map_err(|e| StoreError::BadUrl(e.to_string()))?
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
-                // FULL: a commit is on disk before the buyer is told "held"
-                // or "booked"; NORMAL could lose the last commits on power loss.
-                .synchronous(SqliteSynchronous::Full)
-                .busy_timeout(ACQUIRE_TIMEOUT);
-            let write = SqlitePoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                .test_before_acquire(false)
-                .connect_with(options.clone())
-                .await
-                .map_err(StoreError::classify)?;
-            let read = SqlitePoolOptions::new()
-                .max_connections(connections)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                .test_before_acquire(false)
-                .connect_with(options.read_only(true))
-                .await
-                .map_err(StoreError::classify)?;
-            let repo = SqliteEventRepository::new(read.clone());
-            let appender = SqliteAppender::start(write.clone());
-            Ok(Backend::Sqlite(SqliteBackend {
-                write,
-                read,
-                repo,
-                appender,
-                appended: tokio::sync::watch::Sender::new(0),
-            }))
+            Self::connect_sqlite(url, connections).await
         } else {
             Err(StoreError::BadUrl(format!(
                 "DATABASE_URL must start with sqlite:// or postgres://, got {:?}",
                 url.split(':').next().unwrap_or_default()
             )))
         }
+    }
+
+    /// The primary among the URL's hosts, the command and query pools on
+    /// it, and the task that moves both when the primary changes.
+    async fn connect_postgres(url: &str, connections: u32) -> StoreResult<Self> {
+        let hosts = primary::Hosts::parse(url)?;
+        let (primary, watcher_conn) = primary::Primary::find(hosts).await?;
+        let pool = pg_pool(&primary, connections)
+            .await
+            .map_err(StoreError::classify)?;
+        let query = pg_pool(&primary, QUERY_POOL_CONNECTIONS)
+            .await
+            .map_err(StoreError::classify)?;
+        let watcher = tokio::spawn(
+            primary
+                .clone()
+                .watch(vec![pool.clone(), query.clone()], watcher_conn),
+        );
+        let repo = PostgresEventRepository::new(pool.clone());
+        let appender = PgAppender::start(pool.clone());
+        Ok(Backend::Postgres(PgBackend {
+            pool,
+            appender,
+            query,
+            repo,
+            appended: tokio::sync::watch::Sender::new(0),
+            primary,
+            _watcher: AbortOnDrop(watcher.abort_handle()),
+        }))
+    }
+
+    /// One writer and a read pool on the file, in WAL mode.
+    async fn connect_sqlite(url: &str, connections: u32) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::BadUrl(e.to_string()))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a commit is on disk before the buyer is told "held"
+            // or "booked"; NORMAL could lose the last commits on power loss.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(ACQUIRE_TIMEOUT);
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(false)
+            .connect_with(options.clone())
+            .await
+            .map_err(StoreError::classify)?;
+        let read = SqlitePoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(false)
+            .connect_with(options.read_only(true))
+            .await
+            .map_err(StoreError::classify)?;
+        let repo = SqliteEventRepository::new(read.clone());
+        let appender = SqliteAppender::start(write.clone());
+        Ok(Backend::Sqlite(SqliteBackend {
+            write,
+            read,
+            repo,
+            appender,
+            appended: tokio::sync::watch::Sender::new(0),
+        }))
     }
 
     /// What `on_store!` matches on, for code that holds the backend itself.
@@ -189,6 +156,56 @@ impl Backend {
             Backend::Sqlite(_) => StoreKind::Sqlite,
         }
     }
+}
+
+/// A pool of `size` connections to the primary, each checked to qualify
+/// when opened and, before use, dropped if it predates a switch of host.
+async fn pg_pool(primary: &Arc<primary::Primary>, size: u32) -> Result<PgPool, sqlx::Error> {
+    let (before, after) = (primary.clone(), primary.clone());
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        // A ping on every acquire doubles the round trips of a short
+        // command; a dead connection surfaces as an error instead.
+        .test_before_acquire(false)
+        // ... except for one that may have outlived its server,
+        // and none opened before the pools moved to another host.
+        .before_acquire(move |conn, meta| {
+            let primary = before.clone();
+            Box::pin(async move {
+                if primary.opened_before_switch(meta.age) {
+                    return Ok(false);
+                }
+                if primary.attrs() == SessionAttrs::ReadWrite && recheck_writable() {
+                    return Ok(primary::qualifies(conn, SessionAttrs::ReadWrite)
+                        .await
+                        .unwrap_or(false));
+                }
+                if !needs_ping(meta.idle_for) {
+                    return Ok(true);
+                }
+                Ok(sqlx::Connection::ping(conn).await.is_ok())
+            })
+        })
+        // A new connection must be to a host that qualifies: the
+        // pools may still point at a primary just demoted. (Any
+        // host that answers qualifies for `any`.)
+        .after_connect(move |conn, _| {
+            let primary = after.clone();
+            Box::pin(async move {
+                if primary.attrs() == SessionAttrs::Any
+                    || primary::qualifies(conn, SessionAttrs::ReadWrite).await?
+                {
+                    Ok(())
+                } else {
+                    Err(sqlx::Error::Configuration(
+                        "this database host is read-only now".into(),
+                    ))
+                }
+            })
+        })
+        .connect_with(primary.options())
+        .await
 }
 
 port!(

@@ -320,79 +320,116 @@ impl Primary {
     /// lives (the store aborts it when dropped). `conn` is the watcher's
     /// connection to the host found at the start.
     pub async fn watch(self: Arc<Self>, pools: Vec<PgPool>, conn: PgConnection) {
-        let mut conn = Some(conn);
-        let mut in_use = self.current.borrow().unwrap_or(0);
-        let mut backoff = MIN_BACKOFF;
-        let mut lost_at: Option<Instant> = None;
-        let mut counted_until = Instant::now();
+        let mut watch = Watch {
+            conn: Some(conn),
+            in_use: self.current.borrow().unwrap_or(0),
+            backoff: MIN_BACKOFF,
+            lost_at: None,
+            counted_until: Instant::now(),
+        };
         loop {
             if self.current.borrow().is_some() {
-                let still = match conn.as_mut() {
-                    Some(c) => matches!(
-                        tokio::time::timeout(PROBE_TIMEOUT, qualifies(c, self.hosts.attrs)).await,
-                        Ok(Ok(true))
-                    ),
-                    None => false,
-                };
-                if still {
+                if self.still_qualifies(&mut watch.conn).await {
                     tokio::select! {
                         () = tokio::time::sleep(PRIMARY_CHECK_INTERVAL) => {}
                         () = wait_for_connection_trouble() => {}
                     }
                     continue;
                 }
-                conn = None;
-                self.current.send_replace(None);
-                let now = Instant::now();
-                lost_at = Some(now);
-                counted_until = now;
-                metrics::gauge!("db_primary_reachable").set(0.0);
-                tracing::warn!(
-                    host = self.hosts.hosts[in_use].label,
-                    "the database host in use no longer accepts writes; looking for the primary"
-                );
+                self.lose(&mut watch);
             }
             match self.hosts.find().await {
-                Ok((index, found)) => {
-                    if index != in_use {
-                        for pool in &pools {
-                            pool.set_connect_options(self.hosts.hosts[index].options.clone());
-                        }
-                        self.switched_at_us
-                            .store(since_epoch_us(), Ordering::Relaxed);
-                        metrics::counter!("db_primary_switches_total").increment(1);
-                        in_use = index;
-                    }
-                    conn = Some(found);
-                    self.current.send_replace(Some(index));
-                    let now = Instant::now();
-                    metrics::gauge!("db_seconds_without_primary_total")
-                        .increment((now - counted_until).as_secs_f64());
-                    metrics::gauge!("db_primary_reachable").set(1.0);
-                    if let Some(lost) = lost_at.take() {
-                        tracing::warn!(
-                            host = self.hosts.hosts[index].label,
-                            without_primary = ?(now - lost),
-                            "the database host in use accepts writes"
-                        );
-                    }
-                    backoff = MIN_BACKOFF;
-                }
+                Ok((index, found)) => self.settle_on(&mut watch, &pools, index, found),
                 Err(none) => {
                     tracing::warn!(
                         why = none.why,
-                        ?backoff,
+                        backoff = ?watch.backoff,
                         "no database host accepts writes; trying again"
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    let now = Instant::now();
-                    metrics::gauge!("db_seconds_without_primary_total")
-                        .increment((now - counted_until).as_secs_f64());
-                    counted_until = now;
+                    tokio::time::sleep(watch.backoff).await;
+                    watch.backoff = (watch.backoff * 2).min(MAX_BACKOFF);
+                    watch.count_time_without_primary();
                 }
             }
         }
+    }
+
+    /// Does the host in use still qualify (asked on the watcher's own
+    /// connection, within `PROBE_TIMEOUT`)?
+    async fn still_qualifies(&self, conn: &mut Option<PgConnection>) -> bool {
+        match conn.as_mut() {
+            Some(c) => matches!(
+                tokio::time::timeout(PROBE_TIMEOUT, qualifies(c, self.hosts.attrs)).await,
+                Ok(Ok(true))
+            ),
+            None => false,
+        }
+    }
+
+    /// The host in use stopped qualifying: no host is in use until one is
+    /// found (appends answer `Unavailable` at once meanwhile).
+    fn lose(&self, watch: &mut Watch) {
+        watch.conn = None;
+        self.current.send_replace(None);
+        let now = Instant::now();
+        watch.lost_at = Some(now);
+        watch.counted_until = now;
+        metrics::gauge!("db_primary_reachable").set(0.0);
+        tracing::warn!(
+            host = self.hosts.hosts[watch.in_use].label,
+            "the database host in use no longer accepts writes; looking for the primary"
+        );
+    }
+
+    /// Host `index` qualifies: the pools move to it if it is another one.
+    fn settle_on(&self, watch: &mut Watch, pools: &[PgPool], index: usize, found: PgConnection) {
+        if index != watch.in_use {
+            for pool in pools {
+                pool.set_connect_options(self.hosts.hosts[index].options.clone());
+            }
+            self.switched_at_us
+                .store(since_epoch_us(), Ordering::Relaxed);
+            metrics::counter!("db_primary_switches_total").increment(1);
+            watch.in_use = index;
+        }
+        watch.conn = Some(found);
+        self.current.send_replace(Some(index));
+        let now = watch.count_time_without_primary();
+        metrics::gauge!("db_primary_reachable").set(1.0);
+        if let Some(lost) = watch.lost_at.take() {
+            tracing::warn!(
+                host = self.hosts.hosts[index].label,
+                without_primary = ?(now - lost),
+                "the database host in use accepts writes"
+            );
+        }
+        watch.backoff = MIN_BACKOFF;
+    }
+}
+
+/// What the watcher knows between its checks.
+struct Watch {
+    /// Its own connection to the host in use (none while none qualifies).
+    conn: Option<PgConnection>,
+    /// The index of the host the pools point at.
+    in_use: usize,
+    /// How long to wait before looking for a primary again.
+    backoff: Duration,
+    /// When the last host in use was lost, until one is found.
+    lost_at: Option<Instant>,
+    /// Up to when `db_seconds_without_primary_total` has counted.
+    counted_until: Instant,
+}
+
+impl Watch {
+    /// Adds the time since the last count to the seconds without a
+    /// primary; returns now.
+    fn count_time_without_primary(&mut self) -> Instant {
+        let now = Instant::now();
+        metrics::gauge!("db_seconds_without_primary_total")
+            .increment((now - self.counted_until).as_secs_f64());
+        self.counted_until = now;
+        now
     }
 }
 

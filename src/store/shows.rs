@@ -77,6 +77,71 @@ macro_rules! insert_shards {
     };
 }
 
+/// A show's definition and the rows created with it.
+struct NewShowRows<'a> {
+    show_id: &'a ShowId,
+    definition: &'a str,
+    seats: &'a [NewSeat<'a>],
+    shards: &'a [NewShard<'a>],
+    created_at_us: i64,
+}
+
+/// Inserts the show and, if its id was free, its seat rows (one statement
+/// of arrays) and shard rows, in one transaction; whether it was free.
+async fn insert_show_pg(pool: &sqlx::PgPool, show: &NewShowRows<'_>) -> StoreResult<bool> {
+    let mut tx = pool.begin().await.map_err(StoreError::classify)?;
+    let done = sqlx::query(INSERT_SHOW)
+        .bind(show.show_id.as_str())
+        .bind(show.definition)
+        .bind(show.created_at_us)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::classify)?;
+    if done.rows_affected() == 1 {
+        let ids: Vec<&str> = show.seats.iter().map(|s| s.0.as_str()).collect();
+        let ordinals: Vec<i32> = show.seats.iter().map(|s| s.1).collect();
+        let sections: Vec<&str> = show.seats.iter().map(|s| s.2).collect();
+        sqlx::query(PG_INSERT_SEATS)
+            .bind(show.show_id.as_str())
+            .bind(&ids)
+            .bind(&ordinals)
+            .bind(&sections)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::classify)?;
+        insert_shards!(tx, show.show_id.as_str(), show.shards);
+    }
+    tx.commit().await.map_err(StoreError::classify)?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// As [`insert_show_pg`], a seat row a statement (SQLite has no arrays).
+async fn insert_show_sqlite(pool: &sqlx::SqlitePool, show: &NewShowRows<'_>) -> StoreResult<bool> {
+    let mut tx = pool.begin().await.map_err(StoreError::classify)?;
+    let done = sqlx::query(INSERT_SHOW)
+        .bind(show.show_id.as_str())
+        .bind(show.definition)
+        .bind(show.created_at_us)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::classify)?;
+    if done.rows_affected() == 1 {
+        for (seat_id, ordinal, section) in show.seats {
+            sqlx::query(SQLITE_INSERT_SEAT)
+                .bind(show.show_id.as_str())
+                .bind(seat_id.as_str())
+                .bind(ordinal)
+                .bind(section)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::classify)?;
+        }
+        insert_shards!(tx, show.show_id.as_str(), show.shards);
+    }
+    tx.commit().await.map_err(StoreError::classify)?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Seat rows of a show changed since a watermark, and the watermark to pass
 /// next time, in one statement (one snapshot).
 ///
@@ -216,58 +281,16 @@ impl Shows {
         shards: &[NewShard<'_>],
         created_at_us: i64,
     ) -> StoreResult<ShowInsert> {
+        let show = NewShowRows {
+            show_id,
+            definition,
+            seats,
+            shards,
+            created_at_us,
+        };
         let inserted = match self.backend() {
-            Backend::Postgres(s) => {
-                let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
-                let done = sqlx::query(INSERT_SHOW)
-                    .bind(show_id.as_str())
-                    .bind(definition)
-                    .bind(created_at_us)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::classify)?;
-                if done.rows_affected() == 1 {
-                    let ids: Vec<&str> = seats.iter().map(|s| s.0.as_str()).collect();
-                    let ordinals: Vec<i32> = seats.iter().map(|s| s.1).collect();
-                    let sections: Vec<&str> = seats.iter().map(|s| s.2).collect();
-                    sqlx::query(PG_INSERT_SEATS)
-                        .bind(show_id.as_str())
-                        .bind(&ids)
-                        .bind(&ordinals)
-                        .bind(&sections)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(StoreError::classify)?;
-                    insert_shards!(tx, show_id.as_str(), shards);
-                }
-                tx.commit().await.map_err(StoreError::classify)?;
-                done.rows_affected() == 1
-            }
-            Backend::Sqlite(s) => {
-                let mut tx = s.write.begin().await.map_err(StoreError::classify)?;
-                let done = sqlx::query(INSERT_SHOW)
-                    .bind(show_id.as_str())
-                    .bind(definition)
-                    .bind(created_at_us)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::classify)?;
-                if done.rows_affected() == 1 {
-                    for (seat_id, ordinal, section) in seats {
-                        sqlx::query(SQLITE_INSERT_SEAT)
-                            .bind(show_id.as_str())
-                            .bind(seat_id.as_str())
-                            .bind(ordinal)
-                            .bind(section)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(StoreError::classify)?;
-                    }
-                    insert_shards!(tx, show_id.as_str(), shards);
-                }
-                tx.commit().await.map_err(StoreError::classify)?;
-                done.rows_affected() == 1
-            }
+            Backend::Postgres(s) => insert_show_pg(&s.pool, &show).await?,
+            Backend::Sqlite(s) => insert_show_sqlite(&s.write, &show).await?,
         };
         if inserted {
             return Ok(ShowInsert::Created);

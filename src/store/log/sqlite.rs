@@ -139,6 +139,53 @@ const PARTS: [&str; 11] = [
     CHECKOUTS,
 ];
 
+/// The document's parts that have rows, each with its statement, in the
+/// order of [`PARTS`].
+fn parts_of(doc: &Document<'_>) -> Result<Vec<(&'static str, String)>, StoreError> {
+    let parts = [
+        (
+            SEAT_AVAILABILITY,
+            doc.seat_availability.len(),
+            to_json(&doc.seat_availability),
+        ),
+        (
+            POOL_SHARDS,
+            doc.pool_shards.len(),
+            to_json(&doc.pool_shards),
+        ),
+        (HOLDS, doc.holds.len(), to_json(&doc.holds)),
+        (POOL_HOLDS, doc.pool_holds.len(), to_json(&doc.pool_holds)),
+        (END_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends)),
+        (END_POOL_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends)),
+        (
+            CONVERT_HOLDS,
+            doc.hold_conversions.len(),
+            to_json(&doc.hold_conversions),
+        ),
+        (
+            CONVERT_POOL_HOLDS,
+            doc.hold_conversions.len(),
+            to_json(&doc.hold_conversions),
+        ),
+        (
+            EXTEND_HOLDS,
+            doc.hold_extensions.len(),
+            to_json(&doc.hold_extensions),
+        ),
+        (
+            EXTEND_POOL_HOLDS,
+            doc.hold_extensions.len(),
+            to_json(&doc.hold_extensions),
+        ),
+        (CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts)),
+    ];
+    parts
+        .into_iter()
+        .filter(|(_, rows, _)| *rows > 0)
+        .map(|(sql, _, json)| Ok((sql, json?)))
+        .collect()
+}
+
 /// A batch for SQLite: each part serialized once, owned, ready to cross to
 /// the appender task.
 pub struct SqliteJob {
@@ -175,56 +222,13 @@ impl SqliteJob {
                 })
             })
             .transpose()?;
-        let checkpoint = doc.checkpoint.map(to_json).transpose()?;
-        let mut parts = Vec::new();
-        let mut part = |sql: &'static str, rows: usize, json: Result<String, StoreError>| {
-            if rows > 0 {
-                parts.push((sql, json?));
-            }
-            Ok::<(), StoreError>(())
-        };
-        part(
-            SEAT_AVAILABILITY,
-            doc.seat_availability.len(),
-            to_json(&doc.seat_availability),
-        )?;
-        part(
-            POOL_SHARDS,
-            doc.pool_shards.len(),
-            to_json(&doc.pool_shards),
-        )?;
-        part(HOLDS, doc.holds.len(), to_json(&doc.holds))?;
-        part(POOL_HOLDS, doc.pool_holds.len(), to_json(&doc.pool_holds))?;
-        part(END_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends))?;
-        part(END_POOL_HOLDS, doc.hold_ends.len(), to_json(&doc.hold_ends))?;
-        part(
-            CONVERT_HOLDS,
-            doc.hold_conversions.len(),
-            to_json(&doc.hold_conversions),
-        )?;
-        part(
-            CONVERT_POOL_HOLDS,
-            doc.hold_conversions.len(),
-            to_json(&doc.hold_conversions),
-        )?;
-        part(
-            EXTEND_HOLDS,
-            doc.hold_extensions.len(),
-            to_json(&doc.hold_extensions),
-        )?;
-        part(
-            EXTEND_POOL_HOLDS,
-            doc.hold_extensions.len(),
-            to_json(&doc.hold_extensions),
-        )?;
-        part(CHECKOUTS, doc.checkouts.len(), to_json(&doc.checkouts))?;
         Ok(Self {
             recorded_at_us: doc.recorded_at_us,
             rows_written: doc.rows_written,
             events,
             idempotency_key,
-            checkpoint,
-            parts,
+            checkpoint: doc.checkpoint.map(to_json).transpose()?,
+            parts: parts_of(doc)?,
         })
     }
 
@@ -387,6 +391,25 @@ async fn write_together(
     tx: &mut sqlx::SqliteConnection,
     jobs: &[&SqliteJob],
 ) -> Result<Vec<Option<AppendOutcome>>, sqlx::Error> {
+    let outcomes = refusals(tx, jobs).await?;
+    let written: Vec<&SqliteJob> = jobs
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| outcome.is_none())
+        .map(|(job, _)| *job)
+        .collect();
+    write_members(tx, &written).await?;
+    Ok(outcomes)
+}
+
+/// Each member's refusal, `None` for one to write: decided as if the
+/// members were written one after the other, in order (an event or a key
+/// an earlier member takes refuses a later one). Only a checkpoint's move,
+/// the last check, writes.
+async fn refusals(
+    tx: &mut sqlx::SqliteConnection,
+    jobs: &[&SqliteJob],
+) -> Result<Vec<Option<AppendOutcome>>, sqlx::Error> {
     let in_log = members_found(tx, EVENTS_IN_LOG, jobs, |job| {
         job.events.as_ref().map(|e| e.json.as_str())
     })
@@ -427,13 +450,14 @@ async fn write_together(
         }
         outcomes.push(outcome);
     }
+    Ok(outcomes)
+}
 
-    let written: Vec<&SqliteJob> = jobs
-        .iter()
-        .zip(&outcomes)
-        .filter(|(_, outcome)| outcome.is_none())
-        .map(|(job, _)| *job)
-        .collect();
+/// The written members' events, keys and parts: one statement per table.
+async fn write_members(
+    tx: &mut sqlx::SqliteConnection,
+    written: &[&SqliteJob],
+) -> Result<(), sqlx::Error> {
     let events: Vec<String> = written
         .iter()
         .filter_map(|job| {
@@ -474,7 +498,7 @@ async fn write_together(
         }));
         sqlx::query(sql).bind(json).execute(&mut *tx).await?;
     }
-    Ok(outcomes)
+    Ok(())
 }
 
 /// Appends to SQLite through one task that commits whatever has queued up
