@@ -37,20 +37,8 @@ const LINGER_CHECK: Duration = Duration::from_secs(5);
 pub async fn run(hub: Arc<LiveHub>) {
     let mut closing = hub.closing();
     let mut appends = hub.log.appends();
-    loop {
-        match hub.log.safe_head().await {
-            Ok(head) => {
-                hub.move_cursor(head);
-                break;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(RETRY_AFTER_ERROR) => {}
-                    () = LiveHub::closed(&mut closing) => return,
-                }
-            }
-        }
+    if !start_at_head(&hub, &mut closing).await {
+        return;
     }
     hub.started.send_replace(true);
     let mut idle_catch_up = Instant::now() + FEED_POLL;
@@ -93,6 +81,26 @@ pub async fn run(hub: Arc<LiveHub>) {
             () = hub.wake.notified() => {}
             () = tokio::time::sleep(pause) => {}
             () = LiveHub::closed(&mut closing) => return,
+        }
+    }
+}
+
+/// Moves the cursor to the log's head, trying again until it can read it;
+/// false if the hub closed first.
+async fn start_at_head(hub: &LiveHub, closing: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    loop {
+        match hub.log.safe_head().await {
+            Ok(head) => {
+                hub.move_cursor(head);
+                return true;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_AFTER_ERROR) => {}
+                    () = LiveHub::closed(closing) => return false,
+                }
+            }
         }
     }
 }

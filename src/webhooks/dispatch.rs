@@ -58,6 +58,20 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
 }
 
+/// The delivery of `occurrence` of `event` to `endpoint`.
+fn delivery(event: &LogEvent, endpoint: &EndpointRow, occurrence: &Occurrence) -> NewDelivery {
+    let webhook_id = message_id(event.position, endpoint.endpoint_id, occurrence.event_type);
+    NewDelivery {
+        delivery_id: DeliveryId::of_message(&webhook_id),
+        endpoint_id: endpoint.endpoint_id,
+        webhook_id,
+        event_type: occurrence.event_type,
+        subject: occurrence.subject.clone(),
+        position: event.position,
+        body: occurrence.body.clone(),
+    }
+}
+
 impl Dispatcher {
     pub fn new(
         log: EventLog,
@@ -111,45 +125,7 @@ impl Dispatcher {
             // Read again after the events: an endpoint registered meanwhile
             // is either in this list or starts above every event read.
             endpoints = self.outbox.webhook_endpoints().await?;
-            // The payloads' reads (a booking's hold, its checkout row) run
-            // PAYLOAD_READS_IN_FLIGHT at a time, their results in log order:
-            // one after another, under a crowd each waited its turn for a
-            // pooled connection, and a batch of bookings took seconds.
-            let owed: Vec<&LogEvent> = events
-                .iter()
-                .filter(|event| !types_of(event).is_empty())
-                .collect();
-            // Made first, polled `buffered`: a stream mapped by a closure over
-            // borrowed events would not be `Send` (rust-lang/rust#64552).
-            let reads: Vec<_> = owed
-                .into_iter()
-                .map(|event| self.occurrences_of(event, &endpoints))
-                .collect();
-            let occurrences: Vec<(&LogEvent, Vec<Occurrence>)> = futures::stream::iter(reads)
-                .buffered(PAYLOAD_READS_IN_FLIGHT)
-                .try_collect()
-                .await?;
-            let mut deliveries = Vec::new();
-            for (event, found) in occurrences {
-                for occurrence in found {
-                    for endpoint in endpoints
-                        .iter()
-                        .filter(|e| e.wants(occurrence.event_type, event.position))
-                    {
-                        let webhook_id =
-                            message_id(event.position, endpoint.endpoint_id, occurrence.event_type);
-                        deliveries.push(NewDelivery {
-                            delivery_id: DeliveryId::of_message(&webhook_id),
-                            endpoint_id: endpoint.endpoint_id,
-                            webhook_id,
-                            event_type: occurrence.event_type,
-                            subject: occurrence.subject.clone(),
-                            position: event.position,
-                            body: occurrence.body.clone(),
-                        });
-                    }
-                }
-            }
+            let deliveries = self.deliveries_of(&events, &endpoints).await?;
             let now_us = to_micros(self.clock.now());
             if self
                 .outbox
@@ -161,6 +137,44 @@ impl Dispatcher {
                 report.position = to;
             }
         }
+    }
+
+    /// The deliveries `events` owe `endpoints`, in log order.
+    async fn deliveries_of(
+        &self,
+        events: &[LogEvent],
+        endpoints: &[EndpointRow],
+    ) -> Result<Vec<NewDelivery>, StoreError> {
+        // The payloads' reads (a booking's hold, its checkout row) run
+        // PAYLOAD_READS_IN_FLIGHT at a time, their results in log order:
+        // one after another, under a crowd each waited its turn for a
+        // pooled connection, and a batch of bookings took seconds.
+        let owed: Vec<&LogEvent> = events
+            .iter()
+            .filter(|event| !types_of(event).is_empty())
+            .collect();
+        // Made first, polled `buffered`: a stream mapped by a closure over
+        // borrowed events would not be `Send` (rust-lang/rust#64552).
+        let reads: Vec<_> = owed
+            .into_iter()
+            .map(|event| self.occurrences_of(event, endpoints))
+            .collect();
+        let occurrences: Vec<(&LogEvent, Vec<Occurrence>)> = futures::stream::iter(reads)
+            .buffered(PAYLOAD_READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut deliveries = Vec::new();
+        for (event, found) in occurrences {
+            for occurrence in found {
+                for endpoint in endpoints
+                    .iter()
+                    .filter(|e| e.wants(occurrence.event_type, event.position))
+                {
+                    deliveries.push(delivery(event, endpoint, &occurrence));
+                }
+            }
+        }
+        Ok(deliveries)
     }
 
     /// The webhook events `event` owes `endpoints`, with their bodies.

@@ -156,49 +156,61 @@ impl Sender {
             .into_iter()
             .map(|e| (e.endpoint_id, Arc::new(e)))
             .collect();
-        let lease_us = i64::try_from(self.settings.lease().as_micros()).unwrap_or(i64::MAX);
         let mut started = 0;
         for endpoint_id in due {
             // A delivery of an endpoint deleted meanwhile is never sent.
-            let Some(endpoint) = endpoints.get(&endpoint_id) else {
-                continue;
+            if let Some(endpoint) = endpoints.get(&endpoint_id) {
+                started += self.start_attempts(endpoint, now_us, attempts).await?;
+            }
+        }
+        Ok(started)
+    }
+
+    /// Claims as many of `endpoint`'s due deliveries as it has free slots
+    /// and starts their attempts; returns how many.
+    async fn start_attempts(
+        self: &Arc<Self>,
+        endpoint: &Arc<EndpointRow>,
+        now_us: i64,
+        attempts: &mut JoinSet<()>,
+    ) -> Result<usize, StoreError> {
+        let slots = self.slots_of(endpoint.endpoint_id);
+        let free = slots.available_permits();
+        if free == 0 {
+            return Ok(0);
+        }
+        let lease_us = i64::try_from(self.settings.lease().as_micros()).unwrap_or(i64::MAX);
+        let claimed = self
+            .outbox
+            .claim_webhook_deliveries(
+                endpoint.endpoint_id,
+                now_us,
+                now_us.saturating_add(lease_us),
+                &self.token,
+                free as i64,
+            )
+            .await?;
+        let mut started = 0;
+        for delivery in claimed {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                // Not reachable: no more were claimed than were free, and
+                // only this loop takes slots. Its lease runs out, and it
+                // is claimed again then.
+                break;
             };
-            let slots = self.slots_of(endpoint_id);
-            let free = slots.available_permits();
-            if free == 0 {
-                continue;
-            }
-            let claimed = self
-                .outbox
-                .claim_webhook_deliveries(
-                    endpoint_id,
-                    now_us,
-                    now_us.saturating_add(lease_us),
-                    &self.token,
-                    free as i64,
-                )
-                .await?;
-            for delivery in claimed {
-                let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    // Not reachable: no more were claimed than were free, and
-                    // only this loop takes slots. Its lease runs out, and it
-                    // is claimed again then.
-                    break;
-                };
-                let sender = self.clone();
-                let endpoint = endpoint.clone();
-                // The slot goes on with the endpoint's next due delivery, so
-                // a backlog drains at the endpoint's pace, not the pass's.
-                attempts.spawn(async move {
-                    let mut next = Some(delivery);
-                    while let Some(delivery) = next.take() {
-                        sender.attempt(&endpoint, delivery).await;
-                        next = sender.claim_next(endpoint.endpoint_id).await;
-                    }
-                    drop(permit);
-                });
-                started += 1;
-            }
+            let sender = self.clone();
+            let endpoint = endpoint.clone();
+            // The slot goes on with the endpoint's next due delivery, so
+            // a backlog drains at the endpoint's pace, not the pass's.
+            attempts.spawn(async move {
+                let mut next = Some(delivery);
+                while let Some(delivery) = next.take() {
+                    sender.attempt(&endpoint, delivery).await;
+                    next = sender.claim_next(endpoint.endpoint_id).await;
+                }
+                drop(permit);
+            });
+            started += 1;
         }
         Ok(started)
     }
@@ -261,17 +273,18 @@ impl Sender {
         Ok(())
     }
 
-    /// One attempt of a claimed delivery, and its outcome recorded.
-    async fn attempt(&self, endpoint: &EndpointRow, delivery: ClaimedDelivery) {
-        let started = Instant::now();
-        let attempted = self.send(endpoint, &delivery).await;
-        metrics::histogram!("webhook_attempt_duration_seconds")
-            .record(started.elapsed().as_secs_f64());
-        let now_us = to_micros(self.clock.now());
+    /// What an attempt's answer means: delivered, or when to try again (or
+    /// not at all), with what to show of it.
+    fn judge(
+        &self,
+        attempted: &Attempted,
+        delivery: &ClaimedDelivery,
+        now_us: i64,
+    ) -> (AttemptVerdict, Option<i32>, Option<String>) {
         let attempts = u32::try_from(delivery.round_attempts.max(0))
             .unwrap_or(u32::MAX)
             .saturating_add(1);
-        let (verdict, last_status, last_error) = match &attempted {
+        match attempted {
             Attempted::Answered(status) if (200..300).contains(status) => {
                 (AttemptVerdict::Delivered, Some(i32::from(*status)), None)
             }
@@ -297,7 +310,17 @@ impl Sender {
                 None,
                 Some(why.chars().take(MAX_ERROR_CHARS).collect()),
             ),
-        };
+        }
+    }
+
+    /// One attempt of a claimed delivery, and its outcome recorded.
+    async fn attempt(&self, endpoint: &EndpointRow, delivery: ClaimedDelivery) {
+        let started = Instant::now();
+        let attempted = self.send(endpoint, &delivery).await;
+        metrics::histogram!("webhook_attempt_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        let now_us = to_micros(self.clock.now());
+        let (verdict, last_status, last_error) = self.judge(&attempted, &delivery, now_us);
         let outcome = match verdict {
             AttemptVerdict::Delivered => "delivered",
             AttemptVerdict::RetryAt(_) => "retry",
