@@ -236,13 +236,16 @@ impl Wings {
     }
 }
 
+/// A payment provider, and Stripe's client when it is Stripe.
+type Provider = (Arc<dyn PaymentProvider>, Option<Arc<Stripe>>);
+
 /// The payment provider the settings name, and Stripe's client when it is
 /// Stripe (its webhook and the seat map's Stripe.js need it too).
 fn payment_provider(
     store: &Store,
     settings: &Settings,
     clock: &Arc<dyn Clock>,
-) -> anyhow::Result<(Arc<dyn PaymentProvider>, Option<Arc<Stripe>>)> {
+) -> anyhow::Result<Provider> {
     Ok(match &settings.payment_provider {
         ProviderSettings::Simulator => (
             Arc::new(Simulator::new(

@@ -232,10 +232,7 @@ impl Database {
     }
 
     pub fn kind(&self) -> StoreKind {
-        match self.backend() {
-            Backend::Postgres(_) => StoreKind::Postgres,
-            Backend::Sqlite(_) => StoreKind::Sqlite,
-        }
+        self.backend().kind()
     }
 
     /// Applies the migrations of this store's dialect (idempotent), then, on

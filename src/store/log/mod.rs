@@ -69,6 +69,8 @@ impl EventLog {
         Ok(())
     }
 
+    /// Events of one stream with a sequence above `after`, in order, through
+    /// the cqrs-es repository of the store.
     pub async fn stream_events<A: Aggregate>(
         &self,
         aggregate_id: &str,
@@ -130,7 +132,6 @@ impl EventLog {
     }
 
     /// `(position, recorded_at_us)` of every event in global order (diagnostics).
-
     pub async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
         on_store!(self, read pool => {
             sqlx::query_as("SELECT position, recorded_at_us FROM events ORDER BY position")
