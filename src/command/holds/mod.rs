@@ -6,15 +6,23 @@
 //! always a decision, never the conflict itself.
 //!
 //! By step: `request` (what is asked, checked against the show), `place`
-//! (deciding and appending a new hold, or answering an idempotent retry),
-//! `best` (best available: choosing the seats, then placing them), `read`
+//! (the handler placing a new hold, or answering an idempotent retry),
+//! `placement` (what every placing decision shares), `place_seats` and
+//! `place_pool` (the decisions placing listed seats, or places of a pool),
+//! `best` (best available: the decision that chooses the seats and places
+//! them) and `claims` (what concurrent choices of this instance keep from
+//! each other), `read`
 //! (a stored hold as the API shows it), `release` (ending a hold before it
 //! is bought: released by the buyer, or expired by the sweeper) and
 //! `extend` (moving an active hold's expiry on, up to the show's cap).
 
 mod best;
+mod claims;
 pub(crate) mod extend;
 mod place;
+mod place_pool;
+mod place_seats;
+mod placement;
 mod read;
 mod release;
 mod request;
@@ -129,7 +137,7 @@ pub struct HoldService {
     availability: Arc<AvailabilityCache>,
     /// Who is admitted on a show with a waiting room.
     queue: Arc<QueueService>,
-    claims: best::Claims,
+    claims: claims::Claims,
 }
 
 impl HoldService {
@@ -148,7 +156,7 @@ impl HoldService {
             rounds,
             availability,
             queue,
-            claims: best::Claims::default(),
+            claims: claims::Claims::default(),
         }
     }
 
