@@ -14,7 +14,9 @@
 //! other streams (best available: a chosen seat was taken, so it chooses
 //! again from what the round showed it). It answers [`Decision::Replan`]
 //! with the streams it needs now, and the round locks those instead, as
-//! one of its bounded rounds ([`Decides::MAX_PLANS`]). So the only loops
+//! one of its bounded rounds ([`Decides::MAX_PLANS`]). The streams of one
+//! plan are let go before the next plan's are locked, so a plan never
+//! holds streams while waiting for others out of order. So the only loops
 //! that decide again live here; the handlers run a round once.
 //!
 //! Lock order, one for the whole process, kept here and nowhere else: the
