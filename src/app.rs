@@ -14,7 +14,7 @@ use crate::auth::TokenKeys;
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
-use crate::command::holds::HoldService;
+use crate::command::holds::{HoldReads, HoldService};
 use crate::command::queue::QueueService;
 use crate::command::round::Rounds;
 use crate::edge::EdgeSettings;
@@ -147,10 +147,13 @@ impl Wings {
             rounds.clone(),
             Arc::new(QueueBook::new(store.log())),
         ));
+        let reads = HoldReads {
+            records: store.holds(),
+            keys: store.idempotency_keys(),
+            shows: store.shows(),
+        };
         let holds = Arc::new(HoldService::new(
-            store.holds(),
-            store.idempotency_keys(),
-            store.shows(),
+            reads,
             catalog.clone(),
             clock.clone(),
             rounds.clone(),
@@ -165,7 +168,6 @@ impl Wings {
             clock.clone(),
             payments,
             rounds,
-            settings.currency,
             settings.payment_timeout,
         ));
         Ok(Self {

@@ -319,6 +319,11 @@ impl ShowCatalog {
         }
     }
 
+    /// The currency of a show whose definition names none.
+    pub fn default_currency(&self) -> Currency {
+        self.default_currency
+    }
+
     fn cached(&self, show_id: &ShowId) -> Option<Arc<CatalogEntry>> {
         let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
         cache.get(show_id).cloned()

@@ -2,7 +2,11 @@
 //! seed is drawn; an operator changes the rate; the room keeper pauses,
 //! resumes and closes it as the show's inventory comes and goes. Each is a
 //! decision of `domain::waiting_room` run by the round; a buyer's standing
-//! is read from the queue book (`query::queue`), never stored.
+//! is read from the queue book (`query::queue`), never stored. The
+//! decisions live beside: `join` (`Joining`) and `room` (`RoomChange`).
+
+mod join;
+mod room;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,8 +16,8 @@ use chrono::{DateTime, Utc};
 use domain::ids::{BuyerId, ShowId};
 use domain::seat::SeatStatus;
 use domain::waiting_room::{
-    self, entry_stream_id, room_stream_id, CloseReason, JoinQueue, QueueEntry, QueueError, Room,
-    RoomCommand, RoomError, RoomEvent, RoomSettings, Standing,
+    self, entry_stream_id, room_stream_id, CloseReason, JoinQueue, QueueEntry, Room, RoomCommand,
+    RoomEvent, RoomSettings, Standing,
 };
 use projections::rows::Rows;
 use serde::Serialize;
@@ -21,11 +25,13 @@ use serde::Serialize;
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
-use crate::command::round::{Decided, Decision, Round, RoundError, Rounds, Settled};
+use crate::command::round::{Round, RoundError, Rounds, Settled};
 use crate::command::streams::{Inventory, Stream, StreamCache};
 use crate::query::availability::Current;
 use crate::query::queue::{QueueBook, ShowQueue};
 use crate::store::{EventLog, StoreError};
+use join::Joining;
+use room::RoomChange;
 
 /// The actor recorded on the room's own events (seed, pauses, the close).
 pub const ROOM_ACTOR: &str = "system:room";
@@ -370,19 +376,11 @@ impl QueueService {
         };
         let units = vec![(entry_stream_id(show_id, &buyer), key)];
         let round = Round::new("join", ctx);
-        let settled = self
-            .rounds
-            .run(round, units, |view| {
-                let (entry, _): (&QueueEntry, _) = view.units[0];
-                match waiting_room::join(entry, &room, &command, view.now) {
-                    Ok(events) => {
-                        let joined = !events.is_empty();
-                        Ok(Decision::Append(Decided::units(vec![events]), joined))
-                    }
-                    Err(QueueError::SoldOut) => Err(WaitingRoomError::SoldOut),
-                }
-            })
-            .await?;
+        let mut joining = Joining {
+            room: &room,
+            command: &command,
+        };
+        let settled = self.rounds.run(round, units, &mut joining).await?;
         let new = matches!(settled, Settled::Appended(true));
         if new {
             self.book.joined(show_id, buyer.clone()).await;
@@ -605,19 +603,10 @@ impl QueueService {
             show_id: show_id.clone(),
         };
         let units = vec![(room_stream_id(show_id), key)];
+        let mut change = RoomChange { command: &command };
         let version = self
             .rounds
-            .run(Round::new("room", ctx), units, |view| {
-                let (room, _): (&Room, _) = view.units[0];
-                match waiting_room::decide(room, &command) {
-                    Ok(events) => {
-                        let version = room.version + events.len() as u64;
-                        Ok(Decision::Append(Decided::units(vec![events]), version))
-                    }
-                    Err(RoomError::Settings(e)) => Err(WaitingRoomError::Invalid(e.to_string())),
-                    Err(RoomError::Closed) => Err(WaitingRoomError::SoldOut),
-                }
-            })
+            .run(Round::new("room", ctx), units, &mut change)
             .await?;
         let version = match version {
             Settled::Appended(v) | Settled::Answered(v) => v,

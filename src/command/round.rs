@@ -6,8 +6,18 @@
 //! versions it decided on, and fold the events into the caches; or, refused
 //! because another instance got there first, forget what it knew and do it
 //! all again, at most [`MAX_DECIDE_ROUNDS`] times. [`Rounds::run`] is that
-//! loop. A command brings its decision: a pure function of the streams as
-//! locked (a [`View`]) to the events of each ([`Decided`]).
+//! loop. A command brings its decision, a named type ([`Decides`]): a pure
+//! function of the streams as locked (a [`View`]) to the events of each
+//! ([`Decided`]).
+//!
+//! A decision may also find, from the streams as locked, that it needs
+//! other streams (best available: a chosen seat was taken, so it chooses
+//! again from what the round showed it). It answers [`Decision::Replan`]
+//! with the streams it needs now, and the round locks those instead, as
+//! one of its bounded rounds ([`Decides::MAX_PLANS`]). The streams of one
+//! plan are let go before the next plan's are locked, so a plan never
+//! holds streams while waiting for others out of order. So the only loops
+//! that decide again live here; the handlers run a round once.
 //!
 //! Lock order, one for the whole process, kept here and nowhere else: the
 //! checkout, then the buyer's allowance, then the units (seats in stream-id
@@ -202,9 +212,17 @@ pub enum Decision<U: Stream, T> {
     Append(Decided<U>, T),
     /// Nothing to write: answer `T` now.
     Answer(T),
+    /// The streams as this process holds them are past what the command
+    /// applies to (another process moved them on): answer `T`, and forget
+    /// them, so that whoever looks next reads them from the store.
+    Moved(T),
     /// The decision would refuse, but some unit was only assumed empty:
     /// read every unit and decide again (at the same `now`).
     ReadAll,
+    /// These streams, not the ones locked, are what the command needs (the
+    /// decision learned it from the streams as locked): lock them instead
+    /// and decide again, at most [`Decides::MAX_PLANS`] plans in all.
+    Replan(Vec<(String, U::Key)>),
 }
 
 impl<U: Stream, T> Decision<U, T> {
@@ -212,9 +230,49 @@ impl<U: Stream, T> Decision<U, T> {
         match self {
             Decision::Append(decided, answer) => Decision::Append(decided, f(answer)),
             Decision::Answer(answer) => Decision::Answer(f(answer)),
+            Decision::Moved(answer) => Decision::Moved(f(answer)),
             Decision::ReadAll => Decision::ReadAll,
+            Decision::Replan(units) => Decision::Replan(units),
         }
     }
+}
+
+/// A command's decision on streams of one unit type: a pure function of
+/// the streams as locked, at the round's one `now`, to what follows.
+/// Stateful (`&mut self`) only to remember what earlier rounds of the same
+/// command showed it (best available: the seats it found taken).
+pub trait Decides<U: Stream> {
+    type Output;
+    type Error: RoundError;
+    /// Plans (sets of streams locked) the decision may go through, the
+    /// first included: one, unless it answers [`Decision::Replan`]. Each
+    /// plan has its own [`MAX_DECIDE_ROUNDS`] against conflicts, as a new
+    /// command would.
+    const MAX_PLANS: usize = 1;
+    fn decide(&mut self, view: &View<'_, U>) -> Result<Decision<U, Self::Output>, Self::Error>;
+}
+
+/// A decision on the checkout alone: a step of the drive recorded before
+/// or after a provider call ([`Rounds::run_checkout`]).
+pub trait DecidesCheckout {
+    type Output;
+    type Error: RoundError;
+    fn decide(
+        &mut self,
+        checkout: &Checkout,
+        now: DateTime<Utc>,
+    ) -> Result<CheckoutDecision<Self::Output>, Self::Error>;
+}
+
+/// What a decision on the checkout alone comes to.
+pub enum CheckoutDecision<T> {
+    /// Append these checkout events, then answer `T`.
+    Append(Vec<CheckoutEvent>, T),
+    /// Nothing to write: answer `T`.
+    Answer(T),
+    /// The checkout as cached is past this step: answer `T` and read it
+    /// from the store next time ([`Decision::Moved`]).
+    Moved(T),
 }
 
 /// How a round ended.
@@ -238,6 +296,51 @@ pub trait Decide {
         &mut self,
         view: &View<'_, U>,
     ) -> Result<Decision<U, Self::Output>, Self::Error>;
+}
+
+/// A [`Decide`] on the unit type a hold turned out to have.
+struct OnUnits<'d, D>(&'d mut D);
+
+impl<U: Unit, D: Decide> Decides<U> for OnUnits<'_, D> {
+    type Output = D::Output;
+    type Error = D::Error;
+    fn decide(&mut self, view: &View<'_, U>) -> Result<Decision<U, D::Output>, D::Error> {
+        self.0.decide(view)
+    }
+}
+
+/// A [`DecidesCheckout`] as a round without units. The round is generic
+/// over its unit type; with no units, which one is a formality, kept here.
+struct CheckoutAlone<'d, D>(&'d mut D);
+
+impl<D: DecidesCheckout> Decides<Seat> for CheckoutAlone<'_, D> {
+    type Output = D::Output;
+    type Error = D::Error;
+    fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, D::Output>, D::Error> {
+        let checkout = view
+            .checkout
+            .ok_or_else(|| D::Error::bug("a checkout round without its checkout".into()))?;
+        Ok(match self.0.decide(checkout, view.now)? {
+            CheckoutDecision::Append(events, answer) => Decision::Append(
+                Decided {
+                    checkout: events,
+                    ..Decided::units(Vec::new())
+                },
+                answer,
+            ),
+            CheckoutDecision::Answer(answer) => Decision::Answer(answer),
+            CheckoutDecision::Moved(answer) => Decision::Moved(answer),
+        })
+    }
+}
+
+/// How one round of a command ended.
+enum Ended<T, K> {
+    Settled(Settled<T>),
+    /// Refused at the append: another process got there first.
+    Conflict,
+    /// The decision asked for these streams instead.
+    Replan(Vec<(String, K)>),
 }
 
 /// The owner of command rounds: the store, the clock and this process's
@@ -296,57 +399,99 @@ impl Rounds {
         &self,
         round: Round<'_>,
         units: HoldUnits,
-        mut decision: D,
+        decision: &mut D,
     ) -> Result<Settled<D::Output>, D::Error> {
         match units {
             HoldUnits::Seats(units) => {
-                let decide = |view: &View<'_, Seat>| decision.decide(view);
-                self.run(round, units, decide).await
+                self.run::<Seat, _>(round, units, &mut OnUnits(decision))
+                    .await
             }
             HoldUnits::Pool(units) => {
-                let decide = |view: &View<'_, PoolShard>| decision.decide(view);
-                self.run(round, units, decide).await
+                self.run::<PoolShard, _>(round, units, &mut OnUnits(decision))
+                    .await
             }
         }
+    }
+
+    /// Runs `decision` on the round's checkout alone (see
+    /// [`Round::with_checkout`]).
+    pub async fn run_checkout<D: DecidesCheckout>(
+        &self,
+        round: Round<'_>,
+        decision: &mut D,
+    ) -> Result<Settled<D::Output>, D::Error> {
+        self.run::<Seat, _>(round, Vec::new(), &mut CheckoutAlone(decision))
+            .await
     }
 
     /// One command: locks the round's streams and `units` in the one order,
     /// brings them up to date, decides at one `now`, appends, and folds the
     /// events in; refused, it decides again, up to [`MAX_DECIDE_ROUNDS`]
-    /// times.
-    pub async fn run<U: Stream, T, E: RoundError>(
+    /// times; asked for other streams ([`Decision::Replan`]), it locks those
+    /// and starts again, up to [`Decides::MAX_PLANS`] plans.
+    pub async fn run<U: Stream, D: Decides<U>>(
         &self,
         mut round: Round<'_>,
         mut units: Vec<(String, U::Key)>,
-        mut decide: impl FnMut(&View<'_, U>) -> Result<Decision<U, T>, E>,
-    ) -> Result<Settled<T>, E> {
+        decision: &mut D,
+    ) -> Result<Settled<D::Output>, D::Error> {
         U::sort(&mut units);
-        for _ in 0..MAX_DECIDE_ROUNDS {
-            let mut locked = self.lock(&mut round, &units).await?;
-            let now = self.clock.now();
-            let (decided, answer) = match self.decide(&round, &mut locked, now, &mut decide).await?
-            {
-                Decision::Append(decided, answer) if !decided.is_empty() => (decided, answer),
-                Decision::Append(_, answer) | Decision::Answer(answer) => {
-                    return Ok(Settled::Answered(answer))
-                }
-                Decision::ReadAll => {
-                    return Err(E::bug(format!(
-                        "{}: asked to read streams it had read",
-                        round.command
-                    )))
-                }
-            };
-            match self.append(&mut round, &mut locked, now, decided).await? {
-                AppendOutcome::Appended => return Ok(Settled::Appended(answer)),
-                AppendOutcome::IdempotencyKeyTaken => return Ok(Settled::KeyTaken),
-                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => {
+        let mut plans = 1;
+        let mut conflicts = 0;
+        while conflicts < MAX_DECIDE_ROUNDS {
+            match self.once(&mut round, &units, decision).await? {
+                Ended::Settled(settled) => return Ok(settled),
+                Ended::Conflict => {
                     metrics::counter!("append_conflicts_total", "command" => round.command)
                         .increment(1);
+                    conflicts += 1;
+                }
+                Ended::Replan(_) if plans >= D::MAX_PLANS => break,
+                Ended::Replan(next) => {
+                    // A new plan is a new command on other streams: its
+                    // own conflicts are counted afresh.
+                    plans += 1;
+                    conflicts = 0;
+                    units = next;
+                    U::sort(&mut units);
                 }
             }
         }
-        Err(E::contended())
+        Err(D::Error::contended())
+    }
+
+    /// One round: lock, decide at one `now`, append. The locks are let go
+    /// when it returns, whatever it came to.
+    async fn once<U: Stream, D: Decides<U>>(
+        &self,
+        round: &mut Round<'_>,
+        units: &[(String, U::Key)],
+        decision: &mut D,
+    ) -> Result<Ended<D::Output, U::Key>, D::Error> {
+        let mut locked = self.lock(round, units).await?;
+        let now = self.clock.now();
+        let (decided, answer) = match self.decide(round, &mut locked, now, decision).await? {
+            Decision::Append(decided, answer) if !decided.is_empty() => (decided, answer),
+            Decision::Append(_, answer) | Decision::Answer(answer) => {
+                return Ok(Ended::Settled(Settled::Answered(answer)))
+            }
+            Decision::Moved(answer) => {
+                Tracked::of(round, &mut locked).invalidate();
+                return Ok(Ended::Settled(Settled::Answered(answer)));
+            }
+            Decision::Replan(next) => return Ok(Ended::Replan(next)),
+            Decision::ReadAll => {
+                return Err(D::Error::bug(format!(
+                    "{}: asked to read streams it had read",
+                    round.command
+                )))
+            }
+        };
+        Ok(match self.append(round, &mut locked, now, decided).await? {
+            AppendOutcome::Appended => Ended::Settled(Settled::Appended(answer)),
+            AppendOutcome::IdempotencyKeyTaken => Ended::Settled(Settled::KeyTaken),
+            AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => Ended::Conflict,
+        })
     }
 
     /// Locks the buyer's allowance, then the units (in the order they are
@@ -383,13 +528,13 @@ impl Rounds {
 
     /// Runs the decision on the locked streams at `now`; when it asks, reads
     /// the streams only assumed new and runs it again.
-    async fn decide<U: Stream, T, E: RoundError>(
+    async fn decide<U: Stream, D: Decides<U>>(
         &self,
         round: &Round<'_>,
         locked: &mut Locked<'_, U>,
         now: DateTime<Utc>,
-        decide: &mut impl FnMut(&View<'_, U>) -> Result<Decision<U, T>, E>,
-    ) -> Result<Decision<U, T>, E> {
+        decision: &mut D,
+    ) -> Result<Decision<U, D::Output>, D::Error> {
         let limit = round.limit.as_ref().map(|l| l.limit);
         let mut assumed_new = locked.streams.iter().any(|s| !s.is_loaded());
         loop {
@@ -405,7 +550,7 @@ impl Rounds {
                     .collect(),
                 assumed_new,
             };
-            match decide(&view)? {
+            match decision.decide(&view)? {
                 Decision::ReadAll if assumed_new => {
                     refresh_all(&self.log, &mut locked.streams).await?;
                     assumed_new = false;
@@ -426,17 +571,14 @@ impl Rounds {
         decided: Decided<U>,
     ) -> Result<AppendOutcome, StoreError> {
         let batch = batch(round, now, &decided, locked)?;
-        let mut streams = Tracked {
-            units: &mut locked.streams,
-            allowance: locked.allowance.as_mut(),
-            checkout: round.checkout.as_deref_mut(),
-        };
+        let outcome_mark = round.outcome.clone();
+        let mut streams = Tracked::of(round, locked);
         streams.before_append();
         // From here the write may land whatever happens to this future:
         // a command's outcome is then awaited by the request timer, not cut
         // (a checkout's step is finished by recovery instead).
         if streams.checkout.is_none() {
-            round.outcome.begin();
+            outcome_mark.begin();
         }
         let outcome = self.log.append(&batch).await;
         match outcome {
@@ -508,7 +650,15 @@ struct Tracked<'r, U: Stream> {
     checkout: Option<&'r mut CheckoutLock>,
 }
 
-impl<U: Stream> Tracked<'_, U> {
+impl<'r, U: Stream> Tracked<'r, U> {
+    fn of(round: &'r mut Round<'_>, locked: &'r mut Locked<'_, U>) -> Self {
+        Self {
+            units: &mut locked.streams,
+            allowance: locked.allowance.as_mut(),
+            checkout: round.checkout.as_deref_mut(),
+        }
+    }
+
     fn before_append(&mut self) {
         self.units.iter_mut().for_each(LockedStream::before_append);
         self.allowance.iter_mut().for_each(|s| s.before_append());
@@ -533,5 +683,35 @@ impl<U: Stream> Tracked<'_, U> {
         if let Some(stream) = self.checkout {
             stream.appended(decided.checkout);
         }
+    }
+}
+
+/// The streams a decision is given in a unit test, without a store: read
+/// (none assumed new), no allowance, no checkout unless added.
+#[cfg(test)]
+impl<'v, U: Stream> View<'v, U> {
+    pub(crate) fn given(now: DateTime<Utc>, units: Vec<(&'v U, &'v U::Key)>) -> Self {
+        Self {
+            now,
+            checkout: None,
+            allowance: None,
+            units,
+            assumed_new: false,
+        }
+    }
+
+    pub(crate) fn with_checkout(mut self, checkout: &'v Checkout) -> Self {
+        self.checkout = Some(checkout);
+        self
+    }
+
+    pub(crate) fn with_allowance(mut self, allowance: &'v Allowance, limit: u32) -> Self {
+        self.allowance = Some((allowance, limit));
+        self
+    }
+
+    pub(crate) fn assuming_new(mut self) -> Self {
+        self.assumed_new = true;
+        self
     }
 }

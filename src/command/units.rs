@@ -342,3 +342,29 @@ pub fn units_of(record: &HoldRecord, show: &Show) -> Result<HoldUnits, StoreErro
         }
     }
 }
+
+/// Units as a decision's tests are given them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use chrono::{DateTime, Duration, Utc};
+    use domain::ids::{BuyerId, HoldId};
+    use domain::seat::{self, Seat, SeatCommand};
+
+    pub(crate) fn now() -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
+    }
+
+    /// A seat `hold_id` holds from `now()` for ten minutes.
+    pub(crate) fn seat_held_by(hold_id: HoldId) -> Seat {
+        let mut seat = Seat::default();
+        let command = SeatCommand::PlaceHold {
+            hold_id,
+            buyer: BuyerId::parse("buyer-1").expect("a buyer"),
+            expires_at: now() + Duration::minutes(10),
+        };
+        for event in seat::decide(&seat, &command, now()).expect("a free seat is held") {
+            cqrs_es::Aggregate::apply(&mut seat, event);
+        }
+        seat
+    }
+}

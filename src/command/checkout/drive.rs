@@ -95,13 +95,12 @@ impl CheckoutService {
                 currency,
                 payment_id: None,
             } => {
-                let currency = currency.unwrap_or(self.default_currency);
-                let amount_minor = currency
-                    .minor_units(amount_cents)
-                    .map_err(|e| CheckoutError::Bug(format!("pricing a payment: {e}")))?;
+                // A checkout recorded before currencies is in the service's
+                // default one (the catalog's, for shows that name none).
+                let currency = currency.unwrap_or(self.catalog.default_currency());
                 let request = PaymentRequest {
                     idempotency_key: &idempotency_key,
-                    amount_minor,
+                    amount_minor: minor_units(currency, amount_cents)?,
                     currency,
                     payment_method: &payment_method,
                     hold_id: record.hold_id,
@@ -113,15 +112,7 @@ impl CheckoutService {
                 attempt,
                 payment_id: Some(payment_id),
                 ..
-            } => {
-                let payment = if progress.prepared_here.as_deref() == Some(&payment_id) {
-                    let key = Checkout::operation_key(&payment_id, "confirm");
-                    self.call(self.payments.authorize(&payment_id, &key)).await
-                } else {
-                    self.authorize_unless_sent(&payment_id).await
-                };
-                (attempt, payment)
-            }
+            } => (attempt, self.authorize(&payment_id, progress).await),
             Phase::ActionRequired {
                 attempt,
                 payment_id,
@@ -265,6 +256,21 @@ impl CheckoutService {
                 Ok(recorded.then_some(payment_id))
             }
             Err(error) => Err(self.attempt_failed(ctx, checkout, attempt, error).await?),
+        }
+    }
+
+    /// Authorizes the attempt's payment: at once if this drive prepared it
+    /// (it was never sent), else only after reading it.
+    async fn authorize(
+        &self,
+        payment_id: &str,
+        progress: &Progress,
+    ) -> Result<Payment, PaymentError> {
+        if progress.prepared_here.as_deref() == Some(payment_id) {
+            let key = Checkout::operation_key(payment_id, "confirm");
+            self.call(self.payments.authorize(payment_id, &key)).await
+        } else {
+            self.authorize_unless_sent(payment_id).await
         }
     }
 
@@ -509,6 +515,13 @@ impl CheckoutService {
         metrics::counter!("refunds_total").increment(1);
         Ok(refund.refund_id)
     }
+}
+
+/// A price in the currency's minor units, as the provider takes it.
+fn minor_units(currency: Currency, amount_cents: i64) -> Result<i64, CheckoutError> {
+    currency
+        .minor_units(amount_cents)
+        .map_err(|e| CheckoutError::Bug(format!("pricing a payment: {e}")))
 }
 
 /// Why a hold no longer holds at `now`, if it does not.

@@ -198,13 +198,13 @@ impl CheckoutService {
         let round = Round::new("finish", ctx)
             .with_checkout(checkout)
             .counting(BuyerLimit::of(&entry.show, &record.buyer));
-        let finishing = Finishing {
+        let mut finishing = Finishing {
             hold_id: record.hold_id,
             booking_id: Checkout::booking_id_for(record.hold_id),
             finish,
         };
         let units = units_of(record, &entry.show)?;
-        match self.rounds.run_on(round, units, finishing).await? {
+        match self.rounds.run_on(round, units, &mut finishing).await? {
             Settled::Appended(finished) | Settled::Answered(finished) => Ok(finished),
             Settled::KeyTaken => Err(CheckoutError::Bug(
                 "a checkout's last step took an idempotency key".into(),
@@ -228,5 +228,87 @@ impl CheckoutService {
         } else {
             RefundReason::HoldExpired
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::checkout::{CheckoutEvent, Phase};
+    use domain::ids::{BuyerId, SeatId, ShowId};
+    use domain::money::Currency;
+    use domain::seat::{Seat, SeatEvent};
+
+    use super::*;
+    use crate::command::units::fixtures::{now, seat_held_by};
+    use crate::command::units::SeatKey;
+
+    fn key() -> SeatKey {
+        let show_id = ShowId::parse("show").expect("a show id");
+        SeatKey::unit(&show_id, &SeatId::parse("A-1").expect("a seat id")).1
+    }
+
+    /// A checkout of `hold_id` whose payment is authorized.
+    fn authorized(hold_id: HoldId) -> Checkout {
+        let mut checkout = Checkout::default();
+        let steps = [
+            CheckoutCommand::RequestPurchase {
+                hold_id,
+                show_id: ShowId::parse("show").expect("a show id"),
+                buyer: BuyerId::parse("buyer-1").expect("a buyer"),
+                payment_method: "pm_card_visa".into(),
+                amount_cents: 1000,
+                currency: Currency::EUR,
+            },
+            CheckoutCommand::RecordPaymentCreated {
+                attempt: 1,
+                payment_id: "pi_1".into(),
+            },
+            CheckoutCommand::RecordAuthorization { attempt: 1 },
+        ];
+        for command in &steps {
+            for event in decide(&checkout, command).expect("the next step applies") {
+                cqrs_es::Aggregate::apply(&mut checkout, event);
+            }
+        }
+        assert!(matches!(checkout.phase, Phase::Authorized { .. }));
+        checkout
+    }
+
+    fn converting(hold_id: HoldId) -> Finishing {
+        Finishing {
+            hold_id,
+            booking_id: Checkout::booking_id_for(hold_id),
+            finish: Finish::Convert,
+        }
+    }
+
+    #[test]
+    fn it_should_convert_the_units_and_the_checkout_in_one_decision() {
+        let hold_id = HoldId::random();
+        let (seat, key, checkout) = (seat_held_by(hold_id), key(), authorized(hold_id));
+        let view = View::given(now(), vec![(&seat, &key)]).with_checkout(&checkout);
+        let Ok(Decision::Append(decided, Finished::Done)) = converting(hold_id).decide(&view)
+        else {
+            panic!("an authorized checkout of a held seat converts");
+        };
+        assert!(matches!(
+            decided.units.as_slice(),
+            [events] if matches!(events.as_slice(), [SeatEvent::HoldConverted { .. }])
+        ));
+        assert!(matches!(
+            decided.checkout.as_slice(),
+            [CheckoutEvent::CheckoutConverted { .. }]
+        ));
+    }
+
+    #[test]
+    fn it_should_answer_lost_when_a_unit_no_longer_holds_the_hold() {
+        let hold_id = HoldId::random();
+        let (free, key, checkout) = (Seat::default(), key(), authorized(hold_id));
+        let view = View::given(now(), vec![(&free, &key)]).with_checkout(&checkout);
+        assert!(matches!(
+            converting(hold_id).decide(&view),
+            Ok(Decision::Answer(Finished::Lost(_)))
+        ));
     }
 }

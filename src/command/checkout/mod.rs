@@ -19,8 +19,10 @@
 //! says a payment moved.
 //!
 //! By step: `purchase` (pricing the hold and starting the drive), `drive`
-//! (one step per phase), `finish` (the appends on the units: convert, or
-//! free them for a cancellation or a reversal), `booking` (the answer,
+//! (one step per phase), `record` (the decision recording a step on the
+//! checkout alone, before or after a provider call), `finish` (the
+//! decision on the units: convert, or free them for a cancellation or a
+//! reversal), `booking` (the answer,
 //! reading and cancelling a booking), `waiting` (the hold while the buyer
 //! authenticates) and `recover`.
 
@@ -28,6 +30,7 @@ mod booking;
 mod drive;
 mod finish;
 mod purchase;
+mod record;
 mod recover;
 mod waiting;
 
@@ -35,16 +38,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use domain::checkout::{decide, CheckoutCommand, RefundReason};
+use domain::checkout::RefundReason;
 use domain::ids::{BookingId, HoldId};
-use domain::money::Currency;
-use domain::seat::Seat;
 use serde::Serialize;
 
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
-use crate::command::context::RequestContext;
-use crate::command::round::{CheckoutLock, Decided, Decision, Round, RoundError, Rounds, Settled};
+use crate::command::round::{RoundError, Rounds};
 use crate::payment::{BuyerAction, Decline, PaymentProvider};
 use crate::store::{Checkouts, Holds, StoreError};
 
@@ -57,10 +57,14 @@ use crate::store::{Checkouts, Holds, StoreError};
 /// `busy`.
 pub const DEFAULT_PAYMENT_TIMEOUT: Duration = Duration::from_secs(25);
 
-/// Steps one request may drive a checkout through. A purchase needs at most
-/// seven (request, prepare, authorize, convert, capture; or void request
-/// and void); the rest absorb conflicts with another instance driving the
-/// same checkout.
+/// Steps one request may drive a checkout through: the drive walks the
+/// checkout's phases (each step one round, and a provider call), it does
+/// not retry them. A purchase needs at most seven (request, prepare,
+/// authorize, convert, capture; or void request and void); a step that
+/// finds the checkout moved on by another process (a retry on another
+/// instance, recovery, a webhook) is answered by reading the new phase and
+/// taking its step, which the rest leave room for, so that a drive racing
+/// another still ends, with 503 `busy` at worst.
 pub const MAX_DRIVE_STEPS: usize = 16;
 
 /// The actor recorded on events the recovery worker appends.
@@ -227,8 +231,6 @@ pub struct CheckoutService {
     clock: Arc<dyn Clock>,
     payments: Arc<dyn PaymentProvider>,
     rounds: Arc<Rounds>,
-    /// The currency of a checkout recorded before currencies.
-    default_currency: Currency,
     /// How long one provider call may take (`DEFAULT_PAYMENT_TIMEOUT`).
     payment_timeout: Duration,
 }
@@ -241,7 +243,6 @@ impl CheckoutService {
         clock: Arc<dyn Clock>,
         payments: Arc<dyn PaymentProvider>,
         rounds: Arc<Rounds>,
-        default_currency: Currency,
         payment_timeout: Duration,
     ) -> Self {
         Self {
@@ -251,7 +252,6 @@ impl CheckoutService {
             clock,
             payments,
             rounds,
-            default_currency,
             payment_timeout,
         }
     }
@@ -259,49 +259,5 @@ impl CheckoutService {
     /// The provider this service pays through (`simulator`, `stripe`).
     pub fn provider(&self) -> &'static str {
         self.payments.name()
-    }
-
-    /// Decides and appends one checkout command on its own. Returns whether
-    /// it applies (appended, or nothing to append); false: the checkout is
-    /// past it (another process moved it), and the drive reads it again.
-    async fn record(
-        &self,
-        ctx: &RequestContext,
-        checkout: &mut CheckoutLock,
-        command: &CheckoutCommand,
-    ) -> Result<bool, CheckoutError> {
-        let round = Round::new("checkout", ctx).with_checkout(checkout);
-        let settled = self
-            .rounds
-            .run::<Seat, _, CheckoutError>(round, Vec::new(), |view| {
-                let Some(checkout) = view.checkout else {
-                    return Err(CheckoutError::Bug(
-                        "a checkout round without its checkout".into(),
-                    ));
-                };
-                Ok(match decide(checkout, command) {
-                    Ok(events) => Decision::Append(
-                        Decided {
-                            checkout: events,
-                            ..Decided::units(Vec::new())
-                        },
-                        true,
-                    ),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "checkout command no longer applies");
-                        Decision::Answer(false)
-                    }
-                })
-            })
-            .await?;
-        let applies = match settled {
-            Settled::Appended(applies) | Settled::Answered(applies) => applies,
-            Settled::KeyTaken => false,
-        };
-        if !applies {
-            // Read the phase again from the store, not from this cache.
-            checkout.invalidate();
-        }
-        Ok(applies)
     }
 }

@@ -75,14 +75,14 @@ impl HoldService {
         refuse_ended(&record, self.clock.now())?;
         let entry = self.show(&record.show_id).await?;
         let round = Round::new("extend", ctx).counting(BuyerLimit::of(&entry.show, &record.buyer));
-        let extending = Extending {
+        let mut extending = Extending {
             hold_id: *hold_id,
             ttl: entry.show.hold_ttl(),
             max_hold: entry.show.max_hold(),
         };
         let settled = self
             .rounds
-            .run_on(round, units_of(&record, &entry.show)?, extending)
+            .run_on(round, units_of(&record, &entry.show)?, &mut extending)
             .await?;
         let (Settled::Appended(decided) | Settled::Answered(decided)) = settled else {
             return Err(HoldError::Bug(
@@ -117,13 +117,13 @@ pub(crate) async fn extend_hold(
     show: &Show,
 ) -> Result<Result<(), Refusal>, HoldError> {
     let round = Round::new("extend", ctx).counting(BuyerLimit::of(show, &record.buyer));
-    let extending = Extending {
+    let mut extending = Extending {
         hold_id: record.hold_id,
         ttl: show.hold_ttl(),
         max_hold: show.max_hold(),
     };
     match rounds
-        .run_on(round, units_of(record, show)?, extending)
+        .run_on(round, units_of(record, show)?, &mut extending)
         .await?
     {
         Settled::Appended(decided) | Settled::Answered(decided) => Ok(decided),
@@ -140,5 +140,60 @@ fn refuse_ended(record: &HoldRecord, now: chrono::DateTime<chrono::Utc>) -> Resu
         HoldStatus::Expired => Err(HoldError::HoldExpired),
         HoldStatus::Released => Err(HoldError::HoldReleased),
         HoldStatus::Converted => Err(HoldError::HoldConverted),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::ids::{SeatId, ShowId};
+    use domain::seat::SeatEvent;
+
+    use super::*;
+    use crate::command::units::fixtures::{now, seat_held_by};
+    use crate::command::units::SeatKey;
+
+    fn key() -> SeatKey {
+        let show_id = ShowId::parse("show").expect("a show id");
+        SeatKey::unit(&show_id, &SeatId::parse("A-1").expect("a seat id")).1
+    }
+
+    #[test]
+    fn it_should_move_the_expiry_on_by_the_ttl() {
+        let hold_id = HoldId::random();
+        let (seat, key) = (seat_held_by(hold_id), key());
+        let mut extending = Extending {
+            hold_id,
+            ttl: Duration::minutes(10),
+            max_hold: Duration::minutes(30),
+        };
+        let later = now() + Duration::minutes(5);
+        let Ok(Decision::Append(decided, Ok(()))) =
+            extending.decide(&View::given(later, vec![(&seat, &key)]))
+        else {
+            panic!("an active hold is extended");
+        };
+        let expected = later + Duration::minutes(10);
+        assert!(matches!(
+            decided.units.as_slice(),
+            [events] if matches!(events.as_slice(), [SeatEvent::HoldExtended { expires_at, .. }] if *expires_at == expected)
+        ));
+    }
+
+    #[test]
+    fn it_should_answer_the_cap_without_appending() {
+        let hold_id = HoldId::random();
+        let (seat, key) = (seat_held_by(hold_id), key());
+        // Placed for ten minutes, at most ten in all: already at the cap.
+        let mut extending = Extending {
+            hold_id,
+            ttl: Duration::minutes(10),
+            max_hold: Duration::minutes(10),
+        };
+        let later = now() + Duration::minutes(5);
+        let decided = extending.decide(&View::given(later, vec![(&seat, &key)]));
+        assert!(matches!(
+            decided,
+            Ok(Decision::Answer(Err(Refusal::ExtensionLimit)))
+        ));
     }
 }

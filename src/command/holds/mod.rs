@@ -6,15 +6,23 @@
 //! always a decision, never the conflict itself.
 //!
 //! By step: `request` (what is asked, checked against the show), `place`
-//! (deciding and appending a new hold, or answering an idempotent retry),
-//! `best` (best available: choosing the seats, then placing them), `read`
+//! (the handler placing a new hold, or answering an idempotent retry),
+//! `placement` (what every placing decision shares), `place_seats` and
+//! `place_pool` (the decisions placing listed seats, or places of a pool),
+//! `best` (best available: the decision that chooses the seats and places
+//! them) and `claims` (what concurrent choices of this instance keep from
+//! each other), `read`
 //! (a stored hold as the API shows it), `release` (ending a hold before it
 //! is bought: released by the buyer, or expired by the sweeper) and
 //! `extend` (moving an active hold's expiry on, up to the show's cap).
 
 mod best;
+mod claims;
 pub(crate) mod extend;
 mod place;
+mod place_pool;
+mod place_seats;
+mod placement;
 mod read;
 mod release;
 mod request;
@@ -120,6 +128,16 @@ impl RoundError for HoldError {
     }
 }
 
+/// What holds read of the database (their writes go through the round).
+pub struct HoldReads {
+    /// Hold records: what a hold is now.
+    pub records: Holds,
+    /// Which hold a buyer's idempotency key made.
+    pub keys: IdempotencyKeys,
+    /// Seat rows, for best available's statuses.
+    pub shows: Shows,
+}
+
 pub struct HoldService {
     /// Hold records (what a hold is now, for reads and retries).
     records: Holds,
@@ -134,20 +152,23 @@ pub struct HoldService {
     availability: Arc<AvailabilityCache>,
     /// Who is admitted on a show with a waiting room.
     queue: Arc<QueueService>,
-    claims: best::Claims,
+    claims: claims::Claims,
 }
 
 impl HoldService {
     pub fn new(
-        records: Holds,
-        keys: IdempotencyKeys,
-        shows: Shows,
+        reads: HoldReads,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         rounds: Arc<Rounds>,
         availability: Arc<AvailabilityCache>,
         queue: Arc<QueueService>,
     ) -> Self {
+        let HoldReads {
+            records,
+            keys,
+            shows,
+        } = reads;
         Self {
             records,
             keys,
@@ -157,7 +178,7 @@ impl HoldService {
             rounds,
             availability,
             queue,
-            claims: best::Claims::default(),
+            claims: claims::Claims::default(),
         }
     }
 

@@ -91,13 +91,58 @@ impl HoldService {
     ) -> Result<(), HoldError> {
         let entry = self.show(&record.show_id).await?;
         let round = Round::new("release", ctx).counting(BuyerLimit::of(&entry.show, &record.buyer));
-        let ending = Ending {
+        let mut ending = Ending {
             hold_id: record.hold_id,
             end,
         };
         self.rounds
-            .run_on(round, units_of(&record, &entry.show)?, ending)
+            .run_on(round, units_of(&record, &entry.show)?, &mut ending)
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::ids::{SeatId, ShowId};
+    use domain::seat::{Seat, SeatEvent};
+
+    use super::*;
+    use crate::command::units::fixtures::{now, seat_held_by};
+    use crate::command::units::SeatKey;
+
+    fn key() -> SeatKey {
+        let show_id = ShowId::parse("show").expect("a show id");
+        SeatKey::unit(&show_id, &SeatId::parse("A-1").expect("a seat id")).1
+    }
+
+    #[test]
+    fn it_should_release_every_unit_the_hold_holds() {
+        let hold_id = HoldId::random();
+        let (seat, key) = (seat_held_by(hold_id), key());
+        let mut ending = Ending {
+            hold_id,
+            end: End::Release,
+        };
+        let Ok(Decision::Append(decided, ())) =
+            ending.decide(&View::given(now(), vec![(&seat, &key)]))
+        else {
+            panic!("a held seat is released");
+        };
+        assert!(matches!(
+            decided.units.as_slice(),
+            [events] if matches!(events.as_slice(), [SeatEvent::HoldReleased { .. }])
+        ));
+    }
+
+    #[test]
+    fn it_should_change_nothing_on_units_the_hold_no_longer_holds() {
+        let (free, key) = (Seat::default(), key());
+        let mut ending = Ending {
+            hold_id: HoldId::random(),
+            end: End::Expire,
+        };
+        let decided = ending.decide(&View::given(now(), vec![(&free, &key)]));
+        assert!(matches!(decided, Ok(Decision::Answer(()))));
     }
 }

@@ -1,0 +1,182 @@
+//! What every way of placing a hold shares (seats, a pool, best
+//! available): the hold's id and idempotency record, the admission check,
+//! the buyer's allowance taken with the units, and the placed hold as the
+//! API shows it. A module of its own so that each placing decision uses it
+//! without importing another's file.
+
+use chrono::{DateTime, Utc};
+use domain::allowance::{AllowanceCommand, AllowanceError};
+use domain::ids::{HoldId, SeatId};
+use domain::pool::PoolCommand;
+use projections::holds::HoldState;
+use projections::time::to_micros;
+
+use super::{HoldError, HoldRequest, HoldView};
+use crate::catalog::CatalogEntry;
+use crate::command::context::RequestContext;
+use crate::command::queue::Admission;
+use crate::command::round::{BuyerLimit, Decided, Decision, Round, View};
+use crate::command::units::Unit;
+use crate::store::{HoldRecord, IdempotencyKeyRow};
+
+/// A hold being placed: its id, who for, on which show, and the
+/// idempotency record to write.
+pub(super) struct Placement<'a> {
+    pub(super) ctx: &'a RequestContext,
+    pub(super) entry: &'a CatalogEntry,
+    pub(super) hold_id: HoldId,
+    pub(super) request_hash: String,
+    /// On a show with a waiting room, what admits the buyer.
+    pub(super) admission: Option<&'a Admission>,
+}
+
+/// Who places a hold on which show, and what admits them (a waiting room).
+pub(super) struct Placing<'a> {
+    pub(super) ctx: &'a RequestContext,
+    pub(super) entry: &'a CatalogEntry,
+    pub(super) admission: Option<&'a Admission>,
+}
+
+/// What a placement holds once appended: until when, which seats, and on
+/// a pool which shards hold how many places.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Held {
+    pub(super) expires_at: DateTime<Utc>,
+    pub(super) seats: Vec<SeatId>,
+    pub(super) parts: Vec<(u32, u32)>,
+}
+
+impl Placement<'_> {
+    pub(super) fn round(&self) -> Round<'static> {
+        Round::new("hold", self.ctx).counting(BuyerLimit::of(&self.entry.show, &self.ctx.actor.id))
+    }
+
+    /// On a show with a waiting room, a hold is placed only by a buyer
+    /// admitted at the decision's `now`.
+    pub(super) fn admitted(&self, now: DateTime<Utc>) -> Result<(), HoldError> {
+        match self.admission {
+            Some(admission) if !admission.admits(now) => Err(HoldError::AdmissionRequired(
+                self.entry.show.show_id.clone(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Until when a hold placed at `now` lasts.
+    pub(super) fn expires_at(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now + self.entry.show.hold_ttl()
+    }
+
+    pub(super) fn pool_command(&self, quantity: u32, expires_at: DateTime<Utc>) -> PoolCommand {
+        PoolCommand::PlaceHold {
+            hold_id: self.hold_id,
+            buyer: self.ctx.actor.id.clone(),
+            quantity,
+            expires_at,
+        }
+    }
+
+    /// The events of a placement of `count` seats or places decided on the
+    /// units, with the buyer's allowance taken at the same `now` (refused
+    /// whole: `BuyerLimitReached`) and the idempotency record.
+    pub(super) fn decided<U: Unit>(
+        &self,
+        view: &View<'_, U>,
+        units: Vec<Vec<U::Event>>,
+        count: u32,
+        held: Held,
+    ) -> Result<Decision<U, Held>, HoldError> {
+        if units.iter().all(Vec::is_empty) {
+            // Every unit holds this hold already: a concurrent request with
+            // the same idempotency key placed it.
+            return Ok(Decision::Answer(held));
+        }
+        let allowance = match view.limit() {
+            Some(limit) => view
+                .allowance(&AllowanceCommand::Take {
+                    hold_id: self.hold_id,
+                    units: count,
+                    expires_at: held.expires_at,
+                    limit,
+                })
+                .map_err(|e| match e {
+                    AllowanceError::LimitReached { limit, current } => {
+                        HoldError::BuyerLimitReached { limit, current }
+                    }
+                    other => HoldError::Bug(format!("taking the allowance: {other}")),
+                })?,
+            None => Vec::new(),
+        };
+        let idempotency = self
+            .ctx
+            .idempotency_key
+            .as_ref()
+            .map(|key| IdempotencyKeyRow {
+                buyer: self.ctx.actor.id.clone(),
+                key: key.clone(),
+                request_hash: self.request_hash.clone(),
+                hold_id: self.hold_id,
+                created_at_us: to_micros(view.now),
+            });
+        let decided = Decided {
+            units,
+            allowance,
+            checkout: Vec::new(),
+            idempotency,
+        };
+        Ok(Decision::Append(decided, held))
+    }
+
+    /// The placed hold as the API shows it.
+    pub(super) fn view(&self, request: &HoldRequest, held: Held, now: DateTime<Utc>) -> HoldView {
+        let pool = match request {
+            HoldRequest::Pool { pool_id, .. } => Some((pool_id.clone(), held.parts)),
+            HoldRequest::Seats(_) | HoldRequest::BestAvailable { .. } => None,
+        };
+        let record = HoldRecord {
+            hold_id: self.hold_id,
+            show_id: self.entry.show.show_id.clone(),
+            buyer: self.ctx.actor.id.clone(),
+            expires_at: held.expires_at,
+            state: HoldState::Held,
+            booking_id: None,
+            seats: held.seats,
+            pool,
+        };
+        HoldView::of(record, self.entry, now)
+    }
+}
+
+/// What the placing decisions' tests share: a show, a buyer, a placement.
+#[cfg(test)]
+pub(super) mod fixtures {
+    use chrono::{DateTime, Utc};
+    use domain::ids::HoldId;
+
+    use super::Placement;
+    use crate::catalog::CatalogEntry;
+    use crate::command::context::RequestContext;
+
+    pub(crate) fn now() -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
+    }
+
+    pub(crate) fn buyer() -> RequestContext {
+        RequestContext::system("buyer-1").expect("a valid buyer")
+    }
+
+    /// A show of 12 seats (S0..S11, section A) and a pool `floor` of 50.
+    pub(crate) fn show() -> CatalogEntry {
+        crate::query::availability::tests::entry(12)
+    }
+
+    pub(crate) fn placement<'a>(ctx: &'a RequestContext, entry: &'a CatalogEntry) -> Placement<'a> {
+        Placement {
+            ctx,
+            entry,
+            hold_id: HoldId::random(),
+            request_hash: "hash".into(),
+            admission: None,
+        }
+    }
+}
