@@ -23,6 +23,7 @@
 //! is the extractor's: `http::extract::BODY_READ_TIMEOUT`, 408, close.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -35,7 +36,7 @@ use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 /// Default for `BOOKING_HEADER_TIMEOUT_SECONDS`: a real client sends its
@@ -350,16 +351,40 @@ pub async fn serve(
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder.http1().keep_alive(true).header_read_timeout(None);
     tokio::pin!(shutdown);
+    while let Some(accepted) = next_connection(&listener, &permits, &mut shutdown).await {
+        tokio::spawn(serve_connection(
+            accepted,
+            router.clone(),
+            builder.clone(),
+            edge,
+            closing_rx.clone(),
+        ));
+    }
+    drop(listener);
+    let _ = closing_tx.send(true);
+    // Every connection holds a permit until it is closed.
+    let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
+    let _ = permits.acquire_many(all).await;
+}
+
+/// The next connection, accepted once a permit is free (so past the cap new
+/// connections wait in the kernel's backlog); `None` once `shutdown` has
+/// completed.
+async fn next_connection(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+    shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> Option<Accepted> {
     loop {
         let permit = tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut *shutdown => return None,
             permit = permits.clone().acquire_owned() => match permit {
                 Ok(permit) => permit,
-                Err(_) => break,
+                Err(_) => return None,
             },
         };
         let (stream, peer) = tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut *shutdown => return None,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -369,6 +394,23 @@ pub async fn serve(
                 }
             },
         };
+        return Some(Accepted::new(stream, peer, permit));
+    }
+}
+
+/// A connection just accepted, with what its task needs. Its watchdog's
+/// clock starts here, at accept, not when the task first runs.
+struct Accepted {
+    io: TokioIo<Watched>,
+    socket: ClientSocket,
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+    /// Held until the connection is closed: the cap on open connections.
+    permit: OwnedSemaphorePermit,
+}
+
+impl Accepted {
+    fn new(stream: TcpStream, peer: SocketAddr, permit: OwnedSemaphorePermit) -> Self {
         let _ = stream.set_nodelay(true);
         let socket = ClientSocket(std::os::fd::AsRawFd::as_raw_fd(&stream));
         let activity = Arc::new(Activity::new());
@@ -376,62 +418,89 @@ pub async fn serve(
             stream,
             activity: activity.clone(),
         });
-        let router = router.clone();
-        let builder = builder.clone();
-        let mut closing = closing_rx.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let service_activity = activity.clone();
-            let service = hyper::service::service_fn(
-                move |mut request: hyper::Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(socket);
-                    // The client's address, as axum's `ConnectInfo` (the
-                    // rate limit of requests without a token is per address).
-                    request.extensions_mut().insert(ConnectInfo(peer));
-                    let in_flight = service_activity.begin();
-                    let router = router.clone();
-                    async move {
-                        let response = router.oneshot(request.map(Body::new)).await?;
-                        // The guard lives as long as the body: dropped when
-                        // hyper has written it out, or given up on it.
-                        Ok::<_, std::convert::Infallible>(response.map(move |body| {
-                            Body::new(body.map_err(move |e| {
-                                let _ = &in_flight;
-                                e
-                            }))
-                        }))
-                    }
-                },
-            );
-            let connection = builder.serve_connection_with_upgrades(io, service);
-            tokio::pin!(connection);
-            tokio::select! {
-                served = connection.as_mut() => {
-                    if let Err(e) = served {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                    return;
-                }
-                // Dropping the connection closes it: nothing is in flight.
-                () = overstayed(&activity, &edge) => return,
-                _ = closing.wait_for(|closing| *closing) => {
-                    connection.as_mut().graceful_shutdown();
-                }
-            }
-            tokio::select! {
-                served = connection.as_mut() => {
-                    if let Err(e) = served {
-                        tracing::debug!(error = %e, "connection ended with an error while closing");
-                    }
-                }
-                // A head that never completes does not hold the shutdown.
-                () = overstayed(&activity, &edge) => {}
-            }
-        });
+        Self {
+            io,
+            socket,
+            peer,
+            activity,
+            permit,
+        }
     }
-    drop(listener);
-    let _ = closing_tx.send(true);
-    // Every connection holds a permit until it is closed.
-    let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
-    let _ = permits.acquire_many(all).await;
+}
+
+/// Serves one connection until it ends or overstays its timers; once
+/// `closing` turns true, asks it to finish its request in flight and close.
+async fn serve_connection(
+    accepted: Accepted,
+    router: Router,
+    builder: hyper_util::server::conn::auto::Builder<TokioExecutor>,
+    edge: EdgeSettings,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) {
+    let Accepted {
+        io,
+        socket,
+        peer,
+        activity,
+        permit: _permit,
+    } = accepted;
+    let service_activity = activity.clone();
+    let service =
+        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            route(&router, socket, peer, &service_activity, request)
+        });
+    let connection = builder.serve_connection_with_upgrades(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        served = connection.as_mut() => {
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            return;
+        }
+        // Dropping the connection closes it: nothing is in flight.
+        () = overstayed(&activity, &edge) => return,
+        _ = closing.wait_for(|closing| *closing) => {
+            connection.as_mut().graceful_shutdown();
+        }
+    }
+    tokio::select! {
+        served = connection.as_mut() => {
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "connection ended with an error while closing");
+            }
+        }
+        // A head that never completes does not hold the shutdown.
+        () = overstayed(&activity, &edge) => {}
+    }
+}
+
+/// Routes one request, with what handlers read from its connection; the
+/// request counts as in flight until its response body is done.
+fn route(
+    router: &Router,
+    socket: ClientSocket,
+    peer: SocketAddr,
+    activity: &Arc<Activity>,
+    mut request: hyper::Request<hyper::body::Incoming>,
+) -> impl std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>>
+       + Send
+       + 'static {
+    request.extensions_mut().insert(socket);
+    // The client's address, as axum's `ConnectInfo` (the
+    // rate limit of requests without a token is per address).
+    request.extensions_mut().insert(ConnectInfo(peer));
+    let in_flight = activity.begin();
+    let router = router.clone();
+    async move {
+        let response = router.oneshot(request.map(Body::new)).await?;
+        // The guard lives as long as the body: dropped when
+        // hyper has written it out, or given up on it.
+        Ok::<_, std::convert::Infallible>(response.map(move |body| {
+            Body::new(body.map_err(move |e| {
+                let _ = &in_flight;
+                e
+            }))
+        }))
+    }
 }

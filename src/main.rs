@@ -31,35 +31,24 @@ fn init_logging(format: LogFormat) {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
+    let settings = settings_from(args)?;
+    let app = build_when_database_ready(settings).await?;
+    tracing::info!(
+        addr = %app.local_addr()?,
+        max_connections = app.max_connections(),
+        "booking is listening"
+    );
+    app.run_until_stopped(shutdown_signal()).await?;
+    tracing::info!("booking stopped");
+    Ok(())
+}
+
+/// The application's settings from the command line and environment.
+fn settings_from(args: ServeArgs) -> anyhow::Result<Settings> {
     let payment_provider = args.payment_provider().map_err(anyhow::Error::msg)?;
     let rate_limits = args.rate_limits();
-    let jwt_secret = match args.jwt_secret {
-        Some(secret) => {
-            booking::auth::check_secret(&secret).map_err(anyhow::Error::msg)?;
-            secret
-        }
-        None => {
-            // Two v4 uuids: 64 hex characters, 244 random bits.
-            let secret = format!(
-                "{}{}",
-                uuid::Uuid::new_v4().simple(),
-                uuid::Uuid::new_v4().simple()
-            );
-            // Straight to stderr, never through tracing: the log (stdout,
-            // often JSON shipped to a log store) must never hold a secret
-            // that signs admin tokens. The operator reads it from the terminal.
-            eprintln!(
-                "BOOKING_JWT_SECRET is not set: this run's random secret is {secret} \
-                 (tokens will not survive a restart; export it to mint tokens with `booking token`)"
-            );
-            tracing::warn!(
-                "BOOKING_JWT_SECRET is not set: using a random secret for this run, \
-                 printed on stderr only"
-            );
-            secret
-        }
-    };
-    let settings = Settings {
+    let jwt_secret = jwt_secret_or_random(args.jwt_secret)?;
+    Ok(Settings {
         addr: args.addr,
         database_url: args.database_url,
         jwt_secret,
@@ -91,16 +80,34 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             retry_window: Duration::from_secs(args.webhook_retry_seconds),
         },
         rate_limits,
-    };
-    let app = build_when_database_ready(settings).await?;
-    tracing::info!(
-        addr = %app.local_addr()?,
-        max_connections = app.max_connections(),
-        "booking is listening"
+    })
+}
+
+/// The configured secret, checked; without one, a random secret for this
+/// run only, told to the operator on stderr.
+fn jwt_secret_or_random(configured: Option<String>) -> anyhow::Result<String> {
+    if let Some(secret) = configured {
+        booking::auth::check_secret(&secret).map_err(anyhow::Error::msg)?;
+        return Ok(secret);
+    }
+    // Two v4 uuids: 64 hex characters, 244 random bits.
+    let secret = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
     );
-    app.run_until_stopped(shutdown_signal()).await?;
-    tracing::info!("booking stopped");
-    Ok(())
+    // Straight to stderr, never through tracing: the log (stdout,
+    // often JSON shipped to a log store) must never hold a secret
+    // that signs admin tokens. The operator reads it from the terminal.
+    eprintln!(
+        "BOOKING_JWT_SECRET is not set: this run's random secret is {secret} \
+         (tokens will not survive a restart; export it to mint tokens with `booking token`)"
+    );
+    tracing::warn!(
+        "BOOKING_JWT_SECRET is not set: using a random secret for this run, \
+         printed on stderr only"
+    );
+    Ok(secret)
 }
 
 /// The longest pause between two attempts to start while no database host

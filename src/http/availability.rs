@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::extract::{PathParams, QueryParams};
 use super::problem::ApiError;
 use super::AppState;
+use crate::catalog::CatalogEntry;
 use crate::query::availability::{render_document, PoolAvailability, RenderError, Summary};
 use crate::query::rendered::Rendered;
 
@@ -69,61 +70,71 @@ pub(super) async fn availability(
 ) -> Result<Response, ApiError> {
     let as_of = match &query.as_of {
         None => None,
-        Some(as_of) => {
-            let as_of = DateTime::parse_from_rfc3339(as_of)
-                .map(|at| at.with_timezone(&Utc))
-                .map_err(|e| {
-                    ApiError::Validation(format!("as_of must be an RFC 3339 time: {e}"))
-                })?;
-            let authorization = headers
-                .get(header::AUTHORIZATION)
-                .map(|v| v.to_str().unwrap_or(""));
-            let actor = state
-                .keys
-                .verify_header(authorization)
-                .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-            if !actor.is_admin() {
-                return Err(ApiError::Forbidden);
-            }
-            Some(as_of)
-        }
+        Some(as_of) => Some(admin_as_of(&state, &headers, as_of)?),
     };
     let entry = super::response::show_entry(&state, &show_id).await?;
+    let section = query.section.as_deref();
     let rendered = match as_of {
-        // The current answer: kept, and served again while still true.
-        None => state
-            .availability
-            .rendered(
-                &state.shows,
-                &entry,
-                query.section.as_deref(),
-                state.clock.as_ref(),
-            )
-            .await
-            .map_err(|e| match e {
-                RenderError::Store(e) => ApiError::from(e),
-                RenderError::Render(e) => ApiError::Internal(e),
-            })?,
-        // The past, from the log: rendered (and compressed) per request;
-        // an admin's audit read, rare, and not worth keeping.
-        Some(as_of) => {
-            if as_of > state.clock.now() {
-                return Err(ApiError::Validation(
-                    "as_of must not be in the future".into(),
-                ));
-            }
-            let past = crate::query::audit::availability_at(&state.log, &entry, as_of).await?;
-            let body = render_document(
-                &entry,
-                query.section.as_deref(),
-                as_of,
-                &past.seats,
-                &past.pools,
-                None,
-            )
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-            Arc::new(Rendered::new(body))
-        }
+        None => current(&state, &entry, section).await?,
+        Some(as_of) => past(&state, &entry, section, as_of).await?,
     };
     Ok(super::etag::answer(&headers, &rendered).await)
+}
+
+/// The instant `as_of` asks for, once parsed and the caller shown to be an
+/// admin (the past is an audit read).
+fn admin_as_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    as_of: &str,
+) -> Result<DateTime<Utc>, ApiError> {
+    let as_of = DateTime::parse_from_rfc3339(as_of)
+        .map(|at| at.with_timezone(&Utc))
+        .map_err(|e| ApiError::Validation(format!("as_of must be an RFC 3339 time: {e}")))?;
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    let actor = state
+        .keys
+        .verify_header(authorization)
+        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+    if !actor.is_admin() {
+        return Err(ApiError::Forbidden);
+    }
+    Ok(as_of)
+}
+
+/// The current answer: kept, and served again while still true.
+async fn current(
+    state: &AppState,
+    entry: &Arc<CatalogEntry>,
+    section: Option<&str>,
+) -> Result<Arc<Rendered>, ApiError> {
+    state
+        .availability
+        .rendered(&state.shows, entry, section, state.clock.as_ref())
+        .await
+        .map_err(|e| match e {
+            RenderError::Store(e) => ApiError::from(e),
+            RenderError::Render(e) => ApiError::Internal(e),
+        })
+}
+
+/// The past, from the log: rendered (and compressed) per request;
+/// an admin's audit read, rare, and not worth keeping.
+async fn past(
+    state: &AppState,
+    entry: &Arc<CatalogEntry>,
+    section: Option<&str>,
+    as_of: DateTime<Utc>,
+) -> Result<Arc<Rendered>, ApiError> {
+    if as_of > state.clock.now() {
+        return Err(ApiError::Validation(
+            "as_of must not be in the future".into(),
+        ));
+    }
+    let past = crate::query::audit::availability_at(&state.log, entry, as_of).await?;
+    let body = render_document(entry, section, as_of, &past.seats, &past.pools, None)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(Arc::new(Rendered::new(body)))
 }

@@ -99,6 +99,16 @@ pub fn document(stripe: bool) -> Result<Value, serde_json::Error> {
 /// schema is the `contentSchema` of the `data` string.
 fn describe_streams(doc: &mut Value) {
     let schemas = &mut doc["components"]["schemas"];
+    describe_availability_data(schemas);
+    schemas["AvailabilitySnapshotEvent"] = stream_event("snapshot", "AvailabilitySnapshot", true);
+    schemas["AvailabilityChangeEvent"] = stream_event("change", "AvailabilityChange", true);
+    schemas["QueueEvent"] = stream_event("queue", "QueueView", false);
+    attach_stream_schemas(doc);
+}
+
+/// The `data` of the availability stream's two events: the whole answer
+/// first, then only what changed.
+fn describe_availability_data(schemas: &mut Value) {
     schemas["AvailabilitySnapshot"] = json!({
         "description": "the availability answer with the log position it describes",
         "allOf": [
@@ -117,28 +127,30 @@ fn describe_streams(doc: &mut Value) {
             "pools": {"type": "array", "items": {"$ref": "#/components/schemas/PoolAvailability"}}
         }
     });
-    // One event of a stream: its name, its `id:` if it has one, and its
-    // data as JSON of `data`.
-    let event = |name: &str, data: &str, id: bool| {
-        let mut fields = json!({
-            "event": {"type": "string", "const": name},
-            "data": {
-                "type": "string",
-                "contentMediaType": "application/json",
-                "contentSchema": {"$ref": format!("#/components/schemas/{data}")}
-            }
-        });
-        let mut required = vec!["event", "data"];
-        if id {
-            fields["id"] = json!({"type": "string", "pattern": "^(0|[1-9][0-9]{0,18})$",
-                                  "description": "the event's position, for Last-Event-ID"});
-            required.push("id");
+}
+
+/// One event of a stream: its name, its `id:` if it has one, and its
+/// data as JSON of `data`.
+fn stream_event(name: &str, data: &str, id: bool) -> Value {
+    let mut fields = json!({
+        "event": {"type": "string", "const": name},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": format!("#/components/schemas/{data}")}
         }
-        json!({"type": "object", "required": required, "properties": fields})
-    };
-    schemas["AvailabilitySnapshotEvent"] = event("snapshot", "AvailabilitySnapshot", true);
-    schemas["AvailabilityChangeEvent"] = event("change", "AvailabilityChange", true);
-    schemas["QueueEvent"] = event("queue", "QueueView", false);
+    });
+    let mut required = vec!["event", "data"];
+    if id {
+        fields["id"] = json!({"type": "string", "pattern": "^(0|[1-9][0-9]{0,18})$",
+                              "description": "the event's position, for Last-Event-ID"});
+        required.push("id");
+    }
+    json!({"type": "object", "required": required, "properties": fields})
+}
+
+/// Each stream's `text/event-stream` response: the schema of its events.
+fn attach_stream_schemas(doc: &mut Value) {
     let streams = [
         (
             "/v1/shows/{show_id}/availability/stream",

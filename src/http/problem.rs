@@ -16,6 +16,9 @@ use crate::webhooks::endpoints::WebhookError;
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
+/// The detail of an unexpected error: nothing internal leaks in a 500.
+const UNEXPECTED_DETAIL: &str = "an unexpected error occurred";
+
 #[derive(Debug)]
 pub enum ApiError {
     /// 400: the body is not JSON.
@@ -388,14 +391,112 @@ impl ApiError {
             MalformedJson(d) | BadPath(d) | Unauthorized(d) | PayloadTooLarge(d)
             | Validation(d) | NotReady(d) => d.clone(),
             InvalidSignature(why) => format!("{why}; nothing was done"),
-            AdmissionRequired { .. } => "this show sells through a waiting room: join its queue \
-                 and hold once admitted; nothing was held"
-                .into(),
-            WaitingRoomNotFound => "this show sells without a waiting room".into(),
-            QueueEntryNotFound => "you have not joined this show's queue".into(),
+            NotFound
+            | MethodNotAllowed
+            | UnsupportedMediaType
+            | BodyTimeout
+            | TooLarge
+            | Forbidden
+            | IdempotencyKeyReused
+            | RateLimited { .. }
+            | Busy => self.request_detail(),
+            Internal(_) => UNEXPECTED_DETAIL.into(),
+            ShowNotFound | ShowExists | HoldNotFound | BookingNotFound => self.lookup_detail(),
+            SeatTaken(_)
+            | SoldOut { .. }
+            | SaleOver
+            | BuyerLimitReached { .. }
+            | NoAdjacentSeats
+            | UnknownSeat(_)
+            | UnknownSeatHere(_)
+            | UnknownPool(_) => self.seats_detail(),
+            HoldExpired { .. } | HoldReleased { .. } | HoldConverted | HoldExtensionLimit => {
+                self.hold_detail()
+            }
+            PaymentDeclined { .. } | PaymentNotCaptured { .. } | PaymentUnavailable(_) => {
+                self.payment_detail()
+            }
+            AdmissionRequired { .. } | WaitingRoomNotFound | QueueEntryNotFound => {
+                self.waiting_room_detail()
+            }
+            WebhookNotFound
+            | DeliveryNotFound
+            | WebhookUrlTooLong
+            | WebhookUrlCredentials
+            | WebhookUrlInvalid(_)
+            | UnknownEventType(_)
+            | WebhookLimitReached => self.webhook_detail(),
+        }
+    }
+
+    // The family details below are reached only from `detail`, each with its
+    // own variants; any other variant gets the opaque 500 sentence (a test
+    // checks that none does).
+
+    /// The request as a whole: its route, its form, its rights, its rate,
+    /// and the service's own state.
+    fn request_detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            NotFound => "no such route".into(),
+            MethodNotAllowed => "this route does not take that method".into(),
+            UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
+            BodyTimeout => "the request body did not arrive in time".into(),
+            TooLarge => format!(
+                "the request would write more than {MAX_EVENTS_PER_BATCH} events in one \
+                 transaction (MAX_EVENTS_PER_BATCH); nothing was written"
+            ),
+            Forbidden => "this token may not do that".into(),
+            IdempotencyKeyReused => "this Idempotency-Key was used with a different request".into(),
             RateLimited { .. } => {
                 "too many requests; retry after the Retry-After delay; nothing was done".into()
             }
+            Busy => "the service is busy; retry after the Retry-After delay".into(),
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
+    /// A show, hold or booking the request names: unknown, or (a new show's
+    /// id) taken.
+    fn lookup_detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            ShowNotFound => "no show has this id".into(),
+            ShowExists => "a different show already has this id".into(),
+            HoldNotFound => "no hold has this id".into(),
+            BookingNotFound => "no booking has this id".into(),
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
+    /// The seats or places asked for: unknown, taken, or past a limit.
+    fn seats_detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            SeatTaken(_) => "some seats are held or booked; nothing was held".into(),
+            SoldOut { available } => {
+                format!("only {available} places are free; nothing was held")
+            }
+            SaleOver => "the sale is over: every seat and place is booked".into(),
+            BuyerLimitReached { limit, current } => format!(
+                "a buyer may have at most {limit} seats on this show and has {current}; \
+                 nothing was held"
+            ),
+            NoAdjacentSeats => {
+                "no block of that many free seats side by side is left; nothing was held".into()
+            }
+            UnknownSeat(_) => "the show has no seats with these ids".into(),
+            UnknownSeatHere(seat) => format!("the show has no seat {seat}"),
+            UnknownPool(pool) => format!("the show has no pool {pool}"),
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
+    /// A hold that can no longer be used as asked; when it ended while a
+    /// payment ran, what became of the money.
+    fn hold_detail(&self) -> String {
+        use ApiError::*;
+        match self {
             HoldExpired { refunded: true, .. } => {
                 "the hold expired while the payment ran; the charge was refunded".into()
             }
@@ -414,6 +515,19 @@ impl ApiError {
                     .into()
             }
             HoldReleased { .. } => "the hold was released; nothing was charged".into(),
+            HoldConverted => "the hold has been converted into a booking".into(),
+            HoldExtensionLimit => {
+                "the hold already lasts as long as the show allows (max_hold_seconds from its placement)"
+                    .into()
+            }
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
+    /// A payment that did not go through, and what was (not) charged.
+    fn payment_detail(&self) -> String {
+        use ApiError::*;
+        match self {
             PaymentDeclined { message, .. } => format!("{message}; nothing was charged"),
             PaymentNotCaptured { .. } => "the payment's authorization could not be captured; \
                  the booking was undone, its seats freed, and nothing was charged"
@@ -421,39 +535,27 @@ impl ApiError {
             PaymentUnavailable(_) => {
                 "the payment provider did not settle the payment; safe to retry".into()
             }
-            TooLarge => format!(
-                "the request would write more than {MAX_EVENTS_PER_BATCH} events in one \
-                 transaction (MAX_EVENTS_PER_BATCH); nothing was written"
-            ),
-            BookingNotFound => "no booking has this id".into(),
-            Forbidden => "this token may not do that".into(),
-            NotFound => "no such route".into(),
-            ShowNotFound => "no show has this id".into(),
-            HoldNotFound => "no hold has this id".into(),
-            MethodNotAllowed => "this route does not take that method".into(),
-            ShowExists => "a different show already has this id".into(),
-            SeatTaken(_) => "some seats are held or booked; nothing was held".into(),
-            SoldOut { available } => {
-                format!("only {available} places are free; nothing was held")
-            }
-            SaleOver => "the sale is over: every seat and place is booked".into(),
-            BuyerLimitReached { limit, current } => format!(
-                "a buyer may have at most {limit} seats on this show and has {current}; \
-                 nothing was held"
-            ),
-            NoAdjacentSeats => {
-                "no block of that many free seats side by side is left; nothing was held".into()
-            }
-            UnknownPool(pool) => format!("the show has no pool {pool}"),
-            HoldConverted => "the hold has been converted into a booking".into(),
-            HoldExtensionLimit => {
-                "the hold already lasts as long as the show allows (max_hold_seconds from its placement)"
-                    .into()
-            }
-            UnsupportedMediaType => "send the body as Content-Type: application/json".into(),
-            UnknownSeat(_) => "the show has no seats with these ids".into(),
-            UnknownSeatHere(seat) => format!("the show has no seat {seat}"),
-            IdempotencyKeyReused => "this Idempotency-Key was used with a different request".into(),
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
+    /// A show's waiting room: missing, or not yet passed.
+    fn waiting_room_detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            AdmissionRequired { .. } => "this show sells through a waiting room: join its queue \
+                 and hold once admitted; nothing was held"
+                .into(),
+            WaitingRoomNotFound => "this show sells without a waiting room".into(),
+            QueueEntryNotFound => "you have not joined this show's queue".into(),
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
+    /// A webhook endpoint or delivery: unknown, or a registration refused.
+    fn webhook_detail(&self) -> String {
+        use ApiError::*;
+        match self {
             WebhookNotFound => "no webhook endpoint has this id".into(),
             DeliveryNotFound => "the endpoint has no delivery with this id".into(),
             WebhookUrlTooLong => format!(
@@ -472,9 +574,7 @@ impl ApiError {
                 "{} endpoints are registered (MAX_ENDPOINTS); delete one first",
                 crate::webhooks::endpoints::MAX_ENDPOINTS
             ),
-            Busy => "the service is busy; retry after the Retry-After delay".into(),
-            BodyTimeout => "the request body did not arrive in time".into(),
-            Internal(_) => "an unexpected error occurred".into(),
+            _ => UNEXPECTED_DETAIL.into(),
         }
     }
 
@@ -771,6 +871,12 @@ mod tests {
             ApiError::NotReady(String::new()),
             ApiError::Internal(String::new()),
         ];
+        for error in &all {
+            assert!(
+                matches!(error, ApiError::Internal(_)) || error.detail() != UNEXPECTED_DETAIL,
+                "{error:?} has no detail of its own"
+            );
+        }
         let internal = &INTERNAL;
         for error in &all {
             let problem = error.problem_type();

@@ -110,12 +110,32 @@ struct HoldFacts {
 }
 
 impl HoldFacts {
+    /// A placement of `units` (seats, or places of a pool) recorded at `at`;
+    /// the hold was placed at its first.
+    fn place(&mut self, at: DateTime<Utc>, expires_at: DateTime<Utc>, units: u32) {
+        self.placed_at.get_or_insert(at);
+        self.expires_at = Some(expires_at);
+        self.units += units;
+    }
+
     /// An extension: the hold now expires at `expires_at` (one event per
     /// unit, all at the same instant).
     fn extend_to(&mut self, expires_at: DateTime<Utc>) {
         self.extended = true;
         if self.expires_at.is_none_or(|at| at < expires_at) {
             self.expires_at = Some(expires_at);
+        }
+    }
+
+    /// A checkout's event on this hold, recorded at `at`.
+    fn add_checkout_event(&mut self, event: CheckoutEvent, at: DateTime<Utc>) {
+        match event {
+            CheckoutEvent::PurchaseRequested { .. } => self.requested_at = Some(at),
+            CheckoutEvent::PaymentCaptured { .. } => {
+                self.payment_seconds = self.requested_at.map(|requested| seconds(requested, at));
+            }
+            CheckoutEvent::CheckoutCompleted { .. } => self.completed_at = Some(at),
+            _ => {}
         }
     }
 }
@@ -153,74 +173,75 @@ fn add_event(holds: &mut HashMap<HoldId, HoldFacts>, event: &LogEvent) -> Result
         |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
     match event.aggregate_type.as_str() {
         kind if kind == Seat::TYPE => {
-            match serde_json::from_str::<SeatEvent>(&event.payload).map_err(corrupt)? {
-                SeatEvent::HoldPlaced {
-                    hold_id,
-                    expires_at,
-                    ..
-                } => {
-                    let facts = holds.entry(hold_id).or_default();
-                    facts.placed_at.get_or_insert(at);
-                    facts.expires_at = Some(expires_at);
-                    facts.units += 1;
-                }
-                SeatEvent::HoldReleased { hold_id } => {
-                    holds.entry(hold_id).or_default().released = true
-                }
-                SeatEvent::HoldConverted { hold_id, .. } => {
-                    holds.entry(hold_id).or_default().converted = true
-                }
-                SeatEvent::HoldExtended {
-                    hold_id,
-                    expires_at,
-                } => holds.entry(hold_id).or_default().extend_to(expires_at),
-                SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
-            }
+            add_seat_event(
+                holds,
+                serde_json::from_str(&event.payload).map_err(corrupt)?,
+                at,
+            );
         }
         kind if kind == PoolShard::TYPE => {
-            match serde_json::from_str::<PoolEvent>(&event.payload).map_err(corrupt)? {
-                PoolEvent::PoolHoldPlaced {
-                    hold_id,
-                    quantity,
-                    expires_at,
-                    ..
-                } => {
-                    let facts = holds.entry(hold_id).or_default();
-                    facts.placed_at.get_or_insert(at);
-                    facts.expires_at = Some(expires_at);
-                    facts.units += quantity;
-                }
-                PoolEvent::PoolHoldReleased { hold_id } => {
-                    holds.entry(hold_id).or_default().released = true
-                }
-                PoolEvent::PoolHoldConverted { hold_id, .. } => {
-                    holds.entry(hold_id).or_default().converted = true
-                }
-                PoolEvent::PoolHoldExtended {
-                    hold_id,
-                    expires_at,
-                } => holds.entry(hold_id).or_default().extend_to(expires_at),
-                PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
-            }
+            add_pool_event(
+                holds,
+                serde_json::from_str(&event.payload).map_err(corrupt)?,
+                at,
+            );
         }
         kind if kind == Checkout::TYPE => {
             let Ok(hold_id) = event.aggregate_id.parse().map(HoldId) else {
                 return Ok(());
             };
             let facts = holds.entry(hold_id).or_default();
-            match serde_json::from_str::<CheckoutEvent>(&event.payload).map_err(corrupt)? {
-                CheckoutEvent::PurchaseRequested { .. } => facts.requested_at = Some(at),
-                CheckoutEvent::PaymentCaptured { .. } => {
-                    facts.payment_seconds =
-                        facts.requested_at.map(|requested| seconds(requested, at));
-                }
-                CheckoutEvent::CheckoutCompleted { .. } => facts.completed_at = Some(at),
-                _ => {}
-            }
+            facts.add_checkout_event(serde_json::from_str(&event.payload).map_err(corrupt)?, at);
         }
         _ => {}
     }
     Ok(())
+}
+
+/// A seat's event, recorded at `at`, on the hold it names.
+fn add_seat_event(holds: &mut HashMap<HoldId, HoldFacts>, event: SeatEvent, at: DateTime<Utc>) {
+    match event {
+        SeatEvent::HoldPlaced {
+            hold_id,
+            expires_at,
+            ..
+        } => holds.entry(hold_id).or_default().place(at, expires_at, 1),
+        SeatEvent::HoldReleased { hold_id } => holds.entry(hold_id).or_default().released = true,
+        SeatEvent::HoldConverted { hold_id, .. } => {
+            holds.entry(hold_id).or_default().converted = true
+        }
+        SeatEvent::HoldExtended {
+            hold_id,
+            expires_at,
+        } => holds.entry(hold_id).or_default().extend_to(expires_at),
+        SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
+    }
+}
+
+/// A pool shard's event, recorded at `at`, on the hold it names.
+fn add_pool_event(holds: &mut HashMap<HoldId, HoldFacts>, event: PoolEvent, at: DateTime<Utc>) {
+    match event {
+        PoolEvent::PoolHoldPlaced {
+            hold_id,
+            quantity,
+            expires_at,
+            ..
+        } => holds
+            .entry(hold_id)
+            .or_default()
+            .place(at, expires_at, quantity),
+        PoolEvent::PoolHoldReleased { hold_id } => {
+            holds.entry(hold_id).or_default().released = true
+        }
+        PoolEvent::PoolHoldConverted { hold_id, .. } => {
+            holds.entry(hold_id).or_default().converted = true
+        }
+        PoolEvent::PoolHoldExtended {
+            hold_id,
+            expires_at,
+        } => holds.entry(hold_id).or_default().extend_to(expires_at),
+        PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
+    }
 }
 
 /// How long each completed checkout took from hold to purchase, and each

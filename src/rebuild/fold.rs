@@ -12,6 +12,7 @@ use domain::pool::{parse_shard_stream_id, PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
 use domain::waiting_room::{QueueEntry, Room};
 use futures::TryStreamExt;
+use projections::rows::Rows;
 use projections::time::from_micros;
 use serde::de::DeserializeOwned;
 
@@ -87,6 +88,16 @@ impl Run<'_> {
     fn decoded<E: DeserializeOwned>(&self) -> Result<Vec<E>, StoreError> {
         self.events.iter().map(|e| decode::<E>(e)).collect()
     }
+
+    /// The sequence of the run's first event (a stream starts at 1).
+    fn first_sequence(&self) -> usize {
+        self.events[0].sequence.max(1) as usize
+    }
+
+    /// The stream's id does not parse as the `what` it should name.
+    fn corrupt(&self, what: &str) -> StoreError {
+        StoreError::Corrupt(format!("{what} stream id {}", self.id))
+    }
 }
 
 /// Groups a batch by stream, keeping each stream's events in order.
@@ -123,47 +134,12 @@ impl Folded {
     ) -> Result<(), StoreError> {
         let rows = &mut batch.rows;
         for run in runs(events) {
-            let first = run.events[0].sequence.max(1) as usize;
-            let corrupt = |what: &str| StoreError::Corrupt(format!("{what} stream id {}", run.id));
             match run.kind {
-                kind if kind == Seat::TYPE => {
-                    let (show_id, seat_id) =
-                        parse_seat_stream_id(run.id).ok_or_else(|| corrupt("seat"))?;
-                    let decoded = run.decoded::<SeatEvent>()?;
-                    let (state, version) =
-                        state_before(log, &mut self.seats, run.id, first).await?;
-                    rows.seat(&show_id, &seat_id, state, *version, &decoded);
-                    decoded.iter().for_each(|e| state.apply_event(e));
-                    *version += decoded.len();
-                }
+                kind if kind == Seat::TYPE => self.project_seat(log, &run, rows).await?,
                 kind if kind == PoolShard::TYPE => {
-                    let (show_id, pool_id, index) =
-                        parse_shard_stream_id(run.id).ok_or_else(|| corrupt("shard"))?;
-                    // A shard of a pool its show does not have is a broken log.
-                    let entry = catalog
-                        .get(&show_id)
-                        .await?
-                        .ok_or_else(|| corrupt("show of shard"))?;
-                    entry
-                        .show
-                        .pool(&pool_id)
-                        .ok_or_else(|| corrupt("pool of shard"))?;
-                    let decoded = run.decoded::<PoolEvent>()?;
-                    let (state, version) =
-                        state_before(log, &mut self.shards, run.id, first).await?;
-                    rows.shard(&show_id, &pool_id, index, state, *version, &decoded);
-                    decoded.iter().for_each(|e| state.apply_event(e));
-                    *version += decoded.len();
+                    self.project_shard(log, catalog, &run, rows).await?
                 }
-                kind if kind == Checkout::TYPE => {
-                    let decoded = run.decoded::<CheckoutEvent>()?;
-                    let (state, version) =
-                        state_before(log, &mut self.checkouts, run.id, first).await?;
-                    let recorded_at_us = run.events[run.events.len() - 1].recorded_at_us;
-                    rows.checkout(state, *version, &decoded, recorded_at_us);
-                    decoded.iter().for_each(|e| state.apply_event(e));
-                    *version += decoded.len();
-                }
+                kind if kind == Checkout::TYPE => self.project_checkout(log, &run, rows).await?,
                 // The per-buyer allowance has no read model: its count is
                 // decided from the stream itself.
                 kind if kind == Allowance::TYPE => {}
@@ -181,6 +157,68 @@ impl Folded {
                 batch.recorded_at = at;
             }
         }
+        Ok(())
+    }
+
+    /// Folds a seat's run and adds its seat row and hold changes.
+    async fn project_seat(
+        &mut self,
+        log: &EventLog,
+        run: &Run<'_>,
+        rows: &mut Rows,
+    ) -> Result<(), StoreError> {
+        let (show_id, seat_id) = parse_seat_stream_id(run.id).ok_or_else(|| run.corrupt("seat"))?;
+        let decoded = run.decoded::<SeatEvent>()?;
+        let (state, version) =
+            state_before(log, &mut self.seats, run.id, run.first_sequence()).await?;
+        rows.seat(&show_id, &seat_id, state, *version, &decoded);
+        decoded.iter().for_each(|e| state.apply_event(e));
+        *version += decoded.len();
+        Ok(())
+    }
+
+    /// Folds a pool shard's run and adds its shard row and hold changes.
+    async fn project_shard(
+        &mut self,
+        log: &EventLog,
+        catalog: &ShowCatalog,
+        run: &Run<'_>,
+        rows: &mut Rows,
+    ) -> Result<(), StoreError> {
+        let (show_id, pool_id, index) =
+            parse_shard_stream_id(run.id).ok_or_else(|| run.corrupt("shard"))?;
+        // A shard of a pool its show does not have is a broken log.
+        let entry = catalog
+            .get(&show_id)
+            .await?
+            .ok_or_else(|| run.corrupt("show of shard"))?;
+        entry
+            .show
+            .pool(&pool_id)
+            .ok_or_else(|| run.corrupt("pool of shard"))?;
+        let decoded = run.decoded::<PoolEvent>()?;
+        let (state, version) =
+            state_before(log, &mut self.shards, run.id, run.first_sequence()).await?;
+        rows.shard(&show_id, &pool_id, index, state, *version, &decoded);
+        decoded.iter().for_each(|e| state.apply_event(e));
+        *version += decoded.len();
+        Ok(())
+    }
+
+    /// Folds a checkout's run and adds its checkout row, as of its last event.
+    async fn project_checkout(
+        &mut self,
+        log: &EventLog,
+        run: &Run<'_>,
+        rows: &mut Rows,
+    ) -> Result<(), StoreError> {
+        let decoded = run.decoded::<CheckoutEvent>()?;
+        let (state, version) =
+            state_before(log, &mut self.checkouts, run.id, run.first_sequence()).await?;
+        let recorded_at_us = run.events[run.events.len() - 1].recorded_at_us;
+        rows.checkout(state, *version, &decoded, recorded_at_us);
+        decoded.iter().for_each(|e| state.apply_event(e));
+        *version += decoded.len();
         Ok(())
     }
 }

@@ -22,6 +22,7 @@ use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{BookingId, HoldId};
 use domain::pool::{PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
+use projections::checkouts::CheckoutRow;
 use projections::time::from_micros;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -102,6 +103,10 @@ fn from_hold(error: HoldError) -> StoreError {
     }
 }
 
+/// A webhook event an event of the log gives: its type, the id of what it
+/// is about, and its data.
+type Found = (WebhookEventType, String, Value);
+
 pub struct Payloads {
     checkouts: Checkouts,
     checkout: Arc<CheckoutService>,
@@ -158,164 +163,240 @@ impl Payloads {
         &self,
         event: &LogEvent,
         types: &[WebhookEventType],
-    ) -> Result<Vec<(WebhookEventType, String, Value)>, StoreError> {
-        let mut found = Vec::new();
+    ) -> Result<Vec<Found>, StoreError> {
         if event.aggregate_type == Checkout::TYPE {
-            let hold_id: HoldId = event
-                .aggregate_id
-                .parse::<uuid::Uuid>()
-                .map(HoldId)
-                .map_err(|e| corrupt(event, e))?;
-            match decode::<CheckoutEvent>(event)? {
-                CheckoutEvent::CheckoutCompleted {
-                    booking_id,
-                    charge_id,
-                    amount_cents,
-                } => {
-                    let view = self
-                        .checkout
-                        .booking_at_event(
-                            &hold_id,
-                            booking_id,
-                            &charge_id,
-                            amount_cents,
-                            BookingStatus::Confirmed,
-                        )
-                        .await
-                        .map_err(from_checkout)?;
-                    found.push((
-                        WebhookEventType::BookingConfirmed,
-                        booking_id.to_string(),
-                        to_value(event, &view)?,
-                    ));
-                }
-                CheckoutEvent::CheckoutCancelled {
-                    booking_id,
-                    refund_id,
-                } => {
-                    let row = self
-                        .checkouts
-                        .checkout_by_hold(&hold_id)
-                        .await?
-                        .ok_or_else(|| corrupt(event, "no checkout row"))?;
-                    let charge_id = row.charge_id.unwrap_or_default();
-                    let amount_cents = row.amount_cents.unwrap_or_default();
-                    if types.contains(&WebhookEventType::BookingCancelled) {
-                        let view = self
-                            .checkout
-                            .booking_at_event(
-                                &hold_id,
-                                booking_id,
-                                &charge_id,
-                                amount_cents,
-                                BookingStatus::Cancelled,
-                            )
-                            .await
-                            .map_err(from_checkout)?;
-                        found.push((
-                            WebhookEventType::BookingCancelled,
-                            booking_id.to_string(),
-                            to_value(event, &view)?,
-                        ));
-                    }
-                    if types.contains(&WebhookEventType::RefundIssued) {
-                        let refund = RefundView {
-                            refund_id: refund_id.clone(),
-                            charge_id,
-                            hold_id,
-                            booking_id: Some(booking_id),
-                            amount_cents,
-                            reason: "booking_cancelled".into(),
-                        };
-                        found.push((
-                            WebhookEventType::RefundIssued,
-                            refund_id,
-                            to_value(event, &refund)?,
-                        ));
-                    }
-                }
-                CheckoutEvent::PaymentRefunded {
-                    charge_id,
-                    refund_id,
-                } => {
-                    let row = self
-                        .checkouts
-                        .checkout_by_hold(&hold_id)
-                        .await?
-                        .ok_or_else(|| corrupt(event, "no checkout row"))?;
-                    let refund = RefundView {
-                        refund_id: refund_id.clone(),
-                        charge_id,
-                        hold_id,
-                        booking_id: None,
-                        amount_cents: row.amount_cents.unwrap_or_default(),
-                        reason: row.refund_reason.unwrap_or_else(|| "hold_expired".into()),
-                    };
-                    found.push((
-                        WebhookEventType::RefundIssued,
-                        refund_id,
-                        to_value(event, &refund)?,
-                    ));
-                }
-                // A booking undone because its payment could not be
-                // captured: cancelled, nothing charged.
-                CheckoutEvent::BookingReversed { booking_id }
-                    if types.contains(&WebhookEventType::BookingCancelled) =>
-                {
-                    let row = self
-                        .checkouts
-                        .checkout_by_hold(&hold_id)
-                        .await?
-                        .ok_or_else(|| corrupt(event, "no checkout row"))?;
-                    let view = self
-                        .checkout
-                        .booking_at_event(
-                            &hold_id,
-                            booking_id,
-                            &row.charge_id.unwrap_or_default(),
-                            row.amount_cents.unwrap_or_default(),
-                            BookingStatus::Undone,
-                        )
-                        .await
-                        .map_err(from_checkout)?;
-                    found.push((
-                        WebhookEventType::BookingCancelled,
-                        booking_id.to_string(),
-                        to_value(event, &view)?,
-                    ));
-                }
-                _ => {}
-            }
-            return Ok(found);
+            return self.checkout_data(event, types).await;
         }
-        let hold_id = if event.aggregate_type == Seat::TYPE {
-            match decode::<SeatEvent>(event)? {
-                SeatEvent::HoldExpired { hold_id } => Some(hold_id),
-                _ => None,
+        match expired_hold(event)? {
+            Some(hold_id) => Ok(vec![self.hold_expired(event, hold_id).await?]),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// What a checkout's event gives: a booking confirmed, cancelled or
+    /// undone, a refund.
+    async fn checkout_data(
+        &self,
+        event: &LogEvent,
+        types: &[WebhookEventType],
+    ) -> Result<Vec<Found>, StoreError> {
+        let hold_id: HoldId = event
+            .aggregate_id
+            .parse::<uuid::Uuid>()
+            .map(HoldId)
+            .map_err(|e| corrupt(event, e))?;
+        match decode::<CheckoutEvent>(event)? {
+            CheckoutEvent::CheckoutCompleted {
+                booking_id,
+                charge_id,
+                amount_cents,
+            } => {
+                let view = self
+                    .booking_view(
+                        event,
+                        &hold_id,
+                        booking_id,
+                        &charge_id,
+                        amount_cents,
+                        BookingStatus::Confirmed,
+                    )
+                    .await?;
+                Ok(vec![(
+                    WebhookEventType::BookingConfirmed,
+                    booking_id.to_string(),
+                    view,
+                )])
             }
-        } else if event.aggregate_type == PoolShard::TYPE {
-            match decode::<PoolEvent>(event)? {
-                PoolEvent::PoolHoldExpired { hold_id } => Some(hold_id),
-                _ => None,
+            CheckoutEvent::CheckoutCancelled {
+                booking_id,
+                refund_id,
+            } => {
+                self.booking_cancelled(event, types, hold_id, booking_id, refund_id)
+                    .await
             }
-        } else {
-            None
-        };
-        if let Some(hold_id) = hold_id {
+            CheckoutEvent::PaymentRefunded {
+                charge_id,
+                refund_id,
+            } => Ok(vec![
+                self.payment_refunded(event, hold_id, charge_id, refund_id)
+                    .await?,
+            ]),
+            // A booking undone because its payment could not be
+            // captured: cancelled, nothing charged.
+            CheckoutEvent::BookingReversed { booking_id }
+                if types.contains(&WebhookEventType::BookingCancelled) =>
+            {
+                Ok(vec![
+                    self.booking_reversed(event, hold_id, booking_id).await?,
+                ])
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// A booking cancelled: the booking and the refund of its charge, those
+    /// of the two `types` asks for.
+    async fn booking_cancelled(
+        &self,
+        event: &LogEvent,
+        types: &[WebhookEventType],
+        hold_id: HoldId,
+        booking_id: BookingId,
+        refund_id: String,
+    ) -> Result<Vec<Found>, StoreError> {
+        let row = self.checkout_row(event, &hold_id).await?;
+        let charge_id = row.charge_id.unwrap_or_default();
+        let amount_cents = row.amount_cents.unwrap_or_default();
+        let mut found = Vec::new();
+        if types.contains(&WebhookEventType::BookingCancelled) {
             let view = self
-                .holds
-                .view_any(&hold_id)
-                .await
-                .map_err(from_hold)?
-                .ok_or_else(|| corrupt(event, "the hold is missing"))?;
+                .booking_view(
+                    event,
+                    &hold_id,
+                    booking_id,
+                    &charge_id,
+                    amount_cents,
+                    BookingStatus::Cancelled,
+                )
+                .await?;
             found.push((
-                WebhookEventType::HoldExpired,
-                hold_id.to_string(),
-                to_value(event, &view)?,
+                WebhookEventType::BookingCancelled,
+                booking_id.to_string(),
+                view,
+            ));
+        }
+        if types.contains(&WebhookEventType::RefundIssued) {
+            let refund = RefundView {
+                refund_id: refund_id.clone(),
+                charge_id,
+                hold_id,
+                booking_id: Some(booking_id),
+                amount_cents,
+                reason: "booking_cancelled".into(),
+            };
+            found.push((
+                WebhookEventType::RefundIssued,
+                refund_id,
+                to_value(event, &refund)?,
             ));
         }
         Ok(found)
     }
+
+    /// A charge refunded without a booking to cancel (it outlived its hold).
+    async fn payment_refunded(
+        &self,
+        event: &LogEvent,
+        hold_id: HoldId,
+        charge_id: String,
+        refund_id: String,
+    ) -> Result<Found, StoreError> {
+        let row = self.checkout_row(event, &hold_id).await?;
+        let refund = RefundView {
+            refund_id: refund_id.clone(),
+            charge_id,
+            hold_id,
+            booking_id: None,
+            amount_cents: row.amount_cents.unwrap_or_default(),
+            reason: row.refund_reason.unwrap_or_else(|| "hold_expired".into()),
+        };
+        Ok((
+            WebhookEventType::RefundIssued,
+            refund_id,
+            to_value(event, &refund)?,
+        ))
+    }
+
+    /// A booking undone (its payment could not be captured), shown as
+    /// cancelled.
+    async fn booking_reversed(
+        &self,
+        event: &LogEvent,
+        hold_id: HoldId,
+        booking_id: BookingId,
+    ) -> Result<Found, StoreError> {
+        let row = self.checkout_row(event, &hold_id).await?;
+        let view = self
+            .booking_view(
+                event,
+                &hold_id,
+                booking_id,
+                &row.charge_id.unwrap_or_default(),
+                row.amount_cents.unwrap_or_default(),
+                BookingStatus::Undone,
+            )
+            .await?;
+        Ok((
+            WebhookEventType::BookingCancelled,
+            booking_id.to_string(),
+            view,
+        ))
+    }
+
+    /// `hold.expired`: the hold as the API shows it.
+    async fn hold_expired(&self, event: &LogEvent, hold_id: HoldId) -> Result<Found, StoreError> {
+        let view = self
+            .holds
+            .view_any(&hold_id)
+            .await
+            .map_err(from_hold)?
+            .ok_or_else(|| corrupt(event, "the hold is missing"))?;
+        Ok((
+            WebhookEventType::HoldExpired,
+            hold_id.to_string(),
+            to_value(event, &view)?,
+        ))
+    }
+
+    /// The checkout row of the hold: a checkout event without one is a
+    /// corrupt read model.
+    async fn checkout_row(
+        &self,
+        event: &LogEvent,
+        hold_id: &HoldId,
+    ) -> Result<CheckoutRow, StoreError> {
+        self.checkouts
+            .checkout_by_hold(hold_id)
+            .await?
+            .ok_or_else(|| corrupt(event, "no checkout row"))
+    }
+
+    /// The booking as the API shows it, in `status`, with its charge.
+    async fn booking_view(
+        &self,
+        event: &LogEvent,
+        hold_id: &HoldId,
+        booking_id: BookingId,
+        charge_id: &str,
+        amount_cents: i64,
+        status: BookingStatus,
+    ) -> Result<Value, StoreError> {
+        let view = self
+            .checkout
+            .booking_at_event(hold_id, booking_id, charge_id, amount_cents, status)
+            .await
+            .map_err(from_checkout)?;
+        to_value(event, &view)
+    }
+}
+
+/// The hold whose expiry a seat's or a pool shard's event records, if it
+/// records one.
+fn expired_hold(event: &LogEvent) -> Result<Option<HoldId>, StoreError> {
+    let hold_id = if event.aggregate_type == Seat::TYPE {
+        match decode::<SeatEvent>(event)? {
+            SeatEvent::HoldExpired { hold_id } => Some(hold_id),
+            _ => None,
+        }
+    } else if event.aggregate_type == PoolShard::TYPE {
+        match decode::<PoolEvent>(event)? {
+            PoolEvent::PoolHoldExpired { hold_id } => Some(hold_id),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    Ok(hold_id)
 }
 
 /// `{"type", "timestamp", "data"}`; the timestamp is when the event was
