@@ -15,15 +15,15 @@ use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
 use crate::command::holds::{HoldReads, HoldService};
-use crate::command::queue::QueueService;
 use crate::command::round::Rounds;
+use crate::command::waiting_room::WaitingRoomService;
 use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
 use crate::payment::ledger::Ledger;
 use crate::payment::simulator::Simulator;
 use crate::payment::stripe::Stripe;
 use crate::payment::{PaymentProvider, ProviderSettings};
-use crate::query::queue::QueueBook;
+use crate::query::waiting_room::WaitingRoomBook;
 use crate::rate_limit::RateLimits;
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
@@ -33,9 +33,9 @@ use crate::webhooks::payload::Payloads;
 use crate::webhooks::sender::Sender;
 use crate::webhooks::{WebhookSettings, Webhooks};
 use crate::workers::recovery::Recovery;
-use crate::workers::room::RoomKeeper;
 use crate::workers::runner::every;
 use crate::workers::sweeper::Sweeper;
+use crate::workers::waiting_room::WaitingRoomKeeper;
 use domain::money::Currency;
 
 /// Pending connections the kernel queues before we accept them. An onsale
@@ -53,7 +53,7 @@ pub struct Workers {
     /// The webhook dispatcher and sender (`webhooks::Webhooks`).
     pub webhooks: Option<Duration>,
     /// The room keeper of waiting rooms (`workers::room`).
-    pub rooms: Option<Duration>,
+    pub waiting_rooms: Option<Duration>,
 }
 
 impl Workers {
@@ -62,7 +62,7 @@ impl Workers {
         recovery: None,
         sweeper: None,
         webhooks: None,
-        rooms: None,
+        waiting_rooms: None,
     };
 }
 
@@ -111,7 +111,7 @@ pub struct Application {
     recovery: Recovery,
     projector: Projector,
     sweeper: Sweeper,
-    rooms: RoomKeeper,
+    waiting_rooms: WaitingRoomKeeper,
     webhooks: Webhooks,
     workers: Workers,
     shutdown_grace: Duration,
@@ -125,7 +125,7 @@ pub struct Application {
 struct Wings {
     catalog: Arc<ShowCatalog>,
     availability: Arc<crate::query::availability::AvailabilityCache>,
-    queue: Arc<QueueService>,
+    waiting_rooms: Arc<WaitingRoomService>,
     holds: Arc<HoldService>,
     checkout: Arc<CheckoutService>,
     /// Stripe, when the service pays through it.
@@ -140,12 +140,12 @@ impl Wings {
         // same slot (see command/streams.rs).
         let rounds = Arc::new(Rounds::new(store.log(), clock.clone()));
         let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
-        let queue: Arc<QueueService> = Arc::new(QueueService::new(
+        let waiting_rooms: Arc<WaitingRoomService> = Arc::new(WaitingRoomService::new(
             store.log(),
             catalog.clone(),
             clock.clone(),
             rounds.clone(),
-            Arc::new(QueueBook::new(store.log())),
+            Arc::new(WaitingRoomBook::new(store.log())),
         ));
         let reads = HoldReads {
             records: store.holds(),
@@ -158,7 +158,7 @@ impl Wings {
             clock.clone(),
             rounds.clone(),
             availability.clone(),
-            queue.clone(),
+            waiting_rooms.clone(),
         ));
         let (payments, stripe) = payment_provider(store, settings, clock)?;
         let checkout = Arc::new(CheckoutService::new(
@@ -173,7 +173,7 @@ impl Wings {
         Ok(Self {
             catalog,
             availability,
-            queue,
+            waiting_rooms,
             holds,
             checkout,
             stripe,
@@ -232,7 +232,7 @@ impl Wings {
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
             seat_map: crate::http::page::Page::new(self.stripe.as_ref().map(|s| s.settings())),
-            queue: self.queue,
+            waiting_rooms: self.waiting_rooms,
             stripe: self.stripe,
         })
     }
@@ -335,11 +335,11 @@ impl Application {
             clock.clone(),
         )
         .with_key_retention(settings.idempotency_retention);
-        let rooms = RoomKeeper::new(
+        let waiting_rooms = WaitingRoomKeeper::new(
             store.shows(),
             wings.catalog.clone(),
             wings.availability.clone(),
-            wings.queue.clone(),
+            wings.waiting_rooms.clone(),
             clock.clone(),
         );
         let webhooks = wings.webhooks(&store, &settings, &clock)?;
@@ -361,7 +361,7 @@ impl Application {
             recovery,
             projector,
             sweeper,
-            rooms,
+            waiting_rooms,
             webhooks,
             workers: settings.workers,
             shutdown_grace: settings.shutdown_grace,
@@ -400,8 +400,8 @@ impl Application {
         &self.sweeper
     }
 
-    pub fn rooms(&self) -> &RoomKeeper {
-        &self.rooms
+    pub fn waiting_rooms(&self) -> &WaitingRoomKeeper {
+        &self.waiting_rooms
     }
 
     pub fn webhooks(&self) -> &Webhooks {
@@ -439,8 +439,8 @@ impl Application {
                 async move { sweeper.run_once().await }
             }));
         }
-        if let Some(interval) = self.workers.rooms {
-            let rooms = self.rooms.clone();
+        if let Some(interval) = self.workers.waiting_rooms {
+            let rooms = self.waiting_rooms.clone();
             workers.spawn(every("rooms", interval, stopped(), move || {
                 let rooms = rooms.clone();
                 async move { rooms.run_once().await }

@@ -9,7 +9,7 @@ use domain::ids::{PoolId, SeatId, ShowId};
 use domain::money::Currency;
 use domain::pool::{default_shards, shard_capacity};
 use domain::show::{PoolSpec, SeatSpec, Show, ShowError};
-use domain::waiting_room::RoomSettings;
+use domain::waiting_room::WaitingRoomSettings;
 use projections::time::to_micros;
 use serde::{Deserialize, Serialize};
 
@@ -79,8 +79,8 @@ pub struct WaitingRoomDefinition {
 }
 
 impl WaitingRoomDefinition {
-    pub fn settings(&self) -> RoomSettings {
-        RoomSettings {
+    pub fn settings(&self) -> WaitingRoomSettings {
+        WaitingRoomSettings {
             sale_starts_at: self.sale_starts_at,
             admit_per_minute: self.admit_per_minute,
             admission_ttl_seconds: self.admission_ttl_seconds,

@@ -119,7 +119,7 @@ pub struct ServeArgs {
     /// Milliseconds between room keeper passes over waiting rooms (pause,
     /// resume, close as the inventory goes; 0: off; else 100..=60000).
     #[arg(long, env = "BOOKING_ROOM_INTERVAL_MS",
-          default_value_t = crate::workers::room::DEFAULT_ROOM_INTERVAL.as_millis() as u64,
+          default_value_t = crate::workers::waiting_room::DEFAULT_ROOM_INTERVAL.as_millis() as u64,
           value_parser = interval_parser(100, 60_000))]
     pub room_interval_ms: u64,
     /// Seconds a connection may take to send a full request head (1..=300).

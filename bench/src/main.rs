@@ -197,7 +197,7 @@ async fn start_paying(
             recovery: Some(booking::workers::recovery::RECOVERY_INTERVAL),
             sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
             webhooks: Some(booking::webhooks::DEFAULT_INTERVAL),
-            rooms: Some(booking::workers::room::DEFAULT_ROOM_INTERVAL),
+            waiting_rooms: Some(booking::workers::waiting_room::DEFAULT_ROOM_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
         edge: booking::edge::EdgeSettings {

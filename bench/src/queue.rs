@@ -884,7 +884,7 @@ async fn next_report(
 }
 
 /// Waits, at most `limit`, until the service reports no queue stream open
-/// (`queue_streams_open` in its metrics), and says how that went.
+/// (`waiting_room_streams_open` in its metrics), and says how that went.
 async fn streams_gone(target: &Target, limit: Duration) -> anyhow::Result<String> {
     let started = Instant::now();
     loop {
@@ -897,11 +897,11 @@ async fn streams_gone(target: &Target, limit: Duration) -> anyhow::Result<String
             .await?;
         let open = metrics
             .lines()
-            .find_map(|l| l.strip_prefix("queue_streams_open "))
+            .find_map(|l| l.strip_prefix("waiting_room_streams_open "))
             .and_then(|v| v.trim().parse::<f64>().ok());
         let waited = started.elapsed().as_secs_f64();
         match open {
-            None => return Ok("queue_streams_open is not in the service's metrics".into()),
+            None => return Ok("waiting_room_streams_open is not in the service's metrics".into()),
             Some(open) if open <= 0.0 => {
                 return Ok(format!(
                     "the service had ended every stream {waited:.1} s after the clients left"

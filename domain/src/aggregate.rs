@@ -106,7 +106,9 @@ mod tests {
     use crate::ids::{BuyerId, HoldId, ShowId};
     use crate::pool::{PoolCommand, PoolError, PoolEvent, PoolShard};
     use crate::seat::{Seat, SeatCommand, SeatError, SeatEvent, Timed};
-    use crate::waiting_room::{JoinQueue, QueueEntry, QueueEvent, Room, RoomEvent, RoomSettings};
+    use crate::waiting_room::{
+        JoinQueue, QueueEntry, QueueEvent, RoomEvent, WaitingRoom, WaitingRoomSettings,
+    };
     use crate::EVENT_VERSION;
 
     fn t(seconds: i64) -> DateTime<Utc> {
@@ -125,7 +127,7 @@ mod tests {
         assert_eq!(<PoolShard as Aggregate>::TYPE, "PoolShard");
         assert_eq!(<Checkout as Aggregate>::TYPE, "Checkout");
         assert_eq!(<Allowance as Aggregate>::TYPE, "Allowance");
-        assert_eq!(<Room as Aggregate>::TYPE, "WaitingRoom");
+        assert_eq!(<WaitingRoom as Aggregate>::TYPE, "WaitingRoom");
         assert_eq!(<QueueEntry as Aggregate>::TYPE, "QueueEntry");
     }
 
@@ -203,7 +205,7 @@ mod tests {
         let join = JoinQueue {
             show_id: show_id.clone(),
             buyer: buyer("alice"),
-            settings: RoomSettings {
+            settings: WaitingRoomSettings {
                 sale_starts_at: t(100),
                 admit_per_minute: 60,
                 admission_ttl_seconds: 600,

@@ -14,7 +14,7 @@ use crate::limits::{
     MIN_SEATS_PER_BUYER,
 };
 use crate::money::{Currency, MoneyError};
-use crate::waiting_room::{RoomSettings, RoomSettingsError};
+use crate::waiting_room::{RoomSettingsError, WaitingRoomSettings};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatSpec {
@@ -99,7 +99,7 @@ pub struct Show {
     pub currency: Currency,
     /// The sale opens through a waiting room (`None`: anyone may hold at
     /// any time). Set with [`Show::with_waiting_room`].
-    pub waiting_room: Option<RoomSettings>,
+    pub waiting_room: Option<WaitingRoomSettings>,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -239,7 +239,10 @@ impl Show {
     }
 
     /// The waiting room the sale opens through, its settings in range.
-    pub fn with_waiting_room(mut self, room: Option<RoomSettings>) -> Result<Self, ShowError> {
+    pub fn with_waiting_room(
+        mut self,
+        room: Option<WaitingRoomSettings>,
+    ) -> Result<Self, ShowError> {
         if let Some(room) = &room {
             room.check()?;
         }

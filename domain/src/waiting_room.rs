@@ -8,7 +8,7 @@
 //! admissions a minute from the start (piecewise as the rate changes, none
 //! while the room is paused). Each buyer holds one admission slot: the
 //! early joiners slots 1..P, a later buyer the first admission the schedule
-//! makes after they joined (`Room::slot_after`). A buyer is admitted once
+//! makes after they joined (`WaitingRoom::slot_after`). A buyer is admitted once
 //! the schedule reaches their slot, for `admission_ttl_seconds` from that
 //! instant. No job runs for anyone to be let in.
 //!
@@ -48,7 +48,7 @@ pub fn change_lead() -> Duration {
 
 /// A show's waiting room as its definition sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoomSettings {
+pub struct WaitingRoomSettings {
     pub sale_starts_at: DateTime<Utc>,
     pub admit_per_minute: u32,
     pub admission_ttl_seconds: u32,
@@ -66,7 +66,7 @@ pub enum RoomSettingsError {
     AdmissionTtl,
 }
 
-impl RoomSettings {
+impl WaitingRoomSettings {
     pub fn check(&self) -> Result<(), RoomSettingsError> {
         check_rate(self.admit_per_minute)?;
         if !(MIN_ADMISSION_TTL_SECONDS..=MAX_ADMISSION_TTL_SECONDS)
@@ -182,7 +182,7 @@ pub enum RoomError {
 /// Decides a command on a room. Pauses and resumes that change nothing,
 /// and a second seed, record nothing: several instances may observe the
 /// same moment, and only the first record counts.
-pub fn decide(room: &Room, command: &RoomCommand) -> Result<Vec<RoomEvent>, RoomError> {
+pub fn decide(room: &WaitingRoom, command: &RoomCommand) -> Result<Vec<RoomEvent>, RoomError> {
     use RoomCommand as C;
     if room.closed.is_some() && !matches!(command, C::DrawSeed { .. }) {
         return match command {
@@ -204,7 +204,7 @@ pub fn decide(room: &Room, command: &RoomCommand) -> Result<Vec<RoomEvent>, Room
 }
 
 /// Fixes the order of early joiners: the first seed drawn is the seed.
-fn draw_seed(room: &Room, seed: u64) -> Vec<RoomEvent> {
+fn draw_seed(room: &WaitingRoom, seed: u64) -> Vec<RoomEvent> {
     match room.seed {
         Some(_) => vec![],
         None => vec![RoomEvent::SeedDrawn { seed }],
@@ -221,7 +221,7 @@ fn change_rate(at: DateTime<Utc>, admit_per_minute: u32) -> Result<Vec<RoomEvent
 }
 
 /// Stops admissions from `at`, unless they are stopped already.
-fn pause(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
+fn pause(room: &WaitingRoom, at: DateTime<Utc>) -> Vec<RoomEvent> {
     if room.is_paused() {
         vec![]
     } else {
@@ -230,7 +230,7 @@ fn pause(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
 }
 
 /// Admits again from `at`, if admissions were stopped.
-fn resume(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
+fn resume(room: &WaitingRoom, at: DateTime<Utc>) -> Vec<RoomEvent> {
     if room.is_paused() {
         vec![RoomEvent::Resumed { at }]
     } else {
@@ -238,7 +238,7 @@ fn resume(room: &Room, at: DateTime<Utc>) -> Vec<RoomEvent> {
     }
 }
 
-impl Decider for Room {
+impl Decider for WaitingRoom {
     type Command = RoomCommand;
     type Event = RoomEvent;
     type Error = RoomError;
@@ -252,10 +252,10 @@ impl Decider for Room {
     }
 }
 
-impl_aggregate!(Room, "WaitingRoom");
+impl_aggregate!(WaitingRoom, "WaitingRoom");
 
 /// The id of a show's room stream: the show's id.
-pub fn room_stream_id(show: &ShowId) -> String {
+pub fn waiting_room_stream_id(show: &ShowId) -> String {
     show.as_str().to_owned()
 }
 
@@ -308,7 +308,7 @@ event_names!(QueueEvent {
 pub struct JoinQueue {
     pub show_id: ShowId,
     pub buyer: BuyerId,
-    pub settings: RoomSettings,
+    pub settings: WaitingRoomSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -321,7 +321,7 @@ pub enum QueueError {
 /// nothing) or the room is closed.
 pub fn join(
     entry: &QueueEntry,
-    room: &Room,
+    room: &WaitingRoom,
     command: &JoinQueue,
     now: DateTime<Utc>,
 ) -> Result<Vec<QueueEvent>, QueueError> {
@@ -357,7 +357,7 @@ impl Decider for QueueEntry {
     fn decide(&self, command: &Self::Command) -> Result<Vec<QueueEvent>, QueueError> {
         // The room is not this stream's: a closed room is refused by the
         // service before it asks; here the entry alone decides.
-        join(self, &Room::default(), &command.command, command.now)
+        join(self, &WaitingRoom::default(), &command.command, command.now)
     }
 
     fn evolve(&mut self, event: &QueueEvent) {
@@ -377,7 +377,7 @@ struct Stretch {
 
 /// The room, as its stream adds up.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Room {
+pub struct WaitingRoom {
     pub seed: Option<u64>,
     /// Rate changes, pauses and resumes, in the order recorded.
     changes: Vec<(DateTime<Utc>, Change)>,
@@ -398,7 +398,7 @@ enum Change {
 /// these, so a schedule's sum stays exact in integers.
 const MS_PER_MINUTE: i128 = 60_000;
 
-impl Room {
+impl WaitingRoom {
     pub fn apply_event(&mut self, event: &RoomEvent) {
         self.version += 1;
         match event {
@@ -428,7 +428,7 @@ impl Room {
     }
 
     /// The rate in force (the last change, else the show's).
-    pub fn rate(&self, settings: &RoomSettings) -> u32 {
+    pub fn rate(&self, settings: &WaitingRoomSettings) -> u32 {
         self.changes
             .iter()
             .rev()
@@ -442,7 +442,7 @@ impl Room {
     /// The schedule from the sale's start: stretches of one rate, each
     /// lasting until the next begins (the last one forever, or until the
     /// room closed).
-    fn stretches(&self, settings: &RoomSettings) -> Vec<Stretch> {
+    fn stretches(&self, settings: &WaitingRoomSettings) -> Vec<Stretch> {
         let start = settings.sale_starts_at;
         let (mut rate, mut paused) = (u64::from(settings.admit_per_minute), false);
         let mut stretches = vec![];
@@ -478,7 +478,7 @@ impl Room {
     }
 
     /// How many buyers the schedule has admitted by `now`.
-    pub fn admitted_by(&self, settings: &RoomSettings, now: DateTime<Utc>) -> u64 {
+    pub fn admitted_by(&self, settings: &WaitingRoomSettings, now: DateTime<Utc>) -> u64 {
         if now <= settings.sale_starts_at {
             return 0;
         }
@@ -497,7 +497,11 @@ impl Room {
 
     /// The instant the schedule admits its `number`th buyer; `None` if it
     /// never will as things stand (paused or closed before).
-    pub fn admitted_at(&self, settings: &RoomSettings, number: u64) -> Option<DateTime<Utc>> {
+    pub fn admitted_at(
+        &self,
+        settings: &WaitingRoomSettings,
+        number: u64,
+    ) -> Option<DateTime<Utc>> {
         let need = i128::from(number) * MS_PER_MINUTE;
         let stretches = self.stretches(settings);
         let mut admission_ms: i128 = 0;
@@ -529,7 +533,7 @@ impl Room {
     /// on admissions nobody used), nor one made while the room was paused.
     pub fn slot_after(
         &self,
-        settings: &RoomSettings,
+        settings: &WaitingRoomSettings,
         previous: u64,
         joined_at: DateTime<Utc>,
     ) -> u64 {
@@ -537,7 +541,12 @@ impl Room {
     }
 
     /// Where a buyer whose admission slot is `slot` stands at `now`.
-    pub fn standing(&self, settings: &RoomSettings, slot: u64, now: DateTime<Utc>) -> Standing {
+    pub fn standing(
+        &self,
+        settings: &WaitingRoomSettings,
+        slot: u64,
+        now: DateTime<Utc>,
+    ) -> Standing {
         if let Some((_, reason)) = self.closed {
             return Standing::Closed(reason);
         }
@@ -591,23 +600,23 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()
     }
 
-    fn settings(per_minute: u32) -> RoomSettings {
-        RoomSettings {
+    fn settings(per_minute: u32) -> WaitingRoomSettings {
+        WaitingRoomSettings {
             sale_starts_at: at(0),
             admit_per_minute: per_minute,
             admission_ttl_seconds: 600,
         }
     }
 
-    fn given(events: &[RoomEvent]) -> Room {
-        let mut room = Room::default();
+    fn given(events: &[RoomEvent]) -> WaitingRoom {
+        let mut room = WaitingRoom::default();
         events.iter().for_each(|e| room.apply_event(e));
         room
     }
 
     #[test]
     fn it_should_admit_no_one_before_the_start_and_the_rate_after() {
-        let room = Room::default();
+        let room = WaitingRoom::default();
         let s = settings(600);
         assert_eq!(room.admitted_by(&s, at(-5)), 0);
         assert_eq!(room.admitted_by(&s, at(0)), 0);
@@ -650,7 +659,7 @@ mod tests {
 
     #[test]
     fn it_should_tell_a_buyer_ahead_then_admitted_then_expired() {
-        let room = Room::default();
+        let room = WaitingRoom::default();
         let s = settings(60);
         assert_eq!(
             room.standing(&s, 5, at(2)),
@@ -668,7 +677,7 @@ mod tests {
     #[test]
     fn a_late_buyer_gets_the_next_admission_after_joining_never_an_old_one() {
         let s = settings(60);
-        let room = Room::default();
+        let room = WaitingRoom::default();
         // Ten early joiners hold slots 1..10; the schedule passed them long
         // ago (an hour in, 3,600 admissions made) when a buyer comes.
         let late = room.slot_after(&s, 10, at(3_600));
@@ -741,7 +750,7 @@ mod tests {
     fn it_should_draw_the_seed_once() {
         let drawn = given(&[RoomEvent::SeedDrawn { seed: 1 }]);
         assert_eq!(
-            decide(&Room::default(), &RoomCommand::DrawSeed { seed: 2 }),
+            decide(&WaitingRoom::default(), &RoomCommand::DrawSeed { seed: 2 }),
             Ok(vec![RoomEvent::SeedDrawn { seed: 2 }])
         );
         assert_eq!(
@@ -753,7 +762,7 @@ mod tests {
 
     #[test]
     fn it_should_record_a_pause_once_and_a_resume_only_after_a_pause() {
-        let open = Room::default();
+        let open = WaitingRoom::default();
         assert_eq!(
             decide(&open, &RoomCommand::Resume { at: at(1) }),
             Ok(vec![])
@@ -775,8 +784,8 @@ mod tests {
             at: at(1),
             admit_per_minute: r,
         };
-        assert!(decide(&Room::default(), &rate(0)).is_err());
-        assert!(decide(&Room::default(), &rate(120)).is_ok());
+        assert!(decide(&WaitingRoom::default(), &rate(0)).is_err());
+        assert!(decide(&WaitingRoom::default(), &rate(120)).is_ok());
         let closed = given(&[RoomEvent::Closed {
             at: at(5),
             reason: CloseReason::SoldOut,
@@ -797,19 +806,34 @@ mod tests {
             buyer: buyer.clone(),
             settings: settings(60),
         };
-        let early = join(&QueueEntry::default(), &Room::default(), &command, at(-1)).unwrap();
+        let early = join(
+            &QueueEntry::default(),
+            &WaitingRoom::default(),
+            &command,
+            at(-1),
+        )
+        .unwrap();
         assert!(matches!(
             early[..],
             [QueueEvent::QueueJoined { early: true, .. }]
         ));
-        let late = join(&QueueEntry::default(), &Room::default(), &command, at(0)).unwrap();
+        let late = join(
+            &QueueEntry::default(),
+            &WaitingRoom::default(),
+            &command,
+            at(0),
+        )
+        .unwrap();
         assert!(matches!(
             late[..],
             [QueueEvent::QueueJoined { early: false, .. }]
         ));
         let mut joined = QueueEntry::default();
         joined.apply_event(&early[0]);
-        assert_eq!(join(&joined, &Room::default(), &command, at(5)), Ok(vec![]));
+        assert_eq!(
+            join(&joined, &WaitingRoom::default(), &command, at(5)),
+            Ok(vec![])
+        );
         let closed = given(&[RoomEvent::Closed {
             at: at(5),
             reason: CloseReason::SoldOut,

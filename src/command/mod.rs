@@ -14,7 +14,7 @@
 pub mod checkout;
 pub mod context;
 pub mod holds;
-pub mod queue;
 pub mod round;
 pub mod streams;
 pub mod units;
+pub mod waiting_room;

@@ -29,7 +29,7 @@ use domain::checkout::Checkout;
 use domain::ids::ShowId;
 use domain::pool::PoolShard;
 use domain::seat::Seat;
-use domain::waiting_room::{QueueEntry, Room};
+use domain::waiting_room::{QueueEntry, WaitingRoom};
 use projections::rows::Rows;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
@@ -70,7 +70,7 @@ pub struct Inventory {
     pub(super) allowances: StreamCache<Allowance>,
     pub(super) seats: StreamCache<Seat>,
     pub(super) shards: StreamCache<PoolShard>,
-    pub(super) rooms: StreamCache<Room>,
+    pub(super) rooms: StreamCache<WaitingRoom>,
     pub(super) queue_entries: StreamCache<QueueEntry>,
 }
 

@@ -14,12 +14,12 @@ mod live;
 pub mod openapi;
 mod ops;
 pub mod page;
-mod queue;
 mod rate_limit;
 mod shows;
 pub mod starting;
 mod stripe;
 mod timeout;
+mod waiting_room;
 mod webhooks;
 
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub struct Services {
     /// The seat map page, made once for the payment provider.
     pub seat_map: page::Page,
     /// Waiting rooms: joining, standing, the operator's view.
-    pub queue: Arc<crate::command::queue::QueueService>,
+    pub waiting_rooms: Arc<crate::command::waiting_room::WaitingRoomService>,
 }
 
 pub type AppState = Arc<Services>;
@@ -85,7 +85,7 @@ pub fn router(
         .merge(shows::router())
         .merge(availability::router())
         .merge(holds::router())
-        .merge(queue::router())
+        .merge(waiting_room::router())
         .merge(bookings::router())
         .merge(stripe::router())
         .merge(audit::router())
@@ -100,7 +100,7 @@ pub fn router(
         // Streaming (text/event-stream) routes are merged here, past the
         // request timeout and inside the metrics.
         .merge(live::router())
-        .merge(queue::stream_router())
+        .merge(waiting_room::stream_router())
         // The fallbacks last, so that they cover every route merged above
         // (a route merged after `method_not_allowed_fallback` would answer
         // a wrong method with an empty 405).

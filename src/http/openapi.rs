@@ -15,7 +15,8 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    audit, availability, bookings, holds, live, ops, page, queue, shows, stripe, webhooks, AppState,
+    audit, availability, bookings, holds, live, ops, page, shows, stripe, waiting_room, webhooks,
+    AppState,
 };
 
 struct Extras;
@@ -49,7 +50,7 @@ impl Modify for Extras {
     paths(
         shows::put_show, shows::get_show, availability::availability, live::stream, page::seat_map,
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
-        queue::join, queue::me, queue::stream, queue::overview, queue::change_rate,
+        waiting_room::join, waiting_room::me, waiting_room::stream, waiting_room::overview, waiting_room::change_rate,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,

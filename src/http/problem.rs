@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::CreateShowError;
 use crate::command::checkout::CheckoutError;
 use crate::command::holds::HoldError;
-use crate::command::queue::WaitingRoomError;
+use crate::command::waiting_room::WaitingRoomError;
 use crate::store::{StoreError, MAX_EVENTS_PER_BATCH};
 use crate::webhooks::endpoints::WebhookError;
 

@@ -6,5 +6,5 @@
 pub mod advice;
 pub mod audit;
 pub mod availability;
-pub mod queue;
 pub mod rendered;
+pub mod waiting_room;

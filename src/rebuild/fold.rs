@@ -10,7 +10,7 @@ use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::parse_seat_stream_id;
 use domain::pool::{parse_shard_stream_id, PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
-use domain::waiting_room::{QueueEntry, Room};
+use domain::waiting_room::{QueueEntry, WaitingRoom};
 use futures::TryStreamExt;
 use projections::rows::Rows;
 use projections::time::from_micros;
@@ -145,7 +145,7 @@ impl Folded {
                 kind if kind == Allowance::TYPE => {}
                 // Waiting rooms have none either: the queue book reads their
                 // streams from the log (`query::queue`).
-                kind if kind == Room::TYPE || kind == QueueEntry::TYPE => {}
+                kind if kind == WaitingRoom::TYPE || kind == QueueEntry::TYPE => {}
                 other => tracing::warn!(
                     aggregate_type = other,
                     "the projector skips an unknown stream type"

@@ -3,6 +3,6 @@
 //! runner they use.
 
 pub mod recovery;
-pub mod room;
 pub mod runner;
 pub mod sweeper;
+pub mod waiting_room;

@@ -31,13 +31,13 @@ mod outage;
 mod payments;
 mod pools;
 mod positions;
-mod queue;
 mod rate_limits;
 mod receiver;
 mod secret;
 mod shows;
 mod store;
 mod streams;
+mod waiting_room;
 mod webhooks;
 
 use std::future::Future;
@@ -82,7 +82,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(live::tests());
     all.extend(browser::tests());
     all.extend(webhooks::tests());
-    all.extend(queue::tests());
+    all.extend(waiting_room::tests());
     all.extend(rate_limits::tests());
     all
 }

@@ -278,7 +278,7 @@ pub struct TestApp {
     pub projector: Projector,
     pub sweeper: Sweeper,
     /// The room keeper of waiting rooms, one pass at a time.
-    pub rooms: booking::workers::room::RoomKeeper,
+    pub waiting_rooms: booking::workers::waiting_room::WaitingRoomKeeper,
     pub live: Arc<booking::live::LiveHub>,
     pub webhooks: booking::webhooks::Webhooks,
     pub database_url: String,
@@ -404,7 +404,7 @@ impl TestApp {
         let recovery = app.recovery().clone();
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
-        let rooms = app.rooms().clone();
+        let waiting_rooms = app.waiting_rooms().clone();
         let live = app.state().live.clone();
         let webhooks = app.webhooks().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -428,7 +428,7 @@ impl TestApp {
             recovery,
             projector,
             sweeper,
-            rooms,
+            waiting_rooms,
             live,
             webhooks,
             database_url: url_for_tools,

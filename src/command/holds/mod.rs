@@ -36,8 +36,8 @@ use serde::Serialize;
 
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
-use crate::command::queue::{QueueService, WaitingRoomError};
 use crate::command::round::{RoundError, Rounds};
+use crate::command::waiting_room::{WaitingRoomError, WaitingRoomService};
 use crate::query::availability::AvailabilityCache;
 use crate::store::{Holds, IdempotencyKeys, Shows, StoreError};
 
@@ -151,7 +151,7 @@ pub struct HoldService {
     /// Where best available reads seat statuses: advice, the append decides.
     availability: Arc<AvailabilityCache>,
     /// Who is admitted on a show with a waiting room.
-    queue: Arc<QueueService>,
+    waiting_rooms: Arc<WaitingRoomService>,
     claims: claims::Claims,
 }
 
@@ -162,7 +162,7 @@ impl HoldService {
         clock: Arc<dyn Clock>,
         rounds: Arc<Rounds>,
         availability: Arc<AvailabilityCache>,
-        queue: Arc<QueueService>,
+        waiting_rooms: Arc<WaitingRoomService>,
     ) -> Self {
         let HoldReads {
             records,
@@ -177,7 +177,7 @@ impl HoldService {
             clock,
             rounds,
             availability,
-            queue,
+            waiting_rooms,
             claims: claims::Claims::default(),
         }
     }

@@ -29,7 +29,7 @@ impl HoldService {
         let entry = self.show(show_id).await?;
         request.validate(&entry)?;
         let request_hash = request.hash(show_id);
-        let admission = self.queue.admission(&entry, &ctx.actor.id).await?;
+        let admission = self.waiting_rooms.admission(&entry, &ctx.actor.id).await?;
         let placing = Placing {
             ctx,
             entry: &entry,

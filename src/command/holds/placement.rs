@@ -14,9 +14,9 @@ use projections::time::to_micros;
 use super::{HoldError, HoldRequest, HoldView};
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::command::queue::Admission;
 use crate::command::round::{BuyerLimit, Decided, Decision, Round, View};
 use crate::command::units::Unit;
+use crate::command::waiting_room::Admission;
 use crate::store::{HoldRecord, IdempotencyKeyRow};
 
 /// A hold being placed: its id, who for, on which show, and the

@@ -3,10 +3,10 @@
 //! resumes and closes it as the show's inventory comes and goes. Each is a
 //! decision of `domain::waiting_room` run by the round; a buyer's standing
 //! is read from the queue book (`query::queue`), never stored. The
-//! decisions live beside: `join` (`Joining`) and `room` (`RoomChange`).
+//! decisions live beside: `join` (`Joining`) and `room` (`WaitingRoomChange`).
 
+mod change;
 mod join;
-mod room;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use domain::ids::{BuyerId, ShowId};
 use domain::seat::SeatStatus;
 use domain::waiting_room::{
-    self, entry_stream_id, room_stream_id, CloseReason, JoinQueue, QueueEntry, Room, RoomCommand,
-    RoomEvent, RoomSettings, Standing,
+    self, entry_stream_id, waiting_room_stream_id, CloseReason, JoinQueue, QueueEntry, RoomCommand,
+    RoomEvent, Standing, WaitingRoom, WaitingRoomSettings,
 };
 use projections::rows::Rows;
 use serde::Serialize;
@@ -28,17 +28,17 @@ use crate::command::context::RequestContext;
 use crate::command::round::{Round, RoundError, Rounds, Settled};
 use crate::command::streams::{Inventory, Stream, StreamCache};
 use crate::query::availability::Current;
-use crate::query::queue::{QueueBook, ShowQueue};
+use crate::query::waiting_room::{ShowWaitingRoom, WaitingRoomBook};
 use crate::store::{EventLog, StoreError};
+use change::WaitingRoomChange;
 use join::Joining;
-use room::RoomChange;
 
 /// The actor recorded on the room's own events (seed, pauses, the close).
 pub const ROOM_ACTOR: &str = "system:room";
 
 /// A show's room stream.
 #[derive(Debug, Clone)]
-pub struct RoomKey {
+pub struct WaitingRoomKey {
     pub show_id: ShowId,
 }
 
@@ -49,21 +49,21 @@ pub struct EntryKey {
     pub buyer: BuyerId,
 }
 
-impl Stream for Room {
-    type Key = RoomKey;
+impl Stream for WaitingRoom {
+    type Key = WaitingRoomKey;
 
-    fn show_id(key: &RoomKey) -> &ShowId {
+    fn show_id(key: &WaitingRoomKey) -> &ShowId {
         &key.show_id
     }
 
     /// The room has no read model: the queue book reads it from the log.
-    fn rows(_: &mut Rows, _: &RoomKey, _: &Self, _: usize, _: &[RoomEvent]) {}
+    fn rows(_: &mut Rows, _: &WaitingRoomKey, _: &Self, _: usize, _: &[RoomEvent]) {}
 
     fn cache(inventory: &Inventory) -> &StreamCache<Self> {
         &inventory.rooms
     }
 
-    fn sort(streams: &mut [(String, RoomKey)]) {
+    fn sort(streams: &mut [(String, WaitingRoomKey)]) {
         streams.sort_by(|a, b| a.0.cmp(&b.0));
     }
 }
@@ -178,8 +178,8 @@ pub struct QueueOverview {
 /// compute it at its own `now`.
 #[derive(Debug, Clone)]
 pub struct Admission {
-    pub settings: RoomSettings,
-    pub room: Room,
+    pub settings: WaitingRoomSettings,
+    pub room: WaitingRoom,
     /// The buyer's admission slot; `None`: not in the queue, or not
     /// numbered yet.
     pub slot: Option<u64>,
@@ -197,8 +197,8 @@ impl Admission {
 }
 
 fn view_of(
-    queue: &ShowQueue,
-    settings: &RoomSettings,
+    queue: &ShowWaitingRoom,
+    settings: &WaitingRoomSettings,
     buyer: &BuyerId,
     now: DateTime<Utc>,
 ) -> Option<QueueView> {
@@ -284,27 +284,27 @@ pub struct StreamSlot(Arc<AtomicUsize>);
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-        metrics::gauge!("queue_streams_open").decrement(1.0);
+        metrics::gauge!("waiting_room_streams_open").decrement(1.0);
     }
 }
 
-pub struct QueueService {
+pub struct WaitingRoomService {
     /// Queue streams open on this instance.
     streams: Arc<AtomicUsize>,
     log: EventLog,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
     rounds: Arc<Rounds>,
-    book: Arc<QueueBook>,
+    book: Arc<WaitingRoomBook>,
 }
 
-impl QueueService {
+impl WaitingRoomService {
     pub fn new(
         log: EventLog,
         catalog: Arc<ShowCatalog>,
         clock: Arc<dyn Clock>,
         rounds: Arc<Rounds>,
-        book: Arc<QueueBook>,
+        book: Arc<WaitingRoomBook>,
     ) -> Self {
         Self {
             streams: Arc::default(),
@@ -320,7 +320,7 @@ impl QueueService {
     pub fn stream_slot(&self, max: usize) -> Option<StreamSlot> {
         let open = self.streams.fetch_add(1, Ordering::Relaxed);
         let slot = StreamSlot(self.streams.clone());
-        metrics::gauge!("queue_streams_open").increment(1.0);
+        metrics::gauge!("waiting_room_streams_open").increment(1.0);
         (open < max).then_some(slot)
     }
 
@@ -335,7 +335,7 @@ impl QueueService {
     async fn room_of(
         &self,
         show_id: &ShowId,
-    ) -> Result<(Arc<CatalogEntry>, RoomSettings), WaitingRoomError> {
+    ) -> Result<(Arc<CatalogEntry>, WaitingRoomSettings), WaitingRoomError> {
         let entry = self
             .catalog
             .get(show_id)
@@ -409,7 +409,7 @@ impl QueueService {
         let (_, settings) = self.room_of(show_id).await?;
         let now = self.clock.now();
         self.ensure_seed(show_id, &settings, now).await?;
-        let settled = |q: &mut ShowQueue| {
+        let settled = |q: &mut ShowWaitingRoom| {
             q.has_read(buyer)
                 .then(|| view_of(q, &settings, buyer, now))
                 .flatten()
@@ -441,7 +441,7 @@ impl QueueService {
         let show_id = &entry.show.show_id;
         let now = self.clock.now();
         self.ensure_seed(show_id, &settings, now).await?;
-        let read = |q: &mut ShowQueue| {
+        let read = |q: &mut ShowWaitingRoom| {
             let slot = q.number(buyer).and_then(|(_, slot)| slot);
             (q.room.clone(), slot, q.contains(buyer))
         };
@@ -475,7 +475,7 @@ impl QueueService {
             .await?;
         let version = self
             .log
-            .stream_events::<Room>(&room_stream_id(show_id), 0)
+            .stream_events::<WaitingRoom>(&waiting_room_stream_id(show_id), 0)
             .await?
             .len() as u64;
         let now = self.clock.now();
@@ -522,7 +522,7 @@ impl QueueService {
     async fn ensure_seed(
         &self,
         show_id: &ShowId,
-        settings: &RoomSettings,
+        settings: &WaitingRoomSettings,
         now: DateTime<Utc>,
     ) -> Result<(), WaitingRoomError> {
         if now < settings.sale_starts_at {
@@ -596,14 +596,14 @@ impl QueueService {
         &self,
         ctx: &RequestContext,
         show_id: &ShowId,
-        settings: &RoomSettings,
+        settings: &WaitingRoomSettings,
         command: RoomCommand,
     ) -> Result<(), WaitingRoomError> {
-        let key = RoomKey {
+        let key = WaitingRoomKey {
             show_id: show_id.clone(),
         };
-        let units = vec![(room_stream_id(show_id), key)];
-        let mut change = RoomChange { command: &command };
+        let units = vec![(waiting_room_stream_id(show_id), key)];
+        let mut change = WaitingRoomChange { command: &command };
         let version = self
             .rounds
             .run(Round::new("room", ctx), units, &mut change)

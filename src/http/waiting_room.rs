@@ -23,7 +23,7 @@ use super::response::json_body;
 use super::AppState;
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
-use crate::command::queue::{QueueOverview, QueueService, QueueStatus, QueueView};
+use crate::command::waiting_room::{QueueOverview, QueueStatus, QueueView, WaitingRoomService};
 
 /// How often an open queue stream looks again at where its buyer stands
 /// when nothing else wakes it: `ahead` falls between two looks, and the
@@ -102,9 +102,9 @@ pub(super) async fn join(
     JsonBody(JoinBody {}): JsonBody<JoinBody>,
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
-    let (new, view) = state.queue.join(&ctx, &show_id).await?;
+    let (new, view) = state.waiting_rooms.join(&ctx, &show_id).await?;
     if new {
-        metrics::counter!("queue_joins_total").increment(1);
+        metrics::counter!("waiting_room_joins_total").increment(1);
     }
     json_body(
         if new {
@@ -130,7 +130,7 @@ pub(super) async fn me(
     PathParams(show_id_raw): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
-    let view = state.queue.me(&actor.id, &show_id).await?;
+    let view = state.waiting_rooms.me(&actor.id, &show_id).await?;
     json_body(StatusCode::OK, &view)
 }
 
@@ -148,7 +148,7 @@ pub(super) async fn overview(
     PathParams(show_id_raw): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
-    let view = state.queue.overview(&show_id).await?;
+    let view = state.waiting_rooms.overview(&show_id).await?;
     json_body(StatusCode::OK, &view)
 }
 
@@ -174,7 +174,7 @@ pub(super) async fn change_rate(
     let show_id = show_id(&show_id_raw)?;
     debug_assert!(actor.is_admin());
     let view = state
-        .queue
+        .waiting_rooms
         .change_rate(&ctx, &show_id, admit_per_minute)
         .await?;
     json_body(StatusCode::OK, &view)
@@ -198,13 +198,13 @@ pub(super) async fn stream(
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
     let slot = state
-        .queue
+        .waiting_rooms
         .stream_slot(MAX_QUEUE_STREAMS)
         .ok_or(ApiError::Busy)?;
     // The first answer is the stream's first event; an error is the answer.
-    let first = state.queue.me(&actor.id, &show_id).await?;
+    let first = state.waiting_rooms.me(&actor.id, &show_id).await?;
     let watcher = Watcher {
-        queue: state.queue.clone(),
+        waiting_rooms: state.waiting_rooms.clone(),
         buyer: actor.id,
         show_id,
         last: None,
@@ -224,7 +224,7 @@ pub(super) async fn stream(
 
 /// One buyer's queue stream.
 struct Watcher {
-    queue: Arc<QueueService>,
+    waiting_rooms: Arc<WaitingRoomService>,
     buyer: BuyerId,
     show_id: ShowId,
     /// What the buyer was last told, and when.
@@ -234,7 +234,7 @@ struct Watcher {
     next: Option<QueueView>,
     closing: tokio::sync::watch::Receiver<bool>,
     /// Counts this stream against `MAX_QUEUE_STREAMS` until dropped.
-    _slot: crate::command::queue::StreamSlot,
+    _slot: crate::command::waiting_room::StreamSlot,
 }
 
 /// Whether `view` tells the buyer something new, `elapsed` after `last`
@@ -284,7 +284,7 @@ impl Watcher {
                 return None;
             }
             let wake = self
-                .queue
+                .waiting_rooms
                 .next_change(last)
                 .map_or(QUEUE_STREAM_TICK, |wait| {
                     wait.clamp(QUEUE_STREAM_MIN_WAIT, QUEUE_STREAM_TICK)
@@ -293,7 +293,7 @@ impl Watcher {
                 () = tokio::time::sleep(wake) => {}
                 () = crate::live::LiveHub::closed(&mut self.closing) => return None,
             }
-            match self.queue.me(&self.buyer, &self.show_id).await {
+            match self.waiting_rooms.me(&self.buyer, &self.show_id).await {
                 Ok(view) => self.next = Some(view),
                 Err(error) => {
                     // The database is away: try again at the next tick.

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use cqrs_es::Aggregate;
 use domain::ids::{BuyerId, ShowId};
-use domain::waiting_room::{early_key, QueueEntry, QueueEvent, Room, RoomEvent, RoomSettings};
+use domain::waiting_room::{
+    early_key, QueueEntry, QueueEvent, RoomEvent, WaitingRoom, WaitingRoomSettings,
+};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::store::{EventLog, LogEvent, LogFilter, StoreError};
@@ -65,21 +67,21 @@ enum Place {
 
 /// One show's queue, as far as the log was read.
 #[derive(Default)]
-pub struct ShowQueue {
+pub struct ShowWaitingRoom {
     /// The log position read to.
     after: i64,
     read_at: Option<Instant>,
-    pub room: Room,
+    pub room: WaitingRoom,
     places: HashMap<BuyerId, Place>,
     /// Joins before the seed, in log order (emptied once ranked).
     early: Vec<BuyerId>,
     /// How many joined before the seed (`P`): the late ones come after.
     early_count: u64,
     /// The admission slot of each later joiner, in log order (increasing:
-    /// `Room::slot_after`).
+    /// `WaitingRoom::slot_after`).
     late_slots: Vec<u64>,
     /// The show's room settings (slots are counted on its schedule).
-    settings: Option<RoomSettings>,
+    settings: Option<WaitingRoomSettings>,
     /// Joins this instance appended that its reads of the log have not
     /// reached yet, in the order appended.
     pending: HashMap<BuyerId, u64>,
@@ -105,11 +107,11 @@ impl Number {
     }
 }
 
-impl ShowQueue {
+impl ShowWaitingRoom {
     fn apply(&mut self, event: &LogEvent) -> Result<(), StoreError> {
         let corrupt =
             |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
-        if event.aggregate_type == Room::TYPE {
+        if event.aggregate_type == WaitingRoom::TYPE {
             let room: RoomEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
             let sealed = self.room.seed.is_some();
             self.room.apply_event(&room);
@@ -227,13 +229,13 @@ impl ShowQueue {
     }
 
     /// Buyers with a number below `number` who are not let in at `now`.
-    pub fn ahead(&self, settings: &RoomSettings, number: u64, now: DateTime<Utc>) -> u64 {
+    pub fn ahead(&self, settings: &WaitingRoomSettings, number: u64, now: DateTime<Utc>) -> u64 {
         let let_in = self.let_in(self.room.admitted_by(settings, now));
         number.saturating_sub(1).saturating_sub(let_in)
     }
 
     /// Buyers waiting, and admitted now (their admission not yet over).
-    pub fn counts(&self, settings: &RoomSettings, now: DateTime<Utc>) -> (u64, u64) {
+    pub fn counts(&self, settings: &WaitingRoomSettings, now: DateTime<Utc>) -> (u64, u64) {
         let let_in = self.let_in(self.room.admitted_by(settings, now));
         let over = self.let_in(
             self.room
@@ -244,12 +246,12 @@ impl ShowQueue {
 }
 
 /// The queues of the shows with a waiting room this instance serves.
-pub struct QueueBook {
+pub struct WaitingRoomBook {
     log: EventLog,
-    shows: Mutex<HashMap<ShowId, Arc<AsyncMutex<ShowQueue>>>>,
+    shows: Mutex<HashMap<ShowId, Arc<AsyncMutex<ShowWaitingRoom>>>>,
 }
 
-impl QueueBook {
+impl WaitingRoomBook {
     pub fn new(log: EventLog) -> Self {
         Self {
             log,
@@ -257,7 +259,7 @@ impl QueueBook {
         }
     }
 
-    fn queue(&self, show_id: &ShowId) -> Arc<AsyncMutex<ShowQueue>> {
+    fn queue(&self, show_id: &ShowId) -> Arc<AsyncMutex<ShowWaitingRoom>> {
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
         shows.entry(show_id.clone()).or_default().clone()
     }
@@ -270,9 +272,9 @@ impl QueueBook {
     pub async fn read<R>(
         &self,
         show_id: &ShowId,
-        settings: &RoomSettings,
+        settings: &WaitingRoomSettings,
         read_since: Option<Instant>,
-        read: impl FnOnce(&mut ShowQueue) -> R,
+        read: impl FnOnce(&mut ShowWaitingRoom) -> R,
     ) -> Result<R, StoreError> {
         let queue = self.queue(show_id);
         let mut queue = queue.lock().await;
@@ -292,9 +294,9 @@ impl QueueBook {
     pub async fn read_until<R>(
         &self,
         show_id: &ShowId,
-        settings: &RoomSettings,
-        shown: impl Fn(&ShowQueue) -> bool,
-        read: impl FnOnce(&mut ShowQueue) -> R,
+        settings: &WaitingRoomSettings,
+        shown: impl Fn(&ShowWaitingRoom) -> bool,
+        read: impl FnOnce(&mut ShowWaitingRoom) -> R,
     ) -> Result<R, StoreError> {
         let started = Instant::now();
         let mut pause = SETTLE_FIRST_PAUSE;
@@ -316,7 +318,11 @@ impl QueueBook {
     }
 
     /// Reads what the log holds past the queue's position.
-    async fn catch_up(&self, show_id: &ShowId, queue: &mut ShowQueue) -> Result<(), StoreError> {
+    async fn catch_up(
+        &self,
+        show_id: &ShowId,
+        queue: &mut ShowWaitingRoom,
+    ) -> Result<(), StoreError> {
         let started = Instant::now();
         loop {
             let events = self
@@ -341,7 +347,7 @@ impl QueueBook {
     /// The shows whose queues this instance has read, each with whether
     /// its room is open (not closed).
     pub async fn rooms(&self) -> Vec<(ShowId, bool)> {
-        let shows: Vec<(ShowId, Arc<AsyncMutex<ShowQueue>>)> = {
+        let shows: Vec<(ShowId, Arc<AsyncMutex<ShowWaitingRoom>>)> = {
             let shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
             shows
                 .iter()
@@ -382,9 +388,9 @@ impl QueueBook {
 mod tests {
     use chrono::{DateTime, Duration, Utc};
     use domain::ids::BuyerId;
-    use domain::waiting_room::{RoomEvent, RoomSettings};
+    use domain::waiting_room::{RoomEvent, WaitingRoomSettings};
 
-    use super::{Number, ShowQueue};
+    use super::{Number, ShowWaitingRoom};
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + s, 0).expect("instant")
@@ -395,14 +401,14 @@ mod tests {
     }
 
     /// One a second from `at(0)`, each admission for a minute.
-    fn queue() -> ShowQueue {
-        let mut queue = ShowQueue {
-            settings: Some(RoomSettings {
+    fn queue() -> ShowWaitingRoom {
+        let mut queue = ShowWaitingRoom {
+            settings: Some(WaitingRoomSettings {
                 sale_starts_at: at(0),
                 admit_per_minute: 60,
                 admission_ttl_seconds: 60,
             }),
-            ..ShowQueue::default()
+            ..ShowWaitingRoom::default()
         };
         for name in ["a", "b", "c"] {
             queue.join(buyer(name), at(-10));

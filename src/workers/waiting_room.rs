@@ -1,5 +1,5 @@
 //! The room keeper: looks at the inventory of every show with a waiting
-//! room this instance serves, and tells the room (`QueueService::keep`):
+//! room this instance serves, and tells the room (`WaitingRoomService::keep`):
 //! nothing available but some held pauses admissions (nobody is let in to
 //! find nothing), something available again resumes them, everything booked
 //! closes the room (`sold_out`). It also draws the seed of a room it has
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
-use crate::command::queue::{QueueService, Stock, WaitingRoomError};
+use crate::command::waiting_room::{Stock, WaitingRoomError, WaitingRoomService};
 use crate::query::availability::AvailabilityCache;
 use crate::store::Shows;
 use domain::ids::ShowId;
@@ -29,27 +29,27 @@ use domain::ids::ShowId;
 pub const DEFAULT_ROOM_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
-pub struct RoomKeeper {
+pub struct WaitingRoomKeeper {
     shows: Shows,
     catalog: Arc<ShowCatalog>,
     availability: Arc<AvailabilityCache>,
-    queue: Arc<QueueService>,
+    waiting_rooms: Arc<WaitingRoomService>,
     clock: Arc<dyn Clock>,
 }
 
-impl RoomKeeper {
+impl WaitingRoomKeeper {
     pub fn new(
         shows: Shows,
         catalog: Arc<ShowCatalog>,
         availability: Arc<AvailabilityCache>,
-        queue: Arc<QueueService>,
+        waiting_rooms: Arc<WaitingRoomService>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
             shows,
             catalog,
             availability,
-            queue,
+            waiting_rooms,
             clock,
         }
     }
@@ -62,7 +62,7 @@ impl RoomKeeper {
     pub async fn run_once(&self) -> Result<usize, WaitingRoomError> {
         let mut looked = 0;
         let mut first_error = None;
-        for (show_id, open) in self.queue.rooms().await {
+        for (show_id, open) in self.waiting_rooms.rooms().await {
             match self.keep(&show_id, open).await {
                 Ok(true) => looked += 1,
                 Ok(false) => {}
@@ -85,7 +85,7 @@ impl RoomKeeper {
             // The show has begun: its sale is over. Its queue is dropped
             // from memory (a standing asked for later is read from the log
             // again), and nothing more is looked at for it.
-            self.queue.forget(show_id);
+            self.waiting_rooms.forget(show_id);
             return Ok(false);
         }
         if !open {
@@ -95,7 +95,7 @@ impl RoomKeeper {
         }
         let current = self.availability.current(&self.shows, &entry, now).await?;
         let stock = Stock::of(&current, entry.show.pools.iter().map(|p| p.capacity));
-        self.queue.keep(show_id, stock).await?;
+        self.waiting_rooms.keep(show_id, stock).await?;
         Ok(true)
     }
 }

@@ -507,7 +507,7 @@ async fn queue_pauses_when_all_is_held_resumes_on_release_and_closes_sold_out(en
     // Everything held: the keeper pauses admissions (from half a second on;
     // a buyer who joins before that may still get an admission made by
     // then).
-    app.rooms.run_once().await.expect("keeper pass");
+    app.waiting_rooms.run_once().await.expect("keeper pass");
     assert_eq!(overview(&app, show).await["paused"], true);
     advance_to(&app, app.clock_now() + Duration::seconds(1));
     let late = app.buyer("stock-late");
@@ -526,7 +526,7 @@ async fn queue_pauses_when_all_is_held_resumes_on_release_and_closes_sold_out(en
 
     // Released: admissions resume.
     app.release(&holder, &held.str("hold_id")).await;
-    app.rooms.run_once().await.expect("keeper pass");
+    app.waiting_rooms.run_once().await.expect("keeper pass");
     assert_eq!(overview(&app, show).await["paused"], false);
     advance_to(&app, app.clock_now() + Duration::seconds(2));
     assert_eq!(me(&app, &late, show).await.body["status"], "admitted");
@@ -536,7 +536,7 @@ async fn queue_pauses_when_all_is_held_resumes_on_release_and_closes_sold_out(en
     assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
     let bought = app.purchase(&late, &held.str("hold_id"), "pm_sim_ok").await;
     assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
-    app.rooms.run_once().await.expect("keeper pass");
+    app.waiting_rooms.run_once().await.expect("keeper pass");
     let standing = me(&app, &holder, show).await;
     assert_eq!(standing.body["status"], "closed", "{}", standing.body);
     assert_eq!(standing.body["reason"], "sold_out");
@@ -557,10 +557,10 @@ async fn queue_pauses_when_all_is_held_resumes_on_release_and_closes_sold_out(en
     // A closed room is not looked at any more; once the show begins, its
     // queue leaves memory, and a standing asked for is read again from the
     // log, the same.
-    assert_eq!(app.rooms.run_once().await.expect("keeper pass"), 0);
+    assert_eq!(app.waiting_rooms.run_once().await.expect("keeper pass"), 0);
     let show_begins: DateTime<Utc> = "2026-12-31T20:00:00Z".parse().unwrap();
     advance_to(&app, show_begins);
-    assert_eq!(app.rooms.run_once().await.expect("keeper pass"), 0);
+    assert_eq!(app.waiting_rooms.run_once().await.expect("keeper pass"), 0);
     let standing = me(&app, &holder, show).await;
     assert_eq!(standing.body["status"], "closed", "{}", standing.body);
     assert_eq!(standing.body["reason"], "sold_out");

@@ -1,7 +1,7 @@
 //! The decision that joins a buyer to a show's queue: once (a second join
 //! writes nothing), refused by a closed room.
 
-use domain::waiting_room::{self, JoinQueue, QueueEntry, QueueError, Room};
+use domain::waiting_room::{self, JoinQueue, QueueEntry, QueueError, WaitingRoom};
 
 use super::WaitingRoomError;
 use crate::command::round::{Decided, Decides, Decision, View};
@@ -9,7 +9,7 @@ use crate::command::round::{Decided, Decides, Decision, View};
 /// Joining: `command` on the buyer's entry as locked, with the room as the
 /// queue book last read it. Answers whether this decision joined.
 pub(super) struct Joining<'a> {
-    pub(super) room: &'a Room,
+    pub(super) room: &'a WaitingRoom,
     pub(super) command: &'a JoinQueue,
 }
 
@@ -38,17 +38,17 @@ impl Decides<QueueEntry> for Joining<'_> {
 mod tests {
     use chrono::{DateTime, Duration, Utc};
     use domain::ids::{BuyerId, ShowId};
-    use domain::waiting_room::{QueueEntry, RoomSettings};
+    use domain::waiting_room::{QueueEntry, WaitingRoomSettings};
 
     use super::*;
-    use crate::command::queue::EntryKey;
+    use crate::command::waiting_room::EntryKey;
 
     fn now() -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
     }
 
-    pub(crate) fn settings() -> RoomSettings {
-        RoomSettings {
+    pub(crate) fn settings() -> WaitingRoomSettings {
+        WaitingRoomSettings {
             sale_starts_at: now() - Duration::minutes(1),
             admit_per_minute: 60,
             admission_ttl_seconds: 300,
@@ -64,7 +64,7 @@ mod tests {
             buyer: buyer.clone(),
             settings: settings(),
         };
-        let (room, entry) = (Room::default(), QueueEntry::default());
+        let (room, entry) = (WaitingRoom::default(), QueueEntry::default());
         let key = EntryKey { show_id, buyer };
         let mut joining = Joining {
             room: &room,

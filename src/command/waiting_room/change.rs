@@ -1,7 +1,7 @@
 //! The decision that changes a show's room: the seed drawn, the rate
 //! changed, admissions paused or resumed, the room closed.
 
-use domain::waiting_room::{self, Room, RoomCommand, RoomError};
+use domain::waiting_room::{self, RoomCommand, RoomError, WaitingRoom};
 
 use super::WaitingRoomError;
 use crate::command::round::{Decided, Decides, Decision, View};
@@ -9,15 +9,18 @@ use crate::command::round::{Decided, Decides, Decision, View};
 /// Changing the room: `command` on the room stream as locked. Answers the
 /// room's version once the change is appended, which the queue book is
 /// then waited for.
-pub(super) struct RoomChange<'a> {
+pub(super) struct WaitingRoomChange<'a> {
     pub(super) command: &'a RoomCommand,
 }
 
-impl Decides<Room> for RoomChange<'_> {
+impl Decides<WaitingRoom> for WaitingRoomChange<'_> {
     type Output = u64;
     type Error = WaitingRoomError;
 
-    fn decide(&mut self, view: &View<'_, Room>) -> Result<Decision<Room, u64>, WaitingRoomError> {
+    fn decide(
+        &mut self,
+        view: &View<'_, WaitingRoom>,
+    ) -> Result<Decision<WaitingRoom, u64>, WaitingRoomError> {
         let Some(&(room, _)) = view.units.first() else {
             return Err(WaitingRoomError::Bug(
                 "a room change without its room".into(),
@@ -41,13 +44,13 @@ mod tests {
     use domain::waiting_room::CloseReason;
 
     use super::*;
-    use crate::command::queue::RoomKey;
+    use crate::command::waiting_room::WaitingRoomKey;
 
     fn now() -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
     }
 
-    fn apply(room: &mut Room, decision: Decision<Room, u64>) -> u64 {
+    fn apply(room: &mut WaitingRoom, decision: Decision<WaitingRoom, u64>) -> u64 {
         let Decision::Append(decided, version) = decision else {
             panic!("the change is appended");
         };
@@ -59,12 +62,12 @@ mod tests {
 
     #[test]
     fn it_should_pause_a_room_and_answer_its_new_version() {
-        let key = RoomKey {
+        let key = WaitingRoomKey {
             show_id: ShowId::parse("show").expect("a show id"),
         };
-        let mut room = Room::default();
+        let mut room = WaitingRoom::default();
         let pause = RoomCommand::Pause { at: now() };
-        let decided = RoomChange { command: &pause }
+        let decided = WaitingRoomChange { command: &pause }
             .decide(&View::given(now(), vec![(&room, &key)]))
             .expect("an open room pauses");
         let version = apply(&mut room, decided);
@@ -74,21 +77,21 @@ mod tests {
 
     #[test]
     fn it_should_refuse_to_change_a_closed_room() {
-        let key = RoomKey {
+        let key = WaitingRoomKey {
             show_id: ShowId::parse("show").expect("a show id"),
         };
-        let mut room = Room::default();
+        let mut room = WaitingRoom::default();
         let close = RoomCommand::Close {
             at: now(),
             reason: CloseReason::SoldOut,
         };
-        let decided = RoomChange { command: &close }
+        let decided = WaitingRoomChange { command: &close }
             .decide(&View::given(now(), vec![(&room, &key)]))
             .expect("an open room closes");
         apply(&mut room, decided);
         let resume = RoomCommand::Resume { at: now() };
         let refused =
-            RoomChange { command: &resume }.decide(&View::given(now(), vec![(&room, &key)]));
+            WaitingRoomChange { command: &resume }.decide(&View::given(now(), vec![(&room, &key)]));
         assert!(matches!(refused, Err(WaitingRoomError::SoldOut)));
     }
 }
