@@ -367,4 +367,11 @@ pub(crate) mod fixtures {
         }
         seat
     }
+
+    /// The key of seat `A-1` of show `show`.
+    pub(crate) fn seat_key() -> super::SeatKey {
+        let show_id = domain::ids::ShowId::parse("show").expect("a show id");
+        let seat_id = domain::ids::SeatId::parse("A-1").expect("a seat id");
+        super::SeatKey::unit(&show_id, &seat_id).1
+    }
 }

@@ -77,6 +77,20 @@ macro_rules! insert_shards {
     };
 }
 
+/// The show's own row, in `tx` (the same statement on both stores: the
+/// transaction types differ); its outcome.
+macro_rules! insert_show_row {
+    ($tx:expr, $show:expr) => {
+        sqlx::query(INSERT_SHOW)
+            .bind($show.show_id.as_str())
+            .bind($show.definition)
+            .bind($show.created_at_us)
+            .execute(&mut *$tx)
+            .await
+            .map_err(StoreError::classify)?
+    };
+}
+
 /// A show's definition and the rows created with it.
 struct NewShowRows<'a> {
     show_id: &'a ShowId,
@@ -90,13 +104,7 @@ struct NewShowRows<'a> {
 /// of arrays) and shard rows, in one transaction; whether it was free.
 async fn insert_show_pg(pool: &sqlx::PgPool, show: &NewShowRows<'_>) -> StoreResult<bool> {
     let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-    let done = sqlx::query(INSERT_SHOW)
-        .bind(show.show_id.as_str())
-        .bind(show.definition)
-        .bind(show.created_at_us)
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::classify)?;
+    let done = insert_show_row!(tx, show);
     if done.rows_affected() == 1 {
         let ids: Vec<&str> = show.seats.iter().map(|s| s.0.as_str()).collect();
         let ordinals: Vec<i32> = show.seats.iter().map(|s| s.1).collect();
@@ -118,13 +126,7 @@ async fn insert_show_pg(pool: &sqlx::PgPool, show: &NewShowRows<'_>) -> StoreRes
 /// As [`insert_show_pg`], a seat row a statement (SQLite has no arrays).
 async fn insert_show_sqlite(pool: &sqlx::SqlitePool, show: &NewShowRows<'_>) -> StoreResult<bool> {
     let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-    let done = sqlx::query(INSERT_SHOW)
-        .bind(show.show_id.as_str())
-        .bind(show.definition)
-        .bind(show.created_at_us)
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::classify)?;
+    let done = insert_show_row!(tx, show);
     if done.rows_affected() == 1 {
         for (seat_id, ordinal, section) in show.seats {
             sqlx::query(SQLITE_INSERT_SEAT)

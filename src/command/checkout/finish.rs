@@ -234,8 +234,7 @@ impl CheckoutService {
 #[cfg(test)]
 mod tests {
     use domain::checkout::{CheckoutEvent, Phase};
-    use domain::ids::{BuyerId, SeatId, ShowId};
-    use domain::money::Currency;
+    use domain::ids::{SeatId, ShowId};
     use domain::seat::{Seat, SeatEvent};
 
     use super::*;
@@ -251,14 +250,7 @@ mod tests {
     fn authorized(hold_id: HoldId) -> Checkout {
         let mut checkout = Checkout::default();
         let steps = [
-            CheckoutCommand::RequestPurchase {
-                hold_id,
-                show_id: ShowId::parse("show").expect("a show id"),
-                buyer: BuyerId::parse("buyer-1").expect("a buyer"),
-                payment_method: "pm_card_visa".into(),
-                amount_cents: 1000,
-                currency: Currency::EUR,
-            },
+            crate::command::checkout::record::tests::request(hold_id),
             CheckoutCommand::RecordPaymentCreated {
                 attempt: 1,
                 payment_id: "pi_1".into(),

@@ -59,7 +59,7 @@ impl CheckoutService {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use domain::checkout::{CheckoutEvent, Phase};
     use domain::ids::{BuyerId, HoldId, ShowId};
     use domain::money::Currency;
@@ -70,7 +70,8 @@ mod tests {
         DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
     }
 
-    fn request(hold_id: HoldId) -> CheckoutCommand {
+    /// The purchase of `hold_id` requested, as the checkout tests start it.
+    pub(crate) fn request(hold_id: HoldId) -> CheckoutCommand {
         CheckoutCommand::RequestPurchase {
             hold_id,
             show_id: ShowId::parse("show").expect("a show id"),

@@ -21,7 +21,7 @@ use domain::ids::SeatId;
 use domain::seat::{Seat, SeatStatus};
 
 use super::claims::{Claim, Claims, Reading};
-use super::place_seats::hold_seats;
+use super::place_seats::decide_seats;
 use super::placement::{Held, Placement};
 use super::{HoldError, HoldService};
 use crate::command::round::{Decides, Decision, Settled, View};
@@ -134,20 +134,8 @@ impl Decides<Seat> for BestSeats<'_> {
     const MAX_PLANS: usize = MAX_CHOOSE_ROUNDS;
 
     fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Held>, HoldError> {
-        let placement = self.placement;
-        placement.admitted(view.now)?;
-        let expires_at = placement.expires_at(view.now);
-        match hold_seats(placement, view, expires_at)? {
-            Ok(units) => {
-                let held = Held {
-                    expires_at,
-                    seats: self.chosen.clone(),
-                    parts: Vec::new(),
-                };
-                placement.decided(view, units, self.chosen.len() as u32, held)
-            }
-            // Taken by what was read, or only assumed free: read first.
-            Err(_) if view.assumed_new => Ok(Decision::ReadAll),
+        match decide_seats(self.placement, view, &self.chosen)? {
+            Ok(decision) => Ok(decision),
             Err(taken) => {
                 self.learn(&taken);
                 self.choose()?;

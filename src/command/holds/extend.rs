@@ -145,17 +145,10 @@ fn refuse_ended(record: &HoldRecord, now: chrono::DateTime<chrono::Utc>) -> Resu
 
 #[cfg(test)]
 mod tests {
-    use domain::ids::{SeatId, ShowId};
     use domain::seat::SeatEvent;
 
     use super::*;
-    use crate::command::units::fixtures::{now, seat_held_by};
-    use crate::command::units::SeatKey;
-
-    fn key() -> SeatKey {
-        let show_id = ShowId::parse("show").expect("a show id");
-        SeatKey::unit(&show_id, &SeatId::parse("A-1").expect("a seat id")).1
-    }
+    use crate::command::units::fixtures::{now, seat_held_by, seat_key as key};
 
     #[test]
     fn it_should_move_the_expiry_on_by_the_ttl() {

@@ -43,6 +43,32 @@ pub(super) fn hold_seats(
     })
 }
 
+/// The hold on `seats` as `view` shows them, or the seats of those that
+/// another hold or a booking has; a view whose seats were only assumed new
+/// is read first (a refusal names every seat the buyer cannot have).
+pub(super) fn decide_seats(
+    placement: &Placement<'_>,
+    view: &View<'_, Seat>,
+    seats: &[SeatId],
+) -> Result<Result<Decision<Seat, Held>, Vec<SeatId>>, HoldError> {
+    placement.admitted(view.now)?;
+    let expires_at = placement.expires_at(view.now);
+    match hold_seats(placement, view, expires_at)? {
+        Ok(units) => {
+            let held = Held {
+                expires_at,
+                seats: seats.to_vec(),
+                parts: Vec::new(),
+            };
+            placement
+                .decided(view, units, seats.len() as u32, held)
+                .map(Ok)
+        }
+        Err(_) if view.assumed_new => Ok(Ok(Decision::ReadAll)),
+        Err(taken) => Ok(Err(taken)),
+    }
+}
+
 /// Placing a hold on the seats listed (`HoldRequest::Seats`).
 pub(super) struct PlaceSeats<'a> {
     pub(super) placement: &'a Placement<'a>,
@@ -55,20 +81,8 @@ impl Decides<Seat> for PlaceSeats<'_> {
 
     fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Held>, HoldError> {
         let placement = self.placement;
-        placement.admitted(view.now)?;
-        let expires_at = placement.expires_at(view.now);
-        match hold_seats(placement, view, expires_at)? {
-            Ok(units) => {
-                let held = Held {
-                    expires_at,
-                    seats: self.seats.to_vec(),
-                    parts: Vec::new(),
-                };
-                placement.decided(view, units, self.seats.len() as u32, held)
-            }
-            // A refusal names every seat the buyer cannot have: read the
-            // seats only assumed new, and decide again.
-            Err(_) if view.assumed_new => Ok(Decision::ReadAll),
+        match decide_seats(placement, view, self.seats)? {
+            Ok(decision) => Ok(decision),
             Err(mut taken) => {
                 placement.entry.sort_seats(&mut taken);
                 Err(HoldError::SeatsTaken(taken))

@@ -104,17 +104,10 @@ impl HoldService {
 
 #[cfg(test)]
 mod tests {
-    use domain::ids::{SeatId, ShowId};
     use domain::seat::{Seat, SeatEvent};
 
     use super::*;
-    use crate::command::units::fixtures::{now, seat_held_by};
-    use crate::command::units::SeatKey;
-
-    fn key() -> SeatKey {
-        let show_id = ShowId::parse("show").expect("a show id");
-        SeatKey::unit(&show_id, &SeatId::parse("A-1").expect("a seat id")).1
-    }
+    use crate::command::units::fixtures::{now, seat_held_by, seat_key as key};
 
     #[test]
     fn it_should_release_every_unit_the_hold_holds() {
