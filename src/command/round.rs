@@ -61,7 +61,7 @@ pub const MAX_DECIDE_ROUNDS: usize = 5;
 pub type CheckoutLock = LockedStream<Checkout>;
 
 /// What a command's error must be able to say about a round.
-pub trait RoundError: From<StoreError> {
+pub trait RoundError: From<StoreError> + Send {
     /// Every round was refused: contention did not settle (503 `busy`).
     fn contended() -> Self;
     /// A decision refused in a way its command rules out: a bug, answered
@@ -250,6 +250,17 @@ pub trait Decides<U: Stream> {
     /// command would.
     const MAX_PLANS: usize = 1;
     fn decide(&mut self, view: &View<'_, U>) -> Result<Decision<U, Self::Output>, Self::Error>;
+
+    /// Between two plans, with every lock let go: what the decision reads
+    /// again before its next plan is locked (advice, never a decision: best
+    /// available's statuses, which other instances move meanwhile), and the
+    /// plan to lock. By default the plan it asked for, read nothing.
+    fn replan(
+        &mut self,
+        next: Vec<(String, U::Key)>,
+    ) -> impl std::future::Future<Output = Result<Vec<(String, U::Key)>, Self::Error>> + Send {
+        async move { Ok(next) }
+    }
 }
 
 /// A decision on the checkout alone: a step of the drive recorded before
@@ -452,7 +463,7 @@ impl Rounds {
                     // own conflicts are counted afresh.
                     plans += 1;
                     conflicts = 0;
-                    units = next;
+                    units = decision.replan(next).await?;
                     U::sort(&mut units);
                 }
             }

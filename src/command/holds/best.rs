@@ -12,8 +12,11 @@
 //! arrive meanwhile. What it says is advice: the append of the hold, at the
 //! versions of the locked seat streams, decides. A chosen seat that the
 //! locked streams show taken is learned: the decision marks it taken in
-//! what it read and chooses again, and asks the round for the new seats
-//! (`Decision::Replan`), at most [`MAX_CHOOSE_ROUNDS`] choices in all.
+//! what it read and asks the round for other seats (`Decision::Replan`);
+//! the round lets go of the locks and the decision reads the statuses
+//! again (`Decides::replan`: what other instances took meanwhile), marks
+//! every seat it learned taken, and chooses again, at most
+//! [`MAX_CHOOSE_ROUNDS`] choices in all.
 //! Concurrent choices of this instance keep out of each other's way through
 //! the claims (`claims`).
 
@@ -24,8 +27,11 @@ use super::claims::{Claim, Claims, Reading};
 use super::place_seats::decide_seats;
 use super::placement::{Held, Placement};
 use super::{HoldError, HoldService};
+use crate::clock::Clock;
 use crate::command::round::{Decides, Decision, Settled, View};
 use crate::command::units::SeatKey;
+use crate::query::availability::AvailabilityCache;
+use crate::store::Shows;
 
 /// Choices per request. A new choice follows a chosen seat the locked
 /// streams show taken: another buyer (on another instance, or past a
@@ -52,6 +58,12 @@ pub(super) struct BestSeats<'a> {
     section: Option<&'a str>,
     chosen: Vec<SeatId>,
     claim: Option<Claim<'a>>,
+    /// Every seat the locked streams showed taken: taken in every later
+    /// read too (the availability read may not show it yet).
+    learned: Vec<SeatId>,
+    /// Where the statuses are read again between plans (none in unit
+    /// tests: the decision then chooses from what it read and learned).
+    source: Option<Statuses<'a>>,
     /// Choices after the first.
     pub(super) rechosen: u64,
 }
@@ -75,10 +87,18 @@ impl<'a> BestSeats<'a> {
             section,
             chosen: Vec::new(),
             claim: None,
+            learned: Vec::new(),
+            source: None,
             rechosen: 0,
         };
         best.choose()?;
         Ok(best)
+    }
+
+    /// Reads the statuses again from `source` before each new plan.
+    pub(super) fn rereading(mut self, source: Statuses<'a>) -> Self {
+        self.source = Some(source);
+        self
     }
 
     /// The seat streams of the current choice.
@@ -114,10 +134,16 @@ impl<'a> BestSeats<'a> {
         Ok(())
     }
 
-    /// Marks `taken` as held in what was read.
+    /// Marks `taken` as held in what was read, and remembers it.
     fn learn(&mut self, taken: &[SeatId]) {
+        self.learned.extend_from_slice(taken);
+        self.mark_learned();
+    }
+
+    /// Marks every seat learned taken as held in what was read.
+    fn mark_learned(&mut self) {
         let show = &self.placement.entry.show;
-        for seat_id in taken {
+        for seat_id in &self.learned {
             if let Some(status) = show
                 .seat(seat_id)
                 .and_then(|(ordinal, _)| self.statuses.get_mut(ordinal))
@@ -128,10 +154,40 @@ impl<'a> BestSeats<'a> {
     }
 }
 
+/// Where best available reads seat statuses: the instance's availability
+/// cache, brought up to date from the seat rows.
+#[derive(Clone, Copy)]
+pub(super) struct Statuses<'a> {
+    pub(super) availability: &'a AvailabilityCache,
+    pub(super) shows: &'a Shows,
+    pub(super) clock: &'a dyn Clock,
+}
+
 impl Decides<Seat> for BestSeats<'_> {
     type Output = Held;
     type Error = HoldError;
     const MAX_PLANS: usize = MAX_CHOOSE_ROUNDS;
+
+    /// A new choice from statuses read again, with every seat learned
+    /// taken: under a crowd on several instances, what the first read
+    /// showed free is taken faster than one choice a plan can learn.
+    async fn replan(
+        &mut self,
+        next: Vec<(String, SeatKey)>,
+    ) -> Result<Vec<(String, SeatKey)>, HoldError> {
+        let Some(source) = self.source else {
+            return Ok(next);
+        };
+        let entry = self.placement.entry;
+        self.reading = self.claims.start_reading(&entry.show.show_id);
+        self.statuses = source
+            .availability
+            .statuses(source.shows, entry, source.clock.now())
+            .await?;
+        self.mark_learned();
+        self.choose()?;
+        Ok(self.plan())
+    }
 
     fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Held>, HoldError> {
         match decide_seats(self.placement, view, &self.chosen)? {
@@ -162,6 +218,11 @@ impl HoldService {
             .availability
             .statuses(&self.shows, entry, self.clock.now())
             .await?;
+        let source = Statuses {
+            availability: &self.availability,
+            shows: &self.shows,
+            clock: self.clock.as_ref(),
+        };
         let mut decision = BestSeats::new(
             placement,
             &self.claims,
@@ -169,7 +230,8 @@ impl HoldService {
             statuses,
             quantity as usize,
             section,
-        )?;
+        )?
+        .rereading(source);
         let plan = decision.plan();
         let round = placement.round().assuming_new();
         let settled = self.rounds.run(round, plan, &mut decision).await;
