@@ -6,7 +6,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::support::{fire_at_once, Answer, TestApp, TestEnv};
-use crate::tests;
+use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
@@ -15,6 +15,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         best_available_prefers_explicit_ranks_over_list_order,
         best_available_stays_in_the_section_asked_for,
         best_available_storm_gives_disjoint_consecutive_blocks,
+        best_available_over_two_instances_gives_every_buyer_a_block_while_blocks_remain,
         best_available_answers_no_adjacent_seats_when_no_block_is_left,
         best_available_refuses_a_quantity_outside_its_limits,
         best_available_retry_with_the_same_key_returns_the_same_seats,
@@ -242,6 +243,45 @@ async fn best_available_storm_gives_disjoint_consecutive_blocks(env: TestEnv) {
         statuses.values().filter(|s| *s == "held").count(),
         held.len()
     );
+}
+
+/// Two instances choose from the same statuses, and each one's claims keep
+/// only its own buyers apart: a buyer who loses a block to the other
+/// instance must choose again from what is free now, not from what was free
+/// at its first read, or it runs out of choices (503) while most seats are
+/// free.
+async fn best_available_over_two_instances_gives_every_buyer_a_block_while_blocks_remain(
+    env: TestEnv,
+) {
+    const BUYERS: usize = 200;
+    let _heavy = HEAVY.acquire().await.expect("semaphore");
+    let (first, second) = env.spawn_pair().await;
+    create(&first, "pair", rows("A", 40, 25)).await;
+    let calls: Vec<_> = (0..BUYERS)
+        .map(|i| {
+            let app = if i % 2 == 0 { &first } else { &second };
+            app.hold_call(
+                app.buyer(&format!("buyer{i}")),
+                "pair",
+                json!({"best_available": {"quantity": 2}}),
+            )
+        })
+        .collect();
+    let answers = fire_at_once(calls).await;
+    let mut held = HashSet::new();
+    for answer in &answers {
+        for seat in seats_of(answer) {
+            assert!(held.insert(seat.clone()), "{seat} is in two holds");
+        }
+    }
+    assert_eq!(held.len(), 2 * BUYERS, "every buyer has a block of two");
+    let statuses = second.seat_statuses("pair").await;
+    assert_eq!(
+        statuses.values().filter(|s| *s == "held").count(),
+        held.len()
+    );
+    second.stop().await;
+    first.stop().await;
 }
 
 /// Free blocks of three consecutive seats in one row of `A-row-n` seats.
