@@ -287,6 +287,20 @@ async fn finish_previous_run(projector: &Projector, recovery: &Recovery) -> anyh
     Ok(())
 }
 
+/// The database `url` names, with its migrations applied: for the service
+/// and for the binary's tools alike.
+pub async fn open_store(url: &str, connections: u32) -> anyhow::Result<Store> {
+    let store = Store::connect(url, connections)
+        .await
+        .context("cannot open the database")?;
+    store
+        .database()
+        .migrate()
+        .await
+        .context("cannot apply migrations")?;
+    Ok(store)
+}
+
 /// A listening socket on `addr`, as the service binds it.
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
@@ -317,14 +331,7 @@ impl Application {
     ) -> anyhow::Result<Self> {
         // Metrics recorded before the recorder exists are lost: install it first.
         let _ = crate::metrics::handle();
-        let store = Store::connect(&settings.database_url, settings.database_connections)
-            .await
-            .context("cannot open the database")?;
-        store
-            .database()
-            .migrate()
-            .await
-            .context("cannot apply migrations")?;
+        let store = open_store(&settings.database_url, settings.database_connections).await?;
         let wings = Wings::wire(&store, &settings, &clock)?;
         let recovery = Recovery::new(wings.checkout.clone());
         let projector = Projector::new(store.log(), wings.catalog.clone());

@@ -195,15 +195,7 @@ fn tool_catalog(store: &Store) -> ShowCatalog {
 }
 
 async fn open_store(database: &DatabaseArgs) -> anyhow::Result<Store> {
-    let store = Store::connect(&database.database_url, DEFAULT_POOL_CONNECTIONS)
-        .await
-        .context("cannot open the database")?;
-    store
-        .database()
-        .migrate()
-        .await
-        .context("cannot apply migrations")?;
-    Ok(store)
+    booking::app::open_store(&database.database_url, DEFAULT_POOL_CONNECTIONS).await
 }
 
 async fn replay(args: ReplayArgs) -> anyhow::Result<()> {

@@ -96,14 +96,12 @@ pub(crate) use event_names;
 
 #[cfg(test)]
 mod tests {
-    use chrono::{DateTime, Duration, Utc};
     use cqrs_es::test::TestFramework;
     use cqrs_es::{Aggregate, DomainEvent};
-    use uuid::Uuid;
 
     use crate::allowance::Allowance;
     use crate::checkout::{Checkout, CheckoutEvent};
-    use crate::ids::{BuyerId, HoldId, ShowId};
+    use crate::ids::ShowId;
     use crate::pool::{PoolCommand, PoolError, PoolEvent, PoolShard};
     use crate::seat::{Seat, SeatCommand, SeatError, SeatEvent, Timed};
     use crate::waiting_room::{
@@ -111,15 +109,7 @@ mod tests {
     };
     use crate::EVENT_VERSION;
 
-    fn t(seconds: i64) -> DateTime<Utc> {
-        DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(1_800_000_000 + seconds)
-    }
-    fn hold(n: u128) -> HoldId {
-        HoldId(Uuid::from_u128(n))
-    }
-    fn buyer(name: &str) -> BuyerId {
-        BuyerId::parse(name).unwrap()
-    }
+    use crate::seat::tests::{buyer, hold, t};
 
     #[test]
     fn it_should_keep_the_stored_aggregate_types() {

@@ -501,20 +501,20 @@ impl Decider for Seat {
 impl_aggregate!(Seat, "Seat");
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::EVENT_VERSION;
     use chrono::Duration;
     use cqrs_es::DomainEvent;
     use uuid::Uuid;
 
-    fn t(seconds: i64) -> DateTime<Utc> {
+    pub(crate) fn t(seconds: i64) -> DateTime<Utc> {
         DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(1_800_000_000 + seconds)
     }
-    fn hold(n: u128) -> HoldId {
+    pub(crate) fn hold(n: u128) -> HoldId {
         HoldId(Uuid::from_u128(n))
     }
-    fn buyer(name: &str) -> BuyerId {
+    pub(crate) fn buyer(name: &str) -> BuyerId {
         BuyerId::parse(name).unwrap()
     }
     fn placed(n: u128, who: &str, until: i64) -> SeatEvent {

@@ -168,24 +168,25 @@ impl Decides<Seat> for BestSeats<'_> {
     type Error = HoldError;
     const MAX_PLANS: usize = MAX_CHOOSE_ROUNDS;
 
-    /// A new choice from statuses read again, with every seat learned
-    /// taken: under a crowd on several instances, what the first read
-    /// showed free is taken faster than one choice a plan can learn.
+    /// The next choice, made here rather than in `decide`: from the
+    /// statuses read again (with `source`: under a crowd on several
+    /// instances, what the first read showed free is taken faster than one
+    /// choice a plan can learn), with every seat learned taken.
     async fn replan(
         &mut self,
-        next: Vec<(String, SeatKey)>,
+        _next: Vec<(String, SeatKey)>,
     ) -> Result<Vec<(String, SeatKey)>, HoldError> {
-        let Some(source) = self.source else {
-            return Ok(next);
-        };
-        let entry = self.placement.entry;
-        self.reading = self.claims.start_reading(&entry.show.show_id);
-        self.statuses = source
-            .availability
-            .statuses(source.shows, entry, source.clock.now())
-            .await?;
-        self.mark_learned();
+        if let Some(source) = self.source {
+            let entry = self.placement.entry;
+            self.reading = self.claims.start_reading(&entry.show.show_id);
+            self.statuses = source
+                .availability
+                .statuses(source.shows, entry, source.clock.now())
+                .await?;
+            self.mark_learned();
+        }
         self.choose()?;
+        self.rechosen += 1;
         Ok(self.plan())
     }
 
@@ -194,9 +195,9 @@ impl Decides<Seat> for BestSeats<'_> {
             Ok(decision) => Ok(decision),
             Err(taken) => {
                 self.learn(&taken);
-                self.choose()?;
-                self.rechosen += 1;
-                Ok(Decision::Replan(self.plan()))
+                // No plan yet: the next choice is made in `replan`, once
+                // the round has let go of these seats.
+                Ok(Decision::Replan(Vec::new()))
             }
         }
     }
@@ -282,9 +283,11 @@ mod tests {
         let keys = keys(&entry.show.show_id, &first);
         let (taken, free) = (held_by_another(), Seat::default());
         let view = View::given(now(), vec![(&taken, &keys[0]), (&free, &keys[1])]);
-        let Ok(Decision::Replan(plan)) = best.decide(&view) else {
+        let Ok(Decision::Replan(_)) = best.decide(&view) else {
             panic!("a taken seat makes the decision choose again");
         };
+        let plan =
+            futures::executor::block_on(best.replan(Vec::new())).expect("another block of two");
         let again: Vec<SeatId> = plan.iter().map(|(_, key)| key.seat_id.clone()).collect();
         assert!(
             !again.contains(&first[0]),

@@ -263,8 +263,8 @@ struct Queue {
     jobs: mpsc::Receiver<PgJob>,
     /// Jobs taken from the queue that did not join the last group (another
     /// show's, or its events would have passed [`MAX_EVENTS_PER_BATCH`]),
-    /// in arrival order: the next groups start with them. At most the
-    /// channel's capacity ([`PG_QUEUE`]) more than the queue holds.
+    /// in arrival order: the next groups start with them. At most
+    /// [`PG_QUEUE`], the channel's capacity.
     carried: VecDeque<PgJob>,
 }
 
@@ -284,6 +284,10 @@ impl Queue {
         while group.len() < PG_GROUP_COMMIT {
             let job = match self.carried.pop_front() {
                 Some(job) => job,
+                // Jobs passed over wait outside the channel: take no more
+                // from it than it holds, so that a crowd of other shows is
+                // held back by the channel's bound, as one show's is.
+                None if passed.len() >= PG_QUEUE => break,
                 None => match self.jobs.try_recv() {
                     Ok(job) => job,
                     Err(_) => break,
