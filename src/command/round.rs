@@ -49,7 +49,9 @@ use crate::command::streams::{
     refresh_all, refresh_or_assume_new, Inventory, LockedStream, Stream,
 };
 use crate::command::units::{HoldUnits, Unit};
-use crate::store::{AppendBatch, AppendOutcome, EventLog, IdempotencyKeyRow, StoreError};
+use crate::store::batch::AppendBatch;
+use crate::store::log::EventLog;
+use crate::store::{AppendOutcome, IdempotencyKeyRow, StoreError};
 
 /// Rounds of deciding and appending per command before giving up with 503
 /// `busy`. Each new round follows a conflict with another instance that did
@@ -481,7 +483,10 @@ impl Rounds {
     ) -> Result<Ended<D::Output, U::Key>, D::Error> {
         let mut locked = self.lock(round, units).await?;
         let now = self.clock.now();
-        let (decided, answer) = match self.decide(round, &mut locked, now, decision).await? {
+        let (decided, answer) = match self
+            .decide(round, units, &mut locked, now, decision)
+            .await?
+        {
             Decision::Append(decided, answer) if !decided.is_empty() => (decided, answer),
             Decision::Append(_, answer) | Decision::Answer(answer) => {
                 return Ok(Ended::Settled(Settled::Answered(answer)))
@@ -498,20 +503,22 @@ impl Rounds {
                 )))
             }
         };
-        Ok(match self.append(round, &mut locked, now, decided).await? {
-            AppendOutcome::Appended => Ended::Settled(Settled::Appended(answer)),
-            AppendOutcome::IdempotencyKeyTaken => Ended::Settled(Settled::KeyTaken),
-            AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => Ended::Conflict,
-        })
+        Ok(
+            match self.append(round, units, &mut locked, now, decided).await? {
+                AppendOutcome::Appended => Ended::Settled(Settled::Appended(answer)),
+                AppendOutcome::IdempotencyKeyTaken => Ended::Settled(Settled::KeyTaken),
+                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => Ended::Conflict,
+            },
+        )
     }
 
     /// Locks the buyer's allowance, then the units (in the order they are
     /// in), and brings them and the round's checkout up to date.
-    async fn lock<'k, U: Stream>(
+    async fn lock<U: Stream>(
         &self,
         round: &mut Round<'_>,
-        units: &'k [(String, U::Key)],
-    ) -> Result<Locked<'k, U>, StoreError> {
+        units: &[(String, U::Key)],
+    ) -> Result<Locked<U>, StoreError> {
         let allowance = match &round.limit {
             Some(limit) => {
                 let id = allowance_stream_id(&limit.show_id, &limit.buyer);
@@ -530,11 +537,7 @@ impl Rounds {
         if let Some(checkout) = round.checkout.as_deref_mut() {
             self.refresh_checkout(checkout).await?;
         }
-        Ok(Locked {
-            streams,
-            keys: units,
-            allowance,
-        })
+        Ok(Locked { streams, allowance })
     }
 
     /// Runs the decision on the locked streams at `now`; when it asks, reads
@@ -542,7 +545,8 @@ impl Rounds {
     async fn decide<U: Stream, D: Decides<U>>(
         &self,
         round: &Round<'_>,
-        locked: &mut Locked<'_, U>,
+        units: &[(String, U::Key)],
+        locked: &mut Locked<U>,
         now: DateTime<Utc>,
         decision: &mut D,
     ) -> Result<Decision<U, D::Output>, D::Error> {
@@ -556,7 +560,7 @@ impl Rounds {
                 units: locked
                     .streams
                     .iter()
-                    .zip(locked.keys)
+                    .zip(units)
                     .map(|(stream, (_, key))| (stream.aggregate(), key))
                     .collect(),
                 assumed_new,
@@ -577,11 +581,12 @@ impl Rounds {
     async fn append<U: Stream>(
         &self,
         round: &mut Round<'_>,
-        locked: &mut Locked<'_, U>,
+        units: &[(String, U::Key)],
+        locked: &mut Locked<U>,
         now: DateTime<Utc>,
         decided: Decided<U>,
     ) -> Result<AppendOutcome, StoreError> {
-        let batch = batch(round, now, &decided, locked)?;
+        let batch = batch(round, units, now, &decided, locked)?;
         let outcome_mark = round.outcome.clone();
         let mut streams = Tracked::of(round, locked);
         streams.before_append();
@@ -591,7 +596,8 @@ impl Rounds {
         if streams.checkout.is_none() {
             outcome_mark.begin();
         }
-        let outcome = self.log.append(&batch).await;
+        let log: &EventLog = &self.log;
+        let outcome = log.append(&batch).await;
         match outcome {
             Ok(AppendOutcome::Appended) => streams.appended(decided),
             _ => streams.invalidate(),
@@ -600,11 +606,10 @@ impl Rounds {
     }
 }
 
-/// The streams of one round, locked and up to date.
-struct Locked<'k, U: Stream> {
+/// The streams of one round, locked and up to date: one for each of the
+/// round's units, in the same order.
+struct Locked<U: Stream> {
     streams: Vec<LockedStream<U>>,
-    /// Each stream's id and key, in the same order.
-    keys: &'k [(String, U::Key)],
     allowance: Option<LockedStream<Allowance>>,
 }
 
@@ -613,9 +618,10 @@ struct Locked<'k, U: Stream> {
 /// they produce.
 fn batch<U: Stream>(
     round: &Round<'_>,
+    units: &[(String, U::Key)],
     now: DateTime<Utc>,
     decided: &Decided<U>,
-    locked: &Locked<'_, U>,
+    locked: &Locked<U>,
 ) -> Result<AppendBatch, StoreError> {
     let metadata = &round.metadata;
     let mut batch = AppendBatch::new(now);
@@ -630,8 +636,8 @@ fn batch<U: Stream>(
         )?;
     }
     let mut rows = Rows::default();
-    let units = locked.streams.iter().zip(locked.keys).zip(&decided.units);
-    for ((stream, (_, key)), events) in units {
+    let written = locked.streams.iter().zip(units).zip(&decided.units);
+    for ((stream, (_, key)), events) in written {
         let version = stream.version();
         let show_id = Some(U::show_id(key));
         batch.push_events::<U>(stream.id(), version, events, metadata, show_id)?;
@@ -662,7 +668,7 @@ struct Tracked<'r, U: Stream> {
 }
 
 impl<'r, U: Stream> Tracked<'r, U> {
-    fn of(round: &'r mut Round<'_>, locked: &'r mut Locked<'_, U>) -> Self {
+    fn of(round: &'r mut Round<'_>, locked: &'r mut Locked<U>) -> Self {
         Self {
             units: &mut locked.streams,
             allowance: locked.allowance.as_mut(),

@@ -15,7 +15,7 @@ use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
-use crate::command::holds::{HoldRequest, HoldView, Placed};
+use crate::command::holds::{HoldRequest, HoldService, HoldView, Placed};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -179,7 +179,8 @@ pub(super) async fn place_hold(
         HoldRequest::Pool { .. } => "pool",
         HoldRequest::BestAvailable { .. } => "best",
     };
-    let placed = state.holds.place(&ctx, &show_id, request).await;
+    let holds: &HoldService = &state.holds;
+    let placed = holds.place(&ctx, &show_id, request).await;
     placed_response(kind, placed)
 }
 

@@ -35,7 +35,7 @@
 //! parameters work in both); the [`on_store!`] macro expands one body for
 //! each pool type.
 
-mod batch;
+pub(crate) mod batch;
 mod bulk;
 mod checkouts;
 mod database;
@@ -44,7 +44,7 @@ mod error;
 mod flat;
 mod holds;
 mod idempotency;
-mod log;
+pub(crate) mod log;
 mod primary;
 mod quiesce;
 mod shows;
@@ -66,7 +66,7 @@ pub use error::{
 };
 pub use holds::HoldRecord;
 pub use idempotency::IdempotencyEntry;
-pub use log::{LogEvent, LogFilter, LogScan};
+pub use log::{EventLog, LogEvent, LogFilter, LogScan};
 pub use quiesce::Quiesced;
 pub use shows::{PoolFigures, ShowInsert, WHOLE_SHOW};
 pub use tables::{Projection, Tables};
@@ -165,10 +165,6 @@ macro_rules! on_store {
 }
 pub(crate) use on_store;
 
-port!(
-    /// The event log: appends and every read of the events. See `log/`.
-    EventLog
-);
 port!(
     /// Show definitions and the seat and shard rows. See `shows.rs`.
     Shows

@@ -20,15 +20,17 @@
 //! Concurrent choices of this instance keep out of each other's way through
 //! the claims (`claims`).
 
+use std::sync::Arc;
+
 use domain::ids::SeatId;
 use domain::seat::{Seat, SeatStatus};
 
 use super::claims::{Claim, Claims, Reading};
 use super::place_seats::decide_seats;
 use super::placement::{Held, Placement};
-use super::{HoldError, HoldService};
+use super::HoldError;
 use crate::clock::Clock;
-use crate::command::round::{Decides, Decision, Settled, View};
+use crate::command::round::{Decides, Decision, Rounds, Settled, View};
 use crate::command::units::SeatKey;
 use crate::query::availability::AvailabilityCache;
 use crate::store::Shows;
@@ -203,11 +205,38 @@ impl Decides<Seat> for BestSeats<'_> {
     }
 }
 
-impl HoldService {
+/// The handler placing best available: reads the statuses, makes the
+/// first choice, and runs the round with `BestSeats`.
+pub(super) struct BestHandler {
+    /// Seat rows, for the statuses.
+    shows: Shows,
+    /// Where the statuses are read: advice, the append decides.
+    availability: Arc<AvailabilityCache>,
+    clock: Arc<dyn Clock>,
+    rounds: Arc<Rounds>,
+    claims: Claims,
+}
+
+impl BestHandler {
+    pub(super) fn new(
+        shows: Shows,
+        availability: Arc<AvailabilityCache>,
+        clock: Arc<dyn Clock>,
+        rounds: Arc<Rounds>,
+    ) -> Self {
+        Self {
+            shows,
+            availability,
+            clock,
+            rounds,
+            claims: Claims::default(),
+        }
+    }
+
     /// `POST /v1/shows/{id}/holds` with `best_available` (validated): the
     /// statuses read, the first choice made, and the round run with
     /// `BestSeats`, which chooses again from what it learns.
-    pub(super) async fn place_best(
+    pub(super) async fn place(
         &self,
         placement: &Placement<'_>,
         quantity: u32,
@@ -235,7 +264,8 @@ impl HoldService {
         .rereading(source);
         let plan = decision.plan();
         let round = placement.round().assuming_new();
-        let settled = self.rounds.run(round, plan, &mut decision).await;
+        let rounds: &Rounds = &self.rounds;
+        let settled = rounds.run(round, plan, &mut decision).await;
         metrics::counter!("best_available_rechosen_total").increment(decision.rechosen);
         if settled.is_ok() {
             decision.placed();

@@ -1,13 +1,17 @@
 //! Extending a hold: every unit of the hold moves to the same later
 //! `expires_at`, decided at one `now` and appended together, or none does.
 
+use std::sync::Arc;
+
 use chrono::Duration;
 use domain::allowance::AllowanceCommand;
 use domain::ids::HoldId;
 use domain::show::Show;
 use projections::holds::HoldStatus;
 
-use super::{HoldError, HoldService, HoldView};
+use super::read::HoldReader;
+use super::{HoldError, HoldView};
+use crate::clock::Clock;
 use crate::command::context::RequestContext;
 use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, Rounds, Settled, View};
 use crate::command::units::{units_of, Refusal, Unit};
@@ -60,28 +64,44 @@ impl Decide for Extending {
     }
 }
 
-impl HoldService {
+/// The handler extending holds: reads the hold, then runs `Extending` on
+/// its units.
+pub(super) struct ExtendHandler {
+    reader: HoldReader,
+    rounds: Arc<Rounds>,
+    clock: Arc<dyn Clock>,
+}
+
+impl ExtendHandler {
+    pub(super) fn new(reader: HoldReader, rounds: Arc<Rounds>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            reader,
+            rounds,
+            clock,
+        }
+    }
+
     /// `POST /v1/holds/{id}/extend`: the hold now expires `hold_ttl_seconds`
     /// from now, but never later than `max_hold_seconds` after it was
     /// placed. Answers the hold as `GET` does. An extension that would not
     /// move the expiry later (asked twice at one instant) changes nothing
     /// and answers the hold; one at the cap is `ExtensionLimit`.
-    pub async fn extend(
+    pub(super) async fn extend(
         &self,
         ctx: &RequestContext,
         hold_id: &HoldId,
     ) -> Result<HoldView, HoldError> {
-        let record = self.owned_record(&ctx.actor, hold_id).await?;
+        let record = self.reader.owned_record(&ctx.actor, hold_id).await?;
         refuse_ended(&record, self.clock.now())?;
-        let entry = self.show(&record.show_id).await?;
+        let entry = self.reader.show(&record.show_id).await?;
         let round = Round::new("extend", ctx).counting(BuyerLimit::of(&entry.show, &record.buyer));
         let mut extending = Extending {
             hold_id: *hold_id,
             ttl: entry.show.hold_ttl(),
             max_hold: entry.show.max_hold(),
         };
-        let settled = self
-            .rounds
+        let rounds: &Rounds = &self.rounds;
+        let settled = rounds
             .run_on(round, units_of(&record, &entry.show)?, &mut extending)
             .await?;
         let (Settled::Appended(decided) | Settled::Answered(decided)) = settled else {
@@ -94,7 +114,7 @@ impl HoldService {
             // A unit no longer holds the hold: it was released or recorded
             // as expired meanwhile; the record says which.
             Err(Refusal::Lost) => {
-                let record = self.owned_record(&ctx.actor, hold_id).await?;
+                let record = self.reader.owned_record(&ctx.actor, hold_id).await?;
                 refuse_ended(&record, self.clock.now())?;
                 return Err(HoldError::HoldExpired);
             }
@@ -102,8 +122,8 @@ impl HoldService {
             Err(Refusal::Converted) => return Err(HoldError::HoldConverted),
             Err(Refusal::ExtensionLimit) => return Err(HoldError::ExtensionLimit),
         }
-        let record = self.owned_record(&ctx.actor, hold_id).await?;
-        self.view(record).await
+        let record = self.reader.owned_record(&ctx.actor, hold_id).await?;
+        self.reader.view(record).await
     }
 }
 

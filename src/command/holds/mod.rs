@@ -5,16 +5,17 @@
 //! `now`, append at the decided versions, again on conflict): the answer is
 //! always a decision, never the conflict itself.
 //!
-//! By step: `request` (what is asked, checked against the show), `place`
-//! (the handler placing a new hold, or answering an idempotent retry),
-//! `placement` (what every placing decision shares), `place_seats` and
-//! `place_pool` (the decisions placing listed seats, or places of a pool),
-//! `best` (best available: the decision that chooses the seats and places
-//! them) and `claims` (what concurrent choices of this instance keep from
-//! each other), `read`
-//! (a stored hold as the API shows it), `release` (ending a hold before it
-//! is bought: released by the buyer, or expired by the sweeper) and
-//! `extend` (moving an active hold's expiry on, up to the show's cap).
+//! `HoldService` hands each command to its handler, a type in the
+//! command's own file. By step: `request` (what is asked, checked against
+//! the show), `place` (the handler placing a new hold, or answering an
+//! idempotent retry), `placement` (what every placing decision shares),
+//! `place_seats` and `place_pool` (the decisions placing listed seats, or
+//! places of a pool), `best` (best available: the handler and the decision
+//! that chooses the seats) and `claims` (what concurrent choices of this
+//! instance keep from each other), `read` (the reader: a stored hold as the
+//! API shows it), `release` (ending a hold before it is bought: released by
+//! the buyer, or expired by the sweeper) and `extend` (moving an active
+//! hold's expiry on, up to the show's cap).
 
 mod best;
 mod claims;
@@ -34,12 +35,20 @@ use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
 use projections::holds::HoldStatus;
 use serde::Serialize;
 
-use crate::catalog::{CatalogEntry, ShowCatalog};
+use crate::auth::Actor;
+use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
+use crate::command::context::RequestContext;
 use crate::command::round::{RoundError, Rounds};
 use crate::command::waiting_room::{WaitingRoomError, WaitingRoomService};
 use crate::query::availability::AvailabilityCache;
 use crate::store::{Holds, IdempotencyKeys, Shows, StoreError};
+
+use best::BestHandler;
+use extend::ExtendHandler;
+use place::PlaceHandler;
+use read::HoldReader;
+use release::ReleaseHandler;
 
 pub use best::MAX_CHOOSE_ROUNDS;
 pub use request::HoldRequest;
@@ -138,21 +147,14 @@ pub struct HoldReads {
     pub shows: Shows,
 }
 
+/// The hold commands and reads, one handler each (`place`, `release`,
+/// `extend`, `read`): what the HTTP edge, the sweeper and the webhooks
+/// call.
 pub struct HoldService {
-    /// Hold records (what a hold is now, for reads and retries).
-    records: Holds,
-    /// Which hold a buyer's idempotency key made.
-    keys: IdempotencyKeys,
-    /// Seat rows, for best available's statuses.
-    shows: Shows,
-    catalog: Arc<ShowCatalog>,
-    clock: Arc<dyn Clock>,
-    rounds: Arc<Rounds>,
-    /// Where best available reads seat statuses: advice, the append decides.
-    availability: Arc<AvailabilityCache>,
-    /// Who is admitted on a show with a waiting room.
-    waiting_rooms: Arc<WaitingRoomService>,
-    claims: claims::Claims,
+    placing: PlaceHandler,
+    releasing: ReleaseHandler,
+    extending: ExtendHandler,
+    reader: HoldReader,
 }
 
 impl HoldService {
@@ -169,24 +171,67 @@ impl HoldService {
             keys,
             shows,
         } = reads;
+        let reader = HoldReader::new(records, catalog, clock.clone());
+        let best = BestHandler::new(shows, availability, clock.clone(), rounds.clone());
         Self {
-            records,
-            keys,
-            shows,
-            catalog,
-            clock,
-            rounds,
-            availability,
-            waiting_rooms,
-            claims: claims::Claims::default(),
+            placing: PlaceHandler {
+                keys,
+                reader: reader.clone(),
+                rounds: rounds.clone(),
+                clock: clock.clone(),
+                waiting_rooms,
+                best,
+            },
+            releasing: ReleaseHandler::new(reader.clone(), rounds.clone()),
+            extending: ExtendHandler::new(reader.clone(), rounds, clock),
+            reader,
         }
     }
 
-    async fn show(&self, show_id: &ShowId) -> Result<Arc<CatalogEntry>, HoldError> {
-        self.catalog
-            .get(show_id)
-            .await?
-            .ok_or(HoldError::ShowNotFound)
+    /// `POST /v1/shows/{id}/holds` (see `place`).
+    pub async fn place(
+        &self,
+        ctx: &RequestContext,
+        show_id: &ShowId,
+        request: HoldRequest,
+    ) -> Result<Placed, HoldError> {
+        let placing: &PlaceHandler = &self.placing;
+        placing.place(ctx, show_id, request).await
+    }
+
+    /// `DELETE /v1/holds/{id}` (see `release`).
+    pub async fn release(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
+        let releasing: &ReleaseHandler = &self.releasing;
+        releasing.release(ctx, hold_id).await
+    }
+
+    /// Records an expired hold as expired (the sweeper; see `release`).
+    pub async fn expire(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
+        let releasing: &ReleaseHandler = &self.releasing;
+        releasing.expire(ctx, hold_id).await
+    }
+
+    /// `POST /v1/holds/{id}/extend` (see `extend`).
+    pub async fn extend(
+        &self,
+        ctx: &RequestContext,
+        hold_id: &HoldId,
+    ) -> Result<HoldView, HoldError> {
+        let extending: &ExtendHandler = &self.extending;
+        extending.extend(ctx, hold_id).await
+    }
+
+    /// `GET /v1/holds/{id}`.
+    pub async fn get(&self, actor: &Actor, hold_id: &HoldId) -> Result<HoldView, HoldError> {
+        let reader: &HoldReader = &self.reader;
+        reader.get(actor, hold_id).await
+    }
+
+    /// A hold as the API shows it, whoever owns it (a system reader such
+    /// as the webhook dispatcher); `None` if there is no such hold.
+    pub async fn view_any(&self, hold_id: &HoldId) -> Result<Option<HoldView>, HoldError> {
+        let reader: &HoldReader = &self.reader;
+        reader.view_any(hold_id).await
     }
 }
 

@@ -6,27 +6,47 @@
 //! buyer's allowance. A retry with the same idempotency key answers the
 //! hold the first request made.
 
+use std::sync::Arc;
+
 use domain::ids::{HoldId, PoolId, SeatId, ShowId};
 use rand::Rng;
 
+use super::best::BestHandler;
 use super::place_pool::PlaceInPool;
 use super::place_seats::PlaceSeats;
 use super::placement::{Held, Placement, Placing};
-use super::{HoldError, HoldRequest, HoldService, HoldView, Placed};
+use super::read::HoldReader;
+use super::{HoldError, HoldRequest, HoldView, Placed};
+use crate::clock::Clock;
 use crate::command::context::RequestContext;
-use crate::command::round::Settled;
+use crate::command::round::{Rounds, Settled};
 use crate::command::units::{SeatKey, ShardKey};
-use crate::store::StoreError;
+use crate::command::waiting_room::WaitingRoomService;
+use crate::store::{IdempotencyKeys, StoreError};
 
-impl HoldService {
+/// The handler placing holds: checks the request against the show and the
+/// waiting room, answers a retry from its idempotency key, and runs the
+/// decision the request names.
+pub(super) struct PlaceHandler {
+    /// Which hold a buyer's idempotency key made.
+    pub(super) keys: IdempotencyKeys,
+    pub(super) reader: HoldReader,
+    pub(super) rounds: Arc<Rounds>,
+    pub(super) clock: Arc<dyn Clock>,
+    /// Who is admitted on a show with a waiting room.
+    pub(super) waiting_rooms: Arc<WaitingRoomService>,
+    pub(super) best: BestHandler,
+}
+
+impl PlaceHandler {
     /// `POST /v1/shows/{id}/holds`.
-    pub async fn place(
+    pub(super) async fn place(
         &self,
         ctx: &RequestContext,
         show_id: &ShowId,
         request: HoldRequest,
     ) -> Result<Placed, HoldError> {
-        let entry = self.show(show_id).await?;
+        let entry = self.reader.show(show_id).await?;
         request.validate(&entry)?;
         let request_hash = request.hash(show_id);
         let admission = self.waiting_rooms.admission(&entry, &ctx.actor.id).await?;
@@ -51,13 +71,7 @@ impl HoldService {
         if let Some(existing) = self.replay_idempotent(ctx, &request_hash).await? {
             return Ok(Placed::Existing(existing));
         }
-        let placement = Placement {
-            ctx,
-            entry: placing.entry,
-            admission: placing.admission,
-            hold_id: self.new_hold_id(ctx),
-            request_hash,
-        };
+        let placement = placing.placement(self.new_hold_id(ctx), request_hash);
         let placed = match &request {
             HoldRequest::Seats(seats) => self.place_seats(&placement, seats).await,
             HoldRequest::Pool { pool_id, quantity } => {
@@ -108,6 +122,17 @@ impl HoldService {
         }
     }
 
+    /// Holds the best block of `quantity` seats side by side (`best`).
+    async fn place_best(
+        &self,
+        placement: &Placement<'_>,
+        quantity: u32,
+        section: Option<&str>,
+    ) -> Result<Settled<Held>, HoldError> {
+        let best: &BestHandler = &self.best;
+        best.place(placement, quantity, section).await
+    }
+
     /// Holds every listed seat, all or nothing.
     async fn place_seats(
         &self,
@@ -121,7 +146,8 @@ impl HoldService {
             .collect();
         let round = placement.round().assuming_new();
         let mut decision = PlaceSeats { placement, seats };
-        self.rounds.run(round, units, &mut decision).await
+        let rounds: &Rounds = &self.rounds;
+        rounds.run(round, units, &mut decision).await
     }
 
     /// Holds `quantity` places of a pool: in one shard with room if one
@@ -166,15 +192,14 @@ impl HoldService {
             trying: None,
         };
         let first = decision.first_plan();
-        self.rounds
-            .run(placement.round(), first, &mut decision)
-            .await
+        let rounds: &Rounds = &self.rounds;
+        rounds.run(placement.round(), first, &mut decision).await
     }
 
     /// The hold the request's idempotency key already produced: `Ok(Some)`
     /// if the same request made it, `Err(IdempotencyKeyReused)` if another
     /// one did; `Ok(None)` without a key or a hold.
-    pub(super) async fn replay_idempotent(
+    async fn replay_idempotent(
         &self,
         ctx: &RequestContext,
         request_hash: &str,
@@ -188,9 +213,9 @@ impl HoldService {
         if entry.request_hash != request_hash {
             return Err(HoldError::IdempotencyKeyReused);
         }
-        let record = self.records.hold(&entry.hold_id).await?.ok_or_else(|| {
+        let record = self.reader.record(&entry.hold_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("hold {} of a key is missing", entry.hold_id))
         })?;
-        Ok(Some(self.view(record).await?))
+        Ok(Some(self.reader.view(record).await?))
     }
 }

@@ -46,6 +46,19 @@ pub(super) struct Held {
     pub(super) parts: Vec<(u32, u32)>,
 }
 
+impl<'a> Placing<'a> {
+    /// The placement of hold `hold_id`, remembered under `request_hash`.
+    pub(super) fn placement(&self, hold_id: HoldId, request_hash: String) -> Placement<'a> {
+        Placement {
+            ctx: self.ctx,
+            entry: self.entry,
+            hold_id,
+            request_hash,
+            admission: self.admission,
+        }
+    }
+}
+
 impl Placement<'_> {
     pub(super) fn round(&self) -> Round<'static> {
         Round::new("hold", self.ctx).counting(BuyerLimit::of(&self.entry.show, &self.ctx.actor.id))

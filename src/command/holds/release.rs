@@ -2,13 +2,16 @@
 //! expired by the sweeper, on every unit of the hold at once, the buyer's
 //! allowance given back in the same append.
 
+use std::sync::Arc;
+
 use domain::allowance::AllowanceCommand;
 use domain::ids::HoldId;
 use projections::holds::HoldState;
 
-use super::{HoldError, HoldService};
+use super::read::HoldReader;
+use super::HoldError;
 use crate::command::context::RequestContext;
-use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, View};
+use crate::command::round::{BuyerLimit, Decide, Decided, Decision, Round, Rounds, View};
 use crate::command::units::{units_of, Refusal, Unit};
 use crate::store::HoldRecord;
 
@@ -58,11 +61,26 @@ impl Decide for Ending {
     }
 }
 
-impl HoldService {
+/// The handler ending holds: reads the hold, then runs `Ending` on its
+/// units.
+pub(super) struct ReleaseHandler {
+    reader: HoldReader,
+    rounds: Arc<Rounds>,
+}
+
+impl ReleaseHandler {
+    pub(super) fn new(reader: HoldReader, rounds: Arc<Rounds>) -> Self {
+        Self { reader, rounds }
+    }
+
     /// `DELETE /v1/holds/{id}`: gives every unit of the hold back. Releasing
     /// a released or expired hold succeeds and changes nothing more.
-    pub async fn release(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
-        let record = self.owned_record(&ctx.actor, hold_id).await?;
+    pub(super) async fn release(
+        &self,
+        ctx: &RequestContext,
+        hold_id: &HoldId,
+    ) -> Result<(), HoldError> {
+        let record = self.reader.owned_record(&ctx.actor, hold_id).await?;
         match record.state {
             HoldState::Held => {}
             HoldState::Converted => return Err(HoldError::HoldConverted),
@@ -73,8 +91,12 @@ impl HoldService {
 
     /// Records `HoldExpired` on every unit of a hold past its expiry (the
     /// sweeper). Storage hygiene and an audit record: nothing depends on it.
-    pub async fn expire(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
-        let Some(record) = self.records.hold(hold_id).await? else {
+    pub(super) async fn expire(
+        &self,
+        ctx: &RequestContext,
+        hold_id: &HoldId,
+    ) -> Result<(), HoldError> {
+        let Some(record) = self.reader.record(hold_id).await? else {
             return Ok(());
         };
         if record.state != HoldState::Held {
@@ -89,13 +111,14 @@ impl HoldService {
         record: HoldRecord,
         end: End,
     ) -> Result<(), HoldError> {
-        let entry = self.show(&record.show_id).await?;
+        let entry = self.reader.show(&record.show_id).await?;
         let round = Round::new("release", ctx).counting(BuyerLimit::of(&entry.show, &record.buyer));
         let mut ending = Ending {
             hold_id: record.hold_id,
             end,
         };
-        self.rounds
+        let rounds: &Rounds = &self.rounds;
+        rounds
             .run_on(round, units_of(&record, &entry.show)?, &mut ending)
             .await?;
         Ok(())

@@ -9,6 +9,8 @@ pub(crate) mod postgres;
 mod read;
 pub(crate) mod sqlite;
 
+use std::sync::Arc;
+
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::Aggregate;
 use sqlx::PgPool;
@@ -18,9 +20,28 @@ pub use read::{LogEvent, LogFilter, LogScan};
 
 use super::batch::{AppendBatch, AppendOutcome, MAX_EVENTS_PER_BATCH};
 use super::error::retry_read;
-use super::{document, on_store, Backend, EventLog, StoreError, StoreResult};
+use super::{document, on_store, Backend, StoreError, StoreResult};
+use postgres::PgAppender;
+use sqlite::SqliteAppender;
+
+/// The event log: appends and every read of the events. A handle on the one
+/// database, cheap to clone (see `store::port!`, written out here because
+/// the log is the port a command's path goes through).
+#[derive(Clone)]
+pub struct EventLog {
+    db: Arc<Backend>,
+}
 
 impl EventLog {
+    pub(crate) fn on(db: Arc<Backend>) -> Self {
+        Self { db }
+    }
+
+    /// The database behind the port (for `on_store!`).
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.db
+    }
+
     fn appended(&self) -> &tokio::sync::watch::Sender<u64> {
         match self.backend() {
             Backend::Postgres(s) => &s.appended,
@@ -201,12 +222,16 @@ impl EventLog {
                 postgres::append(&s.pool, &document.to_json()?, rows_only).await
             }
             Backend::Postgres(s) => {
+                let appender: &PgAppender = &s.appender;
                 let show = document.show_id.cloned();
-                s.appender
+                appender
                     .append(document.to_json()?, document.events.len(), show)
                     .await
             }
-            Backend::Sqlite(s) => s.appender.append(sqlite::SqliteJob::of(document)?).await,
+            Backend::Sqlite(s) => {
+                let appender: &SqliteAppender = &s.appender;
+                appender.append(sqlite::SqliteJob::of(document)?).await
+            }
         }
     }
 }
