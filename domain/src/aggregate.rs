@@ -145,6 +145,7 @@ mod tests {
             hold_id: hold(1),
             buyer: buyer("alice"),
             expires_at: t(480),
+            price: None,
         };
         TestFramework::<Seat>::with(())
             .given(vec![placed.clone()])
@@ -160,6 +161,7 @@ mod tests {
                     hold_id: hold(2),
                     buyer: buyer("bob"),
                     expires_at: t(960),
+                    price: None,
                 },
                 now: t(5),
             })
@@ -173,6 +175,7 @@ mod tests {
             buyer: buyer("alice"),
             quantity: 3,
             expires_at: t(480),
+            price: None,
         };
         TestFramework::<PoolShard>::with(())
             .given_no_previous_events()
@@ -186,6 +189,7 @@ mod tests {
                 buyer: buyer("alice"),
                 quantity: 3,
                 expires_at: t(480),
+                price: None,
             }]);
     }
 

@@ -113,6 +113,33 @@ string_id!(
 );
 
 string_id!(
+    /// A venue's seating chart: the same alphabet and length as a show id.
+    VenueId,
+    "venue_id",
+    MAX_SHOW_ID_CHARS,
+    "[A-Za-z0-9_-]",
+    is_show_char
+);
+
+string_id!(
+    /// A price category of a venue (`premium`): the seat id alphabet.
+    CategoryId,
+    "category",
+    MAX_SEAT_ID_CHARS,
+    "[A-Za-z0-9_.:-]",
+    is_seat_char
+);
+
+string_id!(
+    /// A ticket type of a show (`adult`, `child`): the seat id alphabet.
+    TicketType,
+    "ticket_type",
+    MAX_SEAT_ID_CHARS,
+    "[A-Za-z0-9_.:-]",
+    is_seat_char
+);
+
+string_id!(
     /// The buyer: the `sub` claim of a bearer token, 1..=64 characters.
     BuyerId,
     "sub",

@@ -8,6 +8,9 @@
 //! - [`limits`]: every limit of the product, each beside the rule it protects.
 //! - [`money`]: currencies (ISO 4217) and amounts in their minor unit.
 //! - [`show`]: a show definition (seats and pools) and its validation.
+//! - [`venue`]: a seating chart used by many shows: stage, sections,
+//!   categories, seats at their positions, pools.
+//! - [`pricing`]: prices by category and ticket type, changing over time.
 //! - [`allowance`]: the Allowance stream: one per show and buyer, the
 //!   per-buyer limit (`max_seats_per_buyer`) as a stream version.
 //! - [`best_available`]: the service's choice of a block of seats side by side.
@@ -30,8 +33,10 @@ pub mod ids;
 pub mod limits;
 pub mod money;
 pub mod pool;
+pub mod pricing;
 pub mod seat;
 pub mod show;
+pub mod venue;
 pub mod waiting_room;
 
 /// The version written beside every event we emit. Events are forever: a

@@ -100,3 +100,25 @@ pub const MIN_MAX_HOLD_SECONDS: u32 = 1;
 /// A show without `max_hold_seconds` lets a hold last this many TTLs in all
 /// (then capped at `MAX_HOLD_SECONDS_CAP`).
 pub const DEFAULT_MAX_HOLD_TTLS: u32 = 3;
+
+/// Price categories of a venue or show. A legend a buyer can read lists a
+/// handful; a hundred leaves room for an arena priced block by block.
+pub const MAX_CATEGORIES: usize = 100;
+
+/// Ticket types of a show (adult, child, student, ...). Each selected seat
+/// offers them in a chooser on a phone: a score is already a long list.
+pub const MAX_TICKET_TYPES: usize = 20;
+
+/// Price changes of one show. Each is kept in memory with the show and read
+/// at every hold's decision (the table in force at its `now`); an onsale
+/// changes prices a few times (early bird, regular, at the door).
+pub const MAX_PRICE_CHANGES: usize = 100;
+
+/// How far from the origin a coordinate of a venue's chart may lie, either
+/// way: a chart is drawn in one plane, and a number beyond this is a unit
+/// mistake (millimetres for metres), not a venue.
+pub const MAX_COORDINATE: f64 = 1_000_000.0;
+
+/// Sections a chart lists. Each is a label on the seat map and a filter of
+/// availability; an arena has tens, a stadium a few hundred.
+pub const MAX_SECTIONS: usize = 1_000;

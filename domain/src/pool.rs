@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
+use crate::pricing::ItemPrice;
 use crate::seat::{extended_expiry, has_expired, ExtensionRefusal};
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
@@ -138,6 +139,8 @@ pub enum PoolCommand {
         buyer: BuyerId,
         quantity: u32,
         expires_at: DateTime<Utc>,
+        /// What one place costs this hold.
+        price: Option<ItemPrice>,
     },
     ReleaseHold {
         hold_id: HoldId,
@@ -167,6 +170,10 @@ pub enum PoolEvent {
         buyer: BuyerId,
         quantity: u32,
         expires_at: DateTime<Utc>,
+        /// What one place costs this hold, fixed at its decision (absent in
+        /// events recorded before prices were: the pool's price).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        price: Option<ItemPrice>,
     },
     PoolHoldReleased {
         hold_id: HoldId,
@@ -229,13 +236,17 @@ pub fn decide(
             buyer,
             quantity,
             expires_at,
+            price,
         } => place_hold(
             shard,
             capacity,
-            *hold_id,
-            buyer,
-            *quantity,
-            *expires_at,
+            Placing {
+                hold_id: *hold_id,
+                buyer,
+                quantity: *quantity,
+                expires_at: *expires_at,
+                price: price.as_ref(),
+            },
             now,
         ),
         PoolCommand::ReleaseHold { hold_id } => release_hold(shard, *hold_id, now),
@@ -256,15 +267,28 @@ pub fn decide(
 /// The conditional decrement: the hold gets its places if the shard has
 /// them free at `now`, recording the expiries that free them
 /// ([`PoolShard::placeable_at`]).
+/// A hold asking for places of a shard.
+struct Placing<'a> {
+    hold_id: HoldId,
+    buyer: &'a BuyerId,
+    quantity: u32,
+    expires_at: DateTime<Utc>,
+    price: Option<&'a ItemPrice>,
+}
+
 fn place_hold(
     shard: &PoolShard,
     capacity: u32,
-    hold_id: HoldId,
-    buyer: &BuyerId,
-    quantity: u32,
-    expires_at: DateTime<Utc>,
+    placing: Placing<'_>,
     now: DateTime<Utc>,
 ) -> Result<Vec<PoolEvent>, PoolError> {
+    let Placing {
+        hold_id,
+        buyer,
+        quantity,
+        expires_at,
+        price,
+    } = placing;
     if quantity == 0 {
         return Err(PoolError::ZeroQuantity);
     }
@@ -288,6 +312,7 @@ fn place_hold(
         buyer: buyer.clone(),
         quantity,
         expires_at,
+        price: price.cloned(),
     });
     Ok(events)
 }
@@ -385,6 +410,7 @@ impl PoolShard {
                 buyer,
                 quantity,
                 expires_at,
+                ..
             } => {
                 self.holds.insert(
                     *hold_id,
@@ -492,6 +518,7 @@ mod tests {
             buyer: BuyerId::parse("b").unwrap(),
             quantity,
             expires_at: t(until),
+            price: None,
         }
     }
     fn given(capacity: u32, commands: &[(PoolCommand, i64)]) -> PoolShard {
@@ -606,7 +633,8 @@ mod tests {
                     hold_id: hold(2),
                     buyer: BuyerId::parse("b").unwrap(),
                     quantity: 5,
-                    expires_at: t(200)
+                    expires_at: t(200),
+                    price: None,
                 }
             ]
         );

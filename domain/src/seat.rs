@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId};
+use crate::pricing::ItemPrice;
 
 /// The expiry rule, written once: a hold is active strictly before its
 /// `expires_at` and has expired from that instant on. Commands and queries
@@ -170,11 +171,12 @@ impl Seat {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SeatCommand {
-    /// Hold the seat for `hold_id` until `expires_at`.
+    /// Hold the seat for `hold_id` until `expires_at`, at `price`.
     PlaceHold {
         hold_id: HoldId,
         buyer: BuyerId,
         expires_at: DateTime<Utc>,
+        price: Option<ItemPrice>,
     },
     /// The buyer gives the seat back.
     ReleaseHold { hold_id: HoldId },
@@ -203,6 +205,10 @@ pub enum SeatEvent {
         hold_id: HoldId,
         buyer: BuyerId,
         expires_at: DateTime<Utc>,
+        /// What the seat costs this hold, fixed at its decision (absent in
+        /// events recorded before prices were: the show's seat price).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        price: Option<ItemPrice>,
     },
     HoldReleased {
         hold_id: HoldId,
@@ -265,7 +271,8 @@ pub fn decide(
             hold_id,
             buyer,
             expires_at,
-        } => place_hold(seat, *hold_id, buyer, *expires_at, now),
+            price,
+        } => place_hold(seat, *hold_id, buyer, *expires_at, price.as_ref(), now),
         SeatCommand::ReleaseHold { hold_id } => release_hold(seat, *hold_id, now),
         SeatCommand::ExpireHold { hold_id } => Ok(expire_hold(seat, *hold_id, now)),
         SeatCommand::ConvertHold {
@@ -288,6 +295,7 @@ fn place_hold(
     hold_id: HoldId,
     buyer: &BuyerId,
     expires_at: DateTime<Utc>,
+    price: Option<&ItemPrice>,
     now: DateTime<Utc>,
 ) -> Result<Vec<SeatEvent>, SeatError> {
     if expires_at <= now {
@@ -297,6 +305,7 @@ fn place_hold(
         hold_id,
         buyer: buyer.clone(),
         expires_at,
+        price: price.cloned(),
     };
     match &seat.state {
         SeatState::Available => Ok(vec![placed]),
@@ -429,6 +438,7 @@ impl Seat {
                 hold_id,
                 buyer,
                 expires_at,
+                ..
             } => {
                 self.state = SeatState::Held(SeatHold {
                     hold_id: *hold_id,
@@ -522,6 +532,7 @@ pub(crate) mod tests {
             hold_id: hold(n),
             buyer: buyer(who),
             expires_at: t(until),
+            price: None,
         }
     }
     fn place(n: u128, who: &str, until: i64) -> SeatCommand {
@@ -529,6 +540,7 @@ pub(crate) mod tests {
             hold_id: hold(n),
             buyer: buyer(who),
             expires_at: t(until),
+            price: None,
         }
     }
 

@@ -6,17 +6,19 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::ids::{PoolId, SeatId, ShowId};
+use crate::ids::{CategoryId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use crate::limits::{
-    DEFAULT_MAX_HOLD_TTLS, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW,
-    MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW,
-    MAX_SEAT_NUMBER, MAX_SEAT_RANK, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS,
-    MIN_SEATS_PER_BUYER,
+    DEFAULT_MAX_HOLD_TTLS, MAX_COORDINATE, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS,
+    MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER,
+    MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_SEAT_RANK, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
+    MIN_MAX_HOLD_SECONDS, MIN_SEATS_PER_BUYER,
 };
 use crate::money::{Currency, MoneyError};
+use crate::pricing::{ItemPrice, PriceError, Pricing};
+use crate::venue::{categories_in_use, Area, Chart, Position};
 use crate::waiting_room::{RoomSettingsError, WaitingRoomSettings};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SeatSpec {
     pub seat_id: SeatId,
     pub section: String,
@@ -26,15 +28,26 @@ pub struct SeatSpec {
     /// For best available, lower is better; `None`: the seat's position in
     /// the show's list (`Show::seat_rank`).
     pub rank: Option<i64>,
+    /// Its price category (`None`: priced by `price_cents` alone).
+    pub category: Option<CategoryId>,
+    /// Where the seat map draws it (`None`: the grid).
+    pub position: Option<Position>,
+    /// A wheelchair space.
+    pub accessible: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PoolSpec {
     pub pool_id: PoolId,
     pub capacity: u32,
     pub price_cents: i64,
     /// Streams the capacity is split into (see `pool::default_shards`).
     pub shards: u32,
+    /// Its price category (`None`: priced by `price_cents` alone).
+    pub category: Option<CategoryId>,
+    pub label: Option<String>,
+    /// Where the seat map draws it.
+    pub area: Option<Area>,
 }
 
 /// Everything a show definition can be refused for. The message names the
@@ -79,6 +92,26 @@ pub enum ShowError {
     Money { field: String, error: MoneyError },
     #[error(transparent)]
     WaitingRoom(#[from] RoomSettingsError),
+    #[error("{field}: at most {max}")]
+    TooMany { field: String, max: usize },
+    #[error("{field} must be a colour #rrggbb")]
+    Color { field: String },
+    #[error("{field} is listed twice")]
+    Listed { field: String },
+    #[error("{field} is not listed")]
+    Unlisted { field: String },
+    #[error("{field} is required")]
+    Missing { field: String },
+    #[error("{field}: not with {other}")]
+    Either { field: String, other: String },
+    #[error("venue_id: there is no venue {0}")]
+    UnknownVenue(VenueId),
+    #[error(
+        "{field} must be a finite number within {MAX_COORDINATE} of 0 (a width or height above 0)"
+    )]
+    Coordinate { field: String },
+    #[error(transparent)]
+    Pricing(#[from] PriceError),
 }
 
 #[derive(Debug, Clone)]
@@ -100,12 +133,18 @@ pub struct Show {
     /// The sale opens through a waiting room (`None`: anyone may hold at
     /// any time). Set with [`Show::with_waiting_room`].
     pub waiting_room: Option<WaitingRoomSettings>,
+    /// The venue whose chart it uses (`None`: seats of its own).
+    pub venue_id: Option<VenueId>,
+    /// Stage, categories and sections. Set with [`Show::with_pricing`].
+    pub chart: Chart,
+    /// Ticket types and prices by category. Set with [`Show::with_pricing`].
+    pub pricing: Pricing,
     seat_index: HashMap<SeatId, usize>,
 }
 
 /// A show's text (name, section, row): 1..=MAX_TEXT_CHARS characters, all
 /// printable (`check_printable`).
-fn check_text(value: &str, field: impl Fn() -> String) -> Result<(), ShowError> {
+pub(crate) fn check_text(value: &str, field: impl Fn() -> String) -> Result<(), ShowError> {
     let chars = value.chars().count();
     if chars == 0 || chars > MAX_TEXT_CHARS {
         return Err(ShowError::TextLength { field: field() });
@@ -131,7 +170,7 @@ fn check_price(price_cents: i64, field: impl Fn() -> String) -> Result<(), ShowE
 }
 
 /// A show sells something, and no more seats or pools than the limits allow.
-fn check_counts(seats: &[SeatSpec], pools: &[PoolSpec]) -> Result<(), ShowError> {
+pub(crate) fn check_counts(seats: &[SeatSpec], pools: &[PoolSpec]) -> Result<(), ShowError> {
     if seats.is_empty() && pools.is_empty() {
         return Err(ShowError::Empty);
     }
@@ -146,7 +185,7 @@ fn check_counts(seats: &[SeatSpec], pools: &[PoolSpec]) -> Result<(), ShowError>
 
 /// Checks every seat and indexes it by id (its position in the show's
 /// order), refusing a seat id given twice.
-fn index_seats(seats: &[SeatSpec]) -> Result<HashMap<SeatId, usize>, ShowError> {
+pub(crate) fn index_seats(seats: &[SeatSpec]) -> Result<HashMap<SeatId, usize>, ShowError> {
     let mut seat_index = HashMap::with_capacity(seats.len());
     for (i, seat) in seats.iter().enumerate() {
         check_seat(i, seat)?;
@@ -179,7 +218,7 @@ fn check_seat(i: usize, seat: &SeatSpec) -> Result<(), ShowError> {
 }
 
 /// Checks every pool, refusing a pool id given twice.
-fn check_pools(pools: &[PoolSpec]) -> Result<(), ShowError> {
+pub(crate) fn check_pools(pools: &[PoolSpec]) -> Result<(), ShowError> {
     let mut pool_ids = HashSet::with_capacity(pools.len());
     for (i, pool) in pools.iter().enumerate() {
         check_pool(i, pool)?;
@@ -234,8 +273,66 @@ impl Show {
             max_seats_per_buyer: None,
             currency: Currency::EUR,
             waiting_room: None,
+            venue_id: None,
+            chart: Chart::default(),
+            pricing: Pricing::default(),
             seat_index,
         })
+    }
+
+    /// The show's chart (from its venue, or its own categories) and its
+    /// prices: every seat's and pool's category listed, every category in
+    /// use priced for the default ticket type.
+    pub fn with_pricing(
+        mut self,
+        venue_id: Option<VenueId>,
+        chart: Chart,
+        pricing: Pricing,
+    ) -> Result<Self, ShowError> {
+        chart.check()?;
+        chart.check_places(&self.seats, &self.pools)?;
+        self.venue_id = venue_id;
+        self.chart = chart;
+        self.pricing = pricing;
+        Ok(self)
+    }
+
+    /// The categories some seat or pool of the show is in.
+    pub fn categories_in_use(&self) -> std::collections::HashSet<CategoryId> {
+        categories_in_use(&self.seats, &self.pools)
+    }
+
+    /// What seat `ordinal` costs at `now` as `ticket_type` (`None`: the
+    /// default).
+    pub fn seat_price(
+        &self,
+        seat: &SeatSpec,
+        ticket_type: Option<&TicketType>,
+        now: DateTime<Utc>,
+    ) -> Result<ItemPrice, PriceError> {
+        self.pricing.price(
+            || format!("seat {}", seat.seat_id),
+            seat.category.as_ref(),
+            seat.price_cents,
+            ticket_type,
+            now,
+        )
+    }
+
+    /// What one place of `pool` costs at `now` as `ticket_type`.
+    pub fn pool_price(
+        &self,
+        pool: &PoolSpec,
+        ticket_type: Option<&TicketType>,
+        now: DateTime<Utc>,
+    ) -> Result<ItemPrice, PriceError> {
+        self.pricing.price(
+            || format!("pool {}", pool.pool_id),
+            pool.category.as_ref(),
+            pool.price_cents,
+            ticket_type,
+            now,
+        )
     }
 
     /// The waiting room the sale opens through, its settings in range.
@@ -353,6 +450,9 @@ mod tests {
             number: 1,
             price_cents: 5000,
             rank: None,
+            category: None,
+            position: None,
+            accessible: false,
         }
     }
 
@@ -498,6 +598,9 @@ mod tests {
             capacity,
             price_cents: 100,
             shards: 1,
+            category: None,
+            label: None,
+            area: None,
         };
         assert_eq!(
             show(vec![], vec![pool("floor", 0)], 60).unwrap_err(),
@@ -518,6 +621,9 @@ mod tests {
             capacity: 0,
             price_cents: 0,
             shards: 1,
+            category: None,
+            label: None,
+            area: None,
         };
         let mut priced_twice = seat("a1");
         priced_twice.price_cents = -1;

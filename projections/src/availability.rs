@@ -83,6 +83,7 @@ mod tests {
             hold_id: HoldId(Uuid::from_u128(1)),
             buyer: BuyerId::parse("a").unwrap(),
             expires_at: at,
+            price: None,
         });
         let show = ShowId::parse("s").unwrap();
         let seat_id = SeatId::parse("A-1").unwrap();

@@ -8,8 +8,9 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
+use domain::ids::{BookingId, BuyerId, CategoryId, HoldId, PoolId, SeatId, ShowId, TicketType};
 use domain::pool::PoolEvent;
+use domain::pricing::ItemPrice;
 use domain::seat::{has_expired, SeatEvent};
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +84,115 @@ pub struct HoldRow {
     pub pool_id: Option<PoolId>,
     /// The seats of a seat hold; none for a pool hold.
     pub seat_ids: SeatIds,
+    /// What each unit costs, as its event priced it (none for a hold placed
+    /// before prices were in the events).
+    pub items: HoldItems,
+}
+
+/// What one seat, or one shard's places, of a hold costs: its price as the
+/// unit's `HoldPlaced` event fixed it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct HoldItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat_id: Option<SeatId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_id: Option<PoolId>,
+    /// The shard the places are on (a pool hold's places of one shard are
+    /// one item, priced alike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
+    /// Places (a pool item); a seat is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<CategoryId>,
+    pub ticket_type: TicketType,
+    /// A seat's, or one place's, price.
+    pub price_cents: i64,
+}
+
+impl HoldItem {
+    pub fn seat(seat_id: &SeatId, price: &ItemPrice) -> Self {
+        Self {
+            seat_id: Some(seat_id.clone()),
+            pool_id: None,
+            shard: None,
+            quantity: None,
+            category: price.category.clone(),
+            ticket_type: price.ticket_type.clone(),
+            price_cents: price.price_cents,
+        }
+    }
+
+    pub fn places(pool_id: &PoolId, shard: u32, quantity: u32, price: &ItemPrice) -> Self {
+        Self {
+            seat_id: None,
+            pool_id: Some(pool_id.clone()),
+            shard: Some(shard),
+            quantity: Some(quantity),
+            category: price.category.clone(),
+            ticket_type: price.ticket_type.clone(),
+            price_cents: price.price_cents,
+        }
+    }
+
+    /// Units: a seat, or the item's places.
+    pub fn units(&self) -> u32 {
+        self.quantity.unwrap_or(1)
+    }
+
+    /// What the item costs in all.
+    pub fn amount_cents(&self) -> i64 {
+        self.price_cents * i64::from(self.units())
+    }
+}
+
+/// A hold's items, kept in the hold's row as one column of JSON text, a
+/// set as [`SeatIds`] is (a placement reaching the tables in two batches
+/// takes the union).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoldItems(BTreeSet<HoldItem>);
+
+impl HoldItems {
+    pub fn one(item: Option<HoldItem>) -> Self {
+        Self(item.into_iter().collect())
+    }
+
+    pub fn extend(&mut self, other: &HoldItems) {
+        self.0.extend(other.0.iter().cloned());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &HoldItem> {
+        self.0.iter()
+    }
+
+    /// What the hold costs: every item's amount.
+    pub fn amount_cents(&self) -> i64 {
+        self.0.iter().map(HoldItem::amount_cents).sum()
+    }
+
+    /// From the column's text; every item parsed.
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text).map(Self)
+    }
+}
+
+impl Serialize for HoldItems {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = serde_json::to_string(&self.0).map_err(serde::ser::Error::custom)?;
+        s.serialize_str(&text)
+    }
+}
+
+impl<'de> Deserialize<'de> for HoldItems {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::from_json(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// A seat hold's seats, kept in the hold's own row: one column whose text
@@ -148,7 +258,7 @@ pub enum HoldChange {
     /// (a seat: the row names it, and a row already there takes it too),
     /// and a pool part's row.
     Placed {
-        hold: HoldRow,
+        hold: Box<HoldRow>,
         part: Option<PoolHoldRow>,
     },
     /// The hold ended; the first final state recorded wins.
@@ -170,6 +280,7 @@ fn held(
     expires_at: DateTime<Utc>,
     pool_id: Option<&PoolId>,
     seat_ids: SeatIds,
+    items: HoldItems,
 ) -> HoldRow {
     HoldRow {
         hold_id,
@@ -180,6 +291,7 @@ fn held(
         booking_id: None,
         pool_id: pool_id.cloned(),
         seat_ids,
+        items,
     }
 }
 
@@ -191,15 +303,17 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             hold_id,
             buyer,
             expires_at,
+            price,
         } => HoldChange::Placed {
-            hold: held(
+            hold: Box::new(held(
                 *hold_id,
                 show_id,
                 buyer,
                 *expires_at,
                 None,
                 SeatIds::one(seat_id.clone()),
-            ),
+                HoldItems::one(price.as_ref().map(|p| HoldItem::seat(seat_id, p))),
+            )),
             part: None,
         },
         SeatEvent::HoldReleased { hold_id } => HoldChange::Ended {
@@ -241,15 +355,21 @@ pub fn pool_hold_change(
             buyer,
             quantity,
             expires_at,
+            price,
         } => HoldChange::Placed {
-            hold: held(
+            hold: Box::new(held(
                 *hold_id,
                 show_id,
                 buyer,
                 *expires_at,
                 Some(pool_id),
                 SeatIds::default(),
-            ),
+                HoldItems::one(
+                    price
+                        .as_ref()
+                        .map(|p| HoldItem::places(pool_id, shard, *quantity, p)),
+                ),
+            )),
             part: Some(PoolHoldRow {
                 hold_id: *hold_id,
                 shard,

@@ -148,6 +148,7 @@ mod tests {
                 hold_id,
                 buyer: BuyerId::parse("a").unwrap(),
                 expires_at: at(),
+                price: None,
             },
             SeatEvent::HoldReleased { hold_id },
         ];

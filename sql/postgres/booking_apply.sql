@@ -179,26 +179,34 @@ BEGIN
     IF jsonb_array_length(batch -> 'holds') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds')
         LOOP
-            INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids)
-            SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id, r.seat_ids
+            INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
+            SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id, r.seat_ids, r.items
             WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id);
-            IF NOT FOUND AND r.seat_ids <> '[]' THEN
+            IF NOT FOUND AND (r.seat_ids <> '[]' OR r.items <> '[]') THEN
                 UPDATE holds h
-                SET seat_ids = (SELECT jsonb_agg(s ORDER BY s)::text
-                                FROM (SELECT jsonb_array_elements_text(h.seat_ids::jsonb)
-                                      UNION SELECT jsonb_array_elements_text(r.seat_ids::jsonb)) AS u(s))
-                WHERE h.hold_id = r.hold_id AND NOT h.seat_ids::jsonb @> r.seat_ids::jsonb;
+                SET seat_ids = coalesce((SELECT jsonb_agg(s ORDER BY s)::text
+                                   FROM (SELECT jsonb_array_elements_text(h.seat_ids::jsonb)
+                                         UNION SELECT jsonb_array_elements_text(r.seat_ids::jsonb)) AS u(s)), '[]'),
+                    items = coalesce((SELECT jsonb_agg(i ORDER BY i)::text
+                                FROM (SELECT jsonb_array_elements(h.items::jsonb)
+                                      UNION SELECT jsonb_array_elements(r.items::jsonb)) AS u(i)), '[]')
+                WHERE h.hold_id = r.hold_id
+                  AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);
             END IF;
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'holds') > row_by_row_max THEN
-        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids)
-        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id, h.seat_ids
+        INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
+        SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id, h.seat_ids, h.items
         FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
         ON CONFLICT (hold_id) DO UPDATE
-        SET seat_ids = (SELECT jsonb_agg(s ORDER BY s)::text
-                        FROM (SELECT jsonb_array_elements_text(holds.seat_ids::jsonb)
-                              UNION SELECT jsonb_array_elements_text(excluded.seat_ids::jsonb)) AS u(s))
-        WHERE NOT holds.seat_ids::jsonb @> excluded.seat_ids::jsonb;
+        SET seat_ids = coalesce((SELECT jsonb_agg(s ORDER BY s)::text
+                                   FROM (SELECT jsonb_array_elements_text(holds.seat_ids::jsonb)
+                                         UNION SELECT jsonb_array_elements_text(excluded.seat_ids::jsonb)) AS u(s)), '[]'),
+            items = coalesce((SELECT jsonb_agg(i ORDER BY i)::text
+                                FROM (SELECT jsonb_array_elements(holds.items::jsonb)
+                                      UNION SELECT jsonb_array_elements(excluded.items::jsonb)) AS u(i)), '[]')
+        WHERE NOT (holds.seat_ids::jsonb @> excluded.seat_ids::jsonb
+                   AND holds.items::jsonb @> excluded.items::jsonb);
     END IF;
 
     IF jsonb_array_length(batch -> 'pool_holds') BETWEEN 1 AND row_by_row_max THEN

@@ -361,6 +361,7 @@ pub(crate) mod fixtures {
             hold_id,
             buyer: BuyerId::parse("buyer-1").expect("a buyer"),
             expires_at: now() + Duration::minutes(10),
+            price: None,
         };
         for event in seat::decide(&seat, &command, now()).expect("a free seat is held") {
             cqrs_es::Aggregate::apply(&mut seat, event);

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use domain::ids::{HoldId, PoolId, SeatId, ShowId};
+use domain::ids::{HoldId, PoolId, SeatId, ShowId, TicketType};
 use serde::Deserialize;
 
 use super::extract::{JsonBody, PathParams};
@@ -15,7 +15,7 @@ use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
-use crate::command::holds::{HoldRequest, HoldService, HoldView, Placed};
+use crate::command::holds::{HoldRequest, HoldService, HoldView, Placed, SeatAsk};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -37,9 +37,53 @@ pub(super) enum HoldBody {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SeatsHold {
-    /// 1..=MAX_SEATS_PER_HOLD distinct seat ids of the show, held all or nothing.
+    /// 1..=MAX_SEATS_PER_HOLD distinct seats of the show, held all or
+    /// nothing: each a seat id, or `{"seat_id", "ticket_type"}` to sell it
+    /// as a ticket type other than the show's default.
     #[schema(schema_with = seat_ids_schema)]
-    seats: Vec<SeatId>,
+    seats: Vec<SeatEntry>,
+}
+
+/// One seat of a hold body: its id, or its id with a ticket type.
+#[derive(Debug)]
+struct SeatEntry(SeatAsk);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeatWithType {
+    seat_id: SeatId,
+    ticket_type: Option<TicketType>,
+}
+
+impl<'de> Deserialize<'de> for SeatEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = SeatEntry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a seat id, or an object with \"seat_id\" and \"ticket_type\"")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SeatEntry, E> {
+                let seat_id = SeatId::parse(v).map_err(E::custom)?;
+                Ok(SeatEntry(SeatAsk::from(seat_id)))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<SeatEntry, A::Error> {
+                let seat =
+                    SeatWithType::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(SeatEntry(SeatAsk {
+                    seat_id: seat.seat_id,
+                    ticket_type: seat.ticket_type,
+                }))
+            }
+        }
+        d.deserialize_any(Entry)
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -50,6 +94,9 @@ pub(super) struct PoolHold {
     /// 1..=MAX_POOL_HOLD_QUANTITY places of the pool.
     #[schema(minimum = 1, maximum = 20)]
     quantity: u32,
+    /// The ticket type of every place (absent: the show's default).
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    ticket_type: Option<TicketType>,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -70,18 +117,33 @@ pub(super) struct BestAvailableAsk {
     /// Only this section (one the show has; else 422); any section if absent.
     #[schema(min_length = 1, max_length = 200)]
     section: Option<String>,
+    /// The ticket type of every seat (absent: the show's default).
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    ticket_type: Option<TicketType>,
 }
 
-/// The schema of a hold's seat ids: `[A-Za-z0-9_.:-]{1,32}` each, 1..=50.
+/// The schema of a hold's seats: each a seat id (`[A-Za-z0-9_.:-]{1,32}`)
+/// or `{"seat_id", "ticket_type"}`, 1..=50.
 fn seat_ids_schema() -> utoipa::openapi::schema::Array {
-    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
-    let seat_id = ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some("^[A-Za-z0-9_.:-]{1,32}$"))
-        .min_length(Some(1))
-        .max_length(Some(32));
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let id = || {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some("^[A-Za-z0-9_.:-]{1,32}$"))
+            .min_length(Some(1))
+            .max_length(Some(32))
+    };
+    let with_type = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("seat_id", id())
+        .property("ticket_type", id())
+        .required("seat_id")
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ));
+    let seat = OneOfBuilder::new().item(id()).item(with_type);
     ArrayBuilder::new()
-        .items(seat_id)
+        .items(seat)
         .min_items(Some(1))
         .max_items(Some(domain::limits::MAX_SEATS_PER_HOLD))
         .build()
@@ -93,9 +155,10 @@ fn seat_ids_schema() -> utoipa::openapi::schema::Array {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HoldFields {
-    seats: Option<Vec<SeatId>>,
+    seats: Option<Vec<SeatEntry>>,
     pool_id: Option<PoolId>,
     quantity: Option<u32>,
+    ticket_type: Option<TicketType>,
     best_available: Option<BestAvailableAsk>,
 }
 
@@ -107,22 +170,29 @@ impl<'de> Deserialize<'de> for HoldBody {
                 seats: Some(seats),
                 pool_id: None,
                 quantity: None,
+                ticket_type: None,
                 best_available: None,
             } => Ok(HoldBody::Seats(SeatsHold { seats })),
             HoldFields {
                 seats: None,
                 pool_id: Some(pool_id),
                 quantity: Some(quantity),
+                ticket_type,
                 best_available: None,
-            } => Ok(HoldBody::Pool(PoolHold { pool_id, quantity })),
+            } => Ok(HoldBody::Pool(PoolHold {
+                pool_id,
+                quantity,
+                ticket_type,
+            })),
             HoldFields {
                 seats: None,
                 pool_id: None,
                 quantity: None,
+                ticket_type: None,
                 best_available: Some(best_available),
             } => Ok(HoldBody::BestAvailable(BestAvailableHold { best_available })),
             _ => Err(serde::de::Error::custom(
-                "send exactly one of \"seats\", \"pool_id\" with \"quantity\", or \"best_available\"",
+                "send exactly one of \"seats\", \"pool_id\" with \"quantity\" (and a \"ticket_type\"), or \"best_available\"",
             )),
         }
     }
@@ -131,13 +201,30 @@ impl<'de> Deserialize<'de> for HoldBody {
 impl From<HoldBody> for HoldRequest {
     fn from(body: HoldBody) -> Self {
         match body {
-            HoldBody::Seats(SeatsHold { seats }) => HoldRequest::Seats(seats),
-            HoldBody::Pool(PoolHold { pool_id, quantity }) => {
-                HoldRequest::Pool { pool_id, quantity }
+            HoldBody::Seats(SeatsHold { seats }) => {
+                HoldRequest::Seats(seats.into_iter().map(|SeatEntry(seat)| seat).collect())
             }
+            HoldBody::Pool(PoolHold {
+                pool_id,
+                quantity,
+                ticket_type,
+            }) => HoldRequest::Pool {
+                pool_id,
+                quantity,
+                ticket_type,
+            },
             HoldBody::BestAvailable(BestAvailableHold {
-                best_available: BestAvailableAsk { quantity, section },
-            }) => HoldRequest::BestAvailable { quantity, section },
+                best_available:
+                    BestAvailableAsk {
+                        quantity,
+                        section,
+                        ticket_type,
+                    },
+            }) => HoldRequest::BestAvailable {
+                quantity,
+                section,
+                ticket_type,
+            },
         }
     }
 }

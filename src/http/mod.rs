@@ -19,6 +19,7 @@ mod shows;
 pub mod starting;
 mod stripe;
 mod timeout;
+mod venues;
 mod waiting_room;
 mod webhooks;
 
@@ -83,6 +84,7 @@ pub fn router(
     ));
     Router::new()
         .merge(shows::router())
+        .merge(venues::router())
         .merge(availability::router())
         .merge(holds::router())
         .merge(waiting_room::router())

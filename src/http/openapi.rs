@@ -15,8 +15,8 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    audit, availability, bookings, holds, live, ops, page, shows, stripe, waiting_room, webhooks,
-    AppState,
+    audit, availability, bookings, holds, live, ops, page, shows, stripe, venues, waiting_room,
+    webhooks, AppState,
 };
 
 struct Extras;
@@ -48,7 +48,7 @@ impl Modify for Extras {
 #[openapi(
     info(title = "booking", description = "Event-sourced seat reservation: a seat is sold at most once."),
     paths(
-        shows::put_show, shows::get_show, availability::availability, live::stream, page::seat_map,
+        shows::put_show, shows::get_show, venues::put_venue, venues::get_venue, availability::availability, live::stream, page::seat_map,
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         waiting_room::join, waiting_room::me, waiting_room::stream, waiting_room::overview, waiting_room::change_rate,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,
@@ -197,8 +197,16 @@ fn refine(doc: &mut Value) {
         ));
         pool["anyOf"] = Value::Array(any_of);
     }
-    // A show has seats, pools or both (`ShowError::Empty`).
+    // A show has seats, pools or both (`ShowError::Empty`), or a venue's.
     if let Some(definition) = schemas.get_mut("ShowDefinition") {
+        definition["anyOf"] = json!([
+            {"required": ["seats"], "properties": {"seats": {"minItems": 1, "maxItems": MAX_SEATS_PER_SHOW}}},
+            {"required": ["pools"], "properties": {"pools": {"minItems": 1, "maxItems": MAX_POOLS_PER_SHOW}}},
+            {"required": ["venue_id"]},
+        ]);
+    }
+    // A venue has seats, pools or both.
+    if let Some(definition) = schemas.get_mut("VenueDefinition") {
         definition["anyOf"] = json!([
             {"required": ["seats"], "properties": {"seats": {"minItems": 1, "maxItems": MAX_SEATS_PER_SHOW}}},
             {"required": ["pools"], "properties": {"pools": {"minItems": 1, "maxItems": MAX_POOLS_PER_SHOW}}},

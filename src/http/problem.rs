@@ -39,6 +39,12 @@ pub enum ApiError {
     MethodNotAllowed,
     /// 409: a different show exists under this id.
     ShowExists,
+    /// 404
+    VenueNotFound,
+    /// 409: a different venue exists under this id.
+    VenueExists,
+    /// 422: a ticket type with no price for what was asked.
+    TicketTypeUnavailable(String),
     /// 409: some seats are held or booked; nothing was held.
     SeatTaken(Vec<String>),
     /// 409: the pool cannot serve the quantity; `available` places are free.
@@ -171,6 +177,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ),
     problem(StatusCode::NOT_FOUND, "not_found", "Not found"),
     problem(StatusCode::NOT_FOUND, "show_not_found", "Show not found"),
+    problem(StatusCode::NOT_FOUND, "venue_not_found", "Venue not found"),
     problem(StatusCode::NOT_FOUND, "hold_not_found", "Hold not found"),
     problem(
         StatusCode::NOT_FOUND,
@@ -209,6 +216,12 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         "Request timeout",
     ),
     problem(StatusCode::CONFLICT, "show_exists", "Show exists"),
+    problem(StatusCode::CONFLICT, "venue_exists", "Venue exists"),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "ticket_type_unavailable",
+        "Ticket type unavailable",
+    ),
     problem(StatusCode::CONFLICT, "seat_taken", "Seat taken"),
     problem(StatusCode::CONFLICT, "sold_out", "Sold out"),
     problem(
@@ -356,6 +369,9 @@ impl ApiError {
             MethodNotAllowed => row(S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             BodyTimeout => row(S::REQUEST_TIMEOUT, "request_timeout"),
             ShowExists => row(S::CONFLICT, "show_exists"),
+            VenueNotFound => row(S::NOT_FOUND, "venue_not_found"),
+            VenueExists => row(S::CONFLICT, "venue_exists"),
+            TicketTypeUnavailable(_) => row(S::UNPROCESSABLE_ENTITY, "ticket_type_unavailable"),
             SeatTaken(_) => row(S::CONFLICT, "seat_taken"),
             SoldOut { .. } | SaleOver => row(S::CONFLICT, "sold_out"),
             BuyerLimitReached { .. } => row(S::CONFLICT, "buyer_limit_reached"),
@@ -388,8 +404,13 @@ impl ApiError {
     fn detail(&self) -> String {
         use ApiError::*;
         match self {
-            MalformedJson(d) | BadPath(d) | Unauthorized(d) | PayloadTooLarge(d)
-            | Validation(d) | NotReady(d) => d.clone(),
+            MalformedJson(d)
+            | BadPath(d)
+            | Unauthorized(d)
+            | PayloadTooLarge(d)
+            | Validation(d)
+            | NotReady(d)
+            | TicketTypeUnavailable(d) => d.clone(),
             InvalidSignature(why) => format!("{why}; nothing was done"),
             NotFound
             | MethodNotAllowed
@@ -401,7 +422,8 @@ impl ApiError {
             | RateLimited { .. }
             | Busy => self.request_detail(),
             Internal(_) => UNEXPECTED_DETAIL.into(),
-            ShowNotFound | ShowExists | HoldNotFound | BookingNotFound => self.lookup_detail(),
+            ShowNotFound | ShowExists | VenueNotFound | VenueExists | HoldNotFound
+            | BookingNotFound => self.lookup_detail(),
             SeatTaken(_)
             | SoldOut { .. }
             | SaleOver
@@ -463,6 +485,8 @@ impl ApiError {
         match self {
             ShowNotFound => "no show has this id".into(),
             ShowExists => "a different show already has this id".into(),
+            VenueNotFound => "no venue has this id".into(),
+            VenueExists => "a different venue already has this id".into(),
             HoldNotFound => "no hold has this id".into(),
             BookingNotFound => "no booking has this id".into(),
             _ => UNEXPECTED_DETAIL.into(),
@@ -706,6 +730,7 @@ impl From<HoldError> for ApiError {
                 ApiError::SeatTaken(seats.iter().map(ToString::to_string).collect())
             }
             HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
+            HoldError::TicketTypeUnavailable(why) => ApiError::TicketTypeUnavailable(why),
             HoldError::SoldOut { available } => ApiError::SoldOut { available },
             HoldError::BuyerLimitReached { limit, current } => {
                 ApiError::BuyerLimitReached { limit, current }
@@ -794,6 +819,7 @@ impl From<CreateShowError> for ApiError {
         match err {
             CreateShowError::Invalid(e) => ApiError::Validation(e.to_string()),
             CreateShowError::Exists => ApiError::ShowExists,
+            CreateShowError::VenueExists => ApiError::VenueExists,
             CreateShowError::Store(e) => e.into(),
         }
     }
@@ -815,6 +841,9 @@ mod tests {
             ApiError::HoldNotFound,
             ApiError::MethodNotAllowed,
             ApiError::ShowExists,
+            ApiError::VenueNotFound,
+            ApiError::VenueExists,
+            ApiError::TicketTypeUnavailable(String::new()),
             ApiError::SeatTaken(vec![]),
             ApiError::SoldOut { available: 0 },
             ApiError::SaleOver,

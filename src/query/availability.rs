@@ -609,7 +609,7 @@ pub(crate) mod tests {
         .unwrap();
         let show = definition
             .with_default_currency(Currency::EUR)
-            .to_show(ShowId::parse("blocks").unwrap())
+            .to_show(ShowId::parse("blocks").unwrap(), None)
             .unwrap();
         CatalogEntry::new(show, String::new())
     }

@@ -116,10 +116,15 @@ impl<'a> Document<'a> {
         }
     }
 
-    /// A hold's row, or its seats added to the row the document has.
+    /// A hold's row, or its seats and items added to the row the document
+    /// has.
     pub fn add_hold(&mut self, hold: &'a HoldRow) {
         match self.hold_rows.get(&hold.hold_id) {
-            Some(&at) => self.holds[at].to_mut().seat_ids.extend(&hold.seat_ids),
+            Some(&at) => {
+                let row = self.holds[at].to_mut();
+                row.seat_ids.extend(&hold.seat_ids);
+                row.items.extend(&hold.items);
+            }
             None => {
                 self.hold_rows.insert(hold.hold_id, self.holds.len());
                 self.holds.push(Cow::Borrowed(hold));

@@ -4,7 +4,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use domain::ids::{BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
-use projections::holds::{HoldState, SeatIds};
+use projections::holds::{HoldItems, HoldState, SeatIds};
 use projections::time::from_micros;
 use uuid::Uuid;
 
@@ -22,6 +22,9 @@ pub struct HoldRecord {
     pub seats: Vec<SeatId>,
     /// The pool of a pool hold, with `(shard, quantity)` of each part.
     pub pool: Option<(PoolId, Vec<(u32, u32)>)>,
+    /// What each unit costs, as the hold's events priced it (empty for a
+    /// hold placed before prices were in the events).
+    pub items: HoldItems,
 }
 
 impl HoldRecord {
@@ -47,13 +50,13 @@ pub(super) fn parse_hold_id(column: &str, value: &str) -> StoreResult<HoldId> {
 }
 
 const SELECT_HOLD: &str =
-    "SELECT show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids \
+    "SELECT show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items \
      FROM holds WHERE hold_id = $1";
 const SELECT_POOL_PARTS: &str =
     "SELECT shard, quantity FROM pool_holds WHERE hold_id = $1 ORDER BY shard";
 
 /// A row of `holds` as read: `(show_id, buyer, expires_at_us, state,
-/// booking_id, pool_id, seat_ids)`.
+/// booking_id, pool_id, seat_ids, items)`.
 type HoldColumns = (
     String,
     String,
@@ -61,6 +64,7 @@ type HoldColumns = (
     String,
     Option<String>,
     Option<String>,
+    String,
     String,
 );
 
@@ -73,11 +77,12 @@ struct HoldHead {
     booking_id: Option<BookingId>,
     pool_id: Option<PoolId>,
     seats: Vec<SeatId>,
+    items: HoldItems,
 }
 
 impl HoldHead {
     fn parse(row: HoldColumns) -> StoreResult<Self> {
-        let (show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids) = row;
+        let (show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items) = row;
         Ok(Self {
             show_id: parse_column("holds.show_id", show_id.as_str(), ShowId::parse)?,
             buyer: parse_column("holds.buyer", buyer.as_str(), BuyerId::parse)?,
@@ -97,6 +102,7 @@ impl HoldHead {
                 .transpose()?,
             seats: parse_column("holds.seat_ids", seat_ids.as_str(), SeatIds::from_json)?
                 .into_vec(),
+            items: parse_column("holds.items", items.as_str(), HoldItems::from_json)?,
         })
     }
 }
@@ -149,6 +155,7 @@ impl Holds {
                 booking_id: head.booking_id,
                 seats: head.seats,
                 pool: parts,
+                items: head.items,
             }))
         })
     }

@@ -1,6 +1,6 @@
 //! Shows and the availability read model.
 
-use domain::ids::{PoolId, SeatId, ShowId};
+use domain::ids::{PoolId, SeatId, ShowId, VenueId};
 use domain::seat::SeatStatus;
 
 use super::holds::parse_column;
@@ -33,6 +33,10 @@ const INSERT_SHOW: &str =
     "INSERT INTO shows (show_id, definition, created_at_us) VALUES ($1, $2, $3) \
      ON CONFLICT DO NOTHING";
 const SELECT_SHOW: &str = "SELECT definition FROM shows WHERE show_id = $1";
+const INSERT_VENUE: &str =
+    "INSERT INTO venues (venue_id, definition, created_at_us) VALUES ($1, $2, $3) \
+     ON CONFLICT (venue_id) DO NOTHING";
+const SELECT_VENUE: &str = "SELECT definition FROM venues WHERE venue_id = $1";
 const PG_INSERT_SEATS: &str = "INSERT INTO seat_availability (show_id, seat_id, ordinal, section) \
      SELECT $1, s, o, c FROM UNNEST($2::text[], $3::int[], $4::text[]) AS u(s, o, c)";
 /// A new show's rows are `changed` at -1, below every watermark (a log
@@ -301,6 +305,47 @@ impl Shows {
             StoreError::Corrupt(format!("show {show_id} conflicted but cannot be read"))
         })?;
         Ok(ShowInsert::Exists(existing))
+    }
+
+    /// Creates the venue; or, if the id is taken, returns the stored
+    /// definition.
+    pub async fn insert_venue(
+        &self,
+        venue_id: &VenueId,
+        definition: &str,
+        created_at_us: i64,
+    ) -> StoreResult<ShowInsert> {
+        let inserted = on_store!(self, write pool => {
+            sqlx::query(INSERT_VENUE)
+                .bind(venue_id.as_str())
+                .bind(definition)
+                .bind(created_at_us)
+                .execute(pool)
+                .await
+                .map_err(StoreError::classify)?
+                .rows_affected()
+        });
+        if inserted == 1 {
+            return Ok(ShowInsert::Created);
+        }
+        let existing = self.venue_definition(venue_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("venue {venue_id} conflicted but cannot be read"))
+        })?;
+        Ok(ShowInsert::Exists(existing))
+    }
+
+    /// The stored definition of a venue (canonical JSON), if it exists.
+    pub async fn venue_definition(&self, venue_id: &VenueId) -> StoreResult<Option<String>> {
+        retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_scalar(SELECT_VENUE)
+                    .bind(venue_id.as_str())
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+        })
+        .await
     }
 
     /// The stored definition of a show (canonical JSON), if it exists.

@@ -43,6 +43,7 @@ pub const HOLD_COLUMNS: &[&str] = &[
     "booking_id",
     "pool_id",
     "seat_ids",
+    "items",
 ];
 pub const POOL_HOLD_COLUMNS: &[&str] = &[
     "hold_id",
@@ -132,9 +133,13 @@ impl Tables {
             HoldChange::Placed { hold, part } => {
                 match self.holds.entry(hold.hold_id) {
                     Entry::Vacant(slot) => {
-                        slot.insert(hold);
+                        slot.insert(*hold);
                     }
-                    Entry::Occupied(mut slot) => slot.get_mut().seat_ids.extend(&hold.seat_ids),
+                    Entry::Occupied(mut slot) => {
+                        let row = slot.get_mut();
+                        row.seat_ids.extend(&hold.seat_ids);
+                        row.items.extend(&hold.items);
+                    }
                 }
                 if let Some(part) = part {
                     self.pool_holds
@@ -497,6 +502,7 @@ mod tests {
             booking_id: None,
             pool_id: None,
             seat_ids: SeatIds::one(SeatId::parse("A-1").unwrap()),
+            items: Default::default(),
         };
         assert_eq!(sorted(HOLD_COLUMNS), field_names(&row));
         let part = PoolHoldRow {

@@ -7,8 +7,9 @@ use cqrs_es::event_sink::EventSink;
 use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventStore};
 use cqrs_es::{Aggregate, EventEnvelope, EventStore};
 use domain::checkout::{Checkout, CheckoutCommand, CheckoutError, CheckoutEvent, Phase};
-use domain::ids::{seat_stream_id, BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId};
+use domain::ids::{seat_stream_id, BookingId, BuyerId, HoldId, PoolId, SeatId, ShowId, TicketType};
 use domain::pool::{shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolEvent, PoolShard};
+use domain::pricing::ItemPrice;
 use domain::seat::{Seat, SeatCommand, SeatError, SeatHold, SeatState, Timed};
 use postgres_es::PostgresEventRepository;
 use reqwest::{Method, StatusCode};
@@ -144,6 +145,7 @@ const POOL: &str = "floor";
 const POOL_CAPACITY: u32 = 5;
 const POOL_SHARDS: u32 = 1;
 const POOL_HELD: u32 = 2;
+const POOL_PRICE_CENTS: i64 = 3000;
 
 fn hold_id(answer: &Answer) -> HoldId {
     HoldId(uuid::Uuid::parse_str(&answer.str("hold_id")).expect("hold id"))
@@ -172,7 +174,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
     let app = env.spawn().await;
     let mut body = show_body(4, 480);
     body["pools"] = json!([{
-        "pool_id": POOL, "capacity": POOL_CAPACITY, "price_cents": 3000, "shards": POOL_SHARDS
+        "pool_id": POOL, "capacity": POOL_CAPACITY, "price_cents": POOL_PRICE_CENTS, "shards": POOL_SHARDS
     }]);
     app.create_show_from(SHOW, &body).await;
 
@@ -332,6 +334,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             hold_id,
             buyer: bob_id.clone(),
             expires_at,
+            price: None,
         },
         now,
     };
@@ -350,6 +353,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             hold_id: held_id,
             buyer: alice_id.clone(),
             expires_at: instant(&held, "expires_at"),
+            price: None,
         },
         now,
     };
@@ -369,6 +373,13 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
     // PoolShard: more than its free places is refused, as many is placed.
     let free = shard.aggregate.available_at(capacity, now);
     assert!(free > 0, "the shard has free places left");
+    // A place of the pool, as the service prices it: the pool's own price
+    // for the show's one ticket type.
+    let place_price = ItemPrice {
+        category: None,
+        ticket_type: TicketType::parse("standard").expect("a ticket type"),
+        price_cents: POOL_PRICE_CENTS,
+    };
     let bob_pool = |quantity| {
         (
             PoolCommand::PlaceHold {
@@ -376,6 +387,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
                 buyer: bob_id.clone(),
                 quantity,
                 expires_at,
+                price: Some(place_price.clone()),
             },
             capacity,
             now,
@@ -392,6 +404,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             buyer: bob_id.clone(),
             quantity: free,
             expires_at,
+            price: Some(place_price.clone()),
         }])
     );
 
@@ -471,6 +484,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             buyer: bob_id.clone(),
             quantity: free,
             expires_at: instant(&placed, "expires_at"),
+            price: Some(place_price),
         }],
         "the service appended what handle decided (with its own hold id and instant)"
     );

@@ -37,6 +37,7 @@ mod secret;
 mod shows;
 mod store;
 mod streams;
+mod venues;
 mod waiting_room;
 mod webhooks;
 
@@ -62,6 +63,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     let mut all = Vec::new();
     all.extend(store::tests());
     all.extend(shows::tests());
+    all.extend(venues::tests());
     all.extend(holds::tests());
     all.extend(pools::tests());
     all.extend(limits::tests());

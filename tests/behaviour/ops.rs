@@ -388,6 +388,8 @@ async fn hold_ttl_advice_comes_from_the_log(env: TestEnv) {
 const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/shows/{show_id}"),
     ("get", "/v1/shows/{show_id}"),
+    ("put", "/v1/venues/{venue_id}"),
+    ("get", "/v1/venues/{venue_id}"),
     ("get", "/v1/shows/{show_id}/availability"),
     ("get", "/v1/shows/{show_id}/availability/stream"),
     ("get", "/shows/{show_id}"),

@@ -355,6 +355,7 @@ async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv
                     hold_id,
                     buyer: BuyerId::parse("b").unwrap(),
                     expires_at,
+                    price: None,
                 };
                 batch
                     .rows

@@ -1,14 +1,13 @@
-//! `POST /v1/holds/{id}/purchase`: the owner's hold, priced from its show,
-//! driven to a booking (or to why there is none).
+//! `POST /v1/holds/{id}/purchase`: the owner's hold, charged what its
+//! events priced it at, driven to a booking (or to why there is none).
 
 use domain::ids::HoldId;
 
 use super::drive::PurchaseRequest;
 use super::{ActionView, CheckoutError, CheckoutService, Driven, Purchased};
 use crate::auth::Actor;
-use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::command::units::{units_of, HoldUnits};
+use crate::command::holds::hold_amount;
 use crate::store::{HoldRecord, StoreError};
 
 impl CheckoutService {
@@ -48,7 +47,7 @@ impl CheckoutService {
             show_id: record.show_id.clone(),
             buyer: record.buyer.clone(),
             payment_method,
-            amount_cents: price(&record, &entry)?,
+            amount_cents: hold_amount(&record, &entry),
             currency: entry.show.currency,
         };
         let mut checkout = self.rounds.lock_checkout(hold_id).await?;
@@ -79,22 +78,4 @@ impl CheckoutService {
             Purchased::Existing(view)
         })
     }
-}
-
-/// What the hold costs: the price of each seat, or the pool's price per place.
-fn price(record: &HoldRecord, entry: &CatalogEntry) -> Result<i64, StoreError> {
-    Ok(match units_of(record, &entry.show)? {
-        HoldUnits::Seats(units) => units
-            .iter()
-            .filter_map(|(_, key)| entry.show.seat(&key.seat_id))
-            .map(|(_, spec)| spec.price_cents)
-            .sum(),
-        HoldUnits::Pool(units) => {
-            let price = units
-                .first()
-                .and_then(|(_, key)| entry.show.pool(&key.pool_id))
-                .map_or(0, |pool| pool.price_cents);
-            price * i64::from(record.quantity().unwrap_or(0))
-        }
-    })
 }

@@ -51,7 +51,8 @@ use read::HoldReader;
 use release::ReleaseHandler;
 
 pub use best::MAX_CHOOSE_ROUNDS;
-pub use request::HoldRequest;
+pub use read::hold_amount;
+pub use request::{HoldRequest, SeatAsk};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HoldError {
@@ -78,6 +79,10 @@ pub enum HoldError {
     NoAdjacentSeats,
     #[error("idempotency key reused with another request")]
     IdempotencyKeyReused,
+    /// A ticket type the show does not sell, or does not price for what
+    /// was asked (422 `ticket_type_unavailable`); the text says which.
+    #[error("{0}")]
+    TicketTypeUnavailable(String),
     #[error("hold not found")]
     HoldNotFound,
     #[error("not your hold")]
@@ -117,6 +122,27 @@ pub struct HoldView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<uuid::Uuid>)]
     pub booking_id: Option<BookingId>,
+    /// What each seat, or a pool's places, costs: fixed when the hold was
+    /// placed.
+    pub items: Vec<ItemView>,
+    /// What a purchase of the hold charges: the items' sum.
+    pub amount_cents: i64,
+}
+
+/// One line of a hold: a seat, or places of a pool, with its price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ItemView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seat_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_id: Option<String>,
+    /// 1 for a seat.
+    pub quantity: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    pub ticket_type: String,
+    /// A seat's, or one place's, price.
+    pub price_cents: i64,
 }
 
 #[derive(Debug)]
@@ -232,6 +258,18 @@ impl HoldService {
     pub async fn view_any(&self, hold_id: &HoldId) -> Result<Option<HoldView>, HoldError> {
         let reader: &HoldReader = &self.reader;
         reader.view_any(hold_id).await
+    }
+}
+
+/// A price asked for that the show does not have.
+impl From<domain::pricing::PriceError> for HoldError {
+    fn from(e: domain::pricing::PriceError) -> Self {
+        match e {
+            unavailable @ domain::pricing::PriceError::Unavailable { .. } => {
+                HoldError::TicketTypeUnavailable(unavailable.to_string())
+            }
+            other => HoldError::Bug(format!("pricing a hold: {other}")),
+        }
     }
 }
 

@@ -50,10 +50,12 @@ impl PlaceHandler {
         request.validate(&entry)?;
         let request_hash = request.hash(show_id);
         let admission = self.waiting_rooms.admission(&entry, &ctx.actor.id).await?;
+        let tickets = request.tickets();
         let placing = Placing {
             ctx,
             entry: &entry,
             admission: admission.as_ref(),
+            tickets: &tickets,
         };
         self.place_validated(&placing, request, request_hash).await
     }
@@ -73,11 +75,13 @@ impl PlaceHandler {
         }
         let placement = placing.placement(self.new_hold_id(ctx), request_hash);
         let placed = match &request {
-            HoldRequest::Seats(seats) => self.place_seats(&placement, seats).await,
-            HoldRequest::Pool { pool_id, quantity } => {
-                self.place_in_pool(&placement, pool_id, *quantity).await
-            }
-            HoldRequest::BestAvailable { quantity, section } => {
+            HoldRequest::Seats(_) => self.place_seats(&placement, &request.seat_ids()).await,
+            HoldRequest::Pool {
+                pool_id, quantity, ..
+            } => self.place_in_pool(&placement, pool_id, *quantity).await,
+            HoldRequest::BestAvailable {
+                quantity, section, ..
+            } => {
                 self.place_best(&placement, *quantity, section.as_deref())
                     .await
             }

@@ -7,6 +7,8 @@
 use domain::limits::MAX_POOL_SHARDS;
 use domain::pool::{self, split, PoolError, PoolShard};
 
+use projections::holds::{HoldItem, HoldItems};
+
 use super::placement::{Held, Placement};
 use super::HoldError;
 use crate::command::round::{Decides, Decision, View};
@@ -60,13 +62,16 @@ impl PlaceInPool<'_> {
             return Err(HoldError::Bug("placing in a shard without one".into()));
         };
         let expires_at = placement.expires_at(view.now);
-        let command = placement.pool_command(quantity, expires_at);
+        let price = placement.pool_price(&key.pool_id, view.now)?;
+        let item = HoldItem::places(&key.pool_id, key.index, quantity, &price);
+        let command = placement.pool_command(quantity, expires_at, price);
         match pool::decide(shard, key.capacity, &command, view.now) {
             Ok(events) => {
                 let held = Held {
                     expires_at,
                     seats: Vec::new(),
                     parts: vec![(key.index, quantity)],
+                    items: HoldItems::one(Some(item)),
                 };
                 placement.decided(view, vec![events], quantity, held)
             }
@@ -102,9 +107,13 @@ impl PlaceInPool<'_> {
         };
         let expires_at = placement.expires_at(view.now);
         let mut decided = vec![Vec::new(); view.units.len()];
+        let mut items = HoldItems::default();
         for &(index, part) in &parts {
             let (shard, key) = shard(index as usize)?;
-            let command = placement.pool_command(part, expires_at);
+            let price = placement.pool_price(&key.pool_id, view.now)?;
+            let item = HoldItem::places(&key.pool_id, key.index, part, &price);
+            items.extend(&HoldItems::one(Some(item)));
+            let command = placement.pool_command(part, expires_at, price);
             decided[index as usize] = pool::decide(shard, key.capacity, &command, view.now)
                 .map_err(|e| HoldError::Bug(format!("placing part of a hold: {e}")))?;
         }
@@ -112,6 +121,7 @@ impl PlaceInPool<'_> {
             expires_at,
             seats: Vec::new(),
             parts,
+            items,
         };
         placement.decided(view, decided, quantity, held)
     }
@@ -171,7 +181,10 @@ mod tests {
         if held > 0 {
             let (ctx, entry) = (buyer(), show());
             let other = placement(&ctx, &entry);
-            let command = other.pool_command(held, now() + chrono::Duration::hours(1));
+            let price = other
+                .pool_price(&key.pool_id, now())
+                .expect("a priced pool");
+            let command = other.pool_command(held, now() + chrono::Duration::hours(1), price);
             for event in pool::decide(&shard, key.capacity, &command, now()).expect("room") {
                 cqrs_es::Aggregate::apply(&mut shard, event);
             }

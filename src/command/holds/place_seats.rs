@@ -6,25 +6,35 @@ use chrono::{DateTime, Utc};
 use domain::ids::SeatId;
 use domain::seat::{self, Seat, SeatCommand, SeatError, SeatEvent};
 
+use projections::holds::{HoldItem, HoldItems};
+
 use super::placement::{Held, Placement};
 use super::HoldError;
 use crate::command::round::{Decides, Decision, View};
 
-/// The seats of a view decided for a hold until `expires_at`: the events of
-/// each, or every seat another hold or a booking has (in view order).
+/// The events of each seat of a hold, and what each costs.
+type SeatsHeld = (Vec<Vec<SeatEvent>>, HoldItems);
+
+/// The seats of a view decided for a hold until `expires_at`, each priced
+/// at the view's `now`: the events of each and what each costs, or every
+/// seat another hold or a booking has (in view order).
 pub(super) fn hold_seats(
     placement: &Placement<'_>,
     view: &View<'_, Seat>,
     expires_at: DateTime<Utc>,
-) -> Result<Result<Vec<Vec<SeatEvent>>, Vec<SeatId>>, HoldError> {
-    let command = SeatCommand::PlaceHold {
-        hold_id: placement.hold_id,
-        buyer: placement.ctx.actor.id.clone(),
-        expires_at,
-    };
+) -> Result<Result<SeatsHeld, Vec<SeatId>>, HoldError> {
     let mut taken = Vec::new();
     let mut decided = Vec::with_capacity(view.units.len());
+    let mut items = HoldItems::default();
     for (seat, key) in &view.units {
+        let price = placement.seat_price(&key.seat_id, view.now)?;
+        items.extend(&HoldItems::one(Some(HoldItem::seat(&key.seat_id, &price))));
+        let command = SeatCommand::PlaceHold {
+            hold_id: placement.hold_id,
+            buyer: placement.ctx.actor.id.clone(),
+            expires_at,
+            price: Some(price),
+        };
         match seat::decide(seat, &command, view.now) {
             Ok(events) => decided.push(events),
             Err(SeatError::HeldByAnother | SeatError::Booked) => taken.push(key.seat_id.clone()),
@@ -37,7 +47,7 @@ pub(super) fn hold_seats(
         }
     }
     Ok(if taken.is_empty() {
-        Ok(decided)
+        Ok((decided, items))
     } else {
         Err(taken)
     })
@@ -54,11 +64,12 @@ pub(super) fn decide_seats(
     placement.admitted(view.now)?;
     let expires_at = placement.expires_at(view.now);
     match hold_seats(placement, view, expires_at)? {
-        Ok(units) => {
+        Ok((units, items)) => {
             let held = Held {
                 expires_at,
                 seats: seats.to_vec(),
                 parts: Vec::new(),
+                items,
             };
             placement
                 .decided(view, units, seats.len() as u32, held)
@@ -120,6 +131,7 @@ pub(super) mod tests {
                 hold_id: HoldId::random(),
                 buyer: domain::ids::BuyerId::parse("someone-else").expect("a buyer"),
                 expires_at: now() + chrono::Duration::hours(1),
+                price: None,
             },
             now(),
         )

@@ -6,11 +6,13 @@
 
 use chrono::{DateTime, Utc};
 use domain::allowance::{AllowanceCommand, AllowanceError};
-use domain::ids::{HoldId, SeatId};
+use domain::ids::{HoldId, PoolId, SeatId};
 use domain::pool::PoolCommand;
-use projections::holds::HoldState;
+use domain::pricing::ItemPrice;
+use projections::holds::{HoldItems, HoldState};
 use projections::time::to_micros;
 
+use super::request::Tickets;
 use super::{HoldError, HoldRequest, HoldView};
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
@@ -28,6 +30,8 @@ pub(super) struct Placement<'a> {
     pub(super) request_hash: String,
     /// On a show with a waiting room, what admits the buyer.
     pub(super) admission: Option<&'a Admission>,
+    /// The ticket types asked for.
+    pub(super) tickets: &'a Tickets,
 }
 
 /// Who places a hold on which show, and what admits them (a waiting room).
@@ -35,15 +39,17 @@ pub(super) struct Placing<'a> {
     pub(super) ctx: &'a RequestContext,
     pub(super) entry: &'a CatalogEntry,
     pub(super) admission: Option<&'a Admission>,
+    pub(super) tickets: &'a Tickets,
 }
 
-/// What a placement holds once appended: until when, which seats, and on
-/// a pool which shards hold how many places.
+/// What a placement holds once appended: until when, which seats, on a
+/// pool which shards hold how many places, and what each costs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Held {
     pub(super) expires_at: DateTime<Utc>,
     pub(super) seats: Vec<SeatId>,
     pub(super) parts: Vec<(u32, u32)>,
+    pub(super) items: HoldItems,
 }
 
 impl<'a> Placing<'a> {
@@ -55,6 +61,7 @@ impl<'a> Placing<'a> {
             hold_id,
             request_hash,
             admission: self.admission,
+            tickets: self.tickets,
         }
     }
 }
@@ -80,13 +87,46 @@ impl Placement<'_> {
         now + self.entry.show.hold_ttl()
     }
 
-    pub(super) fn pool_command(&self, quantity: u32, expires_at: DateTime<Utc>) -> PoolCommand {
+    pub(super) fn pool_command(
+        &self,
+        quantity: u32,
+        expires_at: DateTime<Utc>,
+        price: ItemPrice,
+    ) -> PoolCommand {
         PoolCommand::PlaceHold {
             hold_id: self.hold_id,
             buyer: self.ctx.actor.id.clone(),
             quantity,
             expires_at,
+            price: Some(price),
         }
+    }
+
+    /// What seat `seat_id` costs this hold at `now`, as the ticket type
+    /// asked for.
+    pub(super) fn seat_price(
+        &self,
+        seat_id: &SeatId,
+        now: DateTime<Utc>,
+    ) -> Result<ItemPrice, HoldError> {
+        let show = &self.entry.show;
+        let (_, spec) = show
+            .seat(seat_id)
+            .ok_or_else(|| HoldError::UnknownSeats(vec![seat_id.clone()]))?;
+        Ok(show.seat_price(spec, self.tickets.for_seat(seat_id), now)?)
+    }
+
+    /// What one place of `pool_id` costs this hold at `now`.
+    pub(super) fn pool_price(
+        &self,
+        pool_id: &PoolId,
+        now: DateTime<Utc>,
+    ) -> Result<ItemPrice, HoldError> {
+        let show = &self.entry.show;
+        let spec = show
+            .pool(pool_id)
+            .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
+        Ok(show.pool_price(spec, self.tickets.every(), now)?)
     }
 
     /// The events of a placement of `count` seats or places decided on the
@@ -155,6 +195,7 @@ impl Placement<'_> {
             booking_id: None,
             seats: held.seats,
             pool,
+            items: held.items,
         };
         HoldView::of(record, self.entry, now)
     }
@@ -169,6 +210,10 @@ pub(super) mod fixtures {
     use super::Placement;
     use crate::catalog::CatalogEntry;
     use crate::command::context::RequestContext;
+    use crate::command::holds::request::Tickets;
+
+    /// No ticket type asked for: the show's default for every unit.
+    static NO_TICKETS: std::sync::LazyLock<Tickets> = std::sync::LazyLock::new(Tickets::default);
 
     pub(crate) fn now() -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
@@ -190,6 +235,7 @@ pub(super) mod fixtures {
             hold_id: HoldId::random(),
             request_hash: "hash".into(),
             admission: None,
+            tickets: &NO_TICKETS,
         }
     }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use domain::ids::{HoldId, SeatId, ShowId};
 use projections::holds::HoldStatus;
 
-use super::{HoldError, HoldView};
+use super::{HoldError, HoldView, ItemView};
 use crate::auth::Actor;
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
@@ -19,7 +19,11 @@ impl HoldView {
     pub(super) fn of(mut record: HoldRecord, entry: &CatalogEntry, now: DateTime<Utc>) -> Self {
         entry.sort_seats(&mut record.seats);
         let quantity = record.quantity();
+        let items = items_of(&record, entry);
+        let amount_cents = amount_of(&items);
         HoldView {
+            items,
+            amount_cents,
             hold_id: record.hold_id,
             show_id: record.show_id.to_string(),
             seats: record.seats.iter().map(SeatId::to_string).collect(),
@@ -30,6 +34,83 @@ impl HoldView {
             booking_id: record.booking_id,
         }
     }
+}
+
+/// The lines of a hold: its priced items, a pool's shards of one price
+/// joined, in the show's seat order. A hold placed before prices were in
+/// its events is priced as it was then: each seat's or the pool's own
+/// price, for the default ticket type.
+fn items_of(record: &HoldRecord, entry: &CatalogEntry) -> Vec<ItemView> {
+    let show = &entry.show;
+    if record.items.is_empty() {
+        let default = show.pricing.default_type().to_string();
+        let line = |seat_id: Option<&SeatId>, quantity, price_cents| ItemView {
+            seat_id: seat_id.map(SeatId::to_string),
+            pool_id: record.pool.as_ref().map(|(p, _)| p.to_string()),
+            quantity,
+            category: None,
+            ticket_type: default.clone(),
+            price_cents,
+        };
+        return match &record.pool {
+            Some((pool_id, _)) => {
+                let price = show.pool(pool_id).map_or(0, |p| p.price_cents);
+                vec![line(None, record.quantity().unwrap_or(0), price)]
+            }
+            None => record
+                .seats
+                .iter()
+                .map(|s| {
+                    line(
+                        Some(s),
+                        1,
+                        show.seat(s).map_or(0, |(_, spec)| spec.price_cents),
+                    )
+                })
+                .collect(),
+        };
+    }
+    let mut lines: Vec<ItemView> = Vec::new();
+    for item in record.items.iter() {
+        let line = ItemView {
+            seat_id: item.seat_id.as_ref().map(SeatId::to_string),
+            pool_id: item.pool_id.as_ref().map(|p| p.to_string()),
+            quantity: item.units(),
+            category: item.category.as_ref().map(|c| c.to_string()),
+            ticket_type: item.ticket_type.to_string(),
+            price_cents: item.price_cents,
+        };
+        let same = |l: &&mut ItemView| {
+            l.seat_id.is_none()
+                && l.pool_id == line.pool_id
+                && (&l.category, &l.ticket_type, l.price_cents)
+                    == (&line.category, &line.ticket_type, line.price_cents)
+        };
+        match lines.iter_mut().find(same) {
+            Some(pooled) if line.seat_id.is_none() => pooled.quantity += line.quantity,
+            _ => lines.push(line),
+        }
+    }
+    lines.sort_by_cached_key(|l| {
+        l.seat_id
+            .as_deref()
+            .and_then(|s| SeatId::parse(s).ok())
+            .and_then(|s| show.seat(&s).map(|(ordinal, _)| ordinal))
+            .unwrap_or(usize::MAX)
+    });
+    lines
+}
+
+fn amount_of(lines: &[ItemView]) -> i64 {
+    lines
+        .iter()
+        .map(|l| l.price_cents * i64::from(l.quantity))
+        .sum()
+}
+
+/// What a purchase of the hold charges: its lines' sum (see `items_of`).
+pub fn hold_amount(record: &HoldRecord, entry: &CatalogEntry) -> i64 {
+    amount_of(&items_of(record, entry))
 }
 
 /// Reads holds: a record as the API shows it, the show it is on, and the

@@ -1,7 +1,9 @@
 //! What a hold request asks for, its identity for idempotency, and the
 //! checks against the show made before anything is locked.
 
-use domain::ids::{PoolId, SeatId, ShowId};
+use std::collections::HashMap;
+
+use domain::ids::{PoolId, SeatId, ShowId, TicketType};
 use domain::limits::{
     MAX_BEST_AVAILABLE_QUANTITY, MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD,
     MIN_BEST_AVAILABLE_QUANTITY,
@@ -11,48 +13,123 @@ use sha2::{Digest, Sha256};
 use super::HoldError;
 use crate::catalog::CatalogEntry;
 
-/// What a hold request asks for.
+/// What a hold request asks for; a ticket type left out is the show's
+/// default.
 #[derive(Debug, Clone)]
 pub enum HoldRequest {
-    Seats(Vec<SeatId>),
+    Seats(Vec<SeatAsk>),
     Pool {
         pool_id: PoolId,
         quantity: u32,
+        ticket_type: Option<TicketType>,
     },
     /// `quantity` seats side by side, chosen by the service, in `section`
     /// or anywhere.
     BestAvailable {
         quantity: u32,
         section: Option<String>,
+        ticket_type: Option<TicketType>,
     },
 }
 
+/// One seat of a hold, and the ticket type it is sold as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatAsk {
+    pub seat_id: SeatId,
+    pub ticket_type: Option<TicketType>,
+}
+
+impl From<SeatId> for SeatAsk {
+    fn from(seat_id: SeatId) -> Self {
+        Self {
+            seat_id,
+            ticket_type: None,
+        }
+    }
+}
+
+/// The ticket types a hold's units are sold as: a seat's own, or one for
+/// every unit; `None`: the show's default.
+#[derive(Debug, Clone, Default)]
+pub struct Tickets {
+    seats: HashMap<SeatId, TicketType>,
+    every: Option<TicketType>,
+}
+
+impl Tickets {
+    pub fn for_seat(&self, seat_id: &SeatId) -> Option<&TicketType> {
+        self.seats.get(seat_id).or(self.every.as_ref())
+    }
+
+    pub fn every(&self) -> Option<&TicketType> {
+        self.every.as_ref()
+    }
+}
+
 impl HoldRequest {
+    /// The seats listed (none for a pool or best available).
+    pub fn seat_ids(&self) -> Vec<SeatId> {
+        match self {
+            HoldRequest::Seats(seats) => seats.iter().map(|s| s.seat_id.clone()).collect(),
+            HoldRequest::Pool { .. } | HoldRequest::BestAvailable { .. } => Vec::new(),
+        }
+    }
+
+    /// The ticket types asked for.
+    pub fn tickets(&self) -> Tickets {
+        match self {
+            HoldRequest::Seats(seats) => Tickets {
+                seats: seats
+                    .iter()
+                    .filter_map(|s| Some((s.seat_id.clone(), s.ticket_type.clone()?)))
+                    .collect(),
+                every: None,
+            },
+            HoldRequest::Pool { ticket_type, .. }
+            | HoldRequest::BestAvailable { ticket_type, .. } => Tickets {
+                seats: HashMap::new(),
+                every: ticket_type.clone(),
+            },
+        }
+    }
+
     /// The identity of the request for idempotency: the show and what it
     /// asks for (the same seats in another order are the same request).
+    /// A ticket type asked for is part of it; a request naming none hashes
+    /// as before ticket types were.
     pub(super) fn hash(&self, show_id: &ShowId) -> String {
         let mut hasher = Sha256::new();
         match self {
             HoldRequest::Seats(seats) => {
-                let mut sorted: Vec<&str> = seats.iter().map(SeatId::as_str).collect();
-                sorted.sort_unstable();
+                let mut sorted: Vec<&SeatAsk> = seats.iter().collect();
+                sorted.sort_unstable_by(|a, b| a.seat_id.cmp(&b.seat_id));
                 hasher.update(b"seats\n");
                 hasher.update(show_id.as_str().as_bytes());
                 for seat in sorted {
                     hasher.update(b"\n");
-                    hasher.update(seat.as_bytes());
+                    hasher.update(seat.seat_id.as_str().as_bytes());
+                    hash_ticket_type(&mut hasher, seat.ticket_type.as_ref());
                 }
             }
-            HoldRequest::Pool { pool_id, quantity } => {
+            HoldRequest::Pool {
+                pool_id,
+                quantity,
+                ticket_type,
+            } => {
                 hasher.update(b"pool\n");
                 hasher.update(show_id.as_str().as_bytes());
                 hasher.update(b"\n");
                 hasher.update(pool_id.as_str().as_bytes());
                 hasher.update(format!("\n{quantity}").as_bytes());
+                hash_ticket_type(&mut hasher, ticket_type.as_ref());
             }
             // What was asked, not the seats chosen: a retry answers the
             // first choice.
-            HoldRequest::BestAvailable { quantity, section } => {
+            HoldRequest::BestAvailable {
+                quantity,
+                section,
+                ticket_type,
+            } => {
                 hasher.update(b"best\n");
                 hasher.update(show_id.as_str().as_bytes());
                 hasher.update(format!("\n{quantity}\n").as_bytes());
@@ -63,6 +140,7 @@ impl HoldRequest {
                     }
                     None => hasher.update(b"any"),
                 }
+                hash_ticket_type(&mut hasher, ticket_type.as_ref());
             }
         }
         hex::encode(hasher.finalize())
@@ -70,8 +148,10 @@ impl HoldRequest {
 
     /// Checks the request against the show before anything is locked.
     pub(super) fn validate(&self, entry: &CatalogEntry) -> Result<(), HoldError> {
+        self.validate_ticket_types(entry)?;
         match self {
             HoldRequest::Seats(seats) => {
+                let seats: Vec<&SeatId> = seats.iter().map(|s| &s.seat_id).collect();
                 if seats.is_empty() || seats.len() > MAX_SEATS_PER_HOLD {
                     return Err(HoldError::Invalid(format!(
                         "a hold has 1..={MAX_SEATS_PER_HOLD} seats (MAX_SEATS_PER_HOLD), got {}",
@@ -85,13 +165,15 @@ impl HoldRequest {
                 let unknown: Vec<SeatId> = seats
                     .iter()
                     .filter(|s| entry.show.seat(s).is_none())
-                    .cloned()
+                    .map(|s| (*s).clone())
                     .collect();
                 if !unknown.is_empty() {
                     return Err(HoldError::UnknownSeats(unknown));
                 }
             }
-            HoldRequest::Pool { pool_id, quantity } => {
+            HoldRequest::Pool {
+                pool_id, quantity, ..
+            } => {
                 if !(1..=MAX_POOL_HOLD_QUANTITY).contains(quantity) {
                     return Err(HoldError::Invalid(format!(
                         "quantity must be 1..={MAX_POOL_HOLD_QUANTITY} (MAX_POOL_HOLD_QUANTITY), got {quantity}"
@@ -101,7 +183,9 @@ impl HoldRequest {
                     return Err(HoldError::UnknownPool(pool_id.clone()));
                 }
             }
-            HoldRequest::BestAvailable { quantity, section } => {
+            HoldRequest::BestAvailable {
+                quantity, section, ..
+            } => {
                 let wanted = *quantity as usize;
                 if !(MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY).contains(&wanted) {
                     return Err(HoldError::Invalid(format!(
@@ -124,12 +208,40 @@ impl HoldRequest {
     }
 }
 
+impl HoldRequest {
+    /// Every ticket type asked for is one the show sells (a pair it does
+    /// not price is found by the decision, at its own `now`).
+    fn validate_ticket_types(&self, entry: &CatalogEntry) -> Result<(), HoldError> {
+        let tickets = self.tickets();
+        let asked = tickets.seats.values().chain(tickets.every.iter());
+        for ticket_type in asked {
+            if !entry.show.pricing.has_type(ticket_type) {
+                return Err(HoldError::TicketTypeUnavailable(format!(
+                    "the show sells no ticket type {ticket_type}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn hash_ticket_type(hasher: &mut Sha256, ticket_type: Option<&TicketType>) {
+    if let Some(ticket_type) = ticket_type {
+        hasher.update(b"\tticket:");
+        hasher.update(ticket_type.as_str().as_bytes());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn seats(ids: &[&str]) -> HoldRequest {
-        HoldRequest::Seats(ids.iter().map(|s| SeatId::parse(s).unwrap()).collect())
+        HoldRequest::Seats(
+            ids.iter()
+                .map(|s| SeatAsk::from(SeatId::parse(s).unwrap()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -151,6 +263,7 @@ mod tests {
         let pool = |q| HoldRequest::Pool {
             pool_id: PoolId::parse("floor").unwrap(),
             quantity: q,
+            ticket_type: None,
         };
         assert_ne!(pool(2).hash(&show), pool(3).hash(&show));
     }
@@ -159,6 +272,7 @@ mod tests {
         HoldRequest::BestAvailable {
             quantity,
             section: section.map(Into::into),
+            ticket_type: None,
         }
     }
 

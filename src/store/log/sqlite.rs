@@ -42,16 +42,21 @@ const POOL_SHARDS: &str =
      WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
        AND s.shard = u.value ->> 'shard' AND s.last_seq < u.value ->> 'last_seq'";
 /// A hold's row; one already there (a projector batch that ended inside
-/// the hold's placement) takes the union of the seats.
-const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids) \
+/// the hold's placement) takes the union of the seats and of the items.
+const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items) \
      SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'buyer', h.value ->> 'expires_at_us', \
-            h.value ->> 'state', h.value ->> 'booking_id', h.value ->> 'pool_id', h.value ->> 'seat_ids' \
+            h.value ->> 'state', h.value ->> 'booking_id', h.value ->> 'pool_id', h.value ->> 'seat_ids', \
+            h.value ->> 'items' \
      FROM json_each($1) h WHERE true \
      ON CONFLICT (hold_id) DO UPDATE SET seat_ids = \
        (SELECT json_group_array(value) FROM \
           (SELECT value FROM json_each(holds.seat_ids) UNION SELECT value FROM json_each(excluded.seat_ids) \
+           ORDER BY value)), \
+       items = \
+       (SELECT json_group_array(json(value)) FROM \
+          (SELECT value FROM json_each(holds.items) UNION SELECT value FROM json_each(excluded.items) \
            ORDER BY value)) \
-     WHERE excluded.seat_ids <> '[]'";
+     WHERE excluded.seat_ids <> '[]' OR excluded.items <> '[]'";
 const POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
      SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'pool_id', h.value ->> 'shard', \
             h.value ->> 'quantity', h.value ->> 'expires_at_us', h.value ->> 'state' \

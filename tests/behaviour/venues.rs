@@ -1,0 +1,391 @@
+//! Venues, price categories and ticket types: a chart created once and used
+//! by shows, holds priced when they are decided, purchases charging that.
+
+use std::process::Command;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::audit::verify_exit_code;
+use crate::support::{TestApp, TestEnv};
+use crate::tests;
+
+pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
+    tests![
+        a_venue_is_created_once_and_read_back,
+        a_bad_venue_is_422_naming_the_field_and_stores_nothing,
+        a_show_on_a_venue_answers_the_chart_and_its_prices,
+        a_bad_show_on_a_venue_is_422_and_stores_nothing,
+        a_hold_is_priced_by_category_and_ticket_type_and_its_purchase_charges_that,
+        a_ticket_type_without_a_price_is_422_and_holds_nothing,
+        a_hold_on_a_show_without_categories_has_its_seats_prices,
+        replay_rebuilds_the_priced_holds,
+    ]
+}
+
+/// A small arena: a stage, two categories, two sections, six seats in two
+/// rows (row 1 premium, row 2 standard, the last a wheelchair space) and a
+/// standing pool.
+pub fn venue_body() -> Value {
+    let seat = |id: &str, row: &str, number: u32, x: f64, category: &str| {
+        json!({"seat_id": id, "section": "A", "row": row, "number": number,
+               "x": x, "y": if row == "1" { 100.0 } else { 130.0 }, "category": category})
+    };
+    let mut wheelchair = seat("A-2-3", "2", 3, 340.0, "standard");
+    wheelchair["accessible"] = json!(true);
+    json!({
+        "name": "Riverside Arena",
+        "stage": {"x": 250, "y": 20, "width": 200, "height": 40, "label": "Stage"},
+        "categories": [
+            {"category": "premium", "label": "Premium", "color": "#7b2cbf"},
+            {"category": "standard", "label": "Standard", "color": "#2a9d8f"}
+        ],
+        "sections": [{"section": "A", "label": "Lower A"}, {"section": "B", "label": "Upper B"}],
+        "seats": [
+            seat("A-1-1", "1", 1, 300.0, "premium"),
+            seat("A-1-2", "1", 2, 320.0, "premium"),
+            seat("A-1-3", "1", 3, 340.0, "premium"),
+            seat("A-2-1", "2", 1, 300.0, "standard"),
+            seat("A-2-2", "2", 2, 320.0, "standard"),
+            wheelchair,
+        ],
+        "pools": [{"pool_id": "floor", "capacity": 50, "category": "standard", "label": "Standing",
+                   "area": {"x": 250, "y": 160, "width": 200, "height": 30}}]
+    })
+}
+
+/// A show on `venue_id`: adult and child tickets; premium priced for both,
+/// standard for adults only.
+pub fn show_on(venue_id: &str) -> Value {
+    json!({
+        "name": "Evening", "starts_at": "2030-01-01T20:00:00Z", "hold_ttl_seconds": 600,
+        "venue_id": venue_id,
+        "ticket_types": [{"ticket_type": "adult", "label": "Adult"},
+                         {"ticket_type": "child", "label": "Child"}],
+        "prices": [
+            {"category": "premium", "ticket_type": "adult", "price_cents": 12000},
+            {"category": "premium", "ticket_type": "child", "price_cents": 6000},
+            {"category": "standard", "ticket_type": "adult", "price_cents": 5000}
+        ]
+    })
+}
+
+async fn put(app: &TestApp, path: &str, body: &Value) -> crate::support::Answer {
+    app.call(Method::PUT, path, Some(&app.admin()), Some(body), &[])
+        .await
+}
+
+async fn get(app: &TestApp, path: &str) -> crate::support::Answer {
+    app.call(Method::GET, path, None, None, &[]).await
+}
+
+async fn hold_body(app: &TestApp, token: &str, show: &str, body: Value) -> crate::support::Answer {
+    app.call(
+        Method::POST,
+        &format!("/v1/shows/{show}/holds"),
+        Some(token),
+        Some(&body),
+        &[],
+    )
+    .await
+}
+
+/// The venue `arena` and the show `evening` on it.
+async fn arena_show(app: &TestApp) {
+    let venue = put(app, "/v1/venues/arena", &venue_body()).await;
+    assert_eq!(venue.status, StatusCode::CREATED, "{}", venue.body);
+    let show = put(app, "/v1/shows/evening", &show_on("arena")).await;
+    assert_eq!(show.status, StatusCode::CREATED, "{}", show.body);
+}
+
+async fn a_venue_is_created_once_and_read_back(env: TestEnv) {
+    let app = env.spawn().await;
+    let created = put(&app, "/v1/venues/arena", &venue_body()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body["venue_id"], "arena");
+    assert_eq!(created.body["seats"].as_array().map(Vec::len), Some(6));
+    assert_eq!(created.body["seats"][5]["accessible"], true);
+
+    let again = put(&app, "/v1/venues/arena", &venue_body()).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    let mut other = venue_body();
+    other["name"] = json!("Another arena");
+    put(&app, "/v1/venues/arena", &other)
+        .await
+        .expect_problem(409, "venue_exists");
+
+    let read = get(&app, "/v1/venues/arena").await;
+    assert_eq!(read.status, StatusCode::OK);
+    assert_eq!(read.body, created.body);
+    get(&app, "/v1/venues/nowhere")
+        .await
+        .expect_problem(404, "venue_not_found");
+    app.stop().await;
+}
+
+async fn a_bad_venue_is_422_naming_the_field_and_stores_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    let spoilt = |pointer: &str, value: Value| {
+        let mut body = venue_body();
+        if let Some(slot) = body.pointer_mut(pointer) {
+            *slot = value;
+        }
+        body
+    };
+    let mut unplaced = venue_body();
+    if let Some(seat) = unplaced["seats"][2].as_object_mut() {
+        seat.remove("x");
+    }
+    let cases = [
+        (
+            "seats[1].category",
+            spoilt("/seats/1/category", json!("vip")),
+        ),
+        ("seats[0].section", spoilt("/seats/0/section", json!("Z"))),
+        ("seats[2].x", unplaced),
+        (
+            "categories[0].color",
+            spoilt("/categories/0/color", json!("purple")),
+        ),
+        (
+            "pools[0].category",
+            spoilt("/pools/0/category", json!("vip")),
+        ),
+        ("stage.width", spoilt("/stage/width", json!(0))),
+    ];
+    for (field, body) in cases {
+        let answer = put(&app, "/v1/venues/bad", &body).await;
+        answer.expect_problem(422, "validation_failed");
+        let detail = answer.body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(field), "{field}: {detail}");
+    }
+    let mut priced = venue_body();
+    priced["seats"][0]["price_cents"] = json!(100);
+    let answer = put(&app, "/v1/venues/bad", &priced).await;
+    answer.expect_problem(422, "validation_failed");
+    assert!(answer.body["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("seats[0].price_cents"));
+    get(&app, "/v1/venues/bad")
+        .await
+        .expect_problem(404, "venue_not_found");
+    app.stop().await;
+}
+
+async fn a_show_on_a_venue_answers_the_chart_and_its_prices(env: TestEnv) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let show = get(&app, "/v1/shows/evening").await;
+    assert_eq!(show.status, StatusCode::OK);
+    let body = &show.body;
+    assert_eq!(body["venue_id"], "arena");
+    assert_eq!(body["stage"]["label"], "Stage");
+    assert_eq!(body["categories"].as_array().map(Vec::len), Some(2));
+    assert_eq!(body["seats"].as_array().map(Vec::len), Some(6));
+    assert_eq!(body["seats"][0]["category"], "premium");
+    assert_eq!(body["seats"][0]["x"], 300.0);
+    assert_eq!(body["ticket_types"][0]["ticket_type"], "adult");
+    assert_eq!(body["prices"].as_array().map(Vec::len), Some(3));
+    // Availability is unchanged: statuses only, every seat of the venue.
+    let statuses = app.seat_statuses("evening").await;
+    assert_eq!(statuses.len(), 6);
+    assert!(statuses.values().all(|s| s == "available"));
+    // A second show on the same chart sells its own seats.
+    let second = put(&app, "/v1/shows/matinee", &show_on("arena")).await;
+    assert_eq!(second.status, StatusCode::CREATED, "{}", second.body);
+    let alice = app.buyer("alice");
+    let held = app.hold(&alice, "evening", &["A-1-1"], None).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    assert_eq!(app.seat_statuses("matinee").await["A-1-1"], "available");
+    app.stop().await;
+}
+
+async fn a_bad_show_on_a_venue_is_422_and_stores_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    put(&app, "/v1/venues/arena", &venue_body()).await;
+    let mut both = show_on("arena");
+    both["seats"] =
+        json!([{"seat_id": "X", "section": "A", "row": "1", "number": 1, "price_cents": 1}]);
+    let mut unpriced = show_on("arena");
+    unpriced["prices"] = json!([{"category": "premium", "ticket_type": "adult", "price_cents": 1}]);
+    let mut unknown_type = show_on("arena");
+    unknown_type["prices"][0]["ticket_type"] = json!("senior");
+    let cases = [
+        (show_on("nowhere"), "venue_id"),
+        (both, "venue_id"),
+        (unpriced, "standard"),
+        (unknown_type, "prices[0]"),
+    ];
+    for (body, named) in cases {
+        let answer = put(&app, "/v1/shows/bad", &body).await;
+        answer.expect_problem(422, "validation_failed");
+        let detail = answer.body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(named), "{named}: {detail}");
+    }
+    get(&app, "/v1/shows/bad")
+        .await
+        .expect_problem(404, "show_not_found");
+    app.stop().await;
+}
+
+async fn a_hold_is_priced_by_category_and_ticket_type_and_its_purchase_charges_that(env: TestEnv) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let alice = app.buyer("alice");
+    let body = json!({"seats": ["A-1-1", {"seat_id": "A-1-2", "ticket_type": "child"}, "A-2-1"]});
+    let held = hold_body(&app, &alice, "evening", body).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    assert_eq!(held.body["amount_cents"], 12000 + 6000 + 5000);
+    let items = held.body["items"].as_array().cloned().unwrap_or_default();
+    let line = |seat: &str| {
+        items
+            .iter()
+            .find(|i| i["seat_id"] == seat)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(line("A-1-2")["ticket_type"], "child");
+    assert_eq!(line("A-1-2")["price_cents"], 6000);
+    assert_eq!(line("A-1-2")["category"], "premium");
+    assert_eq!(line("A-2-1")["ticket_type"], "adult");
+    assert_eq!(line("A-2-1")["price_cents"], 5000);
+    let hold_id = held.str("hold_id");
+    let read = app
+        .call(
+            Method::GET,
+            &format!("/v1/holds/{hold_id}"),
+            Some(&alice),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(read.body["items"], held.body["items"]);
+    assert_eq!(read.body["amount_cents"], held.body["amount_cents"]);
+
+    let pool = hold_body(
+        &app,
+        &alice,
+        "evening",
+        json!({"pool_id": "floor", "quantity": 3, "ticket_type": "adult"}),
+    )
+    .await;
+    assert_eq!(pool.status, StatusCode::CREATED, "{}", pool.body);
+    assert_eq!(pool.body["amount_cents"], 3 * 5000);
+    assert_eq!(pool.body["items"][0]["quantity"], 3);
+
+    let bought = app.purchase(&alice, &hold_id, "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    assert_eq!(bought.body["amount_cents"], 23000);
+    let ledger = app.ledger().sim_ledger().await.unwrap_or_default();
+    assert_eq!(ledger.len(), 1, "{ledger:?}");
+    assert_eq!(ledger[0].amount_cents, 23000);
+    app.stop().await;
+}
+
+async fn a_ticket_type_without_a_price_is_422_and_holds_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let bob = app.buyer("bob");
+    let before = app.event_count().await;
+    // Standard has no child price; senior is no ticket type of the show.
+    let cases = [
+        json!({"seats": [{"seat_id": "A-2-1", "ticket_type": "child"}]}),
+        json!({"seats": ["A-1-1", {"seat_id": "A-1-2", "ticket_type": "senior"}]}),
+        json!({"pool_id": "floor", "quantity": 2, "ticket_type": "child"}),
+        json!({"best_available": {"quantity": 2, "ticket_type": "senior"}}),
+    ];
+    for body in cases {
+        let answer = hold_body(&app, &bob, "evening", body.clone()).await;
+        answer.expect_problem(422, "ticket_type_unavailable");
+    }
+    let malformed = hold_body(
+        &app,
+        &bob,
+        "evening",
+        json!({"seats": [{"seat_id": "A-1-1", "ticket": "adult"}]}),
+    )
+    .await;
+    malformed.expect_problem(422, "validation_failed");
+    assert_eq!(app.event_count().await, before, "nothing was appended");
+    assert!(app
+        .seat_statuses("evening")
+        .await
+        .values()
+        .all(|s| s == "available"));
+    app.stop().await;
+}
+
+async fn a_hold_on_a_show_without_categories_has_its_seats_prices(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show("plain", 3, 480).await;
+    let alice = app.buyer("alice");
+    let held = app.hold(&alice, "plain", &["S1", "S2"], None).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let items = held.body["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 2, "{}", held.body);
+    assert!(items.iter().all(|i| i["ticket_type"] == "standard"));
+    let seat_prices: i64 = items.iter().filter_map(|i| i["price_cents"].as_i64()).sum();
+    assert_eq!(held.body["amount_cents"], seat_prices);
+    // A ticket type the show does not sell.
+    hold_body(
+        &app,
+        &alice,
+        "plain",
+        json!({"seats": [{"seat_id": "S3", "ticket_type": "child"}]}),
+    )
+    .await
+    .expect_problem(422, "ticket_type_unavailable");
+    app.stop().await;
+}
+
+async fn replay_rebuilds_the_priced_holds(env: TestEnv) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let alice = app.buyer("alice");
+    let held = hold_body(
+        &app,
+        &alice,
+        "evening",
+        json!({"seats": [{"seat_id": "A-1-3", "ticket_type": "child"}, "A-2-2"]}),
+    )
+    .await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let pool = hold_body(
+        &app,
+        &alice,
+        "evening",
+        json!({"pool_id": "floor", "quantity": 20}),
+    )
+    .await;
+    assert_eq!(pool.status, StatusCode::CREATED, "{}", pool.body);
+    app.settle().await;
+    let replay = Command::new(env!("CARGO_BIN_EXE_booking"))
+        .arg("replay")
+        .env("DATABASE_URL", &app.database_url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("booking replay runs");
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let (code, out) = verify_exit_code(&app);
+    assert_eq!(code, 0, "{out}");
+    for answer in [&held, &pool] {
+        let hold_id = answer.str("hold_id");
+        let read = app
+            .call(
+                Method::GET,
+                &format!("/v1/holds/{hold_id}"),
+                Some(&alice),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(read.body["items"], answer.body["items"]);
+        assert_eq!(read.body["amount_cents"], answer.body["amount_cents"]);
+    }
+    app.stop().await;
+}
