@@ -15,6 +15,7 @@ use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
 use crate::command::holds::{HoldReads, HoldService};
+use crate::command::prices::PriceService;
 use crate::command::round::Rounds;
 use crate::command::waiting_room::WaitingRoomService;
 use crate::edge::EdgeSettings;
@@ -128,13 +129,16 @@ struct Wings {
     waiting_rooms: Arc<WaitingRoomService>,
     holds: Arc<HoldService>,
     checkout: Arc<CheckoutService>,
+    prices: Arc<PriceService>,
     /// Stripe, when the service pays through it.
     stripe: Option<Arc<Stripe>>,
 }
 
 impl Wings {
     fn wire(store: &Store, settings: &Settings, clock: &Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let catalog = Arc::new(ShowCatalog::new(settings.currency, store.shows()));
+        let catalog = Arc::new(
+            ShowCatalog::new(settings.currency, store.shows()).reading_prices_from(store.log()),
+        );
         // One owner of command rounds per process, with its caches of loaded
         // streams: every in-process writer of a stream must go through the
         // same slot (see command/streams.rs).
@@ -160,6 +164,7 @@ impl Wings {
             availability.clone(),
             waiting_rooms.clone(),
         ));
+        let prices = Arc::new(PriceService::new(catalog.clone(), rounds.clone()));
         let (payments, stripe) = payment_provider(store, settings, clock)?;
         let checkout = Arc::new(CheckoutService::new(
             store.holds(),
@@ -176,6 +181,7 @@ impl Wings {
             waiting_rooms,
             holds,
             checkout,
+            prices,
             stripe,
         })
     }
@@ -226,6 +232,7 @@ impl Wings {
             catalog: self.catalog,
             holds: self.holds,
             checkout: self.checkout,
+            prices: self.prices,
             projector,
             availability: self.availability,
             webhooks: endpoints,

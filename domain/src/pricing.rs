@@ -17,8 +17,12 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CategoryId, TicketType};
+use chrono::Duration;
+
+use crate::aggregate::{event_names, impl_aggregate, Decider};
+use crate::ids::{CategoryId, ShowId, TicketType};
 use crate::limits::{MAX_CATEGORIES, MAX_PRICE_CENTS, MAX_PRICE_CHANGES, MAX_TICKET_TYPES};
+use crate::seat::Timed;
 
 /// The ticket type of a show that lists none.
 pub const DEFAULT_TICKET_TYPE: &str = "standard";
@@ -215,6 +219,8 @@ impl PriceSchedule {
 pub struct Pricing {
     /// At least one; the first is the default.
     pub ticket_types: Vec<TicketTypeSpec>,
+    /// The categories a table may price (the chart's).
+    pub categories: HashSet<CategoryId>,
     pub schedule: PriceSchedule,
 }
 
@@ -228,16 +234,19 @@ impl Default for Pricing {
                     .expect("the default ticket type is a valid id"),
                 label: "Standard".into(),
             }],
+            categories: HashSet::new(),
             schedule: PriceSchedule::default(),
         }
     }
 }
 
 impl Pricing {
-    /// Ticket types (the first the default) and the first table, which
-    /// must price every category `in_use` for the default type.
+    /// Ticket types (the first the default), the categories tables may
+    /// price, and the first table, which must price every category
+    /// `in_use` for the default type.
     pub fn new<'a>(
         ticket_types: Vec<TicketTypeSpec>,
+        categories: HashSet<CategoryId>,
         first: PriceTable,
         in_use: impl IntoIterator<Item = &'a CategoryId>,
     ) -> Result<Self, PriceError> {
@@ -245,6 +254,7 @@ impl Pricing {
         first.covers(in_use, &ticket_types[0].ticket_type)?;
         Ok(Self {
             ticket_types,
+            categories,
             schedule: PriceSchedule::new(first),
         })
     }
@@ -316,6 +326,113 @@ fn check_ticket_types(ticket_types: &[TicketTypeSpec]) -> Result<(), PriceError>
     Ok(())
 }
 
+/// How long after it is decided a price change takes effect at the
+/// earliest. A hold is priced by the tables its instance has read, read
+/// again under the hold's locks when older than `PRICES_FRESHNESS` (the
+/// service's), and a change's append commits within the store's acquire
+/// timeout of its decision (4 s): with 5 s, every instance has read a
+/// change before any hold it would price (and all of them price a hold
+/// decided at one instant alike).
+pub const PRICE_CHANGE_LEAD_MS: i64 = 5_000;
+
+pub fn price_change_lead() -> Duration {
+    Duration::milliseconds(PRICE_CHANGE_LEAD_MS)
+}
+
+/// One entry of a price table as it travels in an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriceEntry {
+    pub category: CategoryId,
+    pub ticket_type: TicketType,
+    pub price_cents: i64,
+}
+
+/// A show's price changes: one stream per show (type `ShowPrices`, the
+/// show's id as its id). The table in force from the show's creation is the
+/// show's definition; each change is an event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShowPrices {
+    pub changes: Vec<(DateTime<Utc>, Vec<PriceEntry>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PricesCommand {
+    /// From `effective_at` (the decision's `now` if absent, never earlier),
+    /// at the earliest [`PRICE_CHANGE_LEAD_MS`] after the decision, the
+    /// table `prices` (checked against the show by the service).
+    Change {
+        prices: Vec<PriceEntry>,
+        effective_at: Option<DateTime<Utc>>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PricesEvent {
+    PricesChanged {
+        effective_at: DateTime<Utc>,
+        prices: Vec<PriceEntry>,
+    },
+}
+
+event_names!(PricesEvent {
+    PricesChanged => "PricesChanged",
+});
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PricesCommandError {
+    #[error("effective_at must not be in the past")]
+    InPast,
+    #[error("a show's prices change at most {MAX_PRICE_CHANGES} times")]
+    TooMany,
+}
+
+/// The instant a change asked for at `now` takes effect: as asked (not in
+/// the past), but never before the lead.
+pub fn effective_instant(
+    asked: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<DateTime<Utc>, PricesCommandError> {
+    match asked {
+        Some(at) if at < now => Err(PricesCommandError::InPast),
+        asked => Ok(asked.unwrap_or(now).max(now + price_change_lead())),
+    }
+}
+
+impl Decider for ShowPrices {
+    type Command = Timed<PricesCommand>;
+    type Event = PricesEvent;
+    type Error = PricesCommandError;
+
+    fn decide(&self, command: &Self::Command) -> Result<Vec<PricesEvent>, PricesCommandError> {
+        let PricesCommand::Change {
+            prices,
+            effective_at,
+        } = &command.command;
+        if self.changes.len() >= MAX_PRICE_CHANGES {
+            return Err(PricesCommandError::TooMany);
+        }
+        Ok(vec![PricesEvent::PricesChanged {
+            effective_at: effective_instant(*effective_at, command.now)?,
+            prices: prices.clone(),
+        }])
+    }
+
+    fn evolve(&mut self, event: &PricesEvent) {
+        let PricesEvent::PricesChanged {
+            effective_at,
+            prices,
+        } = event;
+        self.changes.push((*effective_at, prices.clone()));
+    }
+}
+
+impl_aggregate!(ShowPrices, "ShowPrices");
+
+/// The id of a show's price stream: the show's id.
+pub fn prices_stream_id(show: &ShowId) -> String {
+    show.as_str().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,7 +474,7 @@ mod tests {
             ("standard", "adult", 5000),
         ])
         .unwrap();
-        Pricing::new(types(), first, &categories()).unwrap()
+        Pricing::new(types(), categories(), first, &categories()).unwrap()
     }
 
     fn at(seconds: i64) -> DateTime<Utc> {
@@ -462,7 +579,7 @@ mod tests {
     #[test]
     fn it_should_refuse_a_table_that_leaves_a_category_in_use_without_a_default_price() {
         let partial = table(&[("premium", "adult", 1)]).unwrap();
-        let err = Pricing::new(types(), partial, &categories()).unwrap_err();
+        let err = Pricing::new(types(), categories(), partial, &categories()).unwrap_err();
         assert!(matches!(err, PriceError::DefaultMissing { .. }), "{err:?}");
     }
 
@@ -492,13 +609,74 @@ mod tests {
     fn it_should_refuse_no_ticket_type_or_one_twice() {
         let first = PriceTable::default();
         assert_eq!(
-            Pricing::new(Vec::new(), first.clone(), []).unwrap_err(),
+            Pricing::new(Vec::new(), categories(), first.clone(), []).unwrap_err(),
             PriceError::TicketTypes
         );
         let twice = [types(), types()].concat();
         assert_eq!(
-            Pricing::new(twice, first, []).unwrap_err(),
+            Pricing::new(twice, categories(), first, []).unwrap_err(),
             PriceError::TicketTypes
+        );
+    }
+
+    fn entries() -> Vec<PriceEntry> {
+        vec![PriceEntry {
+            category: category("premium"),
+            ticket_type: ticket("adult"),
+            price_cents: 1,
+        }]
+    }
+
+    fn change(effective_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Timed<PricesCommand> {
+        Timed {
+            command: PricesCommand::Change {
+                prices: entries(),
+                effective_at,
+            },
+            now,
+        }
+    }
+
+    #[test]
+    fn it_should_record_a_change_from_the_instant_asked_at_the_earliest_after_the_lead() {
+        let prices = ShowPrices::default();
+        let later = prices.decide(&change(Some(at(3600)), at(0))).unwrap();
+        assert_eq!(
+            later,
+            vec![PricesEvent::PricesChanged {
+                effective_at: at(3600),
+                prices: entries()
+            }]
+        );
+        let [PricesEvent::PricesChanged { effective_at, .. }] =
+            prices.decide(&change(None, at(0))).unwrap()[..]
+        else {
+            panic!("one change");
+        };
+        assert_eq!(effective_at, at(0) + price_change_lead());
+        let [PricesEvent::PricesChanged { effective_at, .. }] =
+            prices.decide(&change(Some(at(1)), at(0))).unwrap()[..]
+        else {
+            panic!("one change");
+        };
+        assert_eq!(effective_at, at(0) + price_change_lead());
+    }
+
+    #[test]
+    fn it_should_refuse_a_change_in_the_past_and_one_past_the_limit() {
+        let mut prices = ShowPrices::default();
+        assert_eq!(
+            prices.decide(&change(Some(at(-1)), at(0))).unwrap_err(),
+            PricesCommandError::InPast
+        );
+        for _ in 0..MAX_PRICE_CHANGES {
+            for event in prices.decide(&change(None, at(0))).unwrap() {
+                prices.evolve(&event);
+            }
+        }
+        assert_eq!(
+            prices.decide(&change(None, at(0))).unwrap_err(),
+            PricesCommandError::TooMany
         );
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::ids::{CategoryId, PoolId, SeatId, ShowId, TicketType, VenueId};
+use crate::ids::{CategoryId, PoolId, SeatId, ShowId, VenueId};
 use crate::limits::{
     DEFAULT_MAX_HOLD_TTLS, MAX_COORDINATE, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS,
     MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER,
@@ -14,7 +14,7 @@ use crate::limits::{
     MIN_MAX_HOLD_SECONDS, MIN_SEATS_PER_BUYER,
 };
 use crate::money::{Currency, MoneyError};
-use crate::pricing::{ItemPrice, PriceError, Pricing};
+use crate::pricing::{PriceError, Pricing};
 use crate::venue::{categories_in_use, Area, Chart, Position};
 use crate::waiting_room::{RoomSettingsError, WaitingRoomSettings};
 
@@ -300,39 +300,6 @@ impl Show {
     /// The categories some seat or pool of the show is in.
     pub fn categories_in_use(&self) -> std::collections::HashSet<CategoryId> {
         categories_in_use(&self.seats, &self.pools)
-    }
-
-    /// What seat `ordinal` costs at `now` as `ticket_type` (`None`: the
-    /// default).
-    pub fn seat_price(
-        &self,
-        seat: &SeatSpec,
-        ticket_type: Option<&TicketType>,
-        now: DateTime<Utc>,
-    ) -> Result<ItemPrice, PriceError> {
-        self.pricing.price(
-            || format!("seat {}", seat.seat_id),
-            seat.category.as_ref(),
-            seat.price_cents,
-            ticket_type,
-            now,
-        )
-    }
-
-    /// What one place of `pool` costs at `now` as `ticket_type`.
-    pub fn pool_price(
-        &self,
-        pool: &PoolSpec,
-        ticket_type: Option<&TicketType>,
-        now: DateTime<Utc>,
-    ) -> Result<ItemPrice, PriceError> {
-        self.pricing.price(
-            || format!("pool {}", pool.pool_id),
-            pool.category.as_ref(),
-            pool.price_cents,
-            ticket_type,
-            now,
-        )
     }
 
     /// The waiting room the sale opens through, its settings in range.

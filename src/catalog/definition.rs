@@ -349,7 +349,7 @@ impl ShowDefinition {
             &ticket_types,
         )?;
         let in_use = domain::venue::categories_in_use(&seats, &pools);
-        let pricing = Pricing::new(ticket_types, table, &in_use)?;
+        let pricing = Pricing::new(ticket_types, categories, table, &in_use)?;
         let (seats, pools) = priced_by_default(seats, pools, &pricing);
         Show::new(
             show_id,

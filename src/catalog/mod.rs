@@ -3,6 +3,7 @@
 //! venues; a show on a venue is resolved through it when it is loaded.
 
 mod definition;
+mod prices;
 mod venue;
 
 use domain::best_available::{SeatOrder, SeatPlace};
@@ -13,16 +14,18 @@ use chrono::{DateTime, Utc};
 use domain::ids::{PoolId, SeatId, ShowId};
 use domain::money::Currency;
 use domain::pool::shard_capacity;
+use domain::pricing::PriceTable;
 use domain::show::{Show, ShowError};
 use projections::time::to_micros;
 
-use crate::store::{ShowInsert, Shows, StoreError};
+use crate::store::{EventLog, ShowInsert, Shows, StoreError};
 
 pub use definition::{
     AreaDefinition, CategoryDefinition, PoolDefinition, PriceDefinition, SeatDefinition,
     SectionDefinition, ShowDefinition, ShowView, StageDefinition, TicketTypeDefinition,
     VenueDefinition, VenueView, WaitingRoomDefinition,
 };
+pub use prices::{PriceCell, PriceView, PRICES_FRESHNESS};
 pub use venue::{VenueCatalog, VenueEntry};
 
 /// Shows kept parsed in memory. A 100,000-seat show takes some tens of
@@ -43,6 +46,8 @@ pub struct CatalogEntry {
     pub seat_json_prefix: Vec<Box<str>>,
     /// The seats in the order best available scans them (by ordinal).
     pub seat_order: SeatOrder,
+    /// Its prices over time, as this instance has read them.
+    pub prices: PriceCell,
 }
 
 impl CatalogEntry {
@@ -70,9 +75,17 @@ impl CatalogEntry {
                 format!("{{\"seat_id\":{id},\"section\":{section},\"status\":\"").into_boxed_str()
             })
             .collect();
+        let in_use = show.categories_in_use().into_iter().collect();
+        let prices = PriceCell::new(show.show_id.clone(), show.pricing.clone(), in_use);
+        let view_json = match show.pricing.categories.is_empty() {
+            true => definition_json.clone(),
+            // Its prices change over time: each answer says those in force.
+            false => merged(&definition_json, None).unwrap_or_else(|_| definition_json.clone()),
+        };
         Self {
+            prices,
             show,
-            view_json: definition_json.clone(),
+            view_json,
             definition_json,
             seat_json_prefix,
             seat_order,
@@ -90,29 +103,57 @@ impl CatalogEntry {
 
     /// The show on `venue`: its answer carries the venue's chart.
     pub fn on_venue(mut self, venue: &VenueEntry) -> Result<Self, StoreError> {
-        let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("show view: {e}"));
-        let mut view: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&self.definition_json).map_err(corrupt)?;
-        let chart: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&venue.definition_json).map_err(corrupt)?;
-        for (key, value) in chart {
-            if key != "name" {
-                view.insert(key, value);
-            }
-        }
-        self.view_json = serde_json::to_string(&view).map_err(corrupt)?;
+        self.view_json = merged(&self.definition_json, Some(&venue.definition_json))
+            .map_err(|e| StoreError::Corrupt(format!("show view: {e}")))?;
         Ok(self)
     }
 
     /// The show as `GET /v1/shows/{id}` answers it: the definition with its
-    /// id (and its venue's chart).
-    pub fn to_json(&self) -> String {
+    /// id (and its venue's chart); on a show priced by category, the prices
+    /// of `table`, the one in force at the instant asked about.
+    pub fn to_json(&self, table: &PriceTable) -> String {
+        let mut json = self.json_with_id();
+        if !self.show.pricing.categories.is_empty() {
+            let prices: Vec<serde_json::Value> = table
+                .entries()
+                .map(|(category, ticket_type, price_cents)| {
+                    serde_json::json!({"category": category, "ticket_type": ticket_type,
+                                       "price_cents": price_cents})
+                })
+                .collect();
+            let prices = serde_json::Value::Array(prices);
+            if json.ends_with('}') {
+                json.pop();
+                json.push_str(&format!(",\"prices\":{prices}}}"));
+            }
+        }
+        json
+    }
+
+    fn json_with_id(&self) -> String {
         // The canonical definition is a JSON object (serialized from
         // `ShowDefinition`), so it starts with '{'; the id goes first.
         let rest = self.view_json.strip_prefix('{').unwrap_or("}");
         let id = serde_json::Value::String(self.show.show_id.to_string());
         format!("{{\"show_id\":{id},{rest}")
     }
+}
+
+/// A show's answer: its definition without its first price table (the
+/// answer says the table in force), and on a venue the venue's chart
+/// (stage, categories, sections, seats, pools) in place of its id alone.
+fn merged(definition: &str, venue: Option<&str>) -> Result<String, serde_json::Error> {
+    let mut view: serde_json::Map<String, serde_json::Value> = serde_json::from_str(definition)?;
+    view.remove("prices");
+    if let Some(venue) = venue {
+        let chart: serde_json::Map<String, serde_json::Value> = serde_json::from_str(venue)?;
+        for (key, value) in chart {
+            if key != "name" {
+                view.insert(key, value);
+            }
+        }
+    }
+    serde_json::to_string(&view)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +183,9 @@ pub struct ShowCatalog {
     default_currency: Currency,
     /// The charts shows on a venue are resolved through.
     venues: VenueCatalog,
+    /// Where shows' price changes are read (`None`: prices as defined, for
+    /// tools that never price a hold).
+    log: Option<EventLog>,
     cache: RwLock<HashMap<ShowId, Arc<CatalogEntry>>>,
     /// One load at a time per show not cached yet. A 100,000-seat definition
     /// takes a CPU-bound parse of a few hundred milliseconds; an instance
@@ -157,6 +201,7 @@ impl ShowCatalog {
     pub fn new(default_currency: Currency, shows: Shows) -> Self {
         Self {
             venues: VenueCatalog::new(shows.clone()),
+            log: None,
             shows,
             default_currency,
             cache: RwLock::default(),
@@ -173,6 +218,12 @@ impl ShowCatalog {
         &self.venues
     }
 
+    /// Shows' price changes are read from `log`.
+    pub fn reading_prices_from(mut self, log: EventLog) -> Self {
+        self.log = Some(log);
+        self
+    }
+
     /// The show a definition describes, resolved through its venue.
     async fn resolve(
         &self,
@@ -185,7 +236,10 @@ impl ShowCatalog {
             None => None,
         };
         let show = definition.to_show(show_id.clone(), venue.as_ref().map(|v| &v.venue))?;
-        let entry = CatalogEntry::new(show, json);
+        let mut entry = CatalogEntry::new(show, json);
+        if let Some(log) = &self.log {
+            entry.prices.read_from(log.clone());
+        }
         Ok(match &venue {
             Some(venue) => entry.on_venue(venue)?,
             None => entry,

@@ -14,6 +14,7 @@
 pub mod checkout;
 pub mod context;
 pub mod holds;
+pub mod prices;
 pub mod round;
 pub mod streams;
 pub mod units;

@@ -263,6 +263,14 @@ pub trait Decides<U: Stream> {
     ) -> impl std::future::Future<Output = Result<Vec<(String, U::Key)>, Self::Error>> + Send {
         async move { Ok(next) }
     }
+
+    /// With the plan's streams locked, before the decision's `now` is
+    /// taken: what the decision must know as of that instant and reads
+    /// outside its streams (a hold's prices, read again when older than
+    /// their freshness). By default nothing.
+    fn prepare(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// A decision on the checkout alone: a step of the drive recorded before
@@ -482,6 +490,7 @@ impl Rounds {
         decision: &mut D,
     ) -> Result<Ended<D::Output, U::Key>, D::Error> {
         let mut locked = self.lock(round, units).await?;
+        decision.prepare().await?;
         let now = self.clock.now();
         let (decided, answer) = match self
             .decide(round, units, &mut locked, now, decision)

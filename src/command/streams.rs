@@ -28,6 +28,7 @@ use domain::allowance::Allowance;
 use domain::checkout::Checkout;
 use domain::ids::ShowId;
 use domain::pool::PoolShard;
+use domain::pricing::ShowPrices;
 use domain::seat::Seat;
 use domain::waiting_room::{QueueEntry, WaitingRoom};
 use projections::rows::Rows;
@@ -72,6 +73,7 @@ pub struct Inventory {
     pub(super) shards: StreamCache<PoolShard>,
     pub(super) rooms: StreamCache<WaitingRoom>,
     pub(super) queue_entries: StreamCache<QueueEntry>,
+    pub(super) prices: StreamCache<ShowPrices>,
 }
 
 /// A stream type a command round (`command::round`) locks and appends to:

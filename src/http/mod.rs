@@ -50,6 +50,8 @@ pub struct Services {
     pub catalog: Arc<ShowCatalog>,
     pub holds: Arc<HoldService>,
     pub checkout: Arc<CheckoutService>,
+    /// Price changes (admin).
+    pub prices: Arc<crate::command::prices::PriceService>,
     pub projector: Projector,
     pub availability: Arc<crate::query::availability::AvailabilityCache>,
     pub live: Arc<crate::live::LiveHub>,

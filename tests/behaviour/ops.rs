@@ -388,6 +388,7 @@ async fn hold_ttl_advice_comes_from_the_log(env: TestEnv) {
 const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/shows/{show_id}"),
     ("get", "/v1/shows/{show_id}"),
+    ("put", "/v1/shows/{show_id}/prices"),
     ("put", "/v1/venues/{venue_id}"),
     ("get", "/v1/venues/{venue_id}"),
     ("get", "/v1/shows/{show_id}/availability"),

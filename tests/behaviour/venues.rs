@@ -20,6 +20,9 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_ticket_type_without_a_price_is_422_and_holds_nothing,
         a_hold_on_a_show_without_categories_has_its_seats_prices,
         replay_rebuilds_the_priced_holds,
+        a_price_change_prices_holds_from_its_instant_and_earlier_holds_keep_theirs,
+        a_bad_price_change_is_refused_and_changes_nothing,
+        holds_racing_a_price_change_each_have_one_table,
     ]
 }
 
@@ -387,5 +390,223 @@ async fn replay_rebuilds_the_priced_holds(env: TestEnv) {
         assert_eq!(read.body["items"], answer.body["items"]);
         assert_eq!(read.body["amount_cents"], answer.body["amount_cents"]);
     }
+    app.stop().await;
+}
+
+/// The change every price test makes: premium dearer, child dearer,
+/// standard dearer.
+fn raised() -> Value {
+    json!([
+        {"category": "premium", "ticket_type": "adult", "price_cents": 15000},
+        {"category": "premium", "ticket_type": "child", "price_cents": 7000},
+        {"category": "standard", "ticket_type": "adult", "price_cents": 5500}
+    ])
+}
+
+async fn change_prices(app: &TestApp, show: &str, body: &Value) -> crate::support::Answer {
+    put(app, &format!("/v1/shows/{show}/prices"), body).await
+}
+
+fn premium_adult(show: &Value) -> Option<i64> {
+    show["prices"].as_array().and_then(|prices| {
+        prices
+            .iter()
+            .find(|p| p["category"] == "premium" && p["ticket_type"] == "adult")
+            .and_then(|p| p["price_cents"].as_i64())
+    })
+}
+
+async fn a_price_change_prices_holds_from_its_instant_and_earlier_holds_keep_theirs(env: TestEnv) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let alice = app.buyer("alice");
+    let early = app.hold(&alice, "evening", &["A-1-1"], None).await;
+    assert_eq!(early.body["amount_cents"], 12000, "{}", early.body);
+
+    // Within the holds' ten minutes: a hold placed before the change is
+    // bought after it.
+    let from = app.clock_now() + chrono::Duration::minutes(5);
+    let changed = change_prices(
+        &app,
+        "evening",
+        &json!({"prices": raised(), "effective_at": from.to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(changed.status, StatusCode::OK, "{}", changed.body);
+    assert_eq!(changed.body["effective_at"], json!(from));
+
+    // Before its instant, holds and the show say the first table.
+    let bob = app.buyer("bob");
+    let before = app.hold(&bob, "evening", &["A-1-2"], None).await;
+    assert_eq!(before.body["amount_cents"], 12000, "{}", before.body);
+    let show = get(&app, "/v1/shows/evening").await;
+    assert_eq!(premium_adult(&show.body), Some(12000));
+    let later = (from + chrono::Duration::minutes(1)).to_rfc3339();
+    let at_later = app
+        .client
+        .get(format!("{}/v1/shows/evening", app.base))
+        .query(&[("as_of", later.as_str())])
+        .send()
+        .await
+        .expect("GET the show as of later");
+    let at_later = TestApp::answer(at_later).await;
+    assert_eq!(
+        premium_adult(&at_later.body),
+        Some(15000),
+        "{}",
+        at_later.body
+    );
+
+    // From its instant, holds are priced by the new table; earlier ones keep theirs.
+    app.clock.advance(chrono::Duration::minutes(5));
+    let carol = app.buyer("carol");
+    let after = app.hold(&carol, "evening", &["A-1-3"], None).await;
+    assert_eq!(after.body["amount_cents"], 15000, "{}", after.body);
+    let early_id = early.str("hold_id");
+    let kept = app
+        .call(
+            Method::GET,
+            &format!("/v1/holds/{early_id}"),
+            Some(&alice),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(kept.body["amount_cents"], 12000);
+    let bought = app.purchase(&alice, &early_id, "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    let ledger = app.ledger().sim_ledger().await.unwrap_or_default();
+    assert_eq!(
+        ledger.first().map(|c| c.amount_cents),
+        Some(12000),
+        "{ledger:?}"
+    );
+
+    // The change is in the show's history.
+    let history = app
+        .call(
+            Method::GET,
+            "/v1/shows/evening/history",
+            Some(&app.admin()),
+            None,
+            &[],
+        )
+        .await;
+    assert!(
+        history.body.to_string().contains("PricesChanged"),
+        "{}",
+        history.body
+    );
+    app.stop().await;
+}
+
+async fn a_bad_price_change_is_refused_and_changes_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let past = (app.clock_now() - chrono::Duration::seconds(1)).to_rfc3339();
+    let mut unknown = raised();
+    unknown[0]["category"] = json!("vip");
+    let partial = json!([{"category": "premium", "ticket_type": "adult", "price_cents": 1}]);
+    let cases = [
+        (
+            json!({"prices": raised(), "effective_at": past}),
+            "effective_at",
+        ),
+        (json!({"prices": unknown}), "prices[0]"),
+        (json!({"prices": partial}), "standard"),
+    ];
+    let before = app.event_count().await;
+    for (body, named) in cases {
+        let answer = change_prices(&app, "evening", &body).await;
+        answer.expect_problem(422, "validation_failed");
+        let detail = answer.body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(named), "{named}: {detail}");
+    }
+    let buyer = app.buyer("mallory");
+    app.call(
+        Method::PUT,
+        "/v1/shows/evening/prices",
+        Some(&buyer),
+        Some(&json!({"prices": raised()})),
+        &[],
+    )
+    .await
+    .expect_problem(403, "forbidden");
+    change_prices(&app, "nowhere", &json!({"prices": raised()}))
+        .await
+        .expect_problem(404, "show_not_found");
+    app.create_show("plain", 2, 480).await;
+    change_prices(&app, "plain", &json!({"prices": []}))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(app.event_count().await, before, "nothing was appended");
+    let show = get(&app, "/v1/shows/evening").await;
+    assert_eq!(premium_adult(&show.body), Some(12000));
+    app.stop().await;
+}
+
+/// A venue of `rows` rows of ten premium seats.
+fn large_venue(rows: usize) -> Value {
+    let seats: Vec<Value> = (0..rows * 10)
+        .map(|n| {
+            json!({"seat_id": format!("S{n}"), "section": "A", "row": format!("{}", n / 10 + 1),
+                   "number": n % 10 + 1, "x": (n % 10) as f64 * 20.0, "y": (n / 10) as f64 * 20.0,
+                   "category": "premium"})
+        })
+        .collect();
+    let mut venue = venue_body();
+    venue["seats"] = json!(seats);
+    venue
+}
+
+async fn holds_racing_a_price_change_each_have_one_table(env: TestEnv) {
+    const BUYERS: usize = 60;
+    let app = env.spawn().await;
+    assert_eq!(
+        put(&app, "/v1/venues/hall", &large_venue(BUYERS / 5))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        put(&app, "/v1/shows/race", &show_on("hall")).await.status,
+        StatusCode::CREATED
+    );
+    // Each buyer holds two seats, one adult and one child: a hold priced by
+    // two tables would show it in its amount.
+    let hold = |b: usize| {
+        let body = json!({"seats": [format!("S{}", 2 * b), {"seat_id": format!("S{}", 2 * b + 1), "ticket_type": "child"}]});
+        app.hold_call(app.buyer(&format!("buyer-{b}")), "race", body)
+    };
+    let first: Vec<_> = (0..BUYERS / 2).map(hold).collect();
+    let racing = tokio::spawn(crate::support::fire_at_once(first));
+    let changed = change_prices(&app, "race", &json!({"prices": raised()})).await;
+    assert_eq!(changed.status, StatusCode::OK, "{}", changed.body);
+    let before = racing.await.expect("the first holds");
+    // Past the change's instant: every hold from now on has the new table.
+    app.clock.advance(chrono::Duration::seconds(6));
+    let second: Vec<_> = (BUYERS / 2..BUYERS).map(hold).collect();
+    let after = crate::support::fire_at_once(second).await;
+    let old = 12000 + 6000;
+    let new = 15000 + 7000;
+    for answer in &before {
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+        let amount = answer.body["amount_cents"].as_i64();
+        assert!(
+            amount == Some(old) || amount == Some(new),
+            "{}",
+            answer.body
+        );
+    }
+    for answer in &after {
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
+        assert_eq!(answer.body["amount_cents"], new, "{}", answer.body);
+    }
+    // The change took effect after the lead: the holds decided before it
+    // (all of the first, on the service's clock) kept the first table.
+    assert!(
+        before.iter().all(|a| a.body["amount_cents"] == old),
+        "a hold before the change's instant was priced by the new table"
+    );
     app.stop().await;
 }

@@ -168,6 +168,10 @@ pub(super) struct Statuses<'a> {
 impl Decides<Seat> for BestSeats<'_> {
     type Output = Held;
     type Error = HoldError;
+
+    async fn prepare(&mut self) -> Result<(), HoldError> {
+        self.placement.read_prices().await
+    }
     const MAX_PLANS: usize = MAX_CHOOSE_ROUNDS;
 
     /// The next choice, made here rather than in `decide`: from the

@@ -130,6 +130,10 @@ impl PlaceInPool<'_> {
 impl Decides<PoolShard> for PlaceInPool<'_> {
     type Output = Held;
     type Error = HoldError;
+
+    async fn prepare(&mut self) -> Result<(), HoldError> {
+        self.placement.read_prices().await
+    }
     /// Each shard alone at most once, then the whole pool.
     const MAX_PLANS: usize = MAX_POOL_SHARDS as usize + 1;
 

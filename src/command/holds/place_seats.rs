@@ -90,6 +90,10 @@ impl Decides<Seat> for PlaceSeats<'_> {
     type Output = Held;
     type Error = HoldError;
 
+    async fn prepare(&mut self) -> Result<(), HoldError> {
+        self.placement.read_prices().await
+    }
+
     fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Held>, HoldError> {
         let placement = self.placement;
         match decide_seats(placement, view, self.seats)? {

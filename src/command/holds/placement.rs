@@ -71,6 +71,15 @@ impl Placement<'_> {
         Round::new("hold", self.ctx).counting(BuyerLimit::of(&self.entry.show, &self.ctx.actor.id))
     }
 
+    /// The show's prices read again if they are older than
+    /// `PRICES_FRESHNESS`: run under the round's locks, before its `now`
+    /// (`Decides::prepare`), so that the decision knows every price change
+    /// in force at its `now` (`domain::pricing::PRICE_CHANGE_LEAD_MS`).
+    pub(super) async fn read_prices(&self) -> Result<(), HoldError> {
+        self.entry.prices.fresh().await?;
+        Ok(())
+    }
+
     /// On a show with a waiting room, a hold is placed only by a buyer
     /// admitted at the decision's `now`.
     pub(super) fn admitted(&self, now: DateTime<Utc>) -> Result<(), HoldError> {
@@ -109,11 +118,18 @@ impl Placement<'_> {
         seat_id: &SeatId,
         now: DateTime<Utc>,
     ) -> Result<ItemPrice, HoldError> {
-        let show = &self.entry.show;
-        let (_, spec) = show
+        let (_, spec) = self
+            .entry
+            .show
             .seat(seat_id)
             .ok_or_else(|| HoldError::UnknownSeats(vec![seat_id.clone()]))?;
-        Ok(show.seat_price(spec, self.tickets.for_seat(seat_id), now)?)
+        Ok(self.entry.prices.current().pricing.price(
+            || format!("seat {seat_id}"),
+            spec.category.as_ref(),
+            spec.price_cents,
+            self.tickets.for_seat(seat_id),
+            now,
+        )?)
     }
 
     /// What one place of `pool_id` costs this hold at `now`.
@@ -122,11 +138,18 @@ impl Placement<'_> {
         pool_id: &PoolId,
         now: DateTime<Utc>,
     ) -> Result<ItemPrice, HoldError> {
-        let show = &self.entry.show;
-        let spec = show
+        let spec = self
+            .entry
+            .show
             .pool(pool_id)
             .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
-        Ok(show.pool_price(spec, self.tickets.every(), now)?)
+        Ok(self.entry.prices.current().pricing.price(
+            || format!("pool {pool_id}"),
+            spec.category.as_ref(),
+            spec.price_cents,
+            self.tickets.every(),
+            now,
+        )?)
     }
 
     /// The events of a placement of `count` seats or places decided on the
