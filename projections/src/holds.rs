@@ -342,6 +342,49 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
     })
 }
 
+/// A pool hold's places on one shard: the hold's row and the part's.
+fn pool_placed(
+    show_id: &ShowId,
+    pool_id: &PoolId,
+    shard: u32,
+    event: &PoolEvent,
+) -> Option<HoldChange> {
+    let PoolEvent::PoolHoldPlaced {
+        hold_id,
+        buyer,
+        quantity,
+        expires_at,
+        price,
+    } = event
+    else {
+        return None;
+    };
+    Some(HoldChange::Placed {
+        hold: Box::new(held(
+            *hold_id,
+            show_id,
+            buyer,
+            *expires_at,
+            Some(pool_id),
+            SeatIds::default(),
+            HoldItems::one(
+                price
+                    .as_ref()
+                    .map(|p| HoldItem::places(pool_id, shard, *quantity, p)),
+            ),
+        )),
+        part: Some(PoolHoldRow {
+            hold_id: *hold_id,
+            shard,
+            show_id: show_id.clone(),
+            pool_id: pool_id.clone(),
+            quantity: *quantity,
+            expires_at_us: to_micros(*expires_at),
+            state: HoldState::Held,
+        }),
+    })
+}
+
 /// The change a pool shard event makes to its hold's record, if any.
 pub fn pool_hold_change(
     show_id: &ShowId,
@@ -350,36 +393,7 @@ pub fn pool_hold_change(
     event: &PoolEvent,
 ) -> Option<HoldChange> {
     Some(match event {
-        PoolEvent::PoolHoldPlaced {
-            hold_id,
-            buyer,
-            quantity,
-            expires_at,
-            price,
-        } => HoldChange::Placed {
-            hold: Box::new(held(
-                *hold_id,
-                show_id,
-                buyer,
-                *expires_at,
-                Some(pool_id),
-                SeatIds::default(),
-                HoldItems::one(
-                    price
-                        .as_ref()
-                        .map(|p| HoldItem::places(pool_id, shard, *quantity, p)),
-                ),
-            )),
-            part: Some(PoolHoldRow {
-                hold_id: *hold_id,
-                shard,
-                show_id: show_id.clone(),
-                pool_id: pool_id.clone(),
-                quantity: *quantity,
-                expires_at_us: to_micros(*expires_at),
-                state: HoldState::Held,
-            }),
-        },
+        PoolEvent::PoolHoldPlaced { .. } => return pool_placed(show_id, pool_id, shard, event),
         PoolEvent::PoolHoldReleased { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
             state: HoldState::Released,

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use domain::ids::{HoldId, PoolId, SeatId, ShowId, TicketType};
+use domain::ids::{CategoryId, HoldId, PoolId, SeatId, ShowId, TicketType};
 use serde::Deserialize;
 
 use super::extract::{JsonBody, PathParams};
@@ -120,6 +120,13 @@ pub(super) struct BestAvailableAsk {
     /// The ticket type of every seat (absent: the show's default).
     #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     ticket_type: Option<TicketType>,
+    /// Only seats of this price category (one the show has; else 422).
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    category: Option<CategoryId>,
+    /// Only wheelchair spaces (the show must have some; else 422). Without
+    /// it, wheelchair spaces are never chosen.
+    #[serde(default)]
+    accessible: bool,
 }
 
 /// The schema of a hold's seats: each a seat id (`[A-Za-z0-9_.:-]{1,32}`)
@@ -219,11 +226,15 @@ impl From<HoldBody> for HoldRequest {
                         quantity,
                         section,
                         ticket_type,
+                        category,
+                        accessible,
                     },
             }) => HoldRequest::BestAvailable {
                 quantity,
                 section,
                 ticket_type,
+                category,
+                accessible,
             },
         }
     }

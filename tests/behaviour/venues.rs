@@ -23,6 +23,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_price_change_prices_holds_from_its_instant_and_earlier_holds_keep_theirs,
         a_bad_price_change_is_refused_and_changes_nothing,
         holds_racing_a_price_change_each_have_one_table,
+        best_available_chooses_within_a_category_and_wheelchair_spaces_only_when_asked,
     ]
 }
 
@@ -609,4 +610,69 @@ async fn holds_racing_a_price_change_each_have_one_table(env: TestEnv) {
         "a hold before the change's instant was priced by the new table"
     );
     app.stop().await;
+}
+
+async fn best_available_chooses_within_a_category_and_wheelchair_spaces_only_when_asked(
+    env: TestEnv,
+) {
+    let app = env.spawn().await;
+    arena_show(&app).await;
+    let owned = app;
+    let app = &owned;
+    let best = |who: &str, ask: Value| {
+        let token = app.buyer(who);
+        async move { hold_body(app, &token, "evening", json!({ "best_available": ask })).await }
+    };
+    let seats = |answer: &crate::support::Answer| -> Vec<String> {
+        answer.body["seats"]
+            .as_array()
+            .map(|s| {
+                s.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let standard = best("ann", json!({"quantity": 2, "category": "standard"})).await;
+    assert_eq!(standard.status, StatusCode::CREATED, "{}", standard.body);
+    assert_eq!(seats(&standard), ["A-2-1", "A-2-2"]);
+    assert_eq!(standard.body["amount_cents"], 2 * 5000);
+    // The last standard seat is a wheelchair space: not chosen unless asked.
+    best("ben", json!({"quantity": 1, "category": "standard"}))
+        .await
+        .expect_problem(409, "no_adjacent_seats");
+    let wheelchair = best("cal", json!({"quantity": 1, "accessible": true})).await;
+    assert_eq!(
+        wheelchair.status,
+        StatusCode::CREATED,
+        "{}",
+        wheelchair.body
+    );
+    assert_eq!(seats(&wheelchair), ["A-2-3"]);
+    let premium = best(
+        "dee",
+        json!({"quantity": 2, "category": "premium", "ticket_type": "child"}),
+    )
+    .await;
+    assert_eq!(premium.status, StatusCode::CREATED, "{}", premium.body);
+    assert_eq!(premium.body["amount_cents"], 2 * 6000);
+    assert!(seats(&premium).iter().all(|s| s.starts_with("A-1-")));
+
+    let unknown = best("eve", json!({"quantity": 1, "category": "vip"})).await;
+    unknown.expect_problem(422, "validation_failed");
+    assert!(unknown.body["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("best_available.category"));
+    app.create_show("plain", 4, 480).await;
+    let token = app.buyer("fay");
+    hold_body(
+        app,
+        &token,
+        "plain",
+        json!({"best_available": {"quantity": 1, "accessible": true}}),
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    owned.stop().await;
 }

@@ -28,6 +28,7 @@ use domain::seat::{Seat, SeatStatus};
 use super::claims::{Claim, Claims, Reading};
 use super::place_seats::decide_seats;
 use super::placement::{Held, Placement};
+use super::request::Wanted;
 use super::HoldError;
 use crate::clock::Clock;
 use crate::command::round::{Decides, Decision, Rounds, Settled, View};
@@ -57,7 +58,7 @@ pub(super) struct BestSeats<'a> {
     /// held.
     statuses: Vec<SeatStatus>,
     quantity: usize,
-    section: Option<&'a str>,
+    wanted: Wanted<'a>,
     chosen: Vec<SeatId>,
     claim: Option<Claim<'a>>,
     /// Every seat the locked streams showed taken: taken in every later
@@ -78,7 +79,7 @@ impl<'a> BestSeats<'a> {
         reading: Reading<'a>,
         statuses: Vec<SeatStatus>,
         quantity: usize,
-        section: Option<&'a str>,
+        wanted: Wanted<'a>,
     ) -> Result<Self, HoldError> {
         let mut best = Self {
             placement,
@@ -86,7 +87,7 @@ impl<'a> BestSeats<'a> {
             reading,
             statuses,
             quantity,
-            section,
+            wanted,
             chosen: Vec::new(),
             claim: None,
             learned: Vec::new(),
@@ -129,7 +130,7 @@ impl<'a> BestSeats<'a> {
             &self.statuses,
             &self.reading,
             self.quantity,
-            self.section,
+            self.wanted,
         )?;
         self.claim = Some(claim);
         self.chosen = chosen;
@@ -244,7 +245,7 @@ impl BestHandler {
         &self,
         placement: &Placement<'_>,
         quantity: u32,
-        section: Option<&str>,
+        wanted: Wanted<'_>,
     ) -> Result<Settled<Held>, HoldError> {
         let entry = placement.entry;
         let reading = self.claims.start_reading(&entry.show.show_id);
@@ -263,7 +264,7 @@ impl BestHandler {
             reading,
             statuses,
             quantity as usize,
-            section,
+            wanted,
         )?
         .rereading(source);
         let plan = decision.plan();
@@ -291,7 +292,7 @@ mod tests {
         let claims = Claims::default();
         let reading = claims.start_reading(&entry.show.show_id);
         let statuses = vec![SeatStatus::Available; entry.show.seats.len()];
-        let mut best = BestSeats::new(&placement, &claims, reading, statuses, 2, None)
+        let mut best = BestSeats::new(&placement, &claims, reading, statuses, 2, Wanted::default())
             .expect("a block of two");
         let chosen: Vec<SeatId> = best.chosen.clone();
         assert_eq!(chosen.len(), 2);
@@ -311,7 +312,7 @@ mod tests {
         let claims = Claims::default();
         let reading = claims.start_reading(&entry.show.show_id);
         let statuses = vec![SeatStatus::Available; entry.show.seats.len()];
-        let mut best = BestSeats::new(&placement, &claims, reading, statuses, 2, None)
+        let mut best = BestSeats::new(&placement, &claims, reading, statuses, 2, Wanted::default())
             .expect("a block of two");
         let first = best.chosen.clone();
         let keys = keys(&entry.show.show_id, &first);
@@ -351,7 +352,7 @@ mod tests {
             })
             .collect();
         assert!(matches!(
-            BestSeats::new(&placement, &claims, reading, statuses, 2, None),
+            BestSeats::new(&placement, &claims, reading, statuses, 2, Wanted::default()),
             Err(HoldError::NoAdjacentSeats)
         ));
     }

@@ -22,6 +22,7 @@ use domain::best_available::BestAvailableError;
 use domain::ids::{SeatId, ShowId};
 use domain::seat::SeatStatus;
 
+use super::request::Wanted;
 use super::HoldError;
 use crate::catalog::CatalogEntry;
 
@@ -174,13 +175,20 @@ impl Claims {
         statuses: &[SeatStatus],
         reading: &Reading<'_>,
         quantity: usize,
-        section: Option<&str>,
+        wanted: Wanted<'_>,
     ) -> Result<(Claim<'_>, Vec<SeatId>), HoldError> {
         let show = &entry.show;
+        let section = wanted.section;
         // Free by the statuses read (a seat the statuses do not cover, a
-        // show grown meanwhile, is not free).
-        let mut free: Vec<bool> = (0..show.seats.len())
-            .map(|ordinal| statuses.get(ordinal) == Some(&SeatStatus::Available))
+        // show grown meanwhile, is not free), and one the buyer wants (its
+        // category, a wheelchair space or not).
+        let mut free: Vec<bool> = show
+            .seats
+            .iter()
+            .enumerate()
+            .map(|(ordinal, seat)| {
+                statuses.get(ordinal) == Some(&SeatStatus::Available) && wanted.admits(seat)
+            })
             .collect();
         let mut shows = self.shows.lock().unwrap_or_else(|p| p.into_inner());
         let claims = shows.entry(show.show_id.clone()).or_default();
@@ -191,7 +199,7 @@ impl Claims {
             Err(BestAvailableError::NoBlock) if !unclaimed.is_empty() => {
                 for ordinal in &unclaimed {
                     if let Some(seat) = free.get_mut(*ordinal) {
-                        *seat = true;
+                        *seat = show.seats.get(*ordinal).is_some_and(|s| wanted.admits(s));
                     }
                 }
                 order

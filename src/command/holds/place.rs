@@ -16,6 +16,7 @@ use super::place_pool::PlaceInPool;
 use super::place_seats::PlaceSeats;
 use super::placement::{Held, Placement, Placing};
 use super::read::HoldReader;
+use super::request::Wanted;
 use super::{HoldError, HoldRequest, HoldView, Placed};
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
@@ -80,10 +81,18 @@ impl PlaceHandler {
                 pool_id, quantity, ..
             } => self.place_in_pool(&placement, pool_id, *quantity).await,
             HoldRequest::BestAvailable {
-                quantity, section, ..
+                quantity,
+                section,
+                category,
+                accessible,
+                ..
             } => {
-                self.place_best(&placement, *quantity, section.as_deref())
-                    .await
+                let wanted = Wanted {
+                    section: section.as_deref(),
+                    category: category.as_ref(),
+                    accessible: *accessible,
+                };
+                self.place_best(&placement, *quantity, wanted).await
             }
         };
         match placed {
@@ -131,10 +140,10 @@ impl PlaceHandler {
         &self,
         placement: &Placement<'_>,
         quantity: u32,
-        section: Option<&str>,
+        wanted: Wanted<'_>,
     ) -> Result<Settled<Held>, HoldError> {
         let best: &BestHandler = &self.best;
-        best.place(placement, quantity, section).await
+        best.place(placement, quantity, wanted).await
     }
 
     /// Holds every listed seat, all or nothing.

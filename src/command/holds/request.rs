@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 
-use domain::ids::{PoolId, SeatId, ShowId, TicketType};
+use domain::ids::{CategoryId, PoolId, SeatId, ShowId, TicketType};
 use domain::limits::{
     MAX_BEST_AVAILABLE_QUANTITY, MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD,
     MIN_BEST_AVAILABLE_QUANTITY,
 };
+use domain::show::SeatSpec;
 use sha2::{Digest, Sha256};
 
 use super::HoldError;
@@ -24,12 +25,35 @@ pub enum HoldRequest {
         ticket_type: Option<TicketType>,
     },
     /// `quantity` seats side by side, chosen by the service, in `section`
-    /// or anywhere.
+    /// or anywhere, in `category` or any, wheelchair spaces or not.
     BestAvailable {
         quantity: u32,
         section: Option<String>,
         ticket_type: Option<TicketType>,
+        category: Option<CategoryId>,
+        accessible: bool,
     },
+}
+
+/// Where best available may choose: a section (or any), a category (or
+/// any), and wheelchair spaces only when asked for them (a venue keeps them
+/// for the buyers who need them; they are never chosen for others).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wanted<'a> {
+    pub section: Option<&'a str>,
+    pub category: Option<&'a CategoryId>,
+    pub accessible: bool,
+}
+
+impl Wanted<'_> {
+    /// Whether `seat` may be in the block (its section is the choice's own
+    /// filter: `SeatOrder::choose`).
+    pub fn admits(&self, seat: &SeatSpec) -> bool {
+        seat.accessible == self.accessible
+            && self
+                .category
+                .is_none_or(|category| seat.category.as_ref() == Some(category))
+    }
 }
 
 /// One seat of a hold, and the ticket type it is sold as.
@@ -129,6 +153,8 @@ impl HoldRequest {
                 quantity,
                 section,
                 ticket_type,
+                category,
+                accessible,
             } => {
                 hasher.update(b"best\n");
                 hasher.update(show_id.as_str().as_bytes());
@@ -141,6 +167,13 @@ impl HoldRequest {
                     None => hasher.update(b"any"),
                 }
                 hash_ticket_type(&mut hasher, ticket_type.as_ref());
+                if let Some(category) = category {
+                    hasher.update(b"\tcategory:");
+                    hasher.update(category.as_str().as_bytes());
+                }
+                if *accessible {
+                    hasher.update(b"\taccessible");
+                }
             }
         }
         hex::encode(hasher.finalize())
@@ -184,24 +217,18 @@ impl HoldRequest {
                 }
             }
             HoldRequest::BestAvailable {
-                quantity, section, ..
+                quantity,
+                section,
+                category,
+                accessible,
+                ..
             } => {
-                let wanted = *quantity as usize;
-                if !(MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY).contains(&wanted) {
-                    return Err(HoldError::Invalid(format!(
-                        "best_available.quantity must be {MIN_BEST_AVAILABLE_QUANTITY}..={MAX_BEST_AVAILABLE_QUANTITY} (MAX_BEST_AVAILABLE_QUANTITY), got {quantity}"
-                    )));
-                }
-                // A section the show does not have is 422: no seat could
-                // ever be chosen there, like an unknown seat or pool, and
-                // unlike `no_adjacent_seats`, which may change.
-                if let Some(section) = section {
-                    if !entry.show.seats.iter().any(|s| &s.section == section) {
-                        return Err(HoldError::Invalid(format!(
-                            "best_available.section: the show has no section {section:?}"
-                        )));
-                    }
-                }
+                let wanted = Wanted {
+                    section: section.as_deref(),
+                    category: category.as_ref(),
+                    accessible: *accessible,
+                };
+                validate_best(entry, *quantity, wanted)?;
             }
         }
         Ok(())
@@ -223,6 +250,44 @@ impl HoldRequest {
         }
         Ok(())
     }
+}
+
+/// A best available request checked against the show: a quantity within
+/// its limits, and somewhere to choose. A section, a category or wheelchair
+/// spaces the show does not have are 422: no seat could ever be chosen
+/// there, like an unknown seat or pool, and unlike `no_adjacent_seats`,
+/// which may change.
+fn validate_best(entry: &CatalogEntry, quantity: u32, wanted: Wanted<'_>) -> Result<(), HoldError> {
+    let count = quantity as usize;
+    if !(MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY).contains(&count) {
+        return Err(HoldError::Invalid(format!(
+            "best_available.quantity must be {MIN_BEST_AVAILABLE_QUANTITY}..={MAX_BEST_AVAILABLE_QUANTITY} (MAX_BEST_AVAILABLE_QUANTITY), got {quantity}"
+        )));
+    }
+    let seats = &entry.show.seats;
+    if let Some(section) = wanted.section {
+        if !seats.iter().any(|s| s.section == section) {
+            return Err(HoldError::Invalid(format!(
+                "best_available.section: the show has no section {section:?}"
+            )));
+        }
+    }
+    if (wanted.category.is_some() || wanted.accessible) && !seats.iter().any(|s| wanted.admits(s)) {
+        return Err(HoldError::Invalid(
+            match (wanted.category, wanted.accessible) {
+                (Some(c), true) => {
+                    format!("best_available: the show has no wheelchair space in category {c}")
+                }
+                (Some(c), false) => {
+                    format!("best_available.category: the show has no seat in category {c}")
+                }
+                (None, _) => {
+                    "best_available.accessible: the show has no wheelchair space".to_owned()
+                }
+            },
+        ));
+    }
+    Ok(())
 }
 
 fn hash_ticket_type(hasher: &mut Sha256, ticket_type: Option<&TicketType>) {
@@ -273,6 +338,8 @@ mod tests {
             quantity,
             section: section.map(Into::into),
             ticket_type: None,
+            category: None,
+            accessible: false,
         }
     }
 
