@@ -25,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the service (the default).
     Serve(Box<ServeArgs>),
+    /// Run the service with a sample arena and show on it, and print the
+    /// seat map's address with a buyer token.
+    Demo(Box<ServeArgs>),
     /// Print a bearer token signed with BOOKING_JWT_SECRET.
     Token(TokenArgs),
     /// Rebuild projections from the event log (all, or those named).

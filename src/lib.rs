@@ -37,6 +37,7 @@ pub mod catalog;
 pub mod clock;
 pub mod command;
 pub mod config;
+pub mod demo;
 pub mod edge;
 pub mod http;
 pub mod live;

@@ -1,5 +1,6 @@
-//! The `booking` binary: `booking [serve]` runs the service, `booking token`
-//! prints a bearer token.
+//! The `booking` binary: `booking [serve]` runs the service, `booking demo`
+//! runs it with a sample arena and show, `booking token` prints a bearer
+//! token.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use booking::app::{Application, Settings, Workers};
-use booking::auth::TokenKeys;
+use booking::auth::{Role, TokenKeys};
 use booking::catalog::ShowCatalog;
 use booking::clock::SystemClock;
 use booking::config::{Cli, Command, DatabaseArgs, LogFormat, ReplayArgs, ServeArgs, TokenArgs};
@@ -39,6 +40,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "booking is listening"
     );
     app.run_until_stopped(shutdown_signal()).await?;
+    tracing::info!("booking stopped");
+    Ok(())
+}
+
+/// `booking demo`: serves as `serve` does, with the sample arena and show
+/// created once listening, and the seat map's address printed with a buyer
+/// token (valid a day) in it.
+async fn demo(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let settings = settings_from(args)?;
+    let keys = TokenKeys::new(&settings.jwt_secret);
+    let app = build_when_database_ready(settings).await?;
+    let addr = app.local_addr()?;
+    let running = tokio::spawn(app.run_until_stopped(shutdown_signal()));
+    let base = format!("http://{addr}");
+    let day = chrono::Duration::days(1);
+    let admin = keys.issue(&BuyerId::parse("demo-admin")?, Role::Admin, day)?;
+    let buyer = keys.issue(&BuyerId::parse("demo-buyer")?, Role::Buyer, day)?;
+    booking::demo::create(&base, &admin).await?;
+    let show = booking::demo::SHOW_ID;
+    writeln!(
+        std::io::stdout(),
+        "The demo show is ready: open {base}/shows/{show}#token={buyer}"
+    )?;
+    running.await??;
     tracing::info!("booking stopped");
     Ok(())
 }
@@ -284,6 +310,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Token(args)) => token(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Serve(args)) => serve(*args).await.map(|()| ExitCode::SUCCESS),
+        Some(Command::Demo(args)) => demo(*args).await.map(|()| ExitCode::SUCCESS),
         Some(Command::Replay(args)) => replay(args).await.map(|()| ExitCode::SUCCESS),
         Some(Command::Verify(args)) => verify(args).await,
         None => serve(cli.serve).await.map(|()| ExitCode::SUCCESS),

@@ -24,6 +24,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_bad_price_change_is_refused_and_changes_nothing,
         holds_racing_a_price_change_each_have_one_table,
         best_available_chooses_within_a_category_and_wheelchair_spaces_only_when_asked,
+        the_demo_serves_a_20000_seat_arena_and_prints_where_to_see_it,
     ]
 }
 
@@ -675,4 +676,73 @@ async fn best_available_chooses_within_a_category_and_wheelchair_spaces_only_whe
     .await
     .expect_problem(422, "validation_failed");
     owned.stop().await;
+}
+
+/// `booking demo`, the real binary: once listening it creates the sample
+/// arena and show, and prints the seat map's address with a buyer token;
+/// the token holds seats there. Run again on the same database, it finds
+/// them.
+async fn the_demo_serves_a_20000_seat_arena_and_prints_where_to_see_it(env: TestEnv) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let (database_url, _dir) = env.database_url().await;
+    for run in 0..2 {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_booking"))
+            .arg("demo")
+            .env("DATABASE_URL", &database_url)
+            .env("BOOKING_ADDR", "127.0.0.1:0")
+            .env("BOOKING_LOG_FORMAT", "json")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the booking binary starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                if let Some(url) = line.strip_prefix("The demo show is ready: open ") {
+                    return Some(url.to_owned());
+                }
+            }
+            None
+        })
+        .await
+        .expect("the demo says where to look within two minutes")
+        .expect("the demo prints the seat map's address");
+        let (page, token) = ready.split_once("#token=").expect("a token in the address");
+        let base = page
+            .strip_suffix("/shows/demo")
+            .expect("the demo show's page");
+        let client = reqwest::Client::new();
+        let show: Value = client
+            .get(format!("{base}/v1/shows/demo"))
+            .send()
+            .await
+            .expect("GET the demo show")
+            .json()
+            .await
+            .expect("a show");
+        assert_eq!(
+            show["seats"].as_array().map(Vec::len),
+            Some(20_000),
+            "run {run}"
+        );
+        assert_eq!(show["categories"].as_array().map(Vec::len), Some(3));
+        assert_eq!(
+            client.get(page).send().await.map(|r| r.status()).ok(),
+            Some(StatusCode::OK)
+        );
+        let held = client
+            .post(format!("{base}/v1/shows/demo/holds"))
+            .bearer_auth(token)
+            .json(&json!({"seats": [format!("C-1-{}", run + 1), {"seat_id": format!("C-1-{}", run + 3), "ticket_type": "child"}]}))
+            .send()
+            .await
+            .expect("a hold");
+        assert_eq!(held.status(), StatusCode::CREATED, "run {run}");
+        let held: Value = held.json().await.expect("a hold");
+        assert_eq!(held["amount_cents"], 12000 + 6000);
+        child.kill().await.expect("the demo stops");
+    }
 }
