@@ -45,7 +45,32 @@ struct WrkSummary {
     statuses: BTreeMap<String, u64>,
 }
 
-fn lua_script(show: &str, tokens: &[String], first_seat: usize, seats: usize) -> String {
+/// What a wrk hold asks for: a seat by its id, or with a ticket type (every
+/// other seat a child's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldBody {
+    SeatId,
+    WithTicketType,
+}
+
+impl HoldBody {
+    fn lua(self) -> &'static str {
+        match self {
+            HoldBody::SeatId => r#"'{"seats":["S' .. seat .. '"]}'"#,
+            HoldBody::WithTicketType => {
+                r#"'{"seats":[{"seat_id":"S' .. seat .. '","ticket_type":"' .. (seat % 2 == 0 and 'adult' or 'child') .. '"}]}'"#
+            }
+        }
+    }
+}
+
+fn lua_script(
+    show: &str,
+    tokens: &[String],
+    first_seat: usize,
+    seats: usize,
+    body: HoldBody,
+) -> String {
     let mut tokens_lua = String::new();
     for token in tokens {
         let _ = write!(tokens_lua, "\"{token}\",");
@@ -74,7 +99,7 @@ function request()
   local token = tokens[(seat % #tokens) + 1]
   return wrk.format("POST", "/v1/shows/{show}/holds",
     {{["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}},
-    '{{"seats":["S' .. seat .. '"]}}')
+    {body})
 end
 function response(status, headers, body)
   statuses[status] = (statuses[status] or 0) + 1
@@ -100,6 +125,7 @@ function done(summary, latency, requests)
 end
 "#,
         last_seat = first_seat + seats - 1,
+        body = body.lua(),
     )
 }
 
@@ -113,13 +139,14 @@ pub async fn wrk_holds(
     seats: usize,
     connections: usize,
     duration: Duration,
+    body: HoldBody,
 ) -> anyhow::Result<Figures> {
     let tokens: Vec<String> = (0..WRK_BUYERS)
         .map(|n| target.token(&format!("w{n}"), Role::Buyer))
         .collect();
     let dir = tempfile::tempdir()?;
     let script = dir.path().join("holds.lua");
-    std::fs::write(&script, lua_script(show, &tokens, 1, seats))?;
+    std::fs::write(&script, lua_script(show, &tokens, 1, seats, body))?;
     let output = tokio::process::Command::new("wrk")
         .arg(format!("--threads={WRK_THREADS}"))
         .arg(format!("--connections={connections}"))
@@ -157,7 +184,13 @@ pub async fn wrk_holds(
     let requests = summary.requests.max(answered) as usize;
     let wall = Duration::from_micros(summary.duration_us);
     Ok(Figures {
-        scenario: "holds (distinct seats), load from wrk".into(),
+        scenario: match body {
+            HoldBody::SeatId => "holds (distinct seats), load from wrk".into(),
+            HoldBody::WithTicketType => {
+                "holds (distinct seats) on a venue, ticket types and categories, load from wrk"
+                    .into()
+            }
+        },
         store: target.store.into(),
         requests,
         ok,

@@ -286,12 +286,40 @@ async fn run_store(
             scenarios::BIG_SHOW_SEATS,
             args.concurrency,
             seconds,
+            external::HoldBody::SeatId,
         )
         .await?;
         if let Some(wal) = wal {
             wal.annotate(&args.postgres_url, &mut figures).await?;
         }
         results.push(figures);
+    }
+    if wanted("wrk-priced") {
+        // The same holds on a show on a venue, each seat priced by its
+        // category and a ticket type (every other one a child's).
+        let show = "wrkpriced";
+        scenarios::venue_show(&target, show).await?;
+        let wal = match store {
+            "postgres" => Some(wal::WalMark::now(&args.postgres_url).await?),
+            _ => None,
+        };
+        let mut figures = external::wrk_holds(
+            &target,
+            show,
+            scenarios::BIG_SHOW_SEATS,
+            args.concurrency,
+            seconds,
+            external::HoldBody::WithTicketType,
+        )
+        .await?;
+        if let Some(wal) = wal {
+            wal.annotate(&args.postgres_url, &mut figures).await?;
+        }
+        results.push(figures);
+    }
+    // Opt-in (`--only create`): three shows of 100,000 seats each way.
+    if args.only.iter().any(|o| o == "create") {
+        results.extend(scenarios::create_shows(&target, 3).await?);
     }
     if wanted("multi") {
         results.push(scenarios::holds(&target, args.concurrency, seconds, 4).await?);

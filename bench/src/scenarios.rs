@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use booking::auth::Role;
 use serde_json::{json, Value};
 
-use crate::report::Figures;
+use crate::report::{percentile, Figures};
 use crate::Target;
 
 /// Seats in the show the fixed-time hold scenarios draw from.
@@ -56,6 +56,120 @@ async fn seat_show_limited(
         body["max_seats_per_buyer"] = json!(limit);
     }
     put_show(target, show, body).await
+}
+
+/// A venue of `seats` seats `S1..=S{seats}` as `seat_show_body` lays them
+/// out (sections of 1,000, one row), each at a position, in three price
+/// categories by section, the body of `PUT /v1/venues/{id}`.
+pub(crate) fn venue_body(seats: usize) -> Value {
+    let categories = ["premium", "standard", "economy"];
+    let seats: Vec<Value> = (1..=seats)
+        .map(|n| {
+            let section = n / 1000;
+            json!({"seat_id": format!("S{n}"), "section": format!("{section}"), "row": "1",
+                   "number": n, "x": (n % 1000) as f64 * 10.0, "y": section as f64 * 20.0,
+                   "category": categories[section % 3]})
+        })
+        .collect();
+    json!({"name": "bench arena", "stage": {"x": 0, "y": -100, "width": 1000, "height": 50},
+           "categories": [{"category": "premium", "label": "Premium", "color": "#6a1b9a"},
+                          {"category": "standard", "label": "Standard", "color": "#00695c"},
+                          {"category": "economy", "label": "Economy", "color": "#1565c0"}],
+           "seats": seats})
+}
+
+/// A show on venue `venue`, adult and child tickets priced in every
+/// category.
+pub(crate) fn venue_show_body(show: &str, venue: &str) -> Value {
+    let prices: Vec<Value> = ["premium", "standard", "economy"]
+        .iter()
+        .zip([12000, 7500, 4500])
+        .flat_map(|(category, adult)| {
+            [
+                json!({"category": category, "ticket_type": "adult", "price_cents": adult}),
+                json!({"category": category, "ticket_type": "child", "price_cents": adult / 2}),
+            ]
+        })
+        .collect();
+    json!({"name": show, "starts_at": "2027-01-01T20:00:00Z", "hold_ttl_seconds": 7200,
+           "venue_id": venue,
+           "ticket_types": [{"ticket_type": "adult", "label": "Adult"}, {"ticket_type": "child", "label": "Child"}],
+           "prices": prices})
+}
+
+/// `PUT /v1/venues/{venue}` with `body`.
+pub(crate) async fn put_venue(target: &Target, venue: &str, body: &Value) -> anyhow::Result<()> {
+    let response = target
+        .client
+        .put(format!("{}/v1/venues/{venue}", target.base))
+        .bearer_auth(target.token("bench-admin", Role::Admin))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "create venue {venue}: {}",
+        response.status()
+    );
+    Ok(())
+}
+
+/// A show of 100,000 seats on a venue of its own, priced by category and
+/// ticket type.
+pub async fn venue_show(target: &Target, show: &str) -> anyhow::Result<()> {
+    let venue = format!("{show}-venue");
+    put_venue(target, &venue, &venue_body(BIG_SHOW_SEATS)).await?;
+    put_show(target, show, venue_show_body(show, &venue)).await
+}
+
+/// Creating shows of 100,000 seats: inline (the baseline), a venue of
+/// 100,000 seats, and shows on that venue; each timed alone, `runs` times.
+pub async fn create_shows(target: &Target, runs: usize) -> anyhow::Result<Vec<Figures>> {
+    let mut inline = Vec::with_capacity(runs);
+    let mut venues = Vec::with_capacity(runs);
+    let mut on_venue = Vec::with_capacity(runs);
+    for run in 0..runs {
+        let show = format!("create-inline-{run}");
+        let body = seat_show_body(&show, BIG_SHOW_SEATS);
+        let started = Instant::now();
+        put_show(target, &show, body).await?;
+        inline.push(started.elapsed());
+        let venue = format!("create-venue-{run}");
+        let body = venue_body(BIG_SHOW_SEATS);
+        let started = Instant::now();
+        put_venue(target, &venue, &body).await?;
+        venues.push(started.elapsed());
+        let show = format!("create-on-venue-{run}");
+        let body = venue_show_body(&show, &venue);
+        let started = Instant::now();
+        put_show(target, &show, body).await?;
+        on_venue.push(started.elapsed());
+    }
+    Ok([
+        ("create a 100,000-seat show, inline seats (baseline)", inline),
+        ("create a 100,000-seat venue", venues),
+        ("create a show on a 100,000-seat venue", on_venue),
+    ]
+    .into_iter()
+    .map(|(scenario, mut times)| {
+        times.sort();
+        let wall: Duration = times.iter().sum();
+        Figures {
+            scenario: scenario.into(),
+            store: target.store.into(),
+            requests: times.len(),
+            ok: times.len(),
+            refused: 0,
+            failed: 0,
+            wall_ms: wall.as_secs_f64() * 1000.0,
+            per_second: times.len() as f64 / wall.as_secs_f64().max(1e-9),
+            p50_ms: percentile(&times, 50.0),
+            p99_ms: percentile(&times, 99.0),
+            note: "one request at a time".into(),
+        }
+    })
+    .collect())
 }
 
 /// The definition of a show of `seats` seats `S1..=S{seats}`, for
