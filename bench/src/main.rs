@@ -229,6 +229,34 @@ async fn start_paying(
     Ok((target, service_store, stop, server))
 }
 
+/// The wrk holds on `show`, with the WAL they wrote on PostgreSQL.
+async fn wrk_run(
+    target: &Target,
+    args: &Args,
+    store: &str,
+    show: &str,
+    body: external::HoldBody,
+) -> anyhow::Result<report::Figures> {
+    let wal = match store {
+        "postgres" => Some(wal::WalMark::now(&args.postgres_url).await?),
+        _ => None,
+    };
+    let seconds = Duration::from_secs(args.seconds);
+    let mut figures = external::wrk_holds(
+        target,
+        show,
+        scenarios::BIG_SHOW_SEATS,
+        args.concurrency,
+        seconds,
+        body,
+    )
+    .await?;
+    if let Some(wal) = wal {
+        wal.annotate(&args.postgres_url, &mut figures).await?;
+    }
+    Ok(figures)
+}
+
 async fn run_store(
     args: &Args,
     store: &'static str,
@@ -276,46 +304,15 @@ async fn run_store(
         // The same holds, from `wrk` in a second process, on a show of their own.
         let show = "wrkholds";
         scenarios::seat_show_pub(&target, show).await?;
-        let wal = match store {
-            "postgres" => Some(wal::WalMark::now(&args.postgres_url).await?),
-            _ => None,
-        };
-        let mut figures = external::wrk_holds(
-            &target,
-            show,
-            scenarios::BIG_SHOW_SEATS,
-            args.concurrency,
-            seconds,
-            external::HoldBody::SeatId,
-        )
-        .await?;
-        if let Some(wal) = wal {
-            wal.annotate(&args.postgres_url, &mut figures).await?;
-        }
-        results.push(figures);
+        results.push(wrk_run(&target, args, store, show, external::HoldBody::SeatId).await?);
     }
     if wanted("wrk-priced") {
         // The same holds on a show on a venue, each seat priced by its
         // category and a ticket type (every other one a child's).
         let show = "wrkpriced";
         scenarios::venue_show(&target, show).await?;
-        let wal = match store {
-            "postgres" => Some(wal::WalMark::now(&args.postgres_url).await?),
-            _ => None,
-        };
-        let mut figures = external::wrk_holds(
-            &target,
-            show,
-            scenarios::BIG_SHOW_SEATS,
-            args.concurrency,
-            seconds,
-            external::HoldBody::WithTicketType,
-        )
-        .await?;
-        if let Some(wal) = wal {
-            wal.annotate(&args.postgres_url, &mut figures).await?;
-        }
-        results.push(figures);
+        let body = external::HoldBody::WithTicketType;
+        results.push(wrk_run(&target, args, store, show, body).await?);
     }
     // Opt-in (`--only create`): three shows of 100,000 seats each way.
     if args.only.iter().any(|o| o == "create") {

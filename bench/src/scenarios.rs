@@ -14,9 +14,14 @@ use crate::Target;
 pub const BIG_SHOW_SEATS: usize = 100_000;
 
 pub(crate) async fn put_show(target: &Target, show: &str, body: Value) -> anyhow::Result<()> {
+    put_admin(target, &format!("/v1/shows/{show}"), &body).await
+}
+
+/// `PUT path` as an admin, which must succeed.
+async fn put_admin(target: &Target, path: &str, body: &Value) -> anyhow::Result<()> {
     let response = target
         .client
-        .put(format!("{}/v1/shows/{show}", target.base))
+        .put(format!("{}{path}", target.base))
         .bearer_auth(target.token("bench-admin", Role::Admin))
         .header("content-type", "application/json")
         .body(body.to_string())
@@ -24,7 +29,7 @@ pub(crate) async fn put_show(target: &Target, show: &str, body: Value) -> anyhow
         .await?;
     anyhow::ensure!(
         response.status().is_success(),
-        "create show {show}: {}",
+        "PUT {path}: {}",
         response.status()
     );
     Ok(())
@@ -99,20 +104,7 @@ pub(crate) fn venue_show_body(show: &str, venue: &str) -> Value {
 
 /// `PUT /v1/venues/{venue}` with `body`.
 pub(crate) async fn put_venue(target: &Target, venue: &str, body: &Value) -> anyhow::Result<()> {
-    let response = target
-        .client
-        .put(format!("{}/v1/venues/{venue}", target.base))
-        .bearer_auth(target.token("bench-admin", Role::Admin))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await?;
-    anyhow::ensure!(
-        response.status().is_success(),
-        "create venue {venue}: {}",
-        response.status()
-    );
-    Ok(())
+    put_admin(target, &format!("/v1/venues/{venue}"), body).await
 }
 
 /// A show of 100,000 seats on a venue of its own, priced by category and
@@ -147,7 +139,10 @@ pub async fn create_shows(target: &Target, runs: usize) -> anyhow::Result<Vec<Fi
         on_venue.push(started.elapsed());
     }
     Ok([
-        ("create a 100,000-seat show, inline seats (baseline)", inline),
+        (
+            "create a 100,000-seat show, inline seats (baseline)",
+            inline,
+        ),
         ("create a 100,000-seat venue", venues),
         ("create a show on a 100,000-seat venue", on_venue),
     ]

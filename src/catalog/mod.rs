@@ -3,12 +3,13 @@
 //! venues; a show on a venue is resolved through it when it is loaded.
 
 mod definition;
+mod kept;
 mod prices;
 mod venue;
 
 use domain::best_available::{SeatOrder, SeatPlace};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use domain::ids::{PoolId, SeatId, ShowId};
@@ -19,6 +20,7 @@ use domain::show::{Show, ShowError};
 use projections::time::to_micros;
 
 use crate::store::{EventLog, ShowInsert, Shows, StoreError};
+use kept::Kept;
 
 pub use definition::{
     AreaDefinition, CategoryDefinition, PoolDefinition, PriceDefinition, SeatDefinition,
@@ -186,7 +188,7 @@ pub struct ShowCatalog {
     /// Where shows' price changes are read (`None`: prices as defined, for
     /// tools that never price a hold).
     log: Option<EventLog>,
-    cache: RwLock<HashMap<ShowId, Arc<CatalogEntry>>>,
+    cache: Kept<ShowId, CatalogEntry>,
     /// One load at a time per show not cached yet. A 100,000-seat definition
     /// takes a CPU-bound parse of a few hundred milliseconds; an instance
     /// (re)started in an onsale gets its first requests for the show all at
@@ -204,7 +206,7 @@ impl ShowCatalog {
             log: None,
             shows,
             default_currency,
-            cache: RwLock::default(),
+            cache: Kept::new(SHOW_CACHE_CAPACITY),
             loading: Mutex::default(),
         }
     }
@@ -265,21 +267,11 @@ impl ShowCatalog {
     }
 
     fn cached(&self, show_id: &ShowId) -> Option<Arc<CatalogEntry>> {
-        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
-        cache.get(show_id).cloned()
+        self.cache.get(show_id)
     }
 
     fn remember(&self, entry: CatalogEntry) -> Arc<CatalogEntry> {
-        let entry = Arc::new(entry);
-        let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= SHOW_CACHE_CAPACITY {
-            // Shows are immutable and cheap to reload: dropping any one is safe.
-            if let Some(victim) = cache.keys().next().cloned() {
-                cache.remove(&victim);
-            }
-        }
-        cache.insert(entry.show.show_id.clone(), entry.clone());
-        entry
+        self.cache.keep(entry.show.show_id.clone(), entry)
     }
 
     pub async fn get(&self, show_id: &ShowId) -> Result<Option<Arc<CatalogEntry>>, StoreError> {

@@ -1,8 +1,7 @@
 //! Venues: seating charts created once by an admin, immutable after, cached
 //! by every instance like shows.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use domain::ids::VenueId;
@@ -10,6 +9,7 @@ use domain::venue::Venue;
 use projections::time::to_micros;
 
 use super::definition::VenueDefinition;
+use super::kept::Kept;
 use super::{CreateShowError, Created};
 use crate::store::{ShowInsert, Shows, StoreError};
 
@@ -47,33 +47,23 @@ fn parse_venue(venue_id: &VenueId, json: String) -> Result<VenueEntry, StoreErro
 
 pub struct VenueCatalog {
     shows: Shows,
-    cache: RwLock<HashMap<VenueId, Arc<VenueEntry>>>,
+    cache: Kept<VenueId, VenueEntry>,
 }
 
 impl VenueCatalog {
     pub fn new(shows: Shows) -> Self {
         Self {
             shows,
-            cache: RwLock::default(),
+            cache: Kept::new(VENUE_CACHE_CAPACITY),
         }
     }
 
     fn cached(&self, venue_id: &VenueId) -> Option<Arc<VenueEntry>> {
-        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
-        cache.get(venue_id).cloned()
+        self.cache.get(venue_id)
     }
 
     fn remember(&self, entry: VenueEntry) -> Arc<VenueEntry> {
-        let entry = Arc::new(entry);
-        let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= VENUE_CACHE_CAPACITY {
-            // Venues are immutable and cheap to reload: dropping any one is safe.
-            if let Some(victim) = cache.keys().next().cloned() {
-                cache.remove(&victim);
-            }
-        }
-        cache.insert(entry.venue.venue_id.clone(), entry.clone());
-        entry
+        self.cache.keep(entry.venue.venue_id.clone(), entry)
     }
 
     pub async fn get(&self, venue_id: &VenueId) -> Result<Option<Arc<VenueEntry>>, StoreError> {

@@ -484,7 +484,9 @@ async fn a_price_change_prices_holds_from_its_instant_and_earlier_holds_keep_the
         "{ledger:?}"
     );
 
-    // The change is in the show's history.
+    // The change is in the show's history (read below the late-commit
+    // bound: another test's open transaction may hold it back a moment).
+    app.settle().await;
     let history = app
         .call(
             Method::GET,

@@ -80,18 +80,8 @@ impl PlaceHandler {
             HoldRequest::Pool {
                 pool_id, quantity, ..
             } => self.place_in_pool(&placement, pool_id, *quantity).await,
-            HoldRequest::BestAvailable {
-                quantity,
-                section,
-                category,
-                accessible,
-                ..
-            } => {
-                let wanted = Wanted {
-                    section: section.as_deref(),
-                    category: category.as_ref(),
-                    accessible: *accessible,
-                };
+            HoldRequest::BestAvailable { quantity, .. } => {
+                let wanted = request.wanted().unwrap_or_default();
                 self.place_best(&placement, *quantity, wanted).await
             }
         };

@@ -99,6 +99,23 @@ impl HoldRequest {
         }
     }
 
+    /// Where best available may choose (`None` for seats or a pool).
+    pub fn wanted(&self) -> Option<Wanted<'_>> {
+        match self {
+            HoldRequest::BestAvailable {
+                section,
+                category,
+                accessible,
+                ..
+            } => Some(Wanted {
+                section: section.as_deref(),
+                category: category.as_ref(),
+                accessible: *accessible,
+            }),
+            HoldRequest::Seats(_) | HoldRequest::Pool { .. } => None,
+        }
+    }
+
     /// The ticket types asked for.
     pub fn tickets(&self) -> Tickets {
         match self {
@@ -216,18 +233,8 @@ impl HoldRequest {
                     return Err(HoldError::UnknownPool(pool_id.clone()));
                 }
             }
-            HoldRequest::BestAvailable {
-                quantity,
-                section,
-                category,
-                accessible,
-                ..
-            } => {
-                let wanted = Wanted {
-                    section: section.as_deref(),
-                    category: category.as_ref(),
-                    accessible: *accessible,
-                };
+            HoldRequest::BestAvailable { quantity, .. } => {
+                let wanted = self.wanted().unwrap_or_default();
                 validate_best(entry, *quantity, wanted)?;
             }
         }
