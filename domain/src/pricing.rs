@@ -327,11 +327,11 @@ fn check_ticket_types(ticket_types: &[TicketTypeSpec]) -> Result<(), PriceError>
 }
 
 /// How long after it is decided a price change takes effect at the
-/// earliest. A hold is priced by the tables its instance has read, read
-/// again under the hold's locks when older than `PRICES_FRESHNESS` (the
-/// service's), and a change's append commits within the store's acquire
-/// timeout of its decision (4 s): with 5 s, every instance has read a
-/// change before any hold it would price (and all of them price a hold
+/// earliest. A hold is priced by the tables its instance has read, never
+/// read longer than `PRICES_MAX_AGE` (the service's, 750 ms) before the
+/// hold's decision, and a change's append commits within the store's
+/// acquire timeout of its decision (4 s): with 5 s, every instance has read
+/// a change before any hold it would price (and all of them price a hold
 /// decided at one instant alike).
 pub const PRICE_CHANGE_LEAD_MS: i64 = 5_000;
 

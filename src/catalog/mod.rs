@@ -27,7 +27,7 @@ pub use definition::{
     SectionDefinition, ShowDefinition, ShowView, StageDefinition, TicketTypeDefinition,
     VenueDefinition, VenueView, WaitingRoomDefinition,
 };
-pub use prices::{PriceCell, PriceView, PRICES_FRESHNESS};
+pub use prices::{PriceCell, PriceView, PRICES_FRESHNESS, PRICES_MAX_AGE};
 pub use venue::{VenueCatalog, VenueEntry};
 
 /// Shows kept parsed in memory. A 100,000-seat show takes some tens of
@@ -49,7 +49,7 @@ pub struct CatalogEntry {
     /// The seats in the order best available scans them (by ordinal).
     pub seat_order: SeatOrder,
     /// Its prices over time, as this instance has read them.
-    pub prices: PriceCell,
+    pub prices: Arc<PriceCell>,
 }
 
 impl CatalogEntry {
@@ -79,6 +79,7 @@ impl CatalogEntry {
             .collect();
         let in_use = show.categories_in_use().into_iter().collect();
         let prices = PriceCell::new(show.show_id.clone(), show.pricing.clone(), in_use);
+        let prices = Arc::new(prices);
         let view_json = match show.pricing.categories.is_empty() {
             true => definition_json.clone(),
             // Its prices change over time: each answer says those in force.
@@ -240,7 +241,10 @@ impl ShowCatalog {
         let show = definition.to_show(show_id.clone(), venue.as_ref().map(|v| &v.venue))?;
         let mut entry = CatalogEntry::new(show, json);
         if let Some(log) = &self.log {
-            entry.prices.read_from(log.clone());
+            // The entry was just made: its prices are its own.
+            if let Some(prices) = Arc::get_mut(&mut entry.prices) {
+                prices.read_from(log.clone());
+            }
         }
         Ok(match &venue {
             Some(venue) => entry.on_venue(venue)?,

@@ -1,12 +1,13 @@
 //! A show's prices as this instance knows them: the table its definition
 //! sets, and every change recorded on its `ShowPrices` stream, read again
-//! when older than [`PRICES_FRESHNESS`].
+//! in the background when older than [`PRICES_FRESHNESS`], and never used
+//! older than [`PRICES_MAX_AGE`].
 //!
 //! A change takes effect [`domain::pricing::PRICE_CHANGE_LEAD_MS`] after it
-//! is decided at the earliest, longer than this freshness and the store's
-//! acquire timeout together: a hold's decision, which reads its show's
-//! prices under its locks when they are older than this
-//! (`Decides::prepare`), always knows every change in force at its `now`.
+//! is decided at the earliest, longer than the maximum age and the store's
+//! acquire timeout together: a hold's decision, which makes sure of its
+//! show's prices under its locks (`Decides::prepare`), always knows every
+//! change in force at its `now`.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -17,9 +18,16 @@ use domain::pricing::{prices_stream_id, PriceEntry, PriceTable, PricesEvent, Pri
 
 use crate::store::{EventLog, StoreError};
 
-/// How old the prices a hold is priced by may be. Reading them costs one
-/// indexed query per show at most this often, made under one hold's locks.
+/// How old the prices a hold is priced by may be before they are read
+/// again in the background: one indexed query per show at most this often,
+/// which no hold waits for.
 pub const PRICES_FRESHNESS: Duration = Duration::from_millis(250);
+
+/// How old they may be at the most: a hold finding them older waits for
+/// them to be read (under its locks). Well inside the lead a change takes
+/// effect after (`PRICE_CHANGE_LEAD_MS`, 5 s) less the store's acquire
+/// timeout (4 s) within which its append commits.
+pub const PRICES_MAX_AGE: Duration = Duration::from_millis(750);
 
 /// The prices as read: the show's pricing with every change applied, and
 /// the stream's version.
@@ -38,7 +46,7 @@ pub struct PriceCell {
     in_use: Vec<CategoryId>,
     current: RwLock<Arc<PriceView>>,
     /// One read of the stream at a time.
-    reading: tokio::sync::Mutex<()>,
+    reading: Arc<tokio::sync::Mutex<()>>,
     /// Where changes are read (`None`: a show built in a test, whose prices
     /// never change).
     log: Option<EventLog>,
@@ -54,7 +62,7 @@ impl PriceCell {
                 version: 0,
                 read_at: None,
             })),
-            reading: tokio::sync::Mutex::new(()),
+            reading: Arc::new(tokio::sync::Mutex::new(())),
             log: None,
         }
     }
@@ -72,13 +80,25 @@ impl PriceCell {
             .clone()
     }
 
-    /// The prices, read again first if older than [`PRICES_FRESHNESS`].
-    pub async fn fresh(&self) -> Result<Arc<PriceView>, StoreError> {
+    /// The prices no older than [`PRICES_MAX_AGE`]: as they are when
+    /// younger than [`PRICES_FRESHNESS`]; as they are, read again in the
+    /// background, when younger than the maximum; read again first when
+    /// older (or never read).
+    pub async fn fresh(self: &Arc<Self>) -> Result<Arc<PriceView>, StoreError> {
         let current = self.current();
-        let fresh = current
-            .read_at
-            .is_some_and(|at| at.elapsed() < PRICES_FRESHNESS);
-        if self.log.is_none() || fresh {
+        let age = current.read_at.map(|at| at.elapsed());
+        if self.log.is_none() || age.is_some_and(|age| age < PRICES_FRESHNESS) {
+            return Ok(current);
+        }
+        if age.is_some_and(|age| age < PRICES_MAX_AGE) {
+            if let Ok(turn) = self.reading.clone().try_lock_owned() {
+                let cell = self.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = cell.read_holding(turn, None).await {
+                        tracing::warn!(%error, show_id = %cell.show_id, "reading a show's prices");
+                    }
+                });
+            }
             return Ok(current);
         }
         self.read(Some(Instant::now())).await
@@ -87,10 +107,19 @@ impl PriceCell {
     /// Reads the changes past the version known (those recorded before
     /// `since`, if given, may have been read by a read begun meanwhile).
     pub async fn read(&self, since: Option<Instant>) -> Result<Arc<PriceView>, StoreError> {
+        let turn = self.reading.clone().lock_owned().await;
+        self.read_holding(turn, since).await
+    }
+
+    /// [`Self::read`], with the turn to read taken.
+    async fn read_holding(
+        &self,
+        _turn: tokio::sync::OwnedMutexGuard<()>,
+        since: Option<Instant>,
+    ) -> Result<Arc<PriceView>, StoreError> {
         let Some(log) = &self.log else {
             return Ok(self.current());
         };
-        let _turn = self.reading.lock().await;
         let known = self.current();
         if let (Some(since), Some(read_at)) = (since, known.read_at) {
             if read_at >= since {
