@@ -256,7 +256,7 @@
       seat.title.textContent = `${seatId}: ${words(shown)}${mine(seatId) ? ", yours" : ""}`;
       seat.cross.setAttribute("visibility", seat.status === "booked" ? "visible" : "hidden");
     }
-    if (document.activeElement === el) showSeatInfo(seatId);
+    if (infoSeat === seatId) showSeatInfo(seatId);
   }
 
   function setStatus(seatId, status) {
@@ -372,10 +372,14 @@
     if (chart) chart.reveal(seat.el);
   }
 
+  // The seat last pointed at or focused, in words under the chart (kept
+  // up to date as it changes).
+  let infoSeat = null;
   function showSeatInfo(seatId) {
     const seat = seats.get(seatId);
-    const info = $("#seat-info");
-    if (seat && info) info.textContent = seat.el.getAttribute("aria-label");
+    if (!seat || !chart) return;
+    infoSeat = seatId;
+    $("#seat-info").textContent = seat.el.getAttribute("aria-label");
   }
 
   // The grid: by section and row, in order.
