@@ -3,6 +3,12 @@
 // release through the public API. No framework, nothing fetched from
 // elsewhere. The stable data-* attributes are part of the contract
 // (docs/api.md, "Seat map").
+//
+// Two drawings: a show whose seats all have coordinates is drawn as its
+// venue (the chart: stage, sections, seats at their positions, coloured by
+// price category, zoom and pan); any other show as a grid of sections and
+// rows. Both keep one map from seat id to element: a change repaints that
+// element and nothing else.
 (() => {
   "use strict";
 
@@ -12,22 +18,40 @@
   const ROW_PITCH = 26;
   const LEFT = 34; // room for row labels
   const MAX_BEST = 10; // docs/api.md: best available, quantity 1..10
+  const MIN_ZOOM = 0.5; // of the whole venue in the frame
+  const MAX_ZOOM = 60;
+  const ZOOM_STEP = 1.5; // a button press or a key
 
   const parts = location.pathname.split("/").filter(Boolean);
   const showId = decodeURIComponent(parts[parts.length - 1] || "");
   const $ = (selector) => document.querySelector(selector);
 
-  const seats = new Map(); // seat_id -> { spec, el, label, cross, status }
+  const seats = new Map(); // seat_id -> { spec, el, status, and the grid's label, cross, title }
   const rows = []; // [[seat_id, ...], ...] per drawn row, for arrow keys
   const pools = new Map(); // pool_id -> { spec, el, count }
   const selected = new Set();
+  const chosenType = new Map(); // seat_id -> ticket type, for a selected seat
   let hold = null;
   let clockOffset = 0; // server time - local time, from the Date header
+  let placed = false; // the show's seats have coordinates: drawn as its venue
+  let chart = null; // the venue drawing's zoom and pan
+  let tabStop = null; // the one seat in the tab order (roving tabindex)
+
+  // What the show sells: ticket types (the first the default), categories
+  // with their colour and prices, section labels, the currency.
+  const catalog = {
+    listed: false, // the show lists its ticket types: offer a choice per seat
+    types: [{ ticket_type: "standard", label: "Standard" }],
+    categories: new Map(), // category -> { label, color, prices: Map(type -> cents) }
+    sections: new Map(), // section -> label
+    currency: "EUR",
+    format: null, // Intl.NumberFormat
+    minor: 2, // digits of the minor unit
+  };
 
   const tokenInput = $("#token");
   const fragment = new URLSearchParams(location.hash.slice(1));
   if (fragment.get("token")) tokenInput.value = fragment.get("token");
-
   function say(text, tone) {
     const message = $("#message");
     message.textContent = text;
@@ -99,6 +123,8 @@
         return "The payment was declined. Try another card; your seats stay held until the countdown ends.";
       case "payment_unavailable":
         return "The payment provider is not answering. Try again: you will not be charged twice.";
+      case "ticket_type_unavailable":
+        return "That ticket type is not sold for one of the seats you chose. Choose another ticket type.";
       case "admission_required":
         return "This sale opens through a waiting room: join the queue, and choose seats once you are let in.";
       case "rate_limited":
@@ -124,42 +150,191 @@
     return Boolean(hold && (hold.seats || []).includes(seatId));
   }
 
+  // Money in the show's currency, from minor units.
+  function money(cents) {
+    const value = cents / 10 ** catalog.minor;
+    if (catalog.format) return catalog.format.format(value);
+    return `${value.toFixed(catalog.minor)} ${catalog.currency}`;
+  }
+
+  function learn(show) {
+    catalog.currency = String(show.currency || "eur").toUpperCase();
+    try {
+      catalog.format = new Intl.NumberFormat(document.documentElement.lang || undefined, {
+        style: "currency",
+        currency: catalog.currency,
+      });
+      catalog.minor = catalog.format.resolvedOptions().maximumFractionDigits;
+    } catch (error) {
+      catalog.format = null;
+    }
+    if ((show.ticket_types || []).length) {
+      catalog.listed = true;
+      catalog.types = show.ticket_types;
+    }
+    for (const category of show.categories || []) {
+      catalog.categories.set(category.category, { ...category, prices: new Map() });
+    }
+    for (const price of show.prices || []) {
+      const category = catalog.categories.get(price.category);
+      if (category) category.prices.set(price.ticket_type, price.price_cents);
+    }
+    for (const section of show.sections || []) catalog.sections.set(section.section, section.label);
+  }
+
+  function typeLabel(type) {
+    const found = catalog.types.find((t) => t.ticket_type === type);
+    return found ? found.label : type;
+  }
+
+  // A seat's price for a ticket type, or undefined when it is not sold so.
+  function priceOf(spec, type) {
+    const category = spec.category && catalog.categories.get(spec.category);
+    if (category && category.prices.has(type)) return category.prices.get(type);
+    if (!category && spec.price_cents != null && type === catalog.types[0].ticket_type) return spec.price_cents;
+    return undefined;
+  }
+
+  // The prices of a seat in words: "€120.00" with one ticket type,
+  // "Adult €120.00, Child €60.00" with several. Kept per category.
+  const priceWordsCache = new Map();
+  function priceWords(spec) {
+    const key = spec.category ? `c:${spec.category}` : `p:${spec.price_cents}`;
+    if (priceWordsCache.has(key)) return priceWordsCache.get(key);
+    const priced = catalog.types
+      .map((t) => [t, priceOf(spec, t.ticket_type)])
+      .filter(([, cents]) => cents !== undefined);
+    const text = priced.length === 1 && !catalog.listed
+      ? money(priced[0][1])
+      : priced.map(([t, cents]) => `${t.label} ${money(cents)}`).join(", ");
+    priceWordsCache.set(key, text);
+    return text;
+  }
+
+  function sectionName(section) {
+    return catalog.sections.get(section) || section;
+  }
+
+  // What a screen reader says of a seat. The words of a section and of a
+  // category are made once: 20,000 labels are built at the first draw.
+  const sectionWordsCache = new Map();
+  const categoryWordsCache = new Map();
+  function seatWords(seatId, spec, shown) {
+    const yours = mine(seatId) ? ", yours" : "";
+    if (placed) {
+      let section = sectionWordsCache.get(spec.section);
+      if (section === undefined) {
+        section = `Section ${sectionName(spec.section)}, row `;
+        sectionWordsCache.set(spec.section, section);
+      }
+      let category = categoryWordsCache.get(spec.category);
+      if (category === undefined) {
+        const known = catalog.categories.get(spec.category);
+        const price = priceWords(spec);
+        category = `${known ? `, ${known.label}` : ""}${price ? `, ${price}` : ""}`;
+        categoryWordsCache.set(spec.category, category);
+      }
+      return `${section}${spec.row}, seat ${spec.number}${category}${spec.accessible ? ", wheelchair space" : ""}: ${words(shown)}${yours}`;
+    }
+    const price = priceWords(spec);
+    return `Seat ${seatId}, section ${spec.section}, row ${spec.row}, number ${spec.number}`
+      + `${price ? `, ${price}` : ""}: ${words(shown)}${yours}`;
+  }
+
   function paint(seatId) {
     const seat = seats.get(seatId);
     if (!seat) return;
     const shown = selected.has(seatId) && seat.status === "available" ? "selected" : seat.status;
-    seat.el.dataset.status = shown;
-    seat.label.dataset.status = shown;
-    seat.el.dataset.mine = mine(seatId) ? "true" : "false";
-    seat.el.setAttribute("aria-checked", shown === "selected" ? "true" : "false");
-    seat.el.setAttribute("aria-disabled", shown === "held" || shown === "booked" ? "true" : "false");
-    const yours = mine(seatId) ? ", yours" : "";
-    seat.el.setAttribute(
-      "aria-label",
-      `Seat ${seatId}, section ${seat.spec.section}, row ${seat.spec.row}, number ${seat.spec.number}: ${words(shown)}${yours}`,
-    );
-    seat.title.textContent = `${seatId}: ${words(shown)}${yours}`;
-    seat.cross.setAttribute("visibility", seat.status === "booked" ? "visible" : "hidden");
+    const el = seat.el;
+    el.setAttribute("data-status", shown);
+    el.setAttribute("data-mine", mine(seatId) ? "true" : "false");
+    el.setAttribute("aria-checked", shown === "selected" ? "true" : "false");
+    el.setAttribute("aria-disabled", shown === "held" || shown === "booked" ? "true" : "false");
+    el.setAttribute("aria-label", seatWords(seatId, seat.spec, shown));
+    if (seat.label) {
+      seat.label.dataset.status = shown;
+      seat.title.textContent = `${seatId}: ${words(shown)}${mine(seatId) ? ", yours" : ""}`;
+      seat.cross.setAttribute("visibility", seat.status === "booked" ? "visible" : "hidden");
+    }
+    if (infoSeat === seatId) showSeatInfo(seatId);
   }
 
   function setStatus(seatId, status) {
     const seat = seats.get(seatId);
-    if (!seat) return;
+    if (!seat || seat.status === status) return;
     seat.status = status;
     if (selected.has(seatId) && status !== "available") {
       selected.delete(seatId);
+      chosenType.delete(seatId);
       if (!mine(seatId)) say(`Seat ${seatId} was just taken by someone else.`);
       showSelection();
     }
     paint(seatId);
   }
 
+  // The ticket type of a selected seat: the buyer's choice, else the default.
+  function typeOf(seatId) {
+    return chosenType.get(seatId) || catalog.types[0].ticket_type;
+  }
+
   function showSelection() {
     const chosen = [...selected];
+    let total = 0;
+    let priced = chosen.length > 0;
+    const described = chosen.map((seatId) => {
+      const spec = seats.get(seatId).spec;
+      const cents = priceOf(spec, typeOf(seatId));
+      if (cents === undefined) priced = false;
+      else total += cents;
+      return catalog.listed && cents !== undefined
+        ? `${seatId} (${typeLabel(typeOf(seatId))}, ${money(cents)})`
+        : seatId;
+    });
     $("#selection").textContent = chosen.length
-      ? `Selected: ${chosen.join(", ")} (${chosen.length} seat${chosen.length > 1 ? "s" : ""}).`
+      ? `Selected: ${described.join(", ")} (${chosen.length} seat${chosen.length > 1 ? "s" : ""}${priced ? `, ${money(total)}` : ""}).`
       : "No seat selected.";
     document.querySelector('[data-action="hold"]').disabled = chosen.length === 0 || Boolean(hold);
+    showChoosers(chosen);
+  }
+
+  // One ticket type chooser per selected seat (shows that list ticket
+  // types): built again when the selection changes, not when a type does.
+  function showChoosers(chosen) {
+    const list = $("#chosen");
+    const shown = [...list.querySelectorAll("select")].map((s) => s.dataset.ticketTypeFor);
+    if (!catalog.listed || (shown.length === chosen.length && shown.every((id, i) => id === chosen[i]))) {
+      list.hidden = !catalog.listed || chosen.length === 0;
+      return;
+    }
+    const fragment = document.createDocumentFragment();
+    for (const seatId of chosen) {
+      const spec = seats.get(seatId).spec;
+      const item = document.createElement("li");
+      const label = document.createElement("label");
+      const selectId = `type-${seatId}`;
+      label.htmlFor = selectId;
+      label.textContent = `Seat ${spec.number}, row ${spec.row}, section ${sectionName(spec.section)}`;
+      const select = document.createElement("select");
+      select.id = selectId;
+      select.dataset.ticketTypeFor = seatId;
+      for (const type of catalog.types) {
+        const option = document.createElement("option");
+        option.value = type.ticket_type;
+        const cents = priceOf(spec, type.ticket_type);
+        option.textContent = cents === undefined ? `${type.label} (not sold for this seat)` : `${type.label} ${money(cents)}`;
+        option.disabled = cents === undefined;
+        option.selected = type.ticket_type === typeOf(seatId);
+        select.appendChild(option);
+      }
+      select.addEventListener("change", () => {
+        chosenType.set(seatId, select.value);
+        showSelection();
+      });
+      item.append(label, select);
+      fragment.appendChild(item);
+    }
+    list.replaceChildren(fragment);
+    list.hidden = chosen.length === 0;
   }
 
   function toggle(seatId) {
@@ -169,23 +344,109 @@
       say(mine(seatId) ? `Seat ${seatId} is in your hold.` : `Seat ${seatId} is ${seat.status}.`);
       return;
     }
-    if (selected.has(seatId)) selected.delete(seatId);
-    else selected.add(seatId);
+    if (selected.has(seatId)) {
+      selected.delete(seatId);
+      chosenType.delete(seatId);
+    } else selected.add(seatId);
     say("", "ok");
     paint(seatId);
     showSelection();
   }
 
-  function moveFocus(seatId, key) {
+  // Roving tabindex: one seat is in the tab order (the last one focused);
+  // arrows move between seats.
+  function makeTabStop(seatId) {
+    const seat = seats.get(seatId);
+    if (!seat || tabStop === seatId) return;
+    const before = tabStop && seats.get(tabStop);
+    if (before) before.el.setAttribute("tabindex", "-1");
+    seat.el.setAttribute("tabindex", "0");
+    tabStop = seatId;
+  }
+
+  function focusSeat(seatId) {
+    const seat = seats.get(seatId);
+    if (!seat) return;
+    makeTabStop(seatId);
+    seat.el.focus({ preventScroll: Boolean(chart) });
+    if (chart) chart.reveal(seat.el);
+  }
+
+  // The seat last pointed at or focused, in words under the chart (kept
+  // up to date as it changes).
+  let infoSeat = null;
+  function showSeatInfo(seatId) {
+    const seat = seats.get(seatId);
+    if (!seat || !chart) return;
+    infoSeat = seatId;
+    $("#seat-info").textContent = seat.el.getAttribute("aria-label");
+  }
+
+  // The grid: by section and row, in order.
+  function gridTarget(seatId, key) {
     const r = rows.findIndex((row) => row.includes(seatId));
-    if (r < 0) return;
+    if (r < 0) return null;
     const i = rows[r].indexOf(seatId);
-    let target = null;
-    if (key === "ArrowLeft") target = rows[r][i - 1];
-    if (key === "ArrowRight") target = rows[r][i + 1];
-    if (key === "ArrowUp" && r > 0) target = rows[r - 1][Math.min(i, rows[r - 1].length - 1)];
-    if (key === "ArrowDown" && r + 1 < rows.length) target = rows[r + 1][Math.min(i, rows[r + 1].length - 1)];
-    if (target) seats.get(target).el.focus();
+    if (key === "ArrowLeft") return rows[r][i - 1];
+    if (key === "ArrowRight") return rows[r][i + 1];
+    if (key === "ArrowUp" && r > 0) return rows[r - 1][Math.min(i, rows[r - 1].length - 1)];
+    if (key === "ArrowDown" && r + 1 < rows.length) return rows[r + 1][Math.min(i, rows[r + 1].length - 1)];
+    if (key === "Home") return rows[r][0];
+    if (key === "End") return rows[r][rows[r].length - 1];
+    return null;
+  }
+
+  // The chart: the nearest seat in the arrow's direction, a seat straight
+  // ahead preferred to one off to the side; Home and End: the row's ends.
+  function chartTarget(seatId, key) {
+    const from = seats.get(seatId).spec;
+    if (key === "Home" || key === "End") {
+      let best = null;
+      for (const [id, seat] of seats) {
+        const s = seat.spec;
+        if (s.section !== from.section || s.row !== from.row) continue;
+        if (!best || (key === "Home" ? s.x < best[1] : s.x > best[1])) best = [id, s.x];
+      }
+      return best && best[0];
+    }
+    const axis = {
+      ArrowRight: [1, 0],
+      ArrowLeft: [-1, 0],
+      ArrowDown: [0, 1],
+      ArrowUp: [0, -1],
+    }[key];
+    if (!axis) return null;
+    const least = chart.radius * 0.5; // closer than this ahead: beside, not ahead
+    let best = null;
+    let bestScore = Infinity;
+    for (const [id, seat] of seats) {
+      const dx = seat.spec.x - from.x;
+      const dy = seat.spec.y - from.y;
+      const ahead = dx * axis[0] + dy * axis[1];
+      if (ahead < least) continue;
+      const aside = Math.abs(dx * axis[1] + dy * axis[0]);
+      const score = ahead + 2.5 * aside;
+      if (score < bestScore) {
+        bestScore = score;
+        best = id;
+      }
+    }
+    return best;
+  }
+
+  function onSeatKey(event, seatId) {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      toggle(seatId);
+      return true;
+    }
+    if ((event.key.startsWith("Arrow") && !event.shiftKey) || event.key === "Home" || event.key === "End") {
+      event.preventDefault();
+      const target = chart ? chartTarget(seatId, event.key) : gridTarget(seatId, event.key);
+      if (target) focusSeat(target);
+      return true;
+    }
+    return false;
   }
 
   function el(name, attributes, parent) {
@@ -195,34 +456,64 @@
     return node;
   }
 
+  // Tells the page (and the benchmark) that every seat is on screen: after
+  // the frame that drew them (style, layout and paint done).
+  function drawn() {
+    requestAnimationFrame(() =>
+      setTimeout(() => {
+        const root = document.documentElement;
+        root.dataset.seatsDrawn = String(seats.size);
+        root.dataset.drawnAt = performance.now().toFixed(1);
+      }, 0),
+    );
+  }
+
   function draw(show) {
     $("#show-name").textContent = show.name;
     document.title = `${show.name}: seat map`;
     $("#show-when").textContent = new Date(show.starts_at).toLocaleString();
+    learn(show);
+    const specs = show.seats || [];
+    const bestSection = $("#best-section");
+    for (const section of new Set(specs.map((s) => s.section))) {
+      const option = document.createElement("option");
+      option.value = section;
+      option.textContent = sectionName(section);
+      bestSection.appendChild(option);
+    }
+    placed = specs.length > 0 && specs.every((s) => Number.isFinite(s.x) && Number.isFinite(s.y));
+    if (placed) drawChart(show);
+    else drawGrid(specs);
+    showPrices();
+    drawPools(show.pools || []);
+    if (specs.length) makeTabStop(specs[0].seat_id);
+    drawn();
+  }
+
+  function drawGrid(specs) {
     const sections = new Map();
-    for (const spec of show.seats || []) {
+    for (const spec of specs) {
       if (!sections.has(spec.section)) sections.set(spec.section, new Map());
       const byRow = sections.get(spec.section);
       if (!byRow.has(spec.row)) byRow.set(spec.row, []);
       byRow.get(spec.row).push(spec);
     }
     const container = $("#sections");
-    const bestSection = $("#best-section");
+    container.addEventListener("focusin", (event) => {
+      const seat = event.target.closest("[data-seat-id]");
+      if (seat) makeTabStop(seat.getAttribute("data-seat-id"));
+    });
     for (const [section, byRow] of sections) {
-      const option = document.createElement("option");
-      option.value = section;
-      option.textContent = section;
-      bestSection.appendChild(option);
       const block = document.createElement("div");
       block.className = "section";
       const heading = document.createElement("h2");
-      heading.textContent = `Section ${section}`;
+      heading.textContent = `Section ${sectionName(section)}`;
       block.appendChild(heading);
       const widest = Math.max(...[...byRow.values()].map((r) => r.length));
       const svg = el("svg", {
         class: "section-map",
         role: "group",
-        "aria-label": `Section ${section}`,
+        "aria-label": `Section ${sectionName(section)}`,
         width: LEFT + widest * PITCH + 4,
         height: byRow.size * ROW_PITCH + 4,
       });
@@ -231,21 +522,24 @@
         specs.sort((a, b) => a.number - b.number);
         const y = 2 + r * ROW_PITCH;
         el("text", { class: "row-label", x: 2, y: y + SEAT / 2 }, svg).textContent = row;
-        const drawn = [];
+        const drawnRow = [];
         specs.forEach((spec, i) => {
           const x = LEFT + i * PITCH;
-          const rect = el("rect", {
+          const attributes = {
             class: "seat",
             x,
             y,
             width: SEAT,
             height: SEAT,
             rx: 3,
-            tabindex: 0,
+            tabindex: -1,
             role: "checkbox",
             "data-seat-id": spec.seat_id,
             "data-status": "available",
-          }, svg);
+          };
+          if (spec.category) attributes["data-category"] = spec.category;
+          if (spec.accessible) attributes["data-accessible"] = "true";
+          const rect = el("rect", attributes, svg);
           const title = el("title", {}, rect);
           const cross = el("path", {
             class: "cross",
@@ -255,32 +549,436 @@
           const label = el("text", { class: "seat-label", x: x + SEAT / 2, y: y + SEAT / 2 }, svg);
           label.textContent = String(spec.number);
           rect.addEventListener("click", () => toggle(spec.seat_id));
-          rect.addEventListener("keydown", (event) => {
-            if (event.key === "Enter" || event.key === " ") {
-              event.preventDefault();
-              toggle(spec.seat_id);
-            } else if (event.key.startsWith("Arrow")) {
-              event.preventDefault();
-              moveFocus(spec.seat_id, event.key);
-            }
-          });
+          rect.addEventListener("keydown", (event) => onSeatKey(event, spec.seat_id));
           seats.set(spec.seat_id, { spec, el: rect, label, cross, title, status: "available" });
-          drawn.push(spec.seat_id);
+          drawnRow.push(spec.seat_id);
           paint(spec.seat_id);
         });
-        rows.push(drawn);
+        rows.push(drawnRow);
         r += 1;
       }
       block.appendChild(svg);
       container.appendChild(block);
     }
-    for (const spec of show.pools || []) {
+  }
+
+  // The legend of categories: each entry `data-category`, and in it one
+  // price per ticket type (`data-ticket-type`, `data-price-cents`).
+  function showPrices() {
+    if (!catalog.categories.size) return;
+    const list = $("#categories");
+    for (const [id, category] of catalog.categories) {
+      const item = document.createElement("li");
+      item.dataset.category = id;
+      const swatch = el("svg", { width: 18, height: 18, "aria-hidden": "true" }, item);
+      el("rect", { x: 1, y: 1, width: 16, height: 16, rx: 8, fill: category.color, stroke: "#1b1b1b" }, swatch);
+      const name = document.createElement("span");
+      name.className = "category-name";
+      name.textContent = category.label;
+      item.appendChild(name);
+      const prices = document.createElement("ul");
+      prices.setAttribute("aria-label", `${category.label} prices`);
+      for (const type of catalog.types) {
+        const cents = category.prices.get(type.ticket_type);
+        if (cents === undefined) continue;
+        const price = document.createElement("li");
+        price.dataset.category = id;
+        price.dataset.ticketType = type.ticket_type;
+        price.dataset.priceCents = String(cents);
+        price.textContent = `${type.label} ${money(cents)}`;
+        prices.appendChild(price);
+      }
+      item.appendChild(prices);
+      list.appendChild(item);
+    }
+    $("#prices").hidden = false;
+  }
+
+  // A seat's radius on the chart: a little less than half the usual gap
+  // between neighbours in a row.
+  function seatRadius(specs, byRow) {
+    const gaps = [];
+    for (const row of byRow.values()) {
+      for (let i = 1; i < row.length; i += 1) {
+        const gap = Math.hypot(row[i].x - row[i - 1].x, row[i].y - row[i - 1].y);
+        if (gap > 0) gaps.push(gap);
+      }
+    }
+    if (gaps.length) {
+      gaps.sort((a, b) => a - b);
+      return gaps[Math.floor(gaps.length / 2)] * 0.42;
+    }
+    const xs = specs.map((s) => s.x);
+    const ys = specs.map((s) => s.y);
+    const extent = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1);
+    return extent / Math.sqrt(specs.length) / 3 || 5;
+  }
+
+  const MARKUP_SAFE = /^[^&<>"']*$/;
+  function escapeMarkup(value) {
+    const text = String(value);
+    if (MARKUP_SAFE.test(text)) return text;
+    return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  }
+
+  // The venue: markup built once as one string and parsed in one go (20,000
+  // seats are 20,000 elements; creating them one by one, with a listener
+  // each, is what the grid does and what takes seconds). Listeners are on
+  // the chart, not the seats.
+  function drawChart(show) {
+    const specs = show.seats;
+    const byRow = new Map(); // "section row" -> specs along the row
+    for (const spec of specs) {
+      const key = `${spec.section}\u0000${spec.row}`;
+      if (!byRow.has(key)) byRow.set(key, []);
+      byRow.get(key).push(spec);
+    }
+    for (const row of byRow.values()) row.sort((a, b) => a.number - b.number);
+    const r = seatRadius(specs, byRow);
+    // Bounds of everything drawn.
+    let minX = Infinity;
+    let minY = Infinity;
+    let maxX = -Infinity;
+    let maxY = -Infinity;
+    const include = (x0, y0, x1, y1) => {
+      minX = Math.min(minX, x0);
+      minY = Math.min(minY, y0);
+      maxX = Math.max(maxX, x1);
+      maxY = Math.max(maxY, y1);
+    };
+    const bySection = new Map();
+    for (const spec of specs) {
+      include(spec.x - r, spec.y - r, spec.x + r, spec.y + r);
+      if (!bySection.has(spec.section)) bySection.set(spec.section, []);
+      bySection.get(spec.section).push(spec);
+    }
+    const parts = [];
+    const stage = show.stage;
+    if (stage) {
+      include(stage.x, stage.y, stage.x + stage.width, stage.y + stage.height);
+      const size = Math.min(stage.height * 0.5, (stage.width / Math.max(stage.label.length, 1)) * 1.4);
+      parts.push(
+        `<rect class="stage" x="${stage.x}" y="${stage.y}" width="${stage.width}" height="${stage.height}" rx="${Math.min(stage.height, stage.width) * 0.15}"/>`,
+        `<text class="stage-label" aria-hidden="true" x="${stage.x + stage.width / 2}" y="${stage.y + stage.height / 2}" font-size="${size}">${escapeMarkup(stage.label)}</text>`,
+      );
+    }
+    for (const pool of show.pools || []) {
+      const area = pool.area;
+      if (!area) continue;
+      include(area.x, area.y, area.x + area.width, area.y + area.height);
+      const name = pool.label || pool.pool_id;
+      const size = Math.min(area.height * 0.45, (area.width / Math.max(name.length, 1)) * 1.4);
+      parts.push(
+        `<rect class="area" x="${area.x}" y="${area.y}" width="${area.width}" height="${area.height}"/>`,
+        `<text class="area-label" aria-hidden="true" x="${area.x + area.width / 2}" y="${area.y + area.height / 2}" font-size="${size}">${escapeMarkup(name)}</text>`,
+      );
+    }
+    // Section labels, above each section's seats.
+    const labelSize = r * 1.8;
+    for (const [section, members] of bySection) {
+      let top = Infinity;
+      let left = Infinity;
+      let right = -Infinity;
+      for (const s of members) {
+        top = Math.min(top, s.y);
+        left = Math.min(left, s.x);
+        right = Math.max(right, s.x);
+      }
+      const y = top - r * 2;
+      include(left, y - labelSize, right, y);
+      parts.push(
+        `<text class="section-label" aria-hidden="true" x="${(left + right) / 2}" y="${y}" font-size="${labelSize}">${escapeMarkup(sectionName(section))}</text>`,
+      );
+    }
+    // The seats, a group per section; a wheelchair space is a square with
+    // the wheelchair sign on it.
+    const side = r * 1.8;
+    for (const [section, members] of bySection) {
+      parts.push(`<g role="group" aria-label="Section ${escapeMarkup(sectionName(section))}">`);
+      for (const s of members) {
+        // Not focusable until the roving tabindex reaches it (makeTabStop).
+        const common = `class="seat" role="checkbox" aria-checked="false" data-status="available"`
+          + ` data-seat-id="${escapeMarkup(s.seat_id)}"${s.category ? ` data-category="${escapeMarkup(s.category)}"` : ""}`
+          + ` aria-label="${escapeMarkup(seatWords(s.seat_id, s, "available"))}"`;
+        if (s.accessible) {
+          parts.push(
+            `<rect ${common} data-accessible="true" x="${s.x - side / 2}" y="${s.y - side / 2}" width="${side}" height="${side}" rx="${side * 0.12}"/>`,
+            `<use class="wheelchair" href="#wheelchair" aria-hidden="true" x="${s.x - side * 0.42}" y="${s.y - side * 0.42}" width="${side * 0.84}" height="${side * 0.84}"/>`,
+          );
+        } else {
+          parts.push(`<circle ${common} cx="${s.x}" cy="${s.y}" r="${r}"/>`);
+        }
+      }
+      parts.push("</g>");
+    }
+    // A small venue is not blown up: the frame shows at least some 25
+    // seats across and 12 rows down.
+    const pad = r * 2;
+    const grow = (least, extent) => Math.max(0, least - extent) / 2 + pad;
+    const [padX, padY] = [grow(r * 60, maxX - minX), grow(r * 30, maxY - minY)];
+    const box = [minX - padX, minY - padY, maxX - minX + 2 * padX, maxY - minY + 2 * padY];
+    const svg = el("svg", {
+      id: "chart",
+      class: "chart",
+      viewBox: box.join(" "),
+      role: "group",
+      "aria-label": `Seats of ${show.name}`,
+      "aria-describedby": "map-help",
+    });
+    const viewport = el("g", { class: "viewport" }, svg);
+    viewport.innerHTML = parts.join("");
+    // Category colours, as rules (one per category, not a fill per seat).
+    // CSSOM rules are not inline styles: the page's policy allows them.
+    const sheet = document.querySelector("style").sheet;
+    // Strokes in the chart's units, from the seats' size (a stroke that
+    // keeps its width on screen whatever the zoom costs a third more to draw).
+    const stroke = (name, width) =>
+      sheet.insertRule(`.chart .seat${name} { stroke-width: ${width}px; }`, sheet.cssRules.length);
+    stroke("", r * 0.12);
+    stroke('[data-status="selected"], .chart .seat[data-mine="true"]', r * 0.3);
+    stroke(":focus", r * 0.4);
+    for (const [id, category] of catalog.categories) {
+      if (!/^#[0-9a-fA-F]{3,8}$/.test(category.color)) continue;
+      sheet.insertRule(
+        `.chart .seat[data-category="${CSS.escape(id)}"][data-status="available"] { fill: ${category.color}; }`,
+        sheet.cssRules.length,
+      );
+    }
+    // Seat id -> element, walking the groups in the order they were written.
+    let group = viewport.firstElementChild;
+    for (const members of bySection.values()) {
+      while (group && group.tagName !== "g") group = group.nextElementSibling;
+      if (!group) break;
+      let node = group.firstElementChild;
+      for (const spec of members) {
+        seats.set(spec.seat_id, { spec, el: node, status: "available" });
+        node = node.nextElementSibling;
+        if (spec.accessible) node = node && node.nextElementSibling; // its sign
+      }
+      group = group.nextElementSibling;
+    }
+    $("#sections").hidden = true;
+    $("#venue").hidden = false;
+    // The frame takes the venue's shape, within the CSS's bounds (set
+    // through the CSSOM, which the page's policy allows).
+    const frame = $("#frame");
+    frame.style.aspectRatio = `${box[2]} / ${box[3]}`;
+    frame.appendChild(svg);
+    $("#available-words").textContent = "available (in the colour of its price category)";
+    $("[data-legend='available'] svg").style.display = "none";
+    $("[data-legend='accessible']").hidden = !specs.some((s) => s.accessible);
+    $("#map-help").textContent =
+      "Tab to the seats, arrows to move to the nearest seat that way, Home and End to a row's ends, Enter or Space to choose. "
+      + "+ and - zoom, 0 shows the whole venue, Shift and an arrow pans; or the wheel, a drag, a pinch.";
+    chart = new Chart(svg, viewport, box, r);
+  }
+
+  // Zoom and pan: a transform on the group of everything drawn (the
+  // viewBox shows the whole venue), applied once per frame.
+  class Chart {
+    constructor(svg, viewport, box, radius) {
+      this.svg = svg;
+      this.viewport = viewport;
+      this.box = box;
+      this.radius = radius;
+      this.k = 1;
+      this.tx = 0;
+      this.ty = 0;
+      this.frame = 0;
+      this.pointers = new Map(); // pointerId -> {x, y}
+      this.drag = null;
+      this.moved = false;
+      this.listen();
+    }
+
+    // A point of the page in the viewBox's units.
+    toBox(clientX, clientY) {
+      const m = this.svg.getScreenCTM();
+      if (!m) return { x: this.box[0] + this.box[2] / 2, y: this.box[1] + this.box[3] / 2 };
+      return new DOMPoint(clientX, clientY).matrixTransform(m.inverse());
+    }
+
+    scale() {
+      const m = this.svg.getScreenCTM();
+      return m && m.a ? m.a : 1;
+    }
+
+    centre() {
+      const rect = this.svg.getBoundingClientRect();
+      return this.toBox(rect.left + rect.width / 2, rect.top + rect.height / 2);
+    }
+
+    zoomAt(point, factor) {
+      const k = Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, this.k * factor));
+      const applied = k / this.k;
+      this.tx = point.x - (point.x - this.tx) * applied;
+      this.ty = point.y - (point.y - this.ty) * applied;
+      this.k = k;
+      this.apply();
+    }
+
+    panBy(dx, dy) {
+      this.tx += dx;
+      this.ty += dy;
+      this.apply();
+    }
+
+    reset() {
+      this.k = 1;
+      this.tx = 0;
+      this.ty = 0;
+      this.apply();
+    }
+
+    // Some of the venue stays in view, whatever the pan.
+    clamp() {
+      const [x, y, w, h] = this.box;
+      const k = this.k;
+      this.tx = Math.min(x + 0.9 * w - k * x, Math.max(x + 0.1 * w - k * (x + w), this.tx));
+      this.ty = Math.min(y + 0.9 * h - k * y, Math.max(y + 0.1 * h - k * (y + h), this.ty));
+    }
+
+    apply() {
+      this.clamp();
+      if (this.frame) return;
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.viewport.setAttribute("transform", `translate(${this.tx} ${this.ty}) scale(${this.k})`);
+        $("#venue").dataset.zoom = this.k.toFixed(2);
+      });
+    }
+
+    // Pans so that a seat moved to by keyboard is in view.
+    reveal(node) {
+      const frame = this.svg.getBoundingClientRect();
+      const seat = node.getBoundingClientRect();
+      const margin = 24;
+      let dx = 0;
+      let dy = 0;
+      if (seat.left < frame.left + margin || seat.right > frame.right - margin) {
+        dx = frame.left + frame.width / 2 - (seat.left + seat.width / 2);
+      }
+      if (seat.top < frame.top + margin || seat.bottom > frame.bottom - margin) {
+        dy = frame.top + frame.height / 2 - (seat.top + seat.height / 2);
+      }
+      if (dx || dy) this.panBy(dx / this.scale(), dy / this.scale());
+    }
+
+    listen() {
+      const svg = this.svg;
+      const frame = $("#frame");
+      svg.addEventListener("click", (event) => {
+        if (this.moved) {
+          this.moved = false;
+          return;
+        }
+        const seat = event.target.closest("[data-seat-id]");
+        if (!seat) return;
+        // The keyboard goes on from the seat last chosen with the pointer.
+        makeTabStop(seat.getAttribute("data-seat-id"));
+        toggle(seat.getAttribute("data-seat-id"));
+      });
+      svg.addEventListener("focusin", (event) => {
+        const seat = event.target.closest("[data-seat-id]");
+        if (!seat) return;
+        const id = seat.getAttribute("data-seat-id");
+        makeTabStop(id);
+        showSeatInfo(id);
+      });
+      svg.addEventListener("pointerover", (event) => {
+        const seat = event.target.closest && event.target.closest("[data-seat-id]");
+        if (seat) showSeatInfo(seat.getAttribute("data-seat-id"));
+      });
+      $("#venue").addEventListener("keydown", (event) => {
+        const seat = event.target.closest && event.target.closest("[data-seat-id]");
+        if (seat && onSeatKey(event, seat.getAttribute("data-seat-id"))) return;
+        if (event.target.closest("select, input")) return;
+        const step = 60 / this.scale();
+        const keys = {
+          "+": () => this.zoomAt(this.centre(), ZOOM_STEP),
+          "=": () => this.zoomAt(this.centre(), ZOOM_STEP),
+          "-": () => this.zoomAt(this.centre(), 1 / ZOOM_STEP),
+          _: () => this.zoomAt(this.centre(), 1 / ZOOM_STEP),
+          0: () => this.reset(),
+          ArrowLeft: () => this.panBy(step, 0),
+          ArrowRight: () => this.panBy(-step, 0),
+          ArrowUp: () => this.panBy(0, step),
+          ArrowDown: () => this.panBy(0, -step),
+        };
+        const action = keys[event.key];
+        if (!action || (event.key.startsWith("Arrow") && !event.shiftKey)) return;
+        if (event.ctrlKey || event.metaKey || event.altKey) return;
+        event.preventDefault();
+        action();
+      });
+      svg.addEventListener(
+        "wheel",
+        (event) => {
+          event.preventDefault();
+          const delta = event.deltaMode === 1 ? event.deltaY * 16 : event.deltaY;
+          this.zoomAt(this.toBox(event.clientX, event.clientY), Math.exp(-delta * 0.002));
+        },
+        { passive: false },
+      );
+      // Drag to pan (a pointer that moves more than a few pixels: not a
+      // click), two pointers to pinch.
+      svg.addEventListener("pointerdown", (event) => {
+        this.pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
+        if (this.pointers.size === 1) {
+          this.drag = { x: event.clientX, y: event.clientY, id: event.pointerId, started: false };
+          this.moved = false;
+        }
+      });
+      svg.addEventListener("pointermove", (event) => {
+        const last = this.pointers.get(event.pointerId);
+        if (!last) return;
+        if (this.pointers.size >= 2) {
+          const [a, b] = [...this.pointers.entries()];
+          const other = a[0] === event.pointerId ? b[1] : a[1];
+          const before = Math.hypot(last.x - other.x, last.y - other.y);
+          const after = Math.hypot(event.clientX - other.x, event.clientY - other.y);
+          const mid = { x: (event.clientX + other.x) / 2, y: (event.clientY + other.y) / 2 };
+          const midBefore = { x: (last.x + other.x) / 2, y: (last.y + other.y) / 2 };
+          this.panBy((mid.x - midBefore.x) / this.scale(), (mid.y - midBefore.y) / this.scale());
+          if (before > 0) this.zoomAt(this.toBox(mid.x, mid.y), after / before);
+          this.moved = true;
+        } else if (this.drag && this.drag.id === event.pointerId) {
+          if (!this.drag.started && Math.hypot(event.clientX - this.drag.x, event.clientY - this.drag.y) > 4) {
+            this.drag.started = true;
+            this.moved = true;
+            svg.setPointerCapture(event.pointerId);
+            frame.dataset.dragging = "true";
+          }
+          if (this.drag.started) this.panBy((event.clientX - last.x) / this.scale(), (event.clientY - last.y) / this.scale());
+        }
+        this.pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
+      });
+      const up = (event) => {
+        this.pointers.delete(event.pointerId);
+        if (this.drag && this.drag.id === event.pointerId) this.drag = null;
+        delete frame.dataset.dragging;
+      };
+      svg.addEventListener("pointerup", up);
+      svg.addEventListener("pointercancel", up);
+      for (const [action, run] of [
+        ["zoom-in", () => this.zoomAt(this.centre(), ZOOM_STEP)],
+        ["zoom-out", () => this.zoomAt(this.centre(), 1 / ZOOM_STEP)],
+        ["zoom-reset", () => this.reset()],
+      ]) {
+        document.querySelector(`[data-action="${action}"]`).addEventListener("click", run);
+      }
+    }
+  }
+
+  function drawPools(specs) {
+    for (const spec of specs) {
       const block = document.createElement("div");
       block.className = "pool";
       block.dataset.poolId = spec.pool_id;
       block.dataset.available = String(spec.capacity);
       const name = document.createElement("span");
-      name.textContent = `Standing: ${spec.pool_id}`;
+      const called = spec.label || spec.pool_id;
+      name.textContent = spec.label || `Standing: ${spec.pool_id}`;
       const count = document.createElement("span");
       count.className = "count";
       const quantity = document.createElement("input");
@@ -288,15 +986,34 @@
       quantity.min = "1";
       quantity.max = "20";
       quantity.value = "2";
-      quantity.setAttribute("aria-label", `Places in ${spec.pool_id}`);
+      quantity.setAttribute("aria-label", `Places in ${called}`);
+      block.append(name, count, quantity);
+      // A show that lists ticket types: one for the places, priced.
+      let type = null;
+      if (catalog.listed) {
+        type = document.createElement("select");
+        type.setAttribute("aria-label", `Ticket type of the places in ${called}`);
+        type.dataset.ticketTypeForPool = spec.pool_id;
+        for (const t of catalog.types) {
+          const cents = priceOf(spec, t.ticket_type);
+          if (cents === undefined) continue;
+          const option = document.createElement("option");
+          option.value = t.ticket_type;
+          option.textContent = `${t.label} ${money(cents)}`;
+          type.appendChild(option);
+        }
+        block.appendChild(type);
+      }
       const button = document.createElement("button");
       button.type = "button";
       button.dataset.action = "hold-pool";
       button.textContent = "Hold places";
-      button.addEventListener("click", () =>
-        placeHold({ pool_id: spec.pool_id, quantity: Number(quantity.value) }),
-      );
-      block.append(name, count, quantity, button);
+      button.addEventListener("click", () => {
+        const body = { pool_id: spec.pool_id, quantity: Number(quantity.value) };
+        if (type && type.value && type.value !== catalog.types[0].ticket_type) body.ticket_type = type.value;
+        placeHold(body);
+      });
+      block.appendChild(button);
       $("#pools").appendChild(block);
       pools.set(spec.pool_id, { spec, el: block, count });
       setPool({ pool_id: spec.pool_id, capacity: spec.capacity, available: spec.capacity, held: 0, sold: 0 });
@@ -310,16 +1027,44 @@
     pool.count.textContent = `${figures.available} of ${figures.capacity} places available (${figures.held} held, ${figures.sold} sold)`;
   }
 
+  // What a hold's item is, in words: "A-1-2 (Premium, Child, €60.00)".
+  function itemWords(item) {
+    const category = item.category && catalog.categories.get(item.category);
+    const pool = item.pool_id && pools.get(item.pool_id);
+    const what = item.pool_id
+      ? `${item.quantity} place${item.quantity > 1 ? "s" : ""} in ${(pool && pool.spec.label) || item.pool_id}`
+      : item.seat_id;
+    const details = [category ? category.label : null, catalog.listed ? typeLabel(item.ticket_type) : null]
+      .filter(Boolean);
+    const each = item.pool_id && item.quantity > 1 ? " each" : "";
+    return `${what} (${details.length ? `${details.join(", ")}, ` : ""}${money(item.price_cents)}${each})`;
+  }
+
   function setHold(next) {
     const before = hold ? hold.seats || [] : [];
-    hold = next;
+    // An answer without the prices (an extension's) keeps the hold's.
+    hold = hold && hold.hold_id === next.hold_id && next.items === undefined
+      ? { ...next, items: hold.items, amount_cents: hold.amount_cents }
+      : next;
     const box = $("#hold");
     box.hidden = false;
     box.dataset.holdId = hold.hold_id;
     box.dataset.expiresAt = hold.expires_at;
-    $("#hold-what").textContent = hold.pool_id
-      ? `${hold.quantity} place${hold.quantity > 1 ? "s" : ""} in ${hold.pool_id}`
-      : `Seats ${list(hold.seats)}`;
+    const items = hold.items || [];
+    $("#hold-what").textContent = items.length
+      ? `${hold.pool_id ? "" : "Seats "}${items.map(itemWords).join(", ")}`
+      : hold.pool_id
+        ? `${hold.quantity} place${hold.quantity > 1 ? "s" : ""} in ${hold.pool_id}`
+        : `Seats ${list(hold.seats)}`;
+    const amount = $("#hold-amount");
+    if (Number.isFinite(hold.amount_cents)) {
+      box.dataset.amountCents = String(hold.amount_cents);
+      amount.textContent = `To pay: ${money(hold.amount_cents)}`;
+      amount.hidden = false;
+    } else {
+      delete box.dataset.amountCents;
+      amount.hidden = true;
+    }
     $("#hold-until").textContent = `until ${new Date(hold.expires_at).toLocaleTimeString()}`;
     for (const seatId of [...before, ...(hold.seats || [])]) paint(seatId);
     tick();
@@ -333,6 +1078,7 @@
     box.hidden = true;
     delete box.dataset.holdId;
     delete box.dataset.expiresAt;
+    delete box.dataset.amountCents;
     for (const seatId of before) paint(seatId);
     showSelection();
   }
@@ -372,6 +1118,7 @@
       return;
     }
     selected.clear();
+    chosenType.clear();
     setHold(answer.data);
     say("Held. Pay before the countdown ends.", "ok");
   }
@@ -381,7 +1128,15 @@
     button.addEventListener("click", () => busy(button, handler));
   }
 
-  bind("hold", () => placeHold({ seats: [...selected] }));
+  // A seat of the default ticket type goes as its id, another as
+  // `{seat_id, ticket_type}`.
+  bind("hold", () =>
+    placeHold({
+      seats: [...selected].map((seatId) =>
+        typeOf(seatId) === catalog.types[0].ticket_type ? seatId : { seat_id: seatId, ticket_type: typeOf(seatId) },
+      ),
+    }),
+  );
   bind("best", () => {
     const quantity = Number($("#best-quantity").value);
     if (!Number.isInteger(quantity) || quantity < 1 || quantity > MAX_BEST) {
@@ -497,7 +1252,7 @@
     const box = $("#booking");
     box.hidden = false;
     box.dataset.bookingId = booked.booking_id;
-    $("#booking-what").textContent = `${booked.pool_id ? `${booked.quantity} places in ${booked.pool_id}` : `Seats ${list(booked.seats)}`}, ${(booked.amount_cents / 100).toFixed(2)} paid. Booking ${booked.booking_id}.`;
+    $("#booking-what").textContent = `${booked.pool_id ? `${booked.quantity} places in ${booked.pool_id}` : `Seats ${list(booked.seats)}`}, ${money(booked.amount_cents)} paid. Booking ${booked.booking_id}.`;
     clearHold();
     say("Booked. Enjoy the show!", "ok");
   });
@@ -516,6 +1271,8 @@
       for (const seat of snapshot.seats) setStatus(seat.seat_id, seat.status);
       for (const pool of snapshot.pools) setPool(pool);
       connected(true);
+      const root = document.documentElement;
+      if (!root.dataset.liveAt) root.dataset.liveAt = performance.now().toFixed(1);
     });
     stream.addEventListener("change", (event) => {
       const change = JSON.parse(event.data);

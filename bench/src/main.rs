@@ -17,6 +17,7 @@ mod live;
 mod queue;
 mod report;
 mod scenarios;
+mod seatmap;
 mod stripe;
 mod wal;
 
@@ -58,7 +59,7 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Scenarios to run, comma-separated (default: all but the opt-in ones,
-    /// `best`, `limit`, `live`, `webhooks`, `stripe` and `queue`).
+    /// `best`, `limit`, `live`, `webhooks`, `stripe`, `queue` and `seatmap`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -68,6 +69,10 @@ struct Args {
     /// (`--only queue`).
     #[arg(long, default_value_t = 1_000_000)]
     queue_joins: usize,
+    /// Page loads of each seat map measured (`--only seatmap`), after one
+    /// not counted.
+    #[arg(long, default_value_t = 7)]
+    seatmap_runs: usize,
     /// Run as the queue scenario's stream client, a child process the
     /// harness starts (orders on stdin, reports on stdout).
     #[arg(long, hide = true)]
@@ -431,6 +436,11 @@ async fn run_store(
         )
         .await?;
         results.extend(figures);
+    }
+    // The seat map in headless Chromium (issue #33): a 20,000-seat venue
+    // drawn as its chart beside the grid of a show without coordinates.
+    if named("seatmap") {
+        results.extend(seatmap::run(&target, args.seatmap_runs).await?);
     }
     if wanted("replay") {
         results.push(scenarios::replay(&target, &service_store, args.replay_events).await?);

@@ -2,7 +2,9 @@
 //! WebDriver (chromedriver) from this test. Two buyers open the same show;
 //! what one does reaches the other's page live.
 //!
-//! Needs `chromium` and `chromium-driver` (`.ci/run` installs them).
+//! Needs `chromium` and `chromium-driver` (`.ci/run` installs them). The
+//! accessibility test also needs axe-core (`.ci/run` installs it from npm
+//! into `target/axe`, and says where in `AXE_CORE_JS`).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -14,11 +16,15 @@ use serde_json::json;
 use crate::cluster::{unavailable, OwnCluster};
 use crate::support::{seat_id, Backend, TestApp, TestEnv};
 use crate::tests;
+use crate::venues::{show_on, venue_body};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         two_buyers_see_each_other_on_the_seat_map,
-        a_buyer_waits_in_the_queue_on_the_page_then_holds
+        a_buyer_waits_in_the_queue_on_the_page_then_holds,
+        a_buyer_chooses_ticket_types_on_the_venue_map_and_pays_the_hold_amount,
+        another_buyers_hold_repaints_the_venue_map_live,
+        the_seat_maps_have_no_serious_accessibility_violation,
     ]
 }
 
@@ -31,6 +37,9 @@ const PATIENCE: Duration = Duration::from_secs(15);
 const LIVE_WITHIN: Duration = Duration::from_secs(1);
 /// WebDriver's code for the Enter key.
 const ENTER: &str = "\u{E007}";
+/// WebDriver's codes for the arrow keys right and down.
+const ARROW_RIGHT: &str = "\u{E014}";
+const ARROW_DOWN: &str = "\u{E015}";
 
 /// chromedriver on a free port of 127.0.0.1, killed when dropped.
 struct Driver {
@@ -473,4 +482,437 @@ where
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// The venue of venues.rs (a stage, two categories, two rows of three seats,
+/// the last a wheelchair space, a standing pool) and a show on it with
+/// adult and child tickets (premium 120.00 / 60.00, standard 50.00 adults
+/// only); returns the show's id.
+async fn venue_show(app: &TestApp) -> String {
+    let venue = app
+        .call(
+            Method::PUT,
+            "/v1/venues/arena",
+            Some(&app.admin()),
+            Some(&venue_body()),
+            &[],
+        )
+        .await;
+    assert_eq!(venue.status, StatusCode::CREATED, "{}", venue.body);
+    let show = format!("venue-{}", uuid::Uuid::new_v4().simple());
+    app.create_show_from(&show, &show_on("arena")).await;
+    show
+}
+
+fn venue_seat(seat_id: &str) -> String {
+    format!("[data-seat-id=\"{seat_id}\"]")
+}
+
+/// What `script` returns in the page (a WebDriver "execute script").
+async fn run(client: &Client, script: &str) -> serde_json::Value {
+    client
+        .execute(script, Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+/// The seat that has the keyboard focus, by its id.
+async fn focused_seat(client: &Client) -> serde_json::Value {
+    run(
+        client,
+        "return document.activeElement && document.activeElement.getAttribute('data-seat-id')",
+    )
+    .await
+}
+
+/// A buyer on a show drawn as its venue: the chart's seats carry their
+/// category and the wheelchair space says so; the legend prices each
+/// category per ticket type; one seat is in the tab order and arrows move
+/// between seats by position; the zoom buttons zoom. The buyer selects two
+/// premium seats, makes one a child's ticket, holds them, sees the amount
+/// (120.00 + 60.00), pays it with the simulator, and both seats show booked.
+async fn a_buyer_chooses_ticket_types_on_the_venue_map_and_pays_the_hold_amount(env: TestEnv) {
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    // No timing is asserted here: the store of the suite will do.
+    let app = env.spawn().await;
+    let show = venue_show(&app).await;
+    let token = app.buyer("venue-buyer");
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("venue")).await;
+    open_map(&page, &app, &show, &token).await;
+    let drawn = wait_attr(&page, "html", "data-seats-drawn", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    assert_eq!(drawn, "6");
+
+    // The chart: categories, the wheelchair space, prices in every label.
+    assert_eq!(
+        attr(&page, &venue_seat("A-1-1"), "data-category")
+            .await
+            .as_deref(),
+        Some("premium")
+    );
+    assert_eq!(
+        attr(&page, &venue_seat("A-2-3"), "data-accessible")
+            .await
+            .as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        attr(&page, &venue_seat("A-2-2"), "data-accessible").await,
+        None
+    );
+    let label = attr(&page, &venue_seat("A-1-1"), "aria-label")
+        .await
+        .expect("a label");
+    for said in [
+        "Lower A",
+        "row 1",
+        "seat 1",
+        "Premium",
+        "€120.00",
+        "€60.00",
+        "available",
+    ] {
+        assert!(label.contains(said), "{said} in {label:?}");
+    }
+    let wheelchair = attr(&page, &venue_seat("A-2-3"), "aria-label")
+        .await
+        .expect("a label");
+    assert!(wheelchair.contains("wheelchair"), "{wheelchair}");
+    assert!(wheelchair.contains("€50.00"), "{wheelchair}");
+    let price = |category: &str, ticket_type: &str| {
+        format!("#categories [data-category=\"{category}\"][data-ticket-type=\"{ticket_type}\"]")
+    };
+    assert_eq!(
+        attr(&page, &price("premium", "adult"), "data-price-cents")
+            .await
+            .as_deref(),
+        Some("12000")
+    );
+    assert_eq!(
+        attr(&page, &price("premium", "child"), "data-price-cents")
+            .await
+            .as_deref(),
+        Some("6000")
+    );
+    assert_eq!(
+        attr(&page, &price("standard", "adult"), "data-price-cents")
+            .await
+            .as_deref(),
+        Some("5000")
+    );
+    assert_eq!(
+        attr(&page, &price("standard", "child"), "data-price-cents").await,
+        None
+    );
+
+    // The keyboard: one tab stop; right, then down, go by position.
+    let stops = run(
+        &page,
+        "return [...document.querySelectorAll('[data-seat-id][tabindex=\"0\"]')].map(e => e.getAttribute('data-seat-id'))",
+    )
+    .await;
+    assert_eq!(stops, json!(["A-1-1"]));
+    run(
+        &page,
+        "document.querySelector('[data-seat-id][tabindex=\"0\"]').focus()",
+    )
+    .await;
+    assert_eq!(focused_seat(&page).await, json!("A-1-1"));
+    let keys = |key: &'static str| {
+        let page = page.clone();
+        async move {
+            page.active_element()
+                .await
+                .expect("the focused element")
+                .send_keys(key)
+                .await
+                .expect("a key");
+        }
+    };
+    keys(ARROW_RIGHT).await;
+    assert_eq!(focused_seat(&page).await, json!("A-1-2"));
+    keys(ARROW_DOWN).await;
+    assert_eq!(focused_seat(&page).await, json!("A-2-2"));
+    let stops = run(
+        &page,
+        "return [...document.querySelectorAll('[data-seat-id][tabindex=\"0\"]')].map(e => e.getAttribute('data-seat-id'))",
+    )
+    .await;
+    assert_eq!(stops, json!(["A-2-2"]), "the tab stop follows the focus");
+    // Zoom by key and by the buttons.
+    keys("+").await;
+    wait_attr(&page, "#venue", "data-zoom", PATIENCE, |v| v == "1.50").await;
+    click(&page, "[data-action=\"zoom-in\"]").await;
+    wait_attr(&page, "#venue", "data-zoom", PATIENCE, |v| v == "2.25").await;
+    click(&page, "[data-action=\"zoom-out\"]").await;
+    wait_attr(&page, "#venue", "data-zoom", PATIENCE, |v| v == "1.50").await;
+    click(&page, "[data-action=\"zoom-reset\"]").await;
+    wait_attr(&page, "#venue", "data-zoom", PATIENCE, |v| v == "1.00").await;
+
+    // Two premium seats, one of them a child's ticket.
+    for seat_id in ["A-1-1", "A-1-2"] {
+        click(&page, &venue_seat(seat_id)).await;
+        wait_attr(&page, &venue_seat(seat_id), "data-status", PATIENCE, |v| {
+            v == "selected"
+        })
+        .await;
+    }
+    let chooser = "select[data-ticket-type-for=\"A-1-2\"]";
+    let options = run(
+        &page,
+        &format!(
+            "return [...document.querySelector('{}').options].map(o => o.value)",
+            chooser.replace('\'', "\\'")
+        ),
+    )
+    .await;
+    assert_eq!(options, json!(["adult", "child"]));
+    page.find(Locator::Css(chooser))
+        .await
+        .expect("the ticket type chooser")
+        .select_by_value("child")
+        .await
+        .expect("the child ticket");
+    let selection = text(&page, "#selection").await;
+    assert!(selection.contains("€180.00"), "{selection}");
+    click(&page, "[data-action=\"hold\"]").await;
+    let hold_id = wait_attr(&page, "#hold", "data-hold-id", PATIENCE, |v| !v.is_empty()).await;
+    let amount = wait_attr(&page, "#hold", "data-amount-cents", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    assert_eq!(amount, (12000 + 6000).to_string());
+    let shown = text(&page, "#hold-amount").await;
+    assert!(
+        shown.contains("€180.00"),
+        "the amount on the page: {shown:?}"
+    );
+    let hold = app
+        .call(
+            Method::GET,
+            &format!("/v1/holds/{hold_id}"),
+            Some(&token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(hold.status, StatusCode::OK, "{}", hold.body);
+    assert_eq!(hold.body["amount_cents"], json!(12000 + 6000));
+    let items = hold.body["items"].as_array().cloned().unwrap_or_default();
+    let item = |seat_id: &str| {
+        items
+            .iter()
+            .find(|i| i["seat_id"] == seat_id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(item("A-1-1")["ticket_type"], json!("adult"));
+    assert_eq!(item("A-1-2")["ticket_type"], json!("child"));
+    assert_eq!(item("A-1-2")["price_cents"], json!(6000));
+
+    // Paid with the simulator: the booking charged the hold's amount.
+    page.find(Locator::Css("#payment-method"))
+        .await
+        .expect("the method list")
+        .select_by_value("pm_sim_ok")
+        .await
+        .expect("the card that pays");
+    click(&page, "[data-action=\"pay\"]").await;
+    let booking_id = wait_attr(&page, "#booking", "data-booking-id", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    let booking = app
+        .call(
+            Method::GET,
+            &format!("/v1/bookings/{booking_id}"),
+            Some(&token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(booking.status, StatusCode::OK, "{}", booking.body);
+    assert_eq!(booking.body["status"], json!("confirmed"));
+    assert_eq!(booking.body["amount_cents"], json!(12000 + 6000));
+    for seat_id in ["A-1-1", "A-1-2"] {
+        wait_attr(&page, &venue_seat(seat_id), "data-status", PATIENCE, |v| {
+            v == "booked"
+        })
+        .await;
+    }
+    let booked = text(&page, "#booking-what").await;
+    assert!(booked.contains("€180.00"), "{booked}");
+
+    let png = page.screenshot().await.expect("a screenshot");
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot folder");
+    std::fs::write(
+        shots.join(format!("seatmap-venue-{}.png", env.backend.name())),
+        &png,
+    )
+    .expect("screenshot written");
+    page.close().await.expect("session closes");
+    app.stop().await;
+}
+
+/// The venue map open in a browser while another buyer holds, then
+/// releases, a seat over HTTP: the page repaints that seat each time.
+async fn another_buyers_hold_repaints_the_venue_map_live(env: TestEnv) {
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let app = env.spawn().await;
+    let show = venue_show(&app).await;
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("watcher")).await;
+    open_map(&page, &app, &show, &app.buyer("venue-watcher")).await;
+    let seat = venue_seat("A-1-3");
+    assert_eq!(
+        attr(&page, &seat, "data-status").await.as_deref(),
+        Some("available")
+    );
+
+    let other = app.buyer("venue-other");
+    let held = app
+        .call(
+            Method::POST,
+            &format!("/v1/shows/{show}/holds"),
+            Some(&other),
+            Some(&json!({"seats": [{"seat_id": "A-1-3", "ticket_type": "child"}]})),
+            &[],
+        )
+        .await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    wait_attr(&page, &seat, "data-status", PATIENCE, |v| v == "held").await;
+    let label = attr(&page, &seat, "aria-label").await.expect("a label");
+    assert!(label.ends_with(": held"), "said in words: {label:?}");
+    // The rest of the chart is as it was.
+    assert_eq!(
+        attr(&page, &venue_seat("A-1-2"), "data-status")
+            .await
+            .as_deref(),
+        Some("available")
+    );
+
+    app.release(&other, &held.str("hold_id")).await;
+    wait_attr(&page, &seat, "data-status", PATIENCE, |v| v == "available").await;
+    page.close().await.expect("session closes");
+    app.stop().await;
+}
+
+/// axe-core's source, from `AXE_CORE_JS` or where `.ci/run` installs it
+/// (`target/axe`); `None` (the test is skipped, and says so) when it is
+/// missing, except under `CI=true`, where that fails the test.
+fn axe_source() -> Option<String> {
+    let path = std::env::var_os("AXE_CORE_JS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+            tmp.parent()
+                .unwrap_or(tmp)
+                .join("axe/node_modules/axe-core/axe.min.js")
+        });
+    match std::fs::read_to_string(&path) {
+        Ok(source) => Some(source),
+        Err(error) => {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            let reason = format!(
+                "no axe-core at {} ({error}); .ci/run installs it (npm install --no-save \
+                 --prefix target/axe axe-core), or set AXE_CORE_JS",
+                path.display()
+            );
+            assert!(
+                !ci,
+                "the accessibility test needs axe-core under CI=true: {reason}"
+            );
+            println!("SKIPPED: {reason}");
+            None
+        }
+    }
+}
+
+/// Runs axe-core in the page; panics naming every violation of impact
+/// `serious` or `critical`.
+async fn assert_accessible(client: &Client, axe: &str, state: &str) {
+    let results = run(
+        client,
+        &format!("{axe}\n;return await axe.run(document, {{resultTypes: ['violations']}});"),
+    )
+    .await;
+    let violations = results["violations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("axe answered no violations list: {results}"));
+    let serious: Vec<String> = violations
+        .iter()
+        .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+        .map(|v| {
+            let targets: Vec<String> = v["nodes"]
+                .as_array()
+                .map(|nodes| nodes.iter().map(|n| n["target"].to_string()).collect())
+                .unwrap_or_default();
+            format!(
+                "{} ({}): {} at {}",
+                v["id"],
+                v["impact"],
+                v["help"],
+                targets.join(", ")
+            )
+        })
+        .collect();
+    assert!(
+        serious.is_empty(),
+        "axe-core finds on the {state}:\n{}",
+        serious.join("\n")
+    );
+}
+
+/// axe-core, run inside the page, finds no serious or critical violation on
+/// the venue map (as it opens, with a seat selected and its ticket type
+/// chooser shown, with a hold) nor on the grid of a show without
+/// coordinates.
+async fn the_seat_maps_have_no_serious_accessibility_violation(env: TestEnv) {
+    let Some(axe) = axe_source() else {
+        return;
+    };
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let app = env.spawn().await;
+    let show = venue_show(&app).await;
+    let grid = format!("grid-{}", uuid::Uuid::new_v4().simple());
+    app.create_show(&grid, 20, 600).await;
+    let token = app.buyer("axe-buyer");
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("axe")).await;
+
+    open_map(&page, &app, &show, &token).await;
+    wait_attr(&page, "html", "data-seats-drawn", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    assert_accessible(&page, &axe, "venue map as it opens").await;
+    click(&page, &venue_seat("A-1-1")).await;
+    wait_attr(
+        &page,
+        "select[data-ticket-type-for=\"A-1-1\"]",
+        "id",
+        PATIENCE,
+        |v| !v.is_empty(),
+    )
+    .await;
+    assert_accessible(&page, &axe, "venue map with a seat selected").await;
+    click(&page, "[data-action=\"hold\"]").await;
+    wait_attr(&page, "#hold", "data-hold-id", PATIENCE, |v| !v.is_empty()).await;
+    assert_accessible(&page, &axe, "venue map with a hold").await;
+
+    open_map(&page, &app, &grid, &token).await;
+    wait_attr(&page, "html", "data-seats-drawn", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    assert_accessible(&page, &axe, "grid").await;
+    page.close().await.expect("session closes");
+    app.stop().await;
 }
