@@ -118,6 +118,8 @@ fn ratio(figures: &Figures, baseline: &Baseline) -> String {
     if figures.scenario.starts_with("availability")
         || figures.scenario.starts_with("replay")
         || figures.scenario.starts_with("waiting room")
+        || figures.scenario.starts_with("seat map")
+        || figures.scenario.starts_with("create")
     {
         return String::from("—");
     }
