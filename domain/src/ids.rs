@@ -139,6 +139,13 @@ string_id!(
     is_seat_char
 );
 
+impl TicketType {
+    /// `standard`: the one ticket type of a show that lists none.
+    pub fn standard() -> Self {
+        Self("standard".to_owned())
+    }
+}
+
 string_id!(
     /// The buyer: the `sub` claim of a bearer token, 1..=64 characters.
     BuyerId,

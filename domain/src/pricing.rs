@@ -24,9 +24,6 @@ use crate::ids::{CategoryId, ShowId, TicketType};
 use crate::limits::{MAX_CATEGORIES, MAX_PRICE_CENTS, MAX_PRICE_CHANGES, MAX_TICKET_TYPES};
 use crate::seat::Timed;
 
-/// The ticket type of a show that lists none.
-pub const DEFAULT_TICKET_TYPE: &str = "standard";
-
 /// A ticket type a show sells, with the label a buyer sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketTypeSpec {
@@ -230,8 +227,7 @@ impl Default for Pricing {
     fn default() -> Self {
         Self {
             ticket_types: vec![TicketTypeSpec {
-                ticket_type: TicketType::parse(DEFAULT_TICKET_TYPE)
-                    .expect("the default ticket type is a valid id"),
+                ticket_type: TicketType::standard(),
                 label: "Standard".into(),
             }],
             categories: HashSet::new(),
@@ -603,6 +599,12 @@ mod tests {
             table(&[("premium", "adult", 1), ("premium", "adult", 2)]).unwrap_err(),
             PriceError::Duplicate { .. }
         ));
+    }
+
+    #[test]
+    fn the_default_ticket_type_is_a_valid_id() {
+        let standard = TicketType::standard();
+        assert_eq!(TicketType::parse(standard.as_str()), Ok(standard));
     }
 
     #[test]
