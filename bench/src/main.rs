@@ -321,7 +321,7 @@ async fn run_store(
     }
     // Opt-in (`--only create`): three shows of 100,000 seats each way.
     if args.only.iter().any(|o| o == "create") {
-        results.extend(scenarios::create_shows(&target, 3).await?);
+        results.extend(scenarios::create_shows(&target, scenarios::CREATE_RUNS).await?);
     }
     if wanted("multi") {
         results.push(scenarios::holds(&target, args.concurrency, seconds, 4).await?);

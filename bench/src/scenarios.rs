@@ -18,7 +18,7 @@ pub(crate) async fn put_show(target: &Target, show: &str, body: Value) -> anyhow
 }
 
 /// `PUT path` as an admin, which must succeed.
-async fn put_admin(target: &Target, path: &str, body: &Value) -> anyhow::Result<()> {
+pub(crate) async fn put_admin(target: &Target, path: &str, body: &Value) -> anyhow::Result<()> {
     let response = target
         .client
         .put(format!("{}{path}", target.base))
@@ -114,6 +114,10 @@ pub async fn venue_show(target: &Target, show: &str) -> anyhow::Result<()> {
     put_venue(target, &venue, &venue_body(BIG_SHOW_SEATS)).await?;
     put_show(target, show, venue_show_body(show, &venue)).await
 }
+
+/// Shows created each way by `--only create`: each creation is seconds
+/// long, and three give a median without taking minutes.
+pub const CREATE_RUNS: usize = 3;
 
 /// Creating shows of 100,000 seats: inline (the baseline), a venue of
 /// 100,000 seats, and shows on that venue; each timed alone, `runs` times.

@@ -27,6 +27,7 @@ use booking::auth::Role;
 use serde_json::{json, Value};
 
 use crate::report::Figures;
+use crate::scenarios::put_admin;
 use crate::Target;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -128,23 +129,6 @@ fn grid_show_body() -> Value {
         .collect();
     json!({"name": "Seat map bench (grid)", "starts_at": "2030-01-01T20:00:00Z",
            "hold_ttl_seconds": 7200, "seats": seats})
-}
-
-async fn put(target: &Target, path: &str, body: &Value) -> anyhow::Result<()> {
-    let response = target
-        .client
-        .put(format!("{}{path}", target.base))
-        .bearer_auth(target.token("bench-admin", Role::Admin))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await?;
-    anyhow::ensure!(
-        response.status().is_success(),
-        "PUT {path}: {}",
-        response.status()
-    );
-    Ok(())
 }
 
 /// chromedriver on a free port, and one browser session; both end when
@@ -449,14 +433,14 @@ fn figures(scenario: &str, store: &str, samples: &mut [f64], note: String) -> Fi
 /// The two pages, `runs` loads each (plus one warm-up), in one browser.
 pub async fn run(target: &Target, runs: usize) -> anyhow::Result<Vec<Figures>> {
     eprintln!("   creating a {SEATS}-seat venue, a show on it and a {SEATS}-seat show without coordinates");
-    put(target, "/v1/venues/seatmapbench", &venue_body()).await?;
-    put(
+    put_admin(target, "/v1/venues/seatmapbench", &venue_body()).await?;
+    put_admin(
         target,
         &format!("/v1/shows/{VENUE_SHOW}"),
         &venue_show_body(),
     )
     .await?;
-    put(target, &format!("/v1/shows/{GRID_SHOW}"), &grid_show_body()).await?;
+    put_admin(target, &format!("/v1/shows/{GRID_SHOW}"), &grid_show_body()).await?;
     let browser = Browser::start().await?;
     let mut results = Vec::new();
     let pages: [(&str, &str, SeatName); 2] = [

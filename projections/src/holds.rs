@@ -158,6 +158,10 @@ impl HoldItems {
         Self(item.into_iter().collect())
     }
 
+    pub fn insert(&mut self, item: HoldItem) {
+        self.0.insert(item);
+    }
+
     pub fn extend(&mut self, other: &HoldItems) {
         self.0.extend(other.0.iter().cloned());
     }

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::CreateShowError;
 use crate::command::checkout::CheckoutError;
 use crate::command::holds::HoldError;
+use crate::command::prices::PriceChangeError;
 use crate::command::waiting_room::WaitingRoomError;
 use crate::store::{StoreError, MAX_EVENTS_PER_BATCH};
 use crate::webhooks::endpoints::WebhookError;
@@ -810,6 +811,18 @@ impl From<WaitingRoomError> for ApiError {
             WaitingRoomError::Bug(what) => ApiError::Internal(what),
             WaitingRoomError::Busy => ApiError::Busy,
             WaitingRoomError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<PriceChangeError> for ApiError {
+    fn from(err: PriceChangeError) -> Self {
+        match err {
+            PriceChangeError::ShowNotFound => ApiError::ShowNotFound,
+            PriceChangeError::Invalid(why) => ApiError::Validation(why),
+            PriceChangeError::Busy => ApiError::Busy,
+            PriceChangeError::Store(e) => e.into(),
+            PriceChangeError::Bug(why) => ApiError::Internal(why),
         }
     }
 }

@@ -18,7 +18,7 @@ use super::problem::ApiError;
 use super::AppState;
 use crate::catalog::{CatalogEntry, Created, PriceDefinition, ShowDefinition};
 use crate::command::context::RequestContext;
-use crate::command::prices::{PriceChangeError, PriceService};
+use crate::command::prices::PriceService;
 
 pub fn router() -> Router<AppState> {
     // Only the GET is cached; `cached` wraps the methods given to it so far.
@@ -146,14 +146,7 @@ pub(super) async fn change_prices(
     let service: &PriceService = &state.prices;
     let change = service
         .change(&ctx, &show_id, prices, body.effective_at)
-        .await
-        .map_err(|e| match e {
-            PriceChangeError::ShowNotFound => ApiError::ShowNotFound,
-            PriceChangeError::Invalid(why) => ApiError::Validation(why),
-            PriceChangeError::Busy => ApiError::Busy,
-            PriceChangeError::Store(e) => e.into(),
-            PriceChangeError::Bug(why) => ApiError::Internal(why),
-        })?;
+        .await?;
     let view = PriceChangeView {
         show_id: show_id.to_string(),
         effective_at: change.effective_at,

@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::cluster::{unavailable, OwnCluster};
-use crate::support::{seat_id, Backend, TestApp, TestEnv};
+use crate::support::{seat_id, Answer, Backend, TestApp, TestEnv};
 use crate::tests;
 use crate::venues::{show_on, venue_body};
 
@@ -295,21 +295,7 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
         v == "requires_action"
     })
     .await;
-    let booking_id = wait_attr(&a, "#booking", "data-booking-id", PATIENCE, |v| {
-        !v.is_empty()
-    })
-    .await;
-    let booking = app
-        .call(
-            Method::GET,
-            &format!("/v1/bookings/{booking_id}"),
-            Some(&token_a),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(booking.status, StatusCode::OK, "{}", booking.body);
-    assert_eq!(booking.body["status"], json!("confirmed"));
+    confirmed_booking(&app, &a, &token_a).await;
     wait_attr(&b, &seat(1), "data-status", PATIENCE, |v| v == "booked").await;
     wait_attr(&a, &seat(1), "data-status", PATIENCE, |v| v == "booked").await;
 
@@ -469,6 +455,26 @@ async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
 }
 
 /// Waits until `check` holds, within `PATIENCE`.
+/// The booking the page says it made, read through the API: confirmed.
+async fn confirmed_booking(app: &TestApp, page: &Client, token: &str) -> Answer {
+    let booking_id = wait_attr(page, "#booking", "data-booking-id", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    let booking = app
+        .call(
+            Method::GET,
+            &format!("/v1/bookings/{booking_id}"),
+            Some(token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(booking.status, StatusCode::OK, "{}", booking.body);
+    assert_eq!(booking.body["status"], json!("confirmed"));
+    booking
+}
+
 async fn wait_until<F, Fut>(check: F)
 where
     F: Fn() -> Fut,
@@ -722,21 +728,7 @@ async fn a_buyer_chooses_ticket_types_on_the_venue_map_and_pays_the_hold_amount(
         .await
         .expect("the card that pays");
     click(&page, "[data-action=\"pay\"]").await;
-    let booking_id = wait_attr(&page, "#booking", "data-booking-id", PATIENCE, |v| {
-        !v.is_empty()
-    })
-    .await;
-    let booking = app
-        .call(
-            Method::GET,
-            &format!("/v1/bookings/{booking_id}"),
-            Some(&token),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(booking.status, StatusCode::OK, "{}", booking.body);
-    assert_eq!(booking.body["status"], json!("confirmed"));
+    let booking = confirmed_booking(&app, &page, &token).await;
     assert_eq!(booking.body["amount_cents"], json!(12000 + 6000));
     for seat_id in ["A-1-1", "A-1-2"] {
         wait_attr(&page, &venue_seat(seat_id), "data-status", PATIENCE, |v| {

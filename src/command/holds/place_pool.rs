@@ -63,7 +63,8 @@ impl PlaceInPool<'_> {
         };
         let expires_at = placement.expires_at(view.now);
         let price = placement.pool_price(&key.pool_id, view.now)?;
-        let item = HoldItem::places(&key.pool_id, key.index, quantity, &price);
+        let mut items = HoldItems::default();
+        items.insert(HoldItem::places(&key.pool_id, key.index, quantity, &price));
         let command = placement.pool_command(quantity, expires_at, price);
         match pool::decide(shard, key.capacity, &command, view.now) {
             Ok(events) => {
@@ -71,7 +72,7 @@ impl PlaceInPool<'_> {
                     expires_at,
                     seats: Vec::new(),
                     parts: vec![(key.index, quantity)],
-                    items: HoldItems::one(Some(item)),
+                    items,
                 };
                 placement.decided(view, vec![events], quantity, held)
             }
@@ -108,12 +109,16 @@ impl PlaceInPool<'_> {
         let expires_at = placement.expires_at(view.now);
         let mut decided = vec![Vec::new(); view.units.len()];
         let mut items = HoldItems::default();
+        // Every shard is of the one pool: a place has one price.
+        let (_, first) = self
+            .shards
+            .first()
+            .ok_or_else(|| HoldError::Bug("a pool hold without shards".into()))?;
+        let price = placement.pool_price(&first.pool_id, view.now)?;
         for &(index, part) in &parts {
             let (shard, key) = shard(index as usize)?;
-            let price = placement.pool_price(&key.pool_id, view.now)?;
-            let item = HoldItem::places(&key.pool_id, key.index, part, &price);
-            items.extend(&HoldItems::one(Some(item)));
-            let command = placement.pool_command(part, expires_at, price);
+            items.insert(HoldItem::places(&key.pool_id, key.index, part, &price));
+            let command = placement.pool_command(part, expires_at, price.clone());
             decided[index as usize] = pool::decide(shard, key.capacity, &command, view.now)
                 .map_err(|e| HoldError::Bug(format!("placing part of a hold: {e}")))?;
         }

@@ -26,9 +26,10 @@ pub(super) fn hold_seats(
     let mut taken = Vec::new();
     let mut decided = Vec::with_capacity(view.units.len());
     let mut items = HoldItems::default();
+    let prices = placement.prices();
     for (seat, key) in &view.units {
-        let price = placement.seat_price(&key.seat_id, view.now)?;
-        items.extend(&HoldItems::one(Some(HoldItem::seat(&key.seat_id, &price))));
+        let price = placement.seat_price(&prices.pricing, &key.seat_id, view.now)?;
+        items.insert(HoldItem::seat(&key.seat_id, &price));
         let command = SeatCommand::PlaceHold {
             hold_id: placement.hold_id,
             buyer: placement.ctx.actor.id.clone(),

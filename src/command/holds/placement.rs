@@ -8,13 +8,15 @@ use chrono::{DateTime, Utc};
 use domain::allowance::{AllowanceCommand, AllowanceError};
 use domain::ids::{HoldId, PoolId, SeatId};
 use domain::pool::PoolCommand;
-use domain::pricing::ItemPrice;
+use std::sync::Arc;
+
+use domain::pricing::{ItemPrice, Pricing};
 use projections::holds::{HoldItems, HoldState};
 use projections::time::to_micros;
 
 use super::request::Tickets;
 use super::{HoldError, HoldRequest, HoldView};
-use crate::catalog::CatalogEntry;
+use crate::catalog::{CatalogEntry, PriceView};
 use crate::command::context::RequestContext;
 use crate::command::round::{BuyerLimit, Decided, Decision, Round, View};
 use crate::command::units::Unit;
@@ -111,10 +113,17 @@ impl Placement<'_> {
         }
     }
 
-    /// What seat `seat_id` costs this hold at `now`, as the ticket type
-    /// asked for.
+    /// The show's prices as last read: one decision prices every unit of its
+    /// hold from the one view it takes.
+    pub(super) fn prices(&self) -> Arc<PriceView> {
+        self.entry.prices.current()
+    }
+
+    /// What seat `seat_id` costs this hold at `now` by `pricing`, as the
+    /// ticket type asked for.
     pub(super) fn seat_price(
         &self,
+        pricing: &Pricing,
         seat_id: &SeatId,
         now: DateTime<Utc>,
     ) -> Result<ItemPrice, HoldError> {
@@ -123,7 +132,7 @@ impl Placement<'_> {
             .show
             .seat(seat_id)
             .ok_or_else(|| HoldError::UnknownSeats(vec![seat_id.clone()]))?;
-        Ok(self.entry.prices.current().pricing.price(
+        Ok(pricing.price(
             || format!("seat {seat_id}"),
             spec.category.as_ref(),
             spec.price_cents,
@@ -132,7 +141,8 @@ impl Placement<'_> {
         )?)
     }
 
-    /// What one place of `pool_id` costs this hold at `now`.
+    /// What one place of `pool_id` costs this hold at `now` by the show's
+    /// prices as last read.
     pub(super) fn pool_price(
         &self,
         pool_id: &PoolId,
@@ -143,7 +153,7 @@ impl Placement<'_> {
             .show
             .pool(pool_id)
             .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
-        Ok(self.entry.prices.current().pricing.price(
+        Ok(self.prices().pricing.price(
             || format!("pool {pool_id}"),
             spec.category.as_ref(),
             spec.price_cents,

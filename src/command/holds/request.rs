@@ -246,8 +246,15 @@ impl HoldRequest {
     /// Every ticket type asked for is one the show sells (a pair it does
     /// not price is found by the decision, at its own `now`).
     fn validate_ticket_types(&self, entry: &CatalogEntry) -> Result<(), HoldError> {
-        let tickets = self.tickets();
-        let asked = tickets.seats.values().chain(tickets.every.iter());
+        let (seats, every) = match self {
+            HoldRequest::Seats(seats) => (seats.as_slice(), None),
+            HoldRequest::Pool { ticket_type, .. }
+            | HoldRequest::BestAvailable { ticket_type, .. } => (&[][..], ticket_type.as_ref()),
+        };
+        let asked = seats
+            .iter()
+            .filter_map(|s| s.ticket_type.as_ref())
+            .chain(every);
         for ticket_type in asked {
             if !entry.show.pricing.has_type(ticket_type) {
                 return Err(HoldError::TicketTypeUnavailable(format!(
