@@ -110,6 +110,8 @@ pub enum AllowanceCommand {
     Convert { hold_id: HoldId },
     /// The hold was released, its expiry recorded, or its booking cancelled.
     Return { hold_id: HoldId },
+    /// Some of a booked hold's units were cancelled (an order's lines).
+    ReturnUnits { hold_id: HoldId, units: u32 },
 }
 
 /// Events are forever: add variants, never change one.
@@ -130,6 +132,10 @@ pub enum AllowanceEvent {
     AllowanceReturned {
         hold_id: HoldId,
     },
+    AllowanceUnitsReturned {
+        hold_id: HoldId,
+        units: u32,
+    },
 }
 
 event_names!(AllowanceEvent {
@@ -137,6 +143,7 @@ event_names!(AllowanceEvent {
     AllowanceExtended => "AllowanceExtended",
     AllowanceConverted => "AllowanceConverted",
     AllowanceReturned => "AllowanceReturned",
+    AllowanceUnitsReturned => "AllowanceUnitsReturned",
 });
 
 /// Why the allowance refuses a command. `LimitReached` is the 409
@@ -173,6 +180,9 @@ pub fn decide(
         } => extend(allowance, *hold_id, *expires_at, now),
         AllowanceCommand::Convert { hold_id } => Ok(convert(allowance, *hold_id)),
         AllowanceCommand::Return { hold_id } => Ok(give_back(allowance, *hold_id)),
+        AllowanceCommand::ReturnUnits { hold_id, units } => {
+            Ok(give_back_units(allowance, *hold_id, *units))
+        }
     }
 }
 
@@ -258,6 +268,16 @@ fn give_back(allowance: &Allowance, hold_id: HoldId) -> Vec<AllowanceEvent> {
     }
 }
 
+/// `ReturnUnits`: gives back some of a hold's units (at most what it has;
+/// all of them returns the hold). Unknown holds: no events.
+fn give_back_units(allowance: &Allowance, hold_id: HoldId, units: u32) -> Vec<AllowanceEvent> {
+    match allowance.holds.get(&hold_id) {
+        Some(hold) if units >= hold.units => vec![AllowanceEvent::AllowanceReturned { hold_id }],
+        Some(_) if units > 0 => vec![AllowanceEvent::AllowanceUnitsReturned { hold_id, units }],
+        _ => vec![],
+    }
+}
+
 impl Allowance {
     /// Folds one event into the state. Never fails: events are facts.
     pub fn apply_event(&mut self, event: &AllowanceEvent) {
@@ -291,6 +311,11 @@ impl Allowance {
             }
             AllowanceEvent::AllowanceReturned { hold_id } => {
                 self.holds.remove(hold_id);
+            }
+            AllowanceEvent::AllowanceUnitsReturned { hold_id, units } => {
+                if let Some(hold) = self.holds.get_mut(hold_id) {
+                    hold.units = hold.units.saturating_sub(*units);
+                }
             }
         }
     }

@@ -33,6 +33,7 @@ use uuid::Uuid;
 use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, HoldId, ShowId};
 use crate::money::Currency;
+use crate::order::{LineId, LineRefund, Order, OrderTerms, PendingCancellation};
 
 /// Why an authorization is voided (or, for a checkout from before
 /// authorize-then-capture, a captured charge refunded).
@@ -43,6 +44,9 @@ pub enum RefundReason {
     HoldExpired,
     /// The buyer released the hold while the payment was running.
     HoldReleased,
+    /// (Orders) a hold of the order was bought by another purchase or order
+    /// before the order could convert it.
+    HoldConverted,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -140,6 +144,13 @@ pub enum Phase {
         refund_id: String,
         amount_cents: i64,
     },
+    /// (Orders) some lines of a completed order are being cancelled: their
+    /// refund is to be asked of the provider (the order's `cancelling`).
+    LinesCancelRequested {
+        booking_id: BookingId,
+        charge_id: String,
+        amount_cents: i64,
+    },
 }
 
 impl Phase {
@@ -161,12 +172,13 @@ impl Phase {
             Phase::Refunded { .. } => "refunded",
             Phase::CancelRequested { .. } => "cancel_requested",
             Phase::Cancelled { .. } => "cancelled",
+            Phase::LinesCancelRequested { .. } => "lines_cancel_requested",
         }
     }
 
     /// The names of the phases [`Self::is_pending`] holds for, as the
     /// recovery query lists them (a test holds the two equal).
-    pub const PENDING: [&'static str; 8] = [
+    pub const PENDING: [&'static str; 9] = [
         "requested",
         "authorized",
         "converted",
@@ -175,6 +187,7 @@ impl Phase {
         "captured",
         "refund_requested",
         "cancel_requested",
+        "lines_cancel_requested",
     ];
 
     /// A phase the service must finish with the provider on its own (what
@@ -192,6 +205,7 @@ impl Phase {
                 | Phase::Captured { .. }
                 | Phase::RefundRequested { .. }
                 | Phase::CancelRequested { .. }
+                | Phase::LinesCancelRequested { .. }
         )
     }
 
@@ -212,7 +226,8 @@ impl Phase {
             | Phase::RefundRequested { charge_id, .. }
             | Phase::Refunded { charge_id, .. }
             | Phase::CancelRequested { charge_id, .. }
-            | Phase::Cancelled { charge_id, .. } => Some(charge_id),
+            | Phase::Cancelled { charge_id, .. }
+            | Phase::LinesCancelRequested { charge_id, .. } => Some(charge_id),
         }
     }
 
@@ -233,7 +248,8 @@ impl Phase {
             | Phase::RefundRequested { amount_cents, .. }
             | Phase::Refunded { amount_cents, .. }
             | Phase::CancelRequested { amount_cents, .. }
-            | Phase::Cancelled { amount_cents, .. } => Some(*amount_cents),
+            | Phase::Cancelled { amount_cents, .. }
+            | Phase::LinesCancelRequested { amount_cents, .. } => Some(*amount_cents),
         }
     }
 }
@@ -246,6 +262,9 @@ pub struct Checkout {
     pub buyer: Option<BuyerId>,
     pub attempts: u32,
     pub phase: Phase,
+    /// An order's terms and lines; `None` for the purchase of one hold.
+    #[serde(default)]
+    pub order: Option<Order>,
 }
 
 /// Fixed forever: booking ids are derived from hold ids, so a retried
@@ -262,6 +281,11 @@ impl Checkout {
     /// attempt after a decline can use another payment method.
     pub fn charge_key(hold_id: HoldId, attempt: u32) -> String {
         format!("charge:{hold_id}:{attempt}")
+    }
+
+    /// The provider idempotency key of an order's payment attempt.
+    pub fn order_charge_key(order_id: crate::ids::OrderId, attempt: u32) -> String {
+        format!("charge:order:{order_id}:{attempt}")
     }
 
     /// The provider idempotency key of one operation (`confirm`, `capture`,
@@ -329,6 +353,8 @@ pub enum CheckoutCommand {
     /// The hold was lost before conversion: cancel the authorization.
     RequestVoid {
         reason: RefundReason,
+        /// (Orders) the holds found lost; empty for a hold's own purchase.
+        holds: Vec<HoldId>,
     },
     RecordVoid,
     /// (Recorded before authorize-then-capture) every unit was converted in
@@ -343,6 +369,36 @@ pub enum CheckoutCommand {
         refund_id: String,
     },
     RequestCancel,
+    /// Start a payment attempt for an order, unless one is running or done.
+    RequestOrder {
+        terms: OrderTerms,
+        show_id: ShowId,
+        buyer: BuyerId,
+        payment_method: String,
+        currency: Currency,
+    },
+    /// (Orders, authorized) one hold's units were converted in the same
+    /// transaction; the last also converts the checkout.
+    ConvertOrderHold {
+        hold_id: HoldId,
+    },
+    /// (Orders, voiding) a hold converted before another was lost: its
+    /// units were freed in the same transaction.
+    GiveBack {
+        hold_id: HoldId,
+    },
+    /// (Orders, completed) cancel these lines (every confirmed one when
+    /// empty): their refund is to be asked of the provider.
+    RequestLinesCancel {
+        lines: Vec<LineId>,
+    },
+    /// (Orders) the lines being cancelled were refunded (`refund_id`) and
+    /// `hold_id`'s among them freed in the same transaction; the last hold
+    /// ends the cancellation.
+    FreeLines {
+        hold_id: HoldId,
+        refund_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -403,6 +459,9 @@ pub enum CheckoutEvent {
     VoidRequested {
         payment_id: String,
         reason: RefundReason,
+        /// (Orders) the holds found lost.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        holds: Vec<HoldId>,
     },
     PaymentVoided {
         payment_id: String,
@@ -421,6 +480,38 @@ pub enum CheckoutEvent {
     CheckoutCancelled {
         booking_id: BookingId,
         refund_id: String,
+    },
+    /// An order's payment attempt: its terms (the same on every attempt)
+    /// and what `PurchaseRequested` says of a hold's.
+    OrderRequested {
+        terms: OrderTerms,
+        show_id: ShowId,
+        buyer: BuyerId,
+        attempt: u32,
+        idempotency_key: String,
+        payment_method: String,
+        amount_cents: i64,
+        currency: Currency,
+    },
+    OrderHoldConverted {
+        hold_id: HoldId,
+    },
+    OrderHoldGivenBack {
+        hold_id: HoldId,
+    },
+    LinesCancelRequested {
+        number: u32,
+        lines: Vec<LineId>,
+        amount_cents: i64,
+    },
+    OrderLinesFreed {
+        hold_id: HoldId,
+    },
+    LinesCancelled {
+        number: u32,
+        refund_id: String,
+        lines: Vec<LineId>,
+        amount_cents: i64,
     },
 }
 
@@ -442,6 +533,12 @@ event_names!(CheckoutEvent {
     PaymentRefunded => "PaymentRefunded",
     CancellationRequested => "CancellationRequested",
     CheckoutCancelled => "CheckoutCancelled",
+    OrderRequested => "OrderRequested",
+    OrderHoldConverted => "OrderHoldConverted",
+    OrderHoldGivenBack => "OrderHoldGivenBack",
+    LinesCancelRequested => "LinesCancelRequested",
+    OrderLinesFreed => "OrderLinesFreed",
+    LinesCancelled => "LinesCancelled",
 });
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -457,6 +554,9 @@ pub enum CheckoutError {
     StaleAttempt { got: u32 },
     #[error("the attempt's payment is {recorded}, not {got}")]
     OtherPayment { recorded: String, got: String },
+    /// (Orders) a line the order does not have.
+    #[error("the order has no line {line}")]
+    UnknownLine { line: LineId },
 }
 
 fn wrong(command: &'static str, checkout: &Checkout) -> CheckoutError {
@@ -534,12 +634,30 @@ pub fn decide(
         C::RecordCapture { attempt, charge_id } => record_capture(checkout, *attempt, charge_id),
         C::RecordCaptureFailure { reason } => record_capture_failure(checkout, reason),
         C::Reverse => reverse(checkout),
-        C::RequestVoid { reason } => request_void(checkout, *reason),
+        C::RequestVoid { reason, holds } => request_void(checkout, *reason, holds),
         C::RecordVoid => record_void(checkout),
         C::Complete => complete(checkout),
         C::RequestRefund { reason } => request_refund(checkout, *reason),
         C::RecordRefund { refund_id } => record_refund(checkout, refund_id),
         C::RequestCancel => request_cancel(checkout),
+        C::RequestOrder {
+            terms,
+            show_id,
+            buyer,
+            payment_method,
+            currency,
+        } => Ok(request_order(
+            checkout,
+            terms,
+            show_id,
+            buyer,
+            payment_method,
+            *currency,
+        )),
+        C::ConvertOrderHold { hold_id } => convert_order_hold(checkout, *hold_id),
+        C::GiveBack { hold_id } => give_back(checkout, *hold_id),
+        C::RequestLinesCancel { lines } => request_lines_cancel(checkout, lines),
+        C::FreeLines { hold_id, refund_id } => free_lines(checkout, *hold_id, refund_id),
     }
 }
 
@@ -688,6 +806,8 @@ fn record_failure(
 /// Books the authorized checkout under the booking id its hold derives.
 fn convert(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     match (&checkout.phase, checkout.hold_id) {
+        // An order converts hold by hold (`ConvertOrderHold`).
+        _ if checkout.order.is_some() => Err(wrong("Convert", checkout)),
         (Phase::Authorized { .. }, Some(hold_id)) => Ok(vec![CheckoutEvent::CheckoutConverted {
             booking_id: Checkout::booking_id_for(hold_id),
         }]),
@@ -751,7 +871,13 @@ fn record_capture_failure(
 
 /// The booking whose capture failed was undone (its units freed).
 fn reverse(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let booked = checkout
+        .order
+        .as_ref()
+        .is_some_and(|o| !o.converted.is_empty());
     match &checkout.phase {
+        // An order's holds are given back one by one first.
+        Phase::ReversalRequested { .. } if booked => Err(wrong("Reverse", checkout)),
         Phase::ReversalRequested { booking_id, .. } => Ok(vec![CheckoutEvent::BookingReversed {
             booking_id: *booking_id,
         }]),
@@ -764,12 +890,14 @@ fn reverse(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
 fn request_void(
     checkout: &Checkout,
     reason: RefundReason,
+    holds: &[HoldId],
 ) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     match &checkout.phase {
         Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
             Ok(vec![CheckoutEvent::VoidRequested {
                 payment_id: payment_id.clone(),
                 reason,
+                holds: holds.to_vec(),
             }])
         }
         _ => Err(wrong("RequestVoid", checkout)),
@@ -778,7 +906,14 @@ fn request_void(
 
 /// The provider cancelled the authorization.
 fn record_void(checkout: &Checkout) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let booked = checkout
+        .order
+        .as_ref()
+        .is_some_and(|o| !o.converted.is_empty());
     match &checkout.phase {
+        // An order's converted holds are given back before its authorization
+        // is cancelled: never a void with units still booked for it.
+        Phase::VoidRequested { .. } if booked => Err(wrong("RecordVoid", checkout)),
         Phase::VoidRequested { payment_id, .. } => Ok(vec![CheckoutEvent::PaymentVoided {
             payment_id: payment_id.clone(),
         }]),
@@ -876,7 +1011,16 @@ impl Checkout {
             E::CancellationRequested { .. } | E::CheckoutCancelled { .. } => {
                 fold_cancellation(event, phase)
             }
+            E::OrderRequested { .. } => self.begin_order_attempt(event, phase),
+            E::OrderHoldConverted { .. }
+            | E::OrderHoldGivenBack { .. }
+            | E::LinesCancelRequested { .. }
+            | E::OrderLinesFreed { .. }
+            | E::LinesCancelled { .. } => self.fold_order(event, phase),
         };
+        if let (E::VoidRequested { holds, .. }, Some(order)) = (event, self.order.as_mut()) {
+            order.lost.clone_from(holds);
+        }
     }
 
     /// A payment attempt starts, whatever the phase (only `Idle` decides
@@ -1044,7 +1188,9 @@ fn fold_void(event: &CheckoutEvent, phase: Phase) -> Phase {
     use CheckoutEvent as E;
     match (event, phase) {
         (
-            E::VoidRequested { payment_id, reason },
+            E::VoidRequested {
+                payment_id, reason, ..
+            },
             Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
         ) => Phase::VoidRequested {
             payment_id: payment_id.clone(),
@@ -1132,6 +1278,252 @@ fn fold_cancellation(event: &CheckoutEvent, phase: Phase) -> Phase {
             amount_cents,
         },
         (_, phase) => phase,
+    }
+}
+
+/// Starts an order's next payment attempt from `Idle`: the terms of its
+/// first request stay the order's (a retry naming the same holds is the
+/// same order, whatever lines it would build now).
+fn request_order(
+    checkout: &Checkout,
+    terms: &OrderTerms,
+    show_id: &ShowId,
+    buyer: &BuyerId,
+    payment_method: &str,
+    currency: Currency,
+) -> Vec<CheckoutEvent> {
+    if checkout.phase != Phase::Idle {
+        // An attempt is running or the order is decided: resume from the phase.
+        return vec![];
+    }
+    let terms = checkout.order.as_ref().map_or(terms, |o| &o.terms);
+    let attempt = checkout.attempts + 1;
+    vec![CheckoutEvent::OrderRequested {
+        terms: terms.clone(),
+        show_id: show_id.clone(),
+        buyer: buyer.clone(),
+        attempt,
+        idempotency_key: Checkout::order_charge_key(terms.order_id, attempt),
+        payment_method: payment_method.to_owned(),
+        amount_cents: terms.amount_cents(),
+        currency,
+    }]
+}
+
+/// One hold of an authorized order converted; the last one converts the
+/// checkout (then capture). A hold converted already is a no-op.
+fn convert_order_hold(
+    checkout: &Checkout,
+    hold_id: HoldId,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, &checkout.order) {
+        (Phase::Authorized { .. }, Some(order)) if order.converted.contains(&hold_id) => Ok(vec![]),
+        (Phase::Authorized { .. }, Some(order)) if order.terms.holds.contains(&hold_id) => {
+            let mut events = vec![CheckoutEvent::OrderHoldConverted { hold_id }];
+            if order.all_converted_with(hold_id) {
+                events.push(CheckoutEvent::CheckoutConverted {
+                    booking_id: order.order_id().booking_id(),
+                });
+            }
+            Ok(events)
+        }
+        _ => Err(wrong("ConvertOrderHold", checkout)),
+    }
+}
+
+/// A hold an order converted, given back (its units freed in the same
+/// append): before the void of an order one of whose holds was lost, or
+/// the reversal of one whose capture failed. One not converted is a no-op.
+fn give_back(checkout: &Checkout, hold_id: HoldId) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    match (&checkout.phase, &checkout.order) {
+        (Phase::VoidRequested { .. } | Phase::ReversalRequested { .. }, Some(order)) => {
+            Ok(if order.converted.contains(&hold_id) {
+                vec![CheckoutEvent::OrderHoldGivenBack { hold_id }]
+            } else {
+                vec![]
+            })
+        }
+        _ => Err(wrong("GiveBack", checkout)),
+    }
+}
+
+/// Some lines of a completed order to be cancelled: those still
+/// confirmed among the ones asked for. Nothing left to cancel (asked
+/// again, or every line cancelled) is a no-op; a line the order does not
+/// have is refused in any phase.
+fn request_lines_cancel(
+    checkout: &Checkout,
+    asked: &[LineId],
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let Some(order) = &checkout.order else {
+        return Err(wrong("RequestLinesCancel", checkout));
+    };
+    let (lines, amount_cents) = order
+        .lines_to_cancel(asked)
+        .map_err(|line| CheckoutError::UnknownLine { line })?;
+    match &checkout.phase {
+        Phase::Completed { .. } if lines.is_empty() => Ok(vec![]),
+        Phase::Completed { .. } => Ok(vec![CheckoutEvent::LinesCancelRequested {
+            number: order.refunds.len() as u32 + 1,
+            lines,
+            amount_cents,
+        }]),
+        Phase::Cancelled { .. } => Ok(vec![]),
+        // Another cancellation is running: it finishes first.
+        _ => Err(wrong("RequestLinesCancel", checkout)),
+    }
+}
+
+/// The lines being cancelled were refunded, and `hold_id`'s among them
+/// freed (in the same append); the last hold to be freed ends the
+/// cancellation. A hold freed already is a no-op.
+fn free_lines(
+    checkout: &Checkout,
+    hold_id: HoldId,
+    refund_id: &str,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    let (Phase::LinesCancelRequested { .. }, Some(order)) = (&checkout.phase, &checkout.order)
+    else {
+        return Err(wrong("FreeLines", checkout));
+    };
+    let Some(pending) = &order.cancelling else {
+        return Err(wrong("FreeLines", checkout));
+    };
+    let holds = pending.holds(order);
+    if pending.freed.contains(&hold_id) || !holds.contains(&hold_id) {
+        return Ok(vec![]);
+    }
+    let mut events = vec![CheckoutEvent::OrderLinesFreed { hold_id }];
+    if holds
+        .iter()
+        .all(|h| *h == hold_id || pending.freed.contains(h))
+    {
+        events.push(CheckoutEvent::LinesCancelled {
+            number: pending.number,
+            refund_id: refund_id.to_owned(),
+            lines: pending.lines.clone(),
+            amount_cents: pending.amount_cents,
+        });
+    }
+    Ok(events)
+}
+
+impl Checkout {
+    /// An order's payment attempt starts (only `Idle` decides one); the
+    /// first names its terms, show and buyer.
+    fn begin_order_attempt(&mut self, event: &CheckoutEvent, phase: Phase) -> Phase {
+        let CheckoutEvent::OrderRequested {
+            terms,
+            show_id,
+            buyer,
+            attempt,
+            idempotency_key,
+            payment_method,
+            amount_cents,
+            currency,
+        } = event
+        else {
+            return phase;
+        };
+        if self.order.is_none() {
+            self.order = Some(Order::new(terms.clone()));
+        }
+        self.show_id = Some(show_id.clone());
+        self.buyer = Some(buyer.clone());
+        self.attempts = *attempt;
+        Phase::Requested {
+            attempt: *attempt,
+            idempotency_key: idempotency_key.clone(),
+            payment_method: payment_method.clone(),
+            amount_cents: *amount_cents,
+            currency: Some(*currency),
+            payment_id: None,
+        }
+    }
+
+    /// An order's own steps: a hold converted or given back (the phase
+    /// moves with `CheckoutConverted` and the void), lines cancelled.
+    fn fold_order(&mut self, event: &CheckoutEvent, phase: Phase) -> Phase {
+        use CheckoutEvent as E;
+        let Some(order) = self.order.as_mut() else {
+            return phase;
+        };
+        match (event, phase) {
+            (E::OrderHoldConverted { hold_id }, phase) => {
+                order.converted.insert(*hold_id);
+                phase
+            }
+            (E::OrderHoldGivenBack { hold_id }, phase) => {
+                order.converted.remove(hold_id);
+                phase
+            }
+            (E::OrderLinesFreed { hold_id }, phase) => {
+                if let Some(pending) = order.cancelling.as_mut() {
+                    pending.freed.insert(*hold_id);
+                }
+                phase
+            }
+            (
+                E::LinesCancelRequested {
+                    number,
+                    lines,
+                    amount_cents: refund_cents,
+                },
+                Phase::Completed {
+                    booking_id,
+                    charge_id,
+                    amount_cents,
+                },
+            ) => {
+                order.cancelling = Some(PendingCancellation {
+                    number: *number,
+                    lines: lines.clone(),
+                    amount_cents: *refund_cents,
+                    freed: Default::default(),
+                });
+                Phase::LinesCancelRequested {
+                    booking_id,
+                    charge_id,
+                    amount_cents,
+                }
+            }
+            (
+                E::LinesCancelled {
+                    refund_id,
+                    lines,
+                    amount_cents: refund_cents,
+                    ..
+                },
+                Phase::LinesCancelRequested {
+                    booking_id,
+                    charge_id,
+                    amount_cents,
+                },
+            ) => {
+                order.cancelling = None;
+                order.cancelled.extend(lines.iter().copied());
+                order.refunds.push(LineRefund {
+                    refund_id: refund_id.clone(),
+                    amount_cents: *refund_cents,
+                    lines: lines.clone(),
+                });
+                if order.fully_cancelled() {
+                    Phase::Cancelled {
+                        booking_id,
+                        charge_id,
+                        refund_id: refund_id.clone(),
+                        amount_cents,
+                    }
+                } else {
+                    Phase::Completed {
+                        booking_id,
+                        charge_id,
+                        amount_cents,
+                    }
+                }
+            }
+            (_, phase) => phase,
+        }
     }
 }
 

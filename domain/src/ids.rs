@@ -233,6 +233,42 @@ impl fmt::Display for BookingId {
     }
 }
 
+/// An order: several holds of one buyer and show, paid once. Its purchase
+/// is a Checkout stream of its own (the stream id is the order id), and its
+/// units are booked under the booking id of the same UUID
+/// ([`OrderId::booking_id`]), never under a hold's own: a purchase of one of
+/// its holds alone cannot take its conversion for a retry of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OrderId(pub Uuid);
+
+/// Namespace of order ids (UUIDv5 of the holds). Fixed forever.
+const ORDER_ID_NAMESPACE: Uuid = Uuid::from_u128(0x9d3e_5b71_2c48_4a0f_b6e2_71c5_0f3a_d894);
+
+impl OrderId {
+    /// The order of a set of holds, whatever their order: a retry with the
+    /// same holds, serial or concurrent, on any instance, is the same order
+    /// (one stream, one payment).
+    pub fn for_holds(holds: &[HoldId]) -> Self {
+        let mut sorted = holds.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        let name: Vec<u8> = sorted.iter().flat_map(|h| *h.0.as_bytes()).collect();
+        Self(Uuid::new_v5(&ORDER_ID_NAMESPACE, &name))
+    }
+
+    /// The booking id the order's units are booked under.
+    pub fn booking_id(self) -> BookingId {
+        BookingId(self.0)
+    }
+}
+
+impl fmt::Display for OrderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The id of a seat's event stream: `show_id/seat_id`.
 pub fn seat_stream_id(show: &ShowId, seat: &SeatId) -> String {
     format!("{}/{}", show.as_str(), seat.as_str())

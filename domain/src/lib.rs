@@ -32,6 +32,7 @@ pub mod checkout;
 pub mod ids;
 pub mod limits;
 pub mod money;
+pub mod order;
 pub mod pool;
 pub mod pricing;
 pub mod seat;

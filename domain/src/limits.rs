@@ -122,3 +122,11 @@ pub const MAX_COORDINATE: f64 = 1_000_000.0;
 /// Sections a chart lists. Each is a label on the seat map and a filter of
 /// availability; an arena has tens, a stadium a few hundred.
 pub const MAX_SECTIONS: usize = 1_000;
+
+/// Holds one order may pay for (API.md: 1..20). An order's holds are
+/// converted one append each, under the order's lock: twenty keeps an
+/// order's conversion within a second even at the slowest append measured.
+pub const MAX_HOLDS_PER_ORDER: usize = 20;
+
+/// Lines one order may have: twenty holds of at most fifty seats each.
+pub const MAX_LINES_PER_ORDER: usize = MAX_HOLDS_PER_ORDER * MAX_SEATS_PER_HOLD;

@@ -155,6 +155,12 @@ pub enum PoolCommand {
     CancelBooking {
         booking_id: BookingId,
     },
+    /// Give back up to `quantity` of a booking's places on this shard (an
+    /// order's lines cancelled one by one).
+    ReturnPlaces {
+        booking_id: BookingId,
+        quantity: u32,
+    },
     /// Extend the hold to `now + ttl`, at most `max_hold` after its placement.
     ExtendHold {
         hold_id: HoldId,
@@ -193,6 +199,11 @@ pub enum PoolEvent {
         hold_id: HoldId,
         expires_at: DateTime<Utc>,
     },
+    /// `quantity` of the booking's places here are free again.
+    PoolPlacesReturned {
+        booking_id: BookingId,
+        quantity: u32,
+    },
 }
 
 event_names!(PoolEvent {
@@ -202,6 +213,7 @@ event_names!(PoolEvent {
     PoolHoldConverted => "PoolHoldConverted",
     PoolBookingCancelled => "PoolBookingCancelled",
     PoolHoldExtended => "PoolHoldExtended",
+    PoolPlacesReturned => "PoolPlacesReturned",
 });
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -256,6 +268,10 @@ pub fn decide(
             booking_id,
         } => convert_hold(shard, *hold_id, *booking_id, now),
         PoolCommand::CancelBooking { booking_id } => Ok(cancel_booking(shard, *booking_id)),
+        PoolCommand::ReturnPlaces {
+            booking_id,
+            quantity,
+        } => Ok(return_places(shard, *booking_id, *quantity)),
         PoolCommand::ExtendHold {
             hold_id,
             ttl,
@@ -372,6 +388,19 @@ fn cancel_booking(shard: &PoolShard, booking_id: BookingId) -> Vec<PoolEvent> {
     }
 }
 
+/// Gives back at most `quantity` of the booking's places here (fewer if it
+/// has fewer left); none left is a no-op.
+fn return_places(shard: &PoolShard, booking_id: BookingId, quantity: u32) -> Vec<PoolEvent> {
+    let booked = shard.bookings.get(&booking_id).copied().unwrap_or(0);
+    match quantity.min(booked) {
+        0 => vec![],
+        quantity => vec![PoolEvent::PoolPlacesReturned {
+            booking_id,
+            quantity,
+        }],
+    }
+}
+
 /// Moves the hold's expiry by [`extended_expiry`], the rule both unit types share.
 fn extend_hold(
     shard: &PoolShard,
@@ -439,12 +468,26 @@ impl PoolShard {
             } => {
                 if let Some(hold) = self.holds.remove(hold_id) {
                     self.sold += hold.quantity;
-                    self.bookings.insert(*booking_id, hold.quantity);
+                    // An order books several holds under its one booking id.
+                    *self.bookings.entry(*booking_id).or_default() += hold.quantity;
                 }
             }
             PoolEvent::PoolBookingCancelled { booking_id } => {
                 if let Some(quantity) = self.bookings.remove(booking_id) {
                     self.sold = self.sold.saturating_sub(quantity);
+                }
+            }
+            PoolEvent::PoolPlacesReturned {
+                booking_id,
+                quantity,
+            } => {
+                if let Some(booked) = self.bookings.get_mut(booking_id) {
+                    let returned = (*quantity).min(*booked);
+                    *booked -= returned;
+                    self.sold = self.sold.saturating_sub(returned);
+                    if *booked == 0 {
+                        self.bookings.remove(booking_id);
+                    }
                 }
             }
         }

@@ -34,6 +34,7 @@ fn reason_name(reason: RefundReason) -> &'static str {
     match reason {
         RefundReason::HoldExpired => "hold_expired",
         RefundReason::HoldReleased => "hold_released",
+        RefundReason::HoldConverted => "hold_converted",
     }
 }
 
@@ -41,8 +42,13 @@ impl CheckoutRow {
     /// The row of a checkout whose stream is at `last_seq`; `None` for a
     /// checkout that has no event yet.
     pub fn of(checkout: &Checkout, last_seq: i64, updated_at_us: i64) -> Option<Self> {
+        // The column holds the checkout's stream id: its hold's id, or for
+        // an order the order's (recovery and the provider's notices find
+        // both by it). An order has no booking of its own: its units are
+        // booked under the order, which `GET /v1/orders/{id}` answers.
+        let order_id = checkout.order.as_ref().map(|o| HoldId(o.order_id().0));
         let mut row = Self {
-            hold_id: checkout.hold_id?,
+            hold_id: checkout.hold_id.or(order_id)?,
             show_id: checkout.show_id.clone()?,
             buyer: checkout.buyer.clone()?,
             phase: checkout.phase.name().to_owned(),
@@ -59,6 +65,7 @@ impl CheckoutRow {
         match &checkout.phase {
             Phase::Completed { booking_id, .. }
             | Phase::CancelRequested { booking_id, .. }
+            | Phase::LinesCancelRequested { booking_id, .. }
             | Phase::ReversalRequested { booking_id, .. }
             | Phase::Reversed { booking_id, .. } => row.booking_id = Some(*booking_id),
             Phase::Cancelled {
@@ -88,6 +95,9 @@ impl CheckoutRow {
             | Phase::Authorized { .. }
             | Phase::Converted { .. }
             | Phase::Captured { .. } => {}
+        }
+        if order_id.is_some() {
+            row.booking_id = None;
         }
         Some(row)
     }

@@ -413,7 +413,9 @@ pub fn pool_hold_change(
             hold_id: *hold_id,
             booking_id: *booking_id,
         },
-        PoolEvent::PoolBookingCancelled { .. } => return None,
+        PoolEvent::PoolBookingCancelled { .. } | PoolEvent::PoolPlacesReturned { .. } => {
+            return None
+        }
         PoolEvent::PoolHoldExtended {
             hold_id,
             expires_at,
