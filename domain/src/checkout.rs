@@ -893,13 +893,16 @@ fn request_void(
     holds: &[HoldId],
 ) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     match &checkout.phase {
-        Phase::Authorized { payment_id, .. } | Phase::ActionRequired { payment_id, .. } => {
-            Ok(vec![CheckoutEvent::VoidRequested {
-                payment_id: payment_id.clone(),
-                reason,
-                holds: holds.to_vec(),
-            }])
-        }
+        Phase::Authorized { payment_id, .. }
+        | Phase::ActionRequired { payment_id, .. }
+        | Phase::Requested {
+            payment_id: Some(payment_id),
+            ..
+        } => Ok(vec![CheckoutEvent::VoidRequested {
+            payment_id: payment_id.clone(),
+            reason,
+            holds: holds.to_vec(),
+        }]),
         _ => Err(wrong("RequestVoid", checkout)),
     }
 }
@@ -1191,7 +1194,9 @@ fn fold_void(event: &CheckoutEvent, phase: Phase) -> Phase {
             E::VoidRequested {
                 payment_id, reason, ..
             },
-            Phase::Authorized { amount_cents, .. } | Phase::ActionRequired { amount_cents, .. },
+            Phase::Authorized { amount_cents, .. }
+            | Phase::ActionRequired { amount_cents, .. }
+            | Phase::Requested { amount_cents, .. },
         ) => Phase::VoidRequested {
             payment_id: payment_id.clone(),
             amount_cents,

@@ -139,6 +139,9 @@ pub struct Show {
     pub chart: Chart,
     /// Ticket types and prices by category. Set with [`Show::with_pricing`].
     pub pricing: Pricing,
+    /// Until when a buyer may cancel lines of their own orders (an admin
+    /// always may); `None`: no end.
+    pub buyer_cancellation_until: Option<DateTime<Utc>>,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -276,6 +279,7 @@ impl Show {
             venue_id: None,
             chart: Chart::default(),
             pricing: Pricing::default(),
+            buyer_cancellation_until: None,
             seat_index,
         })
     }
@@ -351,6 +355,11 @@ impl Show {
 
     /// Sets how long a hold may last in all (`None`: the default), refused
     /// outside MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP or below the TTL.
+    pub fn with_buyer_cancellation_until(mut self, until: Option<DateTime<Utc>>) -> Self {
+        self.buyer_cancellation_until = until;
+        self
+    }
+
     pub fn with_max_hold_seconds(
         mut self,
         max_hold_seconds: Option<u32>,

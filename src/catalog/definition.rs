@@ -74,6 +74,10 @@ pub struct ShowDefinition {
     /// needs a price for the default type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prices: Vec<PriceDefinition>,
+    /// Until when a buyer may cancel lines of their own orders (an admin
+    /// always may). Absent: no end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buyer_cancellation_until: Option<DateTime<Utc>>,
 }
 
 /// A price category: what the seat map colours a seat by.
@@ -219,6 +223,7 @@ pub struct ShowView {
     ticket_types: Vec<TicketTypeDefinition>,
     /// On a show with categories: the prices in force now.
     prices: Vec<PriceDefinition>,
+    buyer_cancellation_until: Option<DateTime<Utc>>,
 }
 
 /// A venue as `PUT` and `GET /v1/venues/{id}` answer it: the definition
@@ -364,6 +369,7 @@ impl ShowDefinition {
         .with_currency(self.currency.unwrap_or(Currency::EUR))?
         .with_waiting_room(self.waiting_room.map(|w| w.settings()))?
         .with_pricing(self.venue_id.clone(), chart, pricing)
+        .map(|show| show.with_buyer_cancellation_until(self.buyer_cancellation_until))
     }
 
     fn ticket_type_specs(&self) -> Vec<TicketTypeSpec> {

@@ -391,6 +391,24 @@ impl Rounds {
             .ok_or_else(|| StoreError::Corrupt(format!("checkout {hold_id} was not locked")))
     }
 
+    /// A checkout as the log has it now, without locking it (what a read
+    /// answers: an order, while a request may be driving it).
+    pub async fn read_checkout(&self, id: HoldId) -> Result<(Checkout, usize), StoreError> {
+        let mut checkout = Checkout::default();
+        let mut version = 0;
+        for event in self
+            .log
+            .stream_events::<Checkout>(&id.to_string(), 0)
+            .await?
+        {
+            let payload: CheckoutEvent = serde_json::from_value(event.payload)
+                .map_err(|e| StoreError::Corrupt(format!("event {id}#{}: {e}", event.sequence)))?;
+            checkout.apply_event(&payload);
+            version = event.sequence;
+        }
+        Ok((checkout, version))
+    }
+
     /// [`Self::lock_checkout`] unless a request of this process holds it.
     pub async fn try_lock_checkout(
         &self,

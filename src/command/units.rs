@@ -64,6 +64,19 @@ pub trait Unit: Stream {
         booking_id: BookingId,
         now: DateTime<Utc>,
     ) -> Vec<Self::Event>;
+    /// Gives back at most `places` of `booking_id`'s units here (a seat:
+    /// itself, whatever `places` is), and says how many it gave back: an
+    /// order's lines are cancelled a place at a time, and one order books
+    /// several holds' places on a shard under its one booking id.
+    fn give_back(
+        &self,
+        key: &Self::Key,
+        booking_id: BookingId,
+        places: u32,
+        now: DateTime<Utc>,
+    ) -> (Vec<Self::Event>, u32);
+    /// The shard a pool unit is (`None`: a seat).
+    fn shard(key: &Self::Key) -> Option<u32>;
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +189,22 @@ impl Unit for Seat {
     fn cancel(&self, _: &SeatKey, booking_id: BookingId, now: DateTime<Utc>) -> Vec<Self::Event> {
         seat::decide(self, &SeatCommand::CancelBooking { booking_id }, now).unwrap_or_default()
     }
+
+    fn give_back(
+        &self,
+        key: &SeatKey,
+        booking_id: BookingId,
+        _places: u32,
+        now: DateTime<Utc>,
+    ) -> (Vec<Self::Event>, u32) {
+        let events = self.cancel(key, booking_id, now);
+        let freed = u32::from(!events.is_empty());
+        (events, freed)
+    }
+
+    fn shard(_: &SeatKey) -> Option<u32> {
+        None
+    }
 }
 
 impl Stream for Seat {
@@ -275,6 +304,32 @@ impl Unit for PoolShard {
             now,
         )
         .unwrap_or_default()
+    }
+
+    fn give_back(
+        &self,
+        key: &ShardKey,
+        booking_id: BookingId,
+        places: u32,
+        now: DateTime<Utc>,
+    ) -> (Vec<Self::Event>, u32) {
+        let command = PoolCommand::ReturnPlaces {
+            booking_id,
+            quantity: places,
+        };
+        let events = pool::decide(self, key.capacity, &command, now).unwrap_or_default();
+        let freed = events
+            .iter()
+            .map(|e| match e {
+                PoolEvent::PoolPlacesReturned { quantity, .. } => *quantity,
+                _ => 0,
+            })
+            .sum();
+        (events, freed)
+    }
+
+    fn shard(key: &ShardKey) -> Option<u32> {
+        Some(key.index)
     }
 }
 

@@ -13,6 +13,7 @@ mod holds;
 mod live;
 pub mod openapi;
 mod ops;
+mod orders;
 pub mod page;
 mod rate_limit;
 mod shows;
@@ -91,6 +92,7 @@ pub fn router(
         .merge(holds::router())
         .merge(waiting_room::router())
         .merge(bookings::router())
+        .merge(orders::router())
         .merge(stripe::router())
         .merge(audit::router())
         .merge(webhooks::router())

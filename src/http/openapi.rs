@@ -15,8 +15,8 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    audit, availability, bookings, holds, live, ops, page, shows, stripe, venues, waiting_room,
-    webhooks, AppState,
+    audit, availability, bookings, holds, live, ops, orders, page, shows, stripe, venues,
+    waiting_room, webhooks, AppState,
 };
 
 struct Extras;
@@ -52,6 +52,7 @@ impl Modify for Extras {
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         waiting_room::join, waiting_room::me, waiting_room::stream, waiting_room::overview, waiting_room::change_rate,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,
+        orders::place_order, orders::get_order, orders::cancel_order,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
         webhooks::list_deliveries, webhooks::retry_delivery,
@@ -81,14 +82,15 @@ pub fn document(stripe: bool) -> Result<Value, serde_json::Error> {
     let mut doc = serde_json::to_value(ApiDoc::openapi())?;
     refine(&mut doc);
     super::rate_limit::document_refusals(&mut doc);
-    if let Some(method) =
-        doc.pointer_mut("/components/schemas/PurchaseBody/properties/payment_method")
-    {
-        method["pattern"] = json!(if stripe {
-            STRIPE_METHODS
-        } else {
-            SIMULATOR_METHODS
-        });
+    for body in ["PurchaseBody", "OrderBody"] {
+        let pointer = format!("/components/schemas/{body}/properties/payment_method");
+        if let Some(method) = doc.pointer_mut(&pointer) {
+            method["pattern"] = json!(if stripe {
+                STRIPE_METHODS
+            } else {
+                SIMULATOR_METHODS
+            });
+        }
     }
     Ok(doc)
 }

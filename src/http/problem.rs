@@ -13,6 +13,7 @@ use crate::command::prices::PriceChangeError;
 use crate::command::waiting_room::WaitingRoomError;
 use crate::store::{StoreError, MAX_EVENTS_PER_BATCH};
 use crate::webhooks::endpoints::WebhookError;
+use domain::checkout::RefundReason;
 
 /// Seconds a client should wait before retrying a 503.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -69,6 +70,22 @@ pub enum ApiError {
     HoldExpired { refunded: bool, voided: bool },
     /// 409: the hold was released (the same members).
     HoldReleased { refunded: bool, voided: bool },
+    /// 404
+    OrderNotFound,
+    /// 409 with the first lost hold's `code` (`hold_expired`,
+    /// `hold_released`, `hold_converted`): holds of an order lost before
+    /// conversion; nothing charged (`voided`: the authorization cancelled).
+    OrderHoldsLost {
+        code: &'static str,
+        holds: Vec<String>,
+        voided: bool,
+    },
+    /// 422: a line the order does not have.
+    UnknownLine(u32),
+    /// 409: the order is not paid (voided, undone, or being paid).
+    OrderNotConfirmed,
+    /// 409: the show's window for buyers to cancel has closed.
+    CancellationClosed,
     /// 402: nothing was charged; another payment method may follow. With the
     /// provider's `decline_code` when it gave one.
     PaymentDeclined {
@@ -308,6 +325,22 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         "unknown_event_type",
         "Unknown event type",
     ),
+    problem(StatusCode::NOT_FOUND, "order_not_found", "Order not found"),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_line",
+        "Unknown line",
+    ),
+    problem(
+        StatusCode::CONFLICT,
+        "order_not_confirmed",
+        "Order not confirmed",
+    ),
+    problem(
+        StatusCode::CONFLICT,
+        "cancellation_closed",
+        "Cancellation closed",
+    ),
     INTERNAL,
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -381,6 +414,11 @@ impl ApiError {
             HoldExtensionLimit => row(S::CONFLICT, "hold_extension_limit"),
             HoldExpired { .. } => row(S::CONFLICT, "hold_expired"),
             HoldReleased { .. } => row(S::CONFLICT, "hold_released"),
+            OrderNotFound => row(S::NOT_FOUND, "order_not_found"),
+            OrderHoldsLost { code, .. } => row(S::CONFLICT, code),
+            UnknownLine(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_line"),
+            OrderNotConfirmed => row(S::CONFLICT, "order_not_confirmed"),
+            CancellationClosed => row(S::CONFLICT, "cancellation_closed"),
             WebhookLimitReached => row(S::CONFLICT, "webhook_limit_reached"),
             PaymentDeclined { .. } | PaymentNotCaptured { .. } => {
                 row(S::PAYMENT_REQUIRED, "payment_declined")
@@ -449,6 +487,39 @@ impl ApiError {
             | WebhookUrlInvalid(_)
             | UnknownEventType(_)
             | WebhookLimitReached => self.webhook_detail(),
+            OrderNotFound
+            | OrderHoldsLost { .. }
+            | UnknownLine(_)
+            | OrderNotConfirmed
+            | CancellationClosed => self.order_detail(),
+        }
+    }
+
+    /// An order: lost holds and what became of the money, its lines.
+    fn order_detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            OrderNotFound => "no order has this id".into(),
+            OrderHoldsLost { voided: true, .. } => {
+                "a hold of the order was lost before the order could be converted; the \
+                 authorization was cancelled, nothing was charged and no hold was converted"
+                    .into()
+            }
+            OrderHoldsLost { .. } => {
+                "a hold of the order is no longer held; nothing was charged".into()
+            }
+            UnknownLine(line) => {
+                format!("lines: the order has no line {line}; nothing was cancelled")
+            }
+            OrderNotConfirmed => {
+                "the order is not confirmed (voided, undone or still being paid); nothing was \
+                 cancelled"
+                    .into()
+            }
+            CancellationClosed => {
+                "the show's window for buyers to cancel has closed; nothing was cancelled".into()
+            }
+            _ => UNEXPECTED_DETAIL.into(),
         }
     }
 
@@ -621,6 +692,14 @@ impl ApiError {
                 extra.insert("refunded".into(), json!(refunded));
                 extra.insert("voided".into(), json!(voided));
             }
+            ApiError::OrderHoldsLost { holds, voided, .. } => {
+                extra.insert("holds".into(), json!(holds));
+                extra.insert("refunded".into(), json!(false));
+                extra.insert("voided".into(), json!(voided));
+            }
+            ApiError::UnknownLine(line) => {
+                extra.insert("lines".into(), json!([line]));
+            }
             ApiError::PaymentDeclined {
                 decline_code: Some(code),
                 ..
@@ -776,6 +855,23 @@ impl From<CheckoutError> for ApiError {
                 booking_id: booking_id.to_string(),
             },
             CheckoutError::PaymentUnavailable(reason) => ApiError::PaymentUnavailable(reason),
+            CheckoutError::OrderNotFound => ApiError::OrderNotFound,
+            CheckoutError::OrderHoldsLost {
+                reason,
+                holds,
+                voided,
+            } => ApiError::OrderHoldsLost {
+                code: match reason {
+                    RefundReason::HoldExpired => "hold_expired",
+                    RefundReason::HoldReleased => "hold_released",
+                    RefundReason::HoldConverted => "hold_converted",
+                },
+                holds: holds.iter().map(ToString::to_string).collect(),
+                voided,
+            },
+            CheckoutError::UnknownLine(line) => ApiError::UnknownLine(line),
+            CheckoutError::OrderNotConfirmed => ApiError::OrderNotConfirmed,
+            CheckoutError::CancellationClosed => ApiError::CancellationClosed,
             CheckoutError::Invalid(detail) => ApiError::Validation(detail),
             CheckoutError::Bug(what) => ApiError::Internal(what),
             CheckoutError::Busy => ApiError::Busy,

@@ -213,6 +213,7 @@ impl Ledger {
         refund_id: &str,
         idempotency_key: &str,
         payment: &SimPayment,
+        amount_minor: i64,
         at_us: i64,
     ) -> StoreResult<String> {
         const INSERT: &str = "INSERT INTO sim_payment_refunds \
@@ -224,7 +225,7 @@ impl Ledger {
                 .bind(refund_id)
                 .bind(idempotency_key)
                 .bind(&payment.payment_id)
-                .bind(payment.amount_minor)
+                .bind(amount_minor)
                 .bind(at_us)
                 .execute(pool)
                 .await

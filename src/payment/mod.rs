@@ -155,11 +155,12 @@ pub trait PaymentProvider: Send + Sync + 'static {
         idempotency_key: &'a str,
     ) -> BoxFuture<'a, Result<Payment, PaymentError>>;
 
-    /// Returns the whole of a captured payment. The same key returns the
-    /// same refund.
+    /// Returns `amount_minor` of a captured payment, or the whole of it
+    /// (`None`). The same key returns the same refund.
     fn refund<'a>(
         &'a self,
         payment_id: &'a str,
+        amount_minor: Option<i64>,
         idempotency_key: &'a str,
     ) -> BoxFuture<'a, Result<Refund, PaymentError>>;
 }

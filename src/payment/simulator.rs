@@ -295,7 +295,12 @@ impl Simulator {
         Ok(self.answer(&moved))
     }
 
-    async fn refund_inner(&self, payment_id: &str, key: &str) -> Result<Refund, PaymentError> {
+    async fn refund_inner(
+        &self,
+        payment_id: &str,
+        amount_minor: Option<i64>,
+        key: &str,
+    ) -> Result<Refund, PaymentError> {
         let refund_id = format!("re_{}", uuid::Uuid::new_v4().simple());
         let at_us = to_micros(self.clock.now());
         tokio::time::sleep(self.latency).await;
@@ -310,9 +315,16 @@ impl Simulator {
                     "payment {payment_id} is not captured"
                 )));
             }
+            let amount = amount_minor.unwrap_or(payment.amount_minor);
+            if !(1..=payment.amount_minor).contains(&amount) {
+                return Err(PaymentError::Invalid(format!(
+                    "a refund of {amount} of payment {payment_id} of {}",
+                    payment.amount_minor
+                )));
+            }
             let refund_id = self
                 .ledger
-                .record_sim_payment_refund(&refund_id, key, &payment, at_us)
+                .record_sim_payment_refund(&refund_id, key, &payment, amount, at_us)
                 .await
                 .map_err(store_error)?;
             return Ok(Refund { refund_id });
@@ -401,9 +413,11 @@ impl PaymentProvider for Simulator {
     fn refund<'a>(
         &'a self,
         payment_id: &'a str,
+        amount_minor: Option<i64>,
         idempotency_key: &'a str,
     ) -> BoxFuture<'a, Result<Refund, PaymentError>> {
-        self.refund_inner(payment_id, idempotency_key).boxed()
+        self.refund_inner(payment_id, amount_minor, idempotency_key)
+            .boxed()
     }
 }
 

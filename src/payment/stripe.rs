@@ -289,11 +289,17 @@ impl Stripe {
         }
     }
 
-    async fn refund_intent(&self, id: &str, key: &str) -> Result<Refund, PaymentError> {
-        let post = self
-            .client
-            .post(self.url("/v1/refunds"))
-            .form(&[("payment_intent", id)]);
+    async fn refund_intent(
+        &self,
+        id: &str,
+        amount_minor: Option<i64>,
+        key: &str,
+    ) -> Result<Refund, PaymentError> {
+        let mut form = vec![("payment_intent", id.to_owned())];
+        if let Some(amount) = amount_minor {
+            form.push(("amount", amount.to_string()));
+        }
+        let post = self.client.post(self.url("/v1/refunds")).form(&form);
         match self.call(post, Some(key)).await? {
             Answer::Ok(body) => serde_json::from_slice::<RefundObject>(&body)
                 .map(|refund| Refund {
@@ -428,9 +434,11 @@ impl PaymentProvider for Stripe {
     fn refund<'a>(
         &'a self,
         payment_id: &'a str,
+        amount_minor: Option<i64>,
         idempotency_key: &'a str,
     ) -> BoxFuture<'a, Result<Refund, PaymentError>> {
-        self.refund_intent(payment_id, idempotency_key).boxed()
+        self.refund_intent(payment_id, amount_minor, idempotency_key)
+            .boxed()
     }
 }
 

@@ -240,7 +240,9 @@ fn add_pool_event(holds: &mut HashMap<HoldId, HoldFacts>, event: PoolEvent, at: 
             hold_id,
             expires_at,
         } => holds.entry(hold_id).or_default().extend_to(expires_at),
-        PoolEvent::PoolHoldExpired { .. } | PoolEvent::PoolBookingCancelled { .. } => {}
+        PoolEvent::PoolHoldExpired { .. }
+        | PoolEvent::PoolBookingCancelled { .. }
+        | PoolEvent::PoolPlacesReturned { .. } => {}
     }
 }
 

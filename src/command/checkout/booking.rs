@@ -5,7 +5,7 @@ use domain::checkout::{Checkout, CheckoutCommand, Phase};
 use domain::ids::{BookingId, HoldId, SeatId};
 use projections::checkouts::CheckoutRow;
 
-use super::{BookingStatus, BookingView, CheckoutError, CheckoutService};
+use super::{BookingStatus, BookingView, CheckoutError, CheckoutService, Subject};
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
 use crate::store::{HoldRecord, StoreError};
@@ -63,7 +63,8 @@ impl CheckoutService {
             | Phase::VoidRequested { .. }
             | Phase::ReversalRequested { .. }
             | Phase::Captured { .. }
-            | Phase::RefundRequested { .. } => Err(CheckoutError::Busy),
+            | Phase::RefundRequested { .. }
+            | Phase::LinesCancelRequested { .. } => Err(CheckoutError::Busy),
         }
     }
 
@@ -161,11 +162,16 @@ impl CheckoutService {
         booking_id: BookingId,
     ) -> Result<BookingView, CheckoutError> {
         let checkout = self.booking_record(&ctx.actor, booking_id).await?;
-        let hold = self.stored_hold(&checkout.hold_id).await?;
+        let hold = Subject::Hold(self.stored_hold(&checkout.hold_id).await?);
         let mut locked = self.rounds.lock_checkout(checkout.hold_id).await?;
         self.record(ctx, &mut locked, &CheckoutCommand::RequestCancel)
             .await?;
         self.drive(ctx, &hold, &mut locked, None).await?;
+        let Subject::Hold(hold) = hold else {
+            return Err(CheckoutError::Bug(
+                "a booking's cancel lost its hold".into(),
+            ));
+        };
         match &locked.aggregate().phase {
             Phase::Cancelled { .. } => self.answer(&hold, locked.aggregate()).await,
             _ => Err(CheckoutError::Busy),

@@ -5,25 +5,20 @@
 //! so a crash anywhere leaves a stream from which the same drive finishes.
 
 use domain::checkout::{Checkout, CheckoutCommand, Phase, RefundReason};
-use domain::ids::{BuyerId, ShowId};
+use domain::ids::HoldId;
 use domain::money::Currency;
 use projections::holds::{HoldState, HoldStatus};
 
-use super::{CheckoutError, CheckoutService, Driven, MAX_DRIVE_STEPS};
+use super::{CheckoutError, CheckoutService, Driven, Subject, MAX_DRIVE_STEPS};
 use crate::command::context::RequestContext;
 use crate::command::round::CheckoutLock;
 use crate::payment::{BuyerAction, Payment, PaymentError, PaymentRequest, PaymentState};
 use crate::store::HoldRecord;
 
-/// What starting a payment attempt needs, when the checkout is idle: the
-/// terms of `CheckoutCommand::RequestPurchase`.
-pub(super) struct PurchaseRequest {
-    pub(super) show_id: ShowId,
-    pub(super) buyer: BuyerId,
-    pub(super) payment_method: String,
-    pub(super) amount_cents: i64,
-    pub(super) currency: Currency,
-}
+/// What starting a payment attempt records, when the checkout is idle:
+/// `CheckoutCommand::RequestPurchase` for a hold, `RequestOrder` for an
+/// order.
+pub(super) type PurchaseRequest = CheckoutCommand;
 
 /// What one step of the drive came to.
 enum Step {
@@ -50,7 +45,7 @@ impl CheckoutService {
     pub(super) async fn drive(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
         request: Option<&PurchaseRequest>,
     ) -> Result<Driven, CheckoutError> {
@@ -60,11 +55,11 @@ impl CheckoutService {
             let phase = checkout.aggregate().phase.clone();
             let step = match phase {
                 Phase::Idle | Phase::Requested { .. } | Phase::ActionRequired { .. } => {
-                    self.payment_step(ctx, record, checkout, request, phase, &mut progress)
+                    self.payment_step(ctx, subject, checkout, request, phase, &mut progress)
                         .await?
                 }
                 phase => {
-                    self.settlement_step(ctx, record, checkout, phase, &mut progress)
+                    self.settlement_step(ctx, subject, checkout, phase, &mut progress)
                         .await?
                 }
             };
@@ -80,7 +75,7 @@ impl CheckoutService {
     async fn payment_step(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
         request: Option<&PurchaseRequest>,
         phase: Phase,
@@ -103,7 +98,7 @@ impl CheckoutService {
                     amount_minor: minor_units(currency, amount_cents)?,
                     currency,
                     payment_method: &payment_method,
-                    hold_id: record.hold_id,
+                    hold_id: subject.key(),
                 };
                 progress.prepared_here = self.prepare(ctx, checkout, attempt, request).await?;
                 return Ok(Step::Next);
@@ -123,7 +118,7 @@ impl CheckoutService {
             ),
             _ => {
                 return match request {
-                    Some(request) => self.request_purchase(ctx, record, checkout, request).await,
+                    Some(request) => self.request_purchase(ctx, subject, checkout, request).await,
                     // Without a request to start an attempt (recovery,
                     // cancel, a webhook) there is nothing to finish.
                     None => Ok(Step::Done(Driven::Settled {
@@ -132,7 +127,7 @@ impl CheckoutService {
                 };
             }
         };
-        self.record_outcome(ctx, record, checkout, attempt, payment)
+        self.record_outcome(ctx, subject, checkout, attempt, payment)
             .await
     }
 
@@ -140,13 +135,13 @@ impl CheckoutService {
     async fn settlement_step(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
         phase: Phase,
         progress: &mut Progress,
     ) -> Result<Step, CheckoutError> {
         match phase {
-            Phase::Authorized { .. } => self.convert(ctx, record, checkout).await?,
+            Phase::Authorized { .. } => self.convert(ctx, subject, checkout).await?,
             Phase::Converted {
                 attempt,
                 payment_id,
@@ -156,12 +151,17 @@ impl CheckoutService {
                     progress.completed_here = true;
                 }
             }
-            Phase::ReversalRequested { .. } => self.reverse(ctx, record, checkout).await?,
+            Phase::ReversalRequested { .. } => self.reverse(ctx, subject, checkout).await?,
             Phase::VoidRequested { payment_id, .. } => {
+                self.give_back_order(ctx, subject, checkout).await?;
                 self.void(ctx, checkout, &payment_id).await?
             }
+            Phase::LinesCancelRequested { charge_id, .. } => {
+                self.cancel_lines(ctx, subject, checkout, &charge_id)
+                    .await?
+            }
             Phase::Captured { .. } => {
-                if self.convert_captured(ctx, record, checkout).await? {
+                if self.convert_captured(ctx, subject, checkout).await? {
                     progress.completed_here = true;
                 }
             }
@@ -170,7 +170,7 @@ impl CheckoutService {
             }
             Phase::CancelRequested { charge_id, .. } => {
                 let refund_id = self.refund(&charge_id).await?;
-                self.free_units(ctx, record, refund_id, checkout).await?;
+                self.free_units(ctx, subject, refund_id, checkout).await?;
             }
             Phase::Idle
             | Phase::Requested { .. }
@@ -193,32 +193,70 @@ impl CheckoutService {
     async fn request_purchase(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
         request: &PurchaseRequest,
     ) -> Result<Step, CheckoutError> {
-        self.check_hold_before_paying(record)?;
-        let command = CheckoutCommand::RequestPurchase {
-            hold_id: record.hold_id,
-            show_id: request.show_id.clone(),
-            buyer: request.buyer.clone(),
-            payment_method: request.payment_method.clone(),
-            amount_cents: request.amount_cents,
-            currency: request.currency,
-        };
-        self.record(ctx, checkout, &command).await?;
+        self.check_before_paying(subject).await?;
+        self.record(ctx, checkout, request).await?;
         Ok(Step::Next)
     }
 
-    /// A purchase of a hold that is no longer valid asks the provider for
-    /// nothing.
-    fn check_hold_before_paying(&self, record: &HoldRecord) -> Result<(), CheckoutError> {
+    /// A purchase of a hold (or an order of holds) that is no longer valid
+    /// asks the provider for nothing.
+    async fn check_before_paying(&self, subject: &Subject) -> Result<(), CheckoutError> {
+        let record = match subject {
+            Subject::Hold(record) => record,
+            Subject::Order(_) => {
+                return match self.lost_now(subject).await? {
+                    None => Ok(()),
+                    Some((reason, holds)) => Err(CheckoutError::OrderHoldsLost {
+                        reason,
+                        holds,
+                        voided: false,
+                    }),
+                };
+            }
+        };
         match HoldStatus::at(record.state, record.expires_at, self.clock.now()) {
             HoldStatus::Held => Ok(()),
             HoldStatus::Expired => Err(CheckoutError::hold_lost(RefundReason::HoldExpired)),
             HoldStatus::Released => Err(CheckoutError::hold_lost(RefundReason::HoldReleased)),
             // Converted means the checkout converted, which the drive sees first.
             HoldStatus::Converted => Err(CheckoutError::Busy),
+        }
+    }
+
+    /// Whether the subject still holds now: `None`, or why not (the first
+    /// lost hold's reason) and, for an order, which holds are lost. An
+    /// order's hold converted by the order itself still holds.
+    pub(super) async fn lost_now(
+        &self,
+        subject: &Subject,
+    ) -> Result<Option<(RefundReason, Vec<HoldId>)>, CheckoutError> {
+        let now = self.clock.now();
+        match subject {
+            Subject::Hold(record) => {
+                let hold = self.stored_hold(&record.hold_id).await?;
+                Ok(lost(&hold, now).map(|reason| (reason, Vec::new())))
+            }
+            Subject::Order(order) => {
+                let booking_id = order.order_id.booking_id();
+                let mut found: Option<(RefundReason, Vec<HoldId>)> = None;
+                for hold_id in &order.holds {
+                    let hold = self.stored_hold(hold_id).await?;
+                    let reason = match hold.state {
+                        HoldState::Converted if hold.booking_id == Some(booking_id) => None,
+                        HoldState::Converted => Some(RefundReason::HoldConverted),
+                        _ => lost(&hold, now),
+                    };
+                    if let Some(reason) = reason {
+                        let (_, holds) = found.get_or_insert((reason, Vec::new()));
+                        holds.push(*hold_id);
+                    }
+                }
+                Ok(found)
+            }
         }
     }
 
@@ -290,7 +328,7 @@ impl CheckoutService {
     async fn record_outcome(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
         attempt: u32,
         payment: Result<Payment, PaymentError>,
@@ -298,7 +336,7 @@ impl CheckoutService {
         let payment = match payment {
             Ok(payment) => payment,
             Err(PaymentError::Unknown(reason)) => {
-                tracing::warn!(hold_id = %record.hold_id, %reason, "payment outcome unknown; the attempt stays open");
+                tracing::warn!(checkout = %subject.key(), %reason, "payment outcome unknown; the attempt stays open");
                 return Err(CheckoutError::PaymentUnavailable(reason));
             }
             Err(error) => return Err(self.attempt_failed(ctx, checkout, attempt, error).await?),
@@ -310,7 +348,7 @@ impl CheckoutService {
                 Ok(Step::Next)
             }
             PaymentState::NeedsBuyer(action) => {
-                self.wait_on_buyer(ctx, record, checkout, attempt, action)
+                self.wait_on_buyer(ctx, subject, checkout, attempt, action)
                     .await
             }
             PaymentState::Declined(decline) => {
@@ -325,9 +363,8 @@ impl CheckoutService {
                 Ok(Step::Next)
             }
             PaymentState::Canceled => {
-                let error =
-                    PaymentError::Unavailable("the payment was cancelled at the provider".into());
-                Err(self.attempt_failed(ctx, checkout, attempt, error).await?)
+                self.cancelled_elsewhere(ctx, subject, checkout, attempt)
+                    .await
             }
             // Sent, not answered yet: neither authorize again nor guess.
             PaymentState::Unconfirmed | PaymentState::Processing => Err(
@@ -342,7 +379,7 @@ impl CheckoutService {
     async fn wait_on_buyer(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
         attempt: u32,
         action: BuyerAction,
@@ -353,13 +390,12 @@ impl CheckoutService {
                 return Ok(Step::Next);
             }
         }
-        let hold = self.stored_hold(&record.hold_id).await?;
-        if let Some(reason) = lost(&hold, self.clock.now()) {
-            let command = CheckoutCommand::RequestVoid { reason };
+        if let Some((reason, holds)) = self.lost_now(subject).await? {
+            let command = CheckoutCommand::RequestVoid { reason, holds };
             self.record(ctx, checkout, &command).await?;
             return Ok(Step::Next);
         }
-        let expires_at = self.extend_while_waiting(ctx, &hold).await?;
+        let expires_at = self.extend_while_waiting(ctx, subject).await?;
         let payment_id = checkout
             .aggregate()
             .phase
@@ -371,6 +407,30 @@ impl CheckoutService {
             action,
             expires_at,
         }))
+    }
+
+    /// The provider shows the attempt's payment cancelled while the
+    /// checkout still waits on it: cancelled by a void this process has not
+    /// seen recorded yet (recovery or another instance, the hold having
+    /// ended), or at the provider. If the hold is lost, that is the void:
+    /// it is requested and recorded (cancelling again is the same
+    /// operation), so the checkout's record says `voided`, whichever path
+    /// reads first; only while the hold still holds is it a failed attempt
+    /// after which another may start.
+    async fn cancelled_elsewhere(
+        &self,
+        ctx: &RequestContext,
+        subject: &Subject,
+        checkout: &mut CheckoutLock,
+        attempt: u32,
+    ) -> Result<Step, CheckoutError> {
+        if let Some((reason, holds)) = self.lost_now(subject).await? {
+            let command = CheckoutCommand::RequestVoid { reason, holds };
+            self.record(ctx, checkout, &command).await?;
+            return Ok(Step::Next);
+        }
+        let error = PaymentError::Unavailable("the payment was cancelled at the provider".into());
+        Err(self.attempt_failed(ctx, checkout, attempt, error).await?)
     }
 
     /// Converted: captures the authorization and completes the checkout.
@@ -507,8 +567,18 @@ impl CheckoutService {
     /// repeat after a crash reaches the same refund).
     async fn refund(&self, charge_id: &str) -> Result<String, CheckoutError> {
         let key = Checkout::refund_key(charge_id);
+        self.refund_part(charge_id, None, &key).await
+    }
+
+    /// A refund of `amount_minor` (the whole: `None`) under `key`.
+    pub(super) async fn refund_part(
+        &self,
+        charge_id: &str,
+        amount_minor: Option<i64>,
+        key: &str,
+    ) -> Result<String, CheckoutError> {
         let refund = self
-            .call(self.payments.refund(charge_id, &key))
+            .call(self.payments.refund(charge_id, amount_minor, key))
             .await
             .map_err(|e| CheckoutError::PaymentUnavailable(e.to_string()))?;
         tracing::warn!(%charge_id, refund_id = %refund.refund_id, "payment refunded");
@@ -518,7 +588,7 @@ impl CheckoutService {
 }
 
 /// A price in the currency's minor units, as the provider takes it.
-fn minor_units(currency: Currency, amount_cents: i64) -> Result<i64, CheckoutError> {
+pub(super) fn minor_units(currency: Currency, amount_cents: i64) -> Result<i64, CheckoutError> {
     currency
         .minor_units(amount_cents)
         .map_err(|e| CheckoutError::Bug(format!("pricing a payment: {e}")))

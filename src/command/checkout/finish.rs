@@ -1,23 +1,26 @@
 //! The last step of a checkout, on the units of its hold: converting them
 //! and completing the purchase in one append (or, if the hold was lost,
 //! asking for a refund instead), or freeing them when a booking is
-//! cancelled.
+//! cancelled. An order takes the same steps hold by hold
+//! (`order_units.rs`), through the same decision.
+
+use std::collections::BTreeMap;
 
 use domain::allowance::AllowanceCommand;
 use domain::checkout::{decide, Checkout, CheckoutCommand, RefundReason};
 use domain::ids::{BookingId, HoldId};
 use projections::holds::HoldState;
 
-use super::{CheckoutError, CheckoutService};
+use super::{CheckoutError, CheckoutService, Subject};
 use crate::command::context::RequestContext;
 use crate::command::round::{
     BuyerLimit, CheckoutLock, Decide, Decided, Decision, Round, Settled, View,
 };
-use crate::command::units::{units_of, Refusal, Unit};
+use crate::command::units::{units_of, HoldUnits, Refusal, Unit};
 use crate::store::{HoldRecord, StoreError};
 
 /// The last step of a checkout, on its units.
-enum Finish {
+pub(super) enum Finish {
     /// Authorized: book the units, before anything is captured.
     Convert,
     /// Captured at once (a checkout from before authorize-then-capture):
@@ -27,10 +30,18 @@ enum Finish {
     Cancel { refund_id: String },
     /// A booking whose authorization could not be captured: free the units.
     Reverse,
+    /// (Orders, authorized) book one hold's units for the order.
+    ConvertOrderHold,
+    /// (Orders, voiding or reversing) free one converted hold's units:
+    /// `places` on each shard for a pool hold (its parts), every seat.
+    GiveBack { places: BTreeMap<u32, u32> },
+    /// (Orders, cancelling lines) free one hold's lines: the seats given,
+    /// or `places` places of its pool; refunded by `refund_id`.
+    FreeLines { refund_id: String, places: u32 },
 }
 
 /// What the last step came to.
-enum Finished {
+pub(super) enum Finished {
     /// The units and the checkout moved on together.
     Done,
     /// A unit no longer holds the hold: nothing was converted.
@@ -65,6 +76,12 @@ impl Decide for Finishing {
                 .collect()
         };
         let (units, command, counted) = match &self.finish {
+            Finish::ConvertOrderHold | Finish::GiveBack { .. } | Finish::FreeLines { .. } => {
+                match self.order_step(view) {
+                    Ok(step) => step,
+                    Err(refusal) => return Ok(Decision::Answer(Finished::Lost(refusal))),
+                }
+            }
             Finish::Convert | Finish::ConvertCaptured => {
                 let converted = view
                     .units
@@ -112,6 +129,72 @@ impl Decide for Finishing {
     }
 }
 
+impl Finishing {
+    /// An order's step on one of its holds: the units' events, the
+    /// checkout's command and the allowance's.
+    fn order_step<U: Unit>(
+        &self,
+        view: &View<'_, U>,
+    ) -> Result<(Vec<Vec<U::Event>>, CheckoutCommand, AllowanceCommand), Refusal> {
+        let (hold_id, booking_id, now) = (self.hold_id, self.booking_id, view.now);
+        Ok(match &self.finish {
+            Finish::GiveBack { places } => {
+                let units = view
+                    .units
+                    .iter()
+                    .map(|(unit, key)| {
+                        let wanted =
+                            U::shard(key).map_or(1, |s| places.get(&s).copied().unwrap_or(0));
+                        unit.give_back(key, booking_id, wanted, now).0
+                    })
+                    .collect();
+                (
+                    units,
+                    CheckoutCommand::GiveBack { hold_id },
+                    AllowanceCommand::Return { hold_id },
+                )
+            }
+            Finish::FreeLines { refund_id, places } => {
+                let mut left = *places;
+                let mut freed = 0;
+                let units = view
+                    .units
+                    .iter()
+                    .map(|(unit, key)| {
+                        let (events, given) = unit.give_back(key, booking_id, left, now);
+                        if U::shard(key).is_some() {
+                            left = left.saturating_sub(given);
+                        }
+                        freed += given;
+                        events
+                    })
+                    .collect();
+                let command = CheckoutCommand::FreeLines {
+                    hold_id,
+                    refund_id: refund_id.clone(),
+                };
+                let counted = AllowanceCommand::ReturnUnits {
+                    hold_id,
+                    units: freed,
+                };
+                (units, command, counted)
+            }
+            _ => {
+                let units = view
+                    .units
+                    .iter()
+                    .map(|(unit, key)| unit.convert(key, hold_id, booking_id, now))
+                    .collect::<Result<Vec<_>, Refusal>>()?;
+                (
+                    units,
+                    CheckoutCommand::ConvertOrderHold { hold_id },
+                    AllowanceCommand::Convert { hold_id },
+                )
+            }
+        })
+    }
+}
+
 impl CheckoutService {
     /// Authorized: converts every unit of the hold in one append that
     /// re-checks it; or, if any unit refuses (the hold was lost), asks for
@@ -119,14 +202,21 @@ impl CheckoutService {
     pub(super) async fn convert(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
     ) -> Result<(), CheckoutError> {
+        let record = match subject {
+            Subject::Hold(record) => record,
+            Subject::Order(order) => return self.convert_order(ctx, order, checkout).await,
+        };
         if let Finished::Lost(refusal) = self.finish(ctx, record, checkout, Finish::Convert).await?
         {
             let reason = self.refund_reason(record.hold_id, refusal).await?;
             tracing::warn!(hold_id = %record.hold_id, ?reason, "authorized after the hold was lost; voiding");
-            let command = CheckoutCommand::RequestVoid { reason };
+            let command = CheckoutCommand::RequestVoid {
+                reason,
+                holds: Vec::new(),
+            };
             self.record(ctx, checkout, &command).await?;
         }
         Ok(())
@@ -138,9 +228,10 @@ impl CheckoutService {
     pub(super) async fn convert_captured(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
     ) -> Result<bool, CheckoutError> {
+        let record = hold_of(subject, "a charge captured at once")?;
         match self
             .finish(ctx, record, checkout, Finish::ConvertCaptured)
             .await?
@@ -162,10 +253,19 @@ impl CheckoutService {
     pub(super) async fn reverse(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
     ) -> Result<(), CheckoutError> {
-        self.finish(ctx, record, checkout, Finish::Reverse).await?;
+        match subject {
+            Subject::Hold(record) => {
+                self.finish(ctx, record, checkout, Finish::Reverse).await?;
+            }
+            Subject::Order(_) => {
+                self.give_back_order(ctx, subject, checkout).await?;
+                self.record(ctx, checkout, &CheckoutCommand::Reverse)
+                    .await?;
+            }
+        }
         Ok(())
     }
 
@@ -174,10 +274,11 @@ impl CheckoutService {
     pub(super) async fn free_units(
         &self,
         ctx: &RequestContext,
-        record: &HoldRecord,
+        subject: &Subject,
         refund_id: String,
         checkout: &mut CheckoutLock,
     ) -> Result<(), CheckoutError> {
+        let record = hold_of(subject, "a whole booking's cancellation")?;
         self.finish(ctx, record, checkout, Finish::Cancel { refund_id })
             .await?;
         Ok(())
@@ -192,18 +293,41 @@ impl CheckoutService {
         checkout: &mut CheckoutLock,
         finish: Finish,
     ) -> Result<Finished, CheckoutError> {
-        let entry = self.catalog.get(&record.show_id).await?.ok_or_else(|| {
+        let units = units_of(record, &self.show_of(record).await?.show)?;
+        let booking_id = Checkout::booking_id_for(record.hold_id);
+        self.finish_on(ctx, record, checkout, finish, booking_id, units)
+            .await
+    }
+
+    /// The show a hold is on.
+    pub(super) async fn show_of(
+        &self,
+        record: &HoldRecord,
+    ) -> Result<std::sync::Arc<crate::catalog::CatalogEntry>, CheckoutError> {
+        Ok(self.catalog.get(&record.show_id).await?.ok_or_else(|| {
             StoreError::Corrupt(format!("show of hold {} is missing", record.hold_id))
-        })?;
+        })?)
+    }
+
+    /// `finish` on these units of the hold, booked (or to be) as `booking_id`.
+    pub(super) async fn finish_on(
+        &self,
+        ctx: &RequestContext,
+        record: &HoldRecord,
+        checkout: &mut CheckoutLock,
+        finish: Finish,
+        booking_id: BookingId,
+        units: HoldUnits,
+    ) -> Result<Finished, CheckoutError> {
+        let entry = self.show_of(record).await?;
         let round = Round::new("finish", ctx)
             .with_checkout(checkout)
             .counting(BuyerLimit::of(&entry.show, &record.buyer));
         let mut finishing = Finishing {
             hold_id: record.hold_id,
-            booking_id: Checkout::booking_id_for(record.hold_id),
+            booking_id,
             finish,
         };
-        let units = units_of(record, &entry.show)?;
         match self.rounds.run_on(round, units, &mut finishing).await? {
             Settled::Appended(finished) | Settled::Answered(finished) => Ok(finished),
             Settled::KeyTaken => Err(CheckoutError::Bug(
@@ -214,7 +338,7 @@ impl CheckoutService {
 
     /// Why the charge goes back: the buyer released the hold, or it expired
     /// (or lost its seats, which only happens after expiry).
-    async fn refund_reason(
+    pub(super) async fn refund_reason(
         &self,
         hold_id: HoldId,
         refusal: Refusal,
@@ -228,6 +352,17 @@ impl CheckoutService {
         } else {
             RefundReason::HoldExpired
         })
+    }
+}
+
+/// The hold of a step only a hold's own checkout takes.
+fn hold_of<'s>(subject: &'s Subject, step: &str) -> Result<&'s HoldRecord, CheckoutError> {
+    match subject {
+        Subject::Hold(record) => Ok(record),
+        Subject::Order(order) => Err(CheckoutError::Bug(format!(
+            "order {}: {step} is a hold's step",
+            order.order_id
+        ))),
     }
 }
 

@@ -24,29 +24,37 @@
 //! decision on the units: convert, or free them for a cancellation or a
 //! reversal), `booking` (the answer,
 //! reading and cancelling a booking), `waiting` (the hold while the buyer
-//! authenticates) and `recover`.
+//! authenticates) and `recover`. An order (several holds paid once) is a
+//! checkout of its own driven by the same steps: `order` (placing, reading
+//! and cancelling lines of one), `order_units` (its holds converted, given
+//! back and freed one round each).
 
 mod booking;
 mod drive;
 mod finish;
+mod order;
+mod order_units;
 mod purchase;
 mod record;
 mod recover;
 mod waiting;
+
+pub use order::{LineView, OrderActionView, OrderView, Ordered, RefundView};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use domain::checkout::RefundReason;
-use domain::ids::{BookingId, HoldId};
+use domain::ids::{BookingId, HoldId, OrderId, ShowId};
+use domain::order::LineId;
 use serde::Serialize;
 
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::round::{RoundError, Rounds};
 use crate::payment::{BuyerAction, Decline, PaymentProvider};
-use crate::store::{Checkouts, Holds, StoreError};
+use crate::store::{Checkouts, HoldRecord, Holds, StoreError};
 
 /// Default for how long one call to the payment provider may take before
 /// its outcome is treated as unknown (`BOOKING_PAYMENT_TIMEOUT_SECONDS`).
@@ -93,6 +101,25 @@ pub enum CheckoutError {
     Reversed(BookingId),
     #[error("payment provider unavailable: {0}")]
     PaymentUnavailable(String),
+    #[error("order not found")]
+    OrderNotFound,
+    /// Holds of an order lost before conversion: nothing was charged, or
+    /// the authorization was cancelled (`voided`). `reason` is the first
+    /// lost hold's.
+    #[error("a hold of the order was lost")]
+    OrderHoldsLost {
+        reason: RefundReason,
+        holds: Vec<HoldId>,
+        voided: bool,
+    },
+    #[error("the order has no line {0}")]
+    UnknownLine(LineId),
+    /// Lines of an order that is not paid cannot be cancelled.
+    #[error("the order is not confirmed")]
+    OrderNotConfirmed,
+    /// The buyer's cancellation window (`buyer_cancellation_until`) is over.
+    #[error("the show's cancellation window for buyers has closed")]
+    CancellationClosed,
     /// The request breaks a rule (422 `validation_failed`).
     #[error("{0}")]
     Invalid(String),
@@ -115,6 +142,10 @@ impl CheckoutError {
         match reason {
             RefundReason::HoldExpired => CheckoutError::HoldExpired { refunded, voided },
             RefundReason::HoldReleased => CheckoutError::HoldReleased { refunded, voided },
+            // Only an order records this reason (its own answer).
+            RefundReason::HoldConverted => {
+                CheckoutError::Bug("a hold's own checkout voided for a conversion elsewhere".into())
+            }
         }
     }
 }
@@ -185,6 +216,32 @@ pub struct ActionView {
     pub next_action: serde_json::Value,
     /// The hold's expiry, extended while the buyer authenticates.
     pub expires_at: DateTime<Utc>,
+}
+
+/// What a checkout pays for: one hold, or an order's holds.
+pub(crate) enum Subject {
+    Hold(HoldRecord),
+    Order(OrderSubject),
+}
+
+/// An order as its drive needs it (its holds' records are read at each
+/// step that asks whether they still hold).
+#[derive(Clone)]
+pub(crate) struct OrderSubject {
+    pub(crate) order_id: OrderId,
+    pub(crate) show_id: ShowId,
+    pub(crate) holds: Vec<HoldId>,
+}
+
+impl Subject {
+    /// The checkout's stream id, which the provider's metadata (`hold_id`)
+    /// and the checkouts row carry: a hold's id, or an order's.
+    pub(crate) fn key(&self) -> HoldId {
+        match self {
+            Subject::Hold(record) => record.hold_id,
+            Subject::Order(order) => HoldId(order.order_id.0),
+        }
+    }
 }
 
 /// What a drive of a checkout came to.

@@ -3,8 +3,9 @@
 
 use domain::ids::HoldId;
 
-use super::drive::PurchaseRequest;
-use super::{ActionView, CheckoutError, CheckoutService, Driven, Purchased};
+use domain::checkout::CheckoutCommand;
+
+use super::{ActionView, CheckoutError, CheckoutService, Driven, Purchased, Subject};
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
 use crate::command::holds::hold_amount;
@@ -43,7 +44,8 @@ impl CheckoutService {
             .get(&record.show_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("show of hold {hold_id} is missing")))?;
-        let request = PurchaseRequest {
+        let request = CheckoutCommand::RequestPurchase {
+            hold_id,
             show_id: record.show_id.clone(),
             buyer: record.buyer.clone(),
             payment_method,
@@ -51,9 +53,13 @@ impl CheckoutService {
             currency: entry.show.currency,
         };
         let mut checkout = self.rounds.lock_checkout(hold_id).await?;
+        let subject = Subject::Hold(record);
         let driven = self
-            .drive(ctx, &record, &mut checkout, Some(&request))
+            .drive(ctx, &subject, &mut checkout, Some(&request))
             .await?;
+        let Subject::Hold(record) = subject else {
+            return Err(CheckoutError::Bug("a hold's purchase lost its hold".into()));
+        };
         let completed_here = match driven {
             Driven::Settled { completed_here } => completed_here,
             Driven::WaitingOnBuyer {

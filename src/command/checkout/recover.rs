@@ -33,15 +33,16 @@ impl CheckoutService {
             return Ok(Recovered::Busy);
         };
         let ctx = RequestContext::system(RECOVERY_ACTOR)?;
-        let hold = self.stored_hold(&hold_id).await?;
-        match self.drive(&ctx, &hold, &mut checkout, None).await {
+        let subject = self.subject_of(hold_id, checkout.aggregate()).await?;
+        match self.drive(&ctx, &subject, &mut checkout, None).await {
             Ok(Driven::WaitingOnBuyer { .. }) => return Ok(Recovered::Waiting),
             Ok(Driven::Settled { .. }) => {}
             Err(CheckoutError::PaymentUnavailable(_)) => return Ok(Recovered::Pending),
             Err(
                 CheckoutError::PaymentDeclined(_)
                 | CheckoutError::HoldExpired { .. }
-                | CheckoutError::HoldReleased { .. },
+                | CheckoutError::HoldReleased { .. }
+                | CheckoutError::OrderHoldsLost { .. },
             ) => return Ok(Recovered::Closed),
             Err(other) => return Err(other),
         }

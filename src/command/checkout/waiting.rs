@@ -3,16 +3,37 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{CheckoutError, CheckoutService};
+use super::{CheckoutError, CheckoutService, Subject};
 use crate::command::context::RequestContext;
 use crate::command::holds::extend::extend_hold;
 use crate::command::holds::HoldError;
 use crate::store::{HoldRecord, StoreError};
 
 impl CheckoutService {
+    /// Extends the hold, or every hold of an order, and returns the
+    /// earliest expiry: what the buyer has to finish by.
+    pub(super) async fn extend_while_waiting(
+        &self,
+        ctx: &RequestContext,
+        subject: &Subject,
+    ) -> Result<DateTime<Utc>, CheckoutError> {
+        match subject {
+            Subject::Hold(record) => self.extend_hold_while_waiting(ctx, record).await,
+            Subject::Order(order) => {
+                let mut earliest: Option<DateTime<Utc>> = None;
+                for hold_id in &order.holds {
+                    let hold = self.stored_hold(hold_id).await?;
+                    let expires_at = self.extend_hold_while_waiting(ctx, &hold).await?;
+                    earliest = Some(earliest.map_or(expires_at, |e| e.min(expires_at)));
+                }
+                earliest.ok_or_else(|| CheckoutError::Bug("an order without holds".into()))
+            }
+        }
+    }
+
     /// Extends the hold (a refusal at the cap leaves it as it is: the buyer
     /// has until then) and returns its expiry.
-    pub(super) async fn extend_while_waiting(
+    async fn extend_hold_while_waiting(
         &self,
         ctx: &RequestContext,
         hold: &HoldRecord,

@@ -51,7 +51,7 @@ use read::HoldReader;
 use release::ReleaseHandler;
 
 pub use best::MAX_CHOOSE_ROUNDS;
-pub use read::hold_amount;
+pub use read::{hold_amount, hold_items};
 pub use request::{HoldRequest, SeatAsk};
 
 #[derive(Debug, thiserror::Error)]

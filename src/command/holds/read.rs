@@ -108,6 +108,12 @@ fn amount_of(lines: &[ItemView]) -> i64 {
         .sum()
 }
 
+/// The priced lines of a hold, as its answer shows them (an order's lines
+/// are made from them).
+pub fn hold_items(record: &HoldRecord, entry: &CatalogEntry) -> Vec<ItemView> {
+    items_of(record, entry)
+}
+
 /// What a purchase of the hold charges: its lines' sum (see `items_of`).
 pub fn hold_amount(record: &HoldRecord, entry: &CatalogEntry) -> i64 {
     amount_of(&items_of(record, entry))
