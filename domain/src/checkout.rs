@@ -1846,6 +1846,7 @@ mod tests {
             let mut commands = waiting;
             commands.push(CheckoutCommand::RequestVoid {
                 reason: RefundReason::HoldExpired,
+                holds: vec![],
             });
             let voiding = given(&commands);
             assert!(voiding.phase.is_pending());
@@ -1871,7 +1872,8 @@ mod tests {
         assert!(decide(
             &converted,
             &CheckoutCommand::RequestVoid {
-                reason: RefundReason::HoldExpired
+                reason: RefundReason::HoldExpired,
+                holds: vec![],
             }
         )
         .is_err());
@@ -2065,5 +2067,185 @@ mod tests {
     fn it_should_not_cancel_what_was_never_booked() {
         let running = given(&[request("pm_sim_ok")]);
         assert!(decide(&running, &CheckoutCommand::RequestCancel).is_err());
+    }
+
+    mod orders {
+        use super::*;
+        use crate::ids::{OrderId, SeatId, TicketType};
+        use crate::order::{OrderLine, OrderTerms};
+
+        fn hold(n: u128) -> HoldId {
+            HoldId(Uuid::from_u128(n))
+        }
+
+        fn terms() -> OrderTerms {
+            let holds = vec![hold(1), hold(2)];
+            let line = |line_id: u32, h: u128| OrderLine {
+                line_id,
+                hold_id: hold(h),
+                seat_id: Some(SeatId::parse(&format!("A-{line_id}")).unwrap()),
+                pool_id: None,
+                category: None,
+                ticket_type: TicketType::standard(),
+                price_cents: 1_000 * i64::from(line_id),
+            };
+            OrderTerms {
+                order_id: OrderId::for_holds(&holds),
+                holds,
+                lines: vec![line(1, 1), line(2, 1), line(3, 2)],
+            }
+        }
+
+        fn request() -> CheckoutCommand {
+            CheckoutCommand::RequestOrder {
+                terms: terms(),
+                show_id: ShowId::parse("s").unwrap(),
+                buyer: BuyerId::parse("alice").unwrap(),
+                payment_method: "pm_card".into(),
+                currency: Currency::parse("eur").unwrap(),
+            }
+        }
+
+        fn authorized() -> Vec<CheckoutCommand> {
+            vec![request(), created(1), super::authorized(1)]
+        }
+
+        fn completed() -> Vec<CheckoutCommand> {
+            let mut commands = authorized();
+            commands.push(CheckoutCommand::ConvertOrderHold { hold_id: hold(1) });
+            commands.push(CheckoutCommand::ConvertOrderHold { hold_id: hold(2) });
+            commands.push(capture(1));
+            commands
+        }
+
+        #[test]
+        fn it_should_charge_the_sum_of_the_lines_under_the_orders_own_key() {
+            let requested = given(&[request()]);
+            let Phase::Requested {
+                amount_cents,
+                idempotency_key,
+                ..
+            } = &requested.phase
+            else {
+                panic!("requested: {:?}", requested.phase);
+            };
+            assert_eq!(*amount_cents, 6_000);
+            assert!(idempotency_key.starts_with("charge:order:"));
+            assert_eq!(requested.hold_id, None);
+        }
+
+        #[test]
+        fn it_should_convert_hold_by_hold_and_the_checkout_with_the_last() {
+            let mut commands = authorized();
+            commands.push(CheckoutCommand::ConvertOrderHold { hold_id: hold(2) });
+            let one = given(&commands);
+            assert!(matches!(one.phase, Phase::Authorized { .. }));
+            let again = decide(
+                &one,
+                &CheckoutCommand::ConvertOrderHold { hold_id: hold(2) },
+            );
+            assert_eq!(again, Ok(vec![]), "a retried conversion is a no-op");
+            let last = decide(
+                &one,
+                &CheckoutCommand::ConvertOrderHold { hold_id: hold(1) },
+            )
+            .unwrap();
+            let booking_id = terms().order_id.booking_id();
+            assert_eq!(
+                last,
+                vec![
+                    CheckoutEvent::OrderHoldConverted { hold_id: hold(1) },
+                    CheckoutEvent::CheckoutConverted { booking_id },
+                ]
+            );
+            assert!(
+                decide(&one, &CheckoutCommand::Convert).is_err(),
+                "never whole"
+            );
+        }
+
+        #[test]
+        fn it_should_give_back_what_it_converted_before_voiding() {
+            let mut commands = authorized();
+            commands.push(CheckoutCommand::ConvertOrderHold { hold_id: hold(1) });
+            commands.push(CheckoutCommand::RequestVoid {
+                reason: RefundReason::HoldExpired,
+                holds: vec![hold(2)],
+            });
+            let voiding = given(&commands);
+            assert_eq!(voiding.order.as_ref().unwrap().lost, vec![hold(2)]);
+            assert!(
+                decide(&voiding, &CheckoutCommand::RecordVoid).is_err(),
+                "not while a hold is booked for it"
+            );
+            commands.push(CheckoutCommand::GiveBack { hold_id: hold(1) });
+            commands.push(CheckoutCommand::RecordVoid);
+            let voided = given(&commands);
+            assert!(matches!(voided.phase, Phase::Voided { .. }));
+            assert!(voided.order.unwrap().converted.is_empty());
+        }
+
+        #[test]
+        fn it_should_cancel_lines_once_with_one_refund_per_request() {
+            let mut commands = completed();
+            commands.push(CheckoutCommand::RequestLinesCancel { lines: vec![1, 3] });
+            let cancelling = given(&commands);
+            assert!(cancelling.phase.is_pending());
+            assert!(
+                decide(
+                    &cancelling,
+                    &CheckoutCommand::RequestLinesCancel { lines: vec![2] }
+                )
+                .is_err(),
+                "one cancellation at a time"
+            );
+            let first = decide(
+                &cancelling,
+                &CheckoutCommand::FreeLines {
+                    hold_id: hold(1),
+                    refund_id: "re_1".into(),
+                },
+            )
+            .unwrap();
+            assert_eq!(
+                first,
+                vec![CheckoutEvent::OrderLinesFreed { hold_id: hold(1) }]
+            );
+            commands.push(CheckoutCommand::FreeLines {
+                hold_id: hold(1),
+                refund_id: "re_1".into(),
+            });
+            commands.push(CheckoutCommand::FreeLines {
+                hold_id: hold(2),
+                refund_id: "re_1".into(),
+            });
+            let partly = given(&commands);
+            assert!(matches!(partly.phase, Phase::Completed { .. }));
+            let order = partly.order.clone().unwrap();
+            assert_eq!(order.refunded_cents(), 4_000);
+            assert_eq!(
+                decide(
+                    &partly,
+                    &CheckoutCommand::RequestLinesCancel { lines: vec![1, 3] }
+                ),
+                Ok(vec![]),
+                "cancelled lines are not refunded again"
+            );
+            assert_eq!(
+                decide(
+                    &partly,
+                    &CheckoutCommand::RequestLinesCancel { lines: vec![9] }
+                ),
+                Err(CheckoutError::UnknownLine { line: 9 })
+            );
+            commands.push(CheckoutCommand::RequestLinesCancel { lines: vec![] });
+            commands.push(CheckoutCommand::FreeLines {
+                hold_id: hold(1),
+                refund_id: "re_2".into(),
+            });
+            let cancelled = given(&commands);
+            assert!(matches!(cancelled.phase, Phase::Cancelled { .. }));
+            assert_eq!(cancelled.order.unwrap().refunded_cents(), 6_000);
+        }
     }
 }

@@ -856,6 +856,7 @@ impl From<CheckoutError> for ApiError {
             },
             CheckoutError::PaymentUnavailable(reason) => ApiError::PaymentUnavailable(reason),
             CheckoutError::OrderNotFound => ApiError::OrderNotFound,
+            CheckoutError::HoldConverted => ApiError::HoldConverted,
             CheckoutError::OrderHoldsLost {
                 reason,
                 holds,

@@ -238,6 +238,20 @@ impl Ledger {
         })
     }
 
+    /// The refunds of a simulator payment, `(refund_id, amount_minor)`,
+    /// oldest first: an order's partial refunds.
+    pub async fn sim_refunds_of(&self, payment_id: &str) -> StoreResult<Vec<(String, i64)>> {
+        const SELECT: &str = "SELECT refund_id, amount_minor FROM sim_payment_refunds \
+             WHERE payment_id = $1 ORDER BY created_at_us, refund_id";
+        on_store!(self, read pool => {
+            sqlx::query_as(SELECT)
+                .bind(payment_id)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
+    }
+
     /// Every simulator charge and payment with its refund, oldest first.
     pub async fn sim_ledger(&self) -> StoreResult<Vec<LedgerCharge>> {
         on_store!(self, read pool => {

@@ -27,6 +27,7 @@ mod live;
 mod localstripe;
 mod online;
 mod ops;
+mod orders;
 mod outage;
 mod payments;
 mod pools;
@@ -68,6 +69,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(pools::tests());
     all.extend(limits::tests());
     all.extend(checkout::tests());
+    all.extend(orders::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());
     all.extend(hostile::tests());

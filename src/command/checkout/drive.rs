@@ -222,8 +222,10 @@ impl CheckoutService {
             HoldStatus::Held => Ok(()),
             HoldStatus::Expired => Err(CheckoutError::hold_lost(RefundReason::HoldExpired)),
             HoldStatus::Released => Err(CheckoutError::hold_lost(RefundReason::HoldReleased)),
-            // Converted means the checkout converted, which the drive sees first.
-            HoldStatus::Converted => Err(CheckoutError::Busy),
+            // Converted by this checkout the drive sees first (the checkout
+            // is past idle): here, an order (or its own earlier checkout on
+            // another instance) bought it.
+            HoldStatus::Converted => Err(CheckoutError::HoldConverted),
         }
     }
 

@@ -93,6 +93,10 @@ pub enum CheckoutError {
     HoldExpired { refunded: bool, voided: bool },
     #[error("the hold was released")]
     HoldReleased { refunded: bool, voided: bool },
+    /// The hold was bought by an order (or another purchase) before this
+    /// purchase asked for anything.
+    #[error("the hold was converted")]
+    HoldConverted,
     #[error("payment declined: {}", .0.message)]
     PaymentDeclined(Decline),
     /// The authorization could not be captured after the units were

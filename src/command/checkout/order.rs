@@ -215,7 +215,7 @@ impl CheckoutService {
         check_holds(&holds)?;
         self.payments
             .check_method(&payment_method)
-            .map_err(|e| CheckoutError::Invalid(e.to_string()))?;
+            .map_err(|e| CheckoutError::Invalid(format!("payment_method: {e}")))?;
         let (records, entry) = self.order_holds(&ctx.actor, &holds).await?;
         let order_id = OrderId::for_holds(&holds);
         let terms = OrderTerms {

@@ -31,7 +31,7 @@ mod request;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
+use domain::ids::{BookingId, HoldId, OrderId, PoolId, SeatId, ShowId};
 use projections::holds::HoldStatus;
 use serde::Serialize;
 
@@ -122,6 +122,10 @@ pub struct HoldView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<uuid::Uuid>)]
     pub booking_id: Option<BookingId>,
+    /// Set once the hold was converted by an order (instead of a booking).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub order_id: Option<OrderId>,
     /// What each seat, or a pool's places, costs: fixed when the hold was
     /// placed.
     pub items: Vec<ItemView>,

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{HoldId, SeatId, ShowId};
+use domain::checkout::Checkout;
+use domain::ids::{HoldId, OrderId, SeatId, ShowId};
 use projections::holds::HoldStatus;
 
 use super::{HoldError, HoldView, ItemView};
@@ -21,7 +22,15 @@ impl HoldView {
         let quantity = record.quantity();
         let items = items_of(&record, entry);
         let amount_cents = amount_of(&items);
+        // A hold's own purchase books it under the booking id its id
+        // derives; an order books its holds under the order's id.
+        let own = Checkout::booking_id_for(record.hold_id);
+        let (booking_id, order_id) = match record.booking_id {
+            Some(booking_id) if booking_id != own => (None, Some(OrderId(booking_id.0))),
+            booking_id => (booking_id, None),
+        };
         HoldView {
+            order_id,
             items,
             amount_cents,
             hold_id: record.hold_id,
@@ -31,7 +40,7 @@ impl HoldView {
             quantity,
             expires_at: record.expires_at,
             status: HoldStatus::at(record.state, record.expires_at, now),
-            booking_id: record.booking_id,
+            booking_id,
         }
     }
 }
