@@ -27,6 +27,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         buyers_cannot_buy_or_read_what_is_not_theirs,
         recovery_finishes_a_checkout_left_before_its_charge,
         a_simulated_three_d_secure_payment_waits_for_the_buyer_then_books,
+        a_purchase_asked_again_says_voided_whichever_path_saw_the_void_first,
     ]
 }
 
@@ -502,5 +503,66 @@ async fn a_simulated_three_d_secure_payment_waits_for_the_buyer_then_books(env: 
     let ledger = app.ledger().sim_ledger().await.unwrap();
     assert_eq!(ledger.len(), 2);
     assert!(ledger.iter().all(|p| p.outcome == "captured"), "{ledger:?}");
+    app.stop().await;
+}
+
+/// The race an outside run found (1 run in 6 on PostgreSQL): a buyer whose
+/// 3-D Secure outlived the hold sends the purchase again just as another
+/// process (recovery on another instance) has cancelled the authorization
+/// at the provider, before the void is recorded where this one reads. The
+/// purchase read the payment `canceled`, recorded a failed attempt (the
+/// checkout idle again), and every later answer said `"voided": false`:
+/// nothing charged, though an authorization had existed. The checkout's
+/// own record must say what happened to it.
+async fn a_purchase_asked_again_says_voided_whichever_path_saw_the_void_first(env: TestEnv) {
+    use booking::payment::PaymentProvider;
+    let app = env.spawn().await;
+    app.create_show("race3ds", 2, 60).await;
+    let alice = app.buyer("alice");
+    let hold_id = hold_for(&app, &alice, "race3ds", &["S1"]).await;
+    let waiting = app.purchase(&alice, &hold_id, "pm_sim_3ds_600000").await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let payment = waiting.str("payment_intent");
+    // The buyer's authentication outlives the hold (extended to its cap).
+    app.clock.advance(chrono::Duration::seconds(200));
+    // Another instance voids it at the provider, under the void's own key.
+    let elsewhere = booking::payment::simulator::Simulator::new(
+        app.ledger(),
+        app.clock.clone(),
+        Duration::ZERO,
+    );
+    let key = Checkout::operation_key(&payment, "cancel");
+    elsewhere.cancel(&payment, &key).await.expect("cancelled");
+
+    let again = app.purchase(&alice, &hold_id, "pm_sim_3ds_600000").await;
+    again.expect_problem(409, "hold_expired");
+    assert_eq!(
+        (&again.body["voided"], &again.body["refunded"]),
+        (&json!(true), &json!(false)),
+        "the authorization was cancelled: the answer says so"
+    );
+    let once_more = app.purchase(&alice, &hold_id, "pm_sim_ok").await;
+    once_more.expect_problem(409, "hold_expired");
+    assert_eq!(once_more.body["voided"], true, "from the checkout's record");
+    let events: Vec<String> = app
+        .store
+        .log()
+        .stream_events::<Checkout>(&hold_id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert!(
+        events.ends_with(&["VoidRequested".to_owned(), "PaymentVoided".to_owned()]),
+        "{events:?}"
+    );
+    assert!(app
+        .ledger()
+        .sim_ledger()
+        .await
+        .unwrap()
+        .iter()
+        .all(|p| p.outcome != "captured"));
     app.stop().await;
 }
