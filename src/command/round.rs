@@ -394,13 +394,23 @@ impl Rounds {
     /// A checkout as the log has it now, without locking it (what a read
     /// answers: an order, while a request may be driving it).
     pub async fn read_checkout(&self, id: HoldId) -> Result<(Checkout, usize), StoreError> {
+        self.read_checkout_through(id, usize::MAX).await
+    }
+
+    /// [`Self::read_checkout`] as of its `through`-th event (a webhook's
+    /// order as of the event it tells of).
+    pub async fn read_checkout_through(
+        &self,
+        id: HoldId,
+        through: usize,
+    ) -> Result<(Checkout, usize), StoreError> {
         let mut checkout = Checkout::default();
         let mut version = 0;
-        for event in self
+        let events = self
             .log
             .stream_events::<Checkout>(&id.to_string(), 0)
-            .await?
-        {
+            .await?;
+        for event in events.into_iter().take_while(|e| e.sequence <= through) {
             let payload: CheckoutEvent = serde_json::from_value(event.payload)
                 .map_err(|e| StoreError::Corrupt(format!("event {id}#{}: {e}", event.sequence)))?;
             checkout.apply_event(&payload);

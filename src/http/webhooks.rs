@@ -42,6 +42,10 @@ pub(super) enum WebhookEventName {
     RefundIssued,
     #[serde(rename = "hold.expired")]
     HoldExpired,
+    #[serde(rename = "order.confirmed")]
+    OrderConfirmed,
+    #[serde(rename = "order.cancelled")]
+    OrderCancelled,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -55,7 +59,7 @@ pub(super) struct RegisterWebhook {
     )]
     url: String,
     /// The event types to deliver, each once.
-    #[schema(value_type = Vec<WebhookEventName>, min_items = 1, max_items = 4)]
+    #[schema(value_type = Vec<WebhookEventName>, min_items = 1, max_items = 6)]
     events: Vec<String>,
 }
 

@@ -52,14 +52,18 @@ pub enum WebhookEventType {
     BookingCancelled,
     RefundIssued,
     HoldExpired,
+    OrderConfirmed,
+    OrderCancelled,
 }
 
 impl WebhookEventType {
-    pub const ALL: [WebhookEventType; 4] = [
+    pub const ALL: [WebhookEventType; 6] = [
         WebhookEventType::BookingConfirmed,
         WebhookEventType::BookingCancelled,
         WebhookEventType::RefundIssued,
         WebhookEventType::HoldExpired,
+        WebhookEventType::OrderConfirmed,
+        WebhookEventType::OrderCancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +72,8 @@ impl WebhookEventType {
             WebhookEventType::BookingCancelled => "booking.cancelled",
             WebhookEventType::RefundIssued => "refund.issued",
             WebhookEventType::HoldExpired => "hold.expired",
+            WebhookEventType::OrderConfirmed => "order.confirmed",
+            WebhookEventType::OrderCancelled => "order.cancelled",
         }
     }
 }

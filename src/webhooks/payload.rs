@@ -8,6 +8,8 @@
 //! | `PaymentRefunded` | Checkout | `refund.issued` (a charge that outlived its hold) |
 //! | `HoldExpired` | Seat | `hold.expired` (the hold) |
 //! | `PoolHoldExpired` | PoolShard | `hold.expired` (the hold) |
+//! | `CheckoutCompleted` of an order | Checkout | `order.confirmed` (the order) |
+//! | `LinesCancelled` | Checkout | `order.cancelled` (the order, and that cancellation's refund) |
 //!
 //! Expiry is decided at read time, without an event; `hold.expired` follows
 //! the expiry the sweeper (or a later command) records, so it comes up to
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use cqrs_es::Aggregate;
 use domain::checkout::{Checkout, CheckoutEvent};
-use domain::ids::{BookingId, HoldId};
+use domain::ids::{BookingId, HoldId, OrderId};
 use domain::pool::{PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
 use projections::checkouts::CheckoutRow;
@@ -62,7 +64,11 @@ pub struct RefundView {
 pub fn types_of(event: &LogEvent) -> &'static [WebhookEventType] {
     use WebhookEventType::*;
     match (event.aggregate_type.as_str(), event.event_type.as_str()) {
-        (kind, "CheckoutCompleted") if kind == Checkout::TYPE => &[BookingConfirmed],
+        // A hold's purchase or an order's: `checkout_data` tells which.
+        (kind, "CheckoutCompleted") if kind == Checkout::TYPE => {
+            &[BookingConfirmed, OrderConfirmed]
+        }
+        (kind, "LinesCancelled") if kind == Checkout::TYPE => &[OrderCancelled],
         (kind, "CheckoutCancelled") if kind == Checkout::TYPE => &[BookingCancelled, RefundIssued],
         (kind, "PaymentRefunded") if kind == Checkout::TYPE => &[RefundIssued],
         (kind, "BookingReversed") if kind == Checkout::TYPE => &[BookingCancelled],
@@ -186,6 +192,27 @@ impl Payloads {
             .map(HoldId)
             .map_err(|e| corrupt(event, e))?;
         match decode::<CheckoutEvent>(event)? {
+            // An order's units are booked under its own id.
+            CheckoutEvent::CheckoutCompleted { booking_id, .. } if booking_id.0 == hold_id.0 => {
+                self.order_event(event, types, WebhookEventType::OrderConfirmed, None)
+                    .await
+            }
+            CheckoutEvent::LinesCancelled {
+                refund_id,
+                amount_cents,
+                lines,
+                ..
+            } => {
+                let refund =
+                    json!({"refund_id": refund_id, "amount_cents": amount_cents, "lines": lines});
+                self.order_event(event, types, WebhookEventType::OrderCancelled, Some(refund))
+                    .await
+            }
+            CheckoutEvent::CheckoutCompleted { .. }
+                if !types.contains(&WebhookEventType::BookingConfirmed) =>
+            {
+                Ok(Vec::new())
+            }
             CheckoutEvent::CheckoutCompleted {
                 booking_id,
                 charge_id,
@@ -232,6 +259,43 @@ impl Payloads {
             }
             _ => Ok(Vec::new()),
         }
+    }
+
+    /// An order's event: the order as of it (and, for a cancellation, its
+    /// refund), if `types` asks for `event_type`. The subject is the order
+    /// and the event's sequence: one delivery per confirmation and per
+    /// cancellation.
+    async fn order_event(
+        &self,
+        event: &LogEvent,
+        types: &[WebhookEventType],
+        event_type: WebhookEventType,
+        refund: Option<Value>,
+    ) -> Result<Vec<Found>, StoreError> {
+        if !types.contains(&event_type) {
+            return Ok(Vec::new());
+        }
+        let order_id = OrderId(
+            event
+                .aggregate_id
+                .parse::<uuid::Uuid>()
+                .map_err(|e| corrupt(event, e))?,
+        );
+        let sequence = usize::try_from(event.sequence).map_err(|e| corrupt(event, e))?;
+        let order = self
+            .checkout
+            .order_at(order_id, sequence)
+            .await
+            .map_err(from_checkout)?;
+        let mut data = to_value(event, &order)?;
+        if let Some(refund) = refund {
+            data["refund"] = refund;
+        }
+        Ok(vec![(
+            event_type,
+            format!("{order_id}:{}", event.sequence),
+            data,
+        )])
     }
 
     /// A booking cancelled: the booking and the refund of its charge, those

@@ -24,6 +24,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_three_d_secure_order_asks_once_and_completes_when_asked_again,
         bad_order_bodies_are_refused_naming_the_field,
         a_limited_buyer_gets_cancelled_lines_back_in_their_allowance,
+        an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks,
     ]
 }
 
@@ -634,5 +635,54 @@ async fn a_limited_buyer_gets_cancelled_lines_back_in_their_allowance(env: TestE
         .await
         .expect_problem(409, "buyer_limit_reached");
     hold_seats(&app, &alice, "limited", &["S3", "S4"]).await;
+    app.stop().await;
+}
+
+async fn an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks(env: TestEnv) {
+    use crate::receiver::{Mode, Receiver};
+    use crate::webhooks::{quick, register, WAIT};
+    let receiver = Receiver::start(Mode::Answer(204)).await;
+    let app = env.spawn_with_webhooks(quick()).await;
+    register(&app, &receiver.url, &["order.confirmed", "order.cancelled"]).await;
+    app.create_show("told", 4, 480).await;
+    let alice = app.buyer("alice");
+    let a = hold_seats(&app, &alice, "told", &["S1", "S2"]).await;
+    let b = hold_places(&app, &alice, "told", 1).await;
+    let placed = order(&app, &alice, &[&a, &b], "pm_sim_ok").await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
+    let order_id = placed.str("order_id");
+    let partial = cancel(&app, &app.admin(), &order_id, json!({"lines": [2]})).await;
+    assert_eq!(partial.status, StatusCode::OK, "{}", partial.body);
+    let requests = receiver
+        .wait_for("two order events", WAIT, |r| r.len() >= 2)
+        .await;
+    let confirmed = requests
+        .iter()
+        .find(|r| r.event_type() == "order.confirmed")
+        .expect("order.confirmed")
+        .json();
+    assert_eq!(
+        confirmed["data"], placed.body,
+        "the order as the API showed it"
+    );
+    let cancelled = requests
+        .iter()
+        .find(|r| r.event_type() == "order.cancelled")
+        .expect("order.cancelled")
+        .json();
+    assert_eq!(cancelled["data"]["status"], "partially_cancelled");
+    assert_eq!(cancelled["data"]["lines"], partial.body["lines"]);
+    assert_eq!(cancelled["data"]["refund"]["lines"], json!([2]));
+    assert_eq!(cancelled["data"]["refund"]["amount_cents"], 5_000);
+    assert_eq!(
+        cancelled["data"]["refund"]["refund_id"],
+        partial.body["refunds"][0]["refund_id"]
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.event_type().starts_with("booking.")),
+        "an order is not a booking"
+    );
     app.stop().await;
 }

@@ -33,7 +33,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
 }
 
 /// Retries in fractions of a second, for tests.
-fn quick() -> WebhookSettings {
+pub(crate) fn quick() -> WebhookSettings {
     WebhookSettings {
         attempt_timeout: Duration::from_secs(5),
         initial_backoff: Duration::from_millis(300),
@@ -42,9 +42,9 @@ fn quick() -> WebhookSettings {
     }
 }
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
-async fn register(app: &TestApp, url: &str, events: &[&str]) -> Answer {
+pub(crate) async fn register(app: &TestApp, url: &str, events: &[&str]) -> Answer {
     let answer = app
         .call(
             Method::POST,

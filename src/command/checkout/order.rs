@@ -356,6 +356,25 @@ impl CheckoutService {
         self.order_answer(&checkout).await
     }
 
+    /// An order as of its checkout's `sequence`-th event (what a webhook
+    /// about that event carries).
+    pub async fn order_at(
+        &self,
+        order_id: OrderId,
+        sequence: usize,
+    ) -> Result<OrderView, CheckoutError> {
+        let (checkout, _) = self
+            .rounds
+            .read_checkout_through(HoldId(order_id.0), sequence)
+            .await?;
+        let order = checkout
+            .order
+            .as_ref()
+            .ok_or(CheckoutError::OrderNotFound)?;
+        let currency = self.order_currency(&checkout).await?;
+        OrderView::of(&checkout, order, currency).ok_or(CheckoutError::OrderNotConfirmed)
+    }
+
     /// `POST /v1/orders/{id}/cancel`: cancels `lines` (every line still
     /// confirmed when empty) and refunds them in one partial refund. The
     /// same request again answers the same order.
