@@ -1683,6 +1683,11 @@ mod tests {
                 charge_id: p.clone(),
                 amount_cents: 1,
             },
+            Phase::LinesCancelRequested {
+                booking_id,
+                charge_id: p.clone(),
+                amount_cents: 1,
+            },
             Phase::Cancelled {
                 booking_id,
                 charge_id: p.clone(),

@@ -10,7 +10,7 @@ use super::{on_store, retry_read, Checkouts, StoreError, StoreResult};
 
 /// The checkouts recovery finishes (`Phase::PENDING`), oldest first, so a
 /// backlog drains in order. The list is the predicate of the partial index
-/// `checkouts_pending` (migrations: `*_authorize_capture.sql`), written the
+/// `checkouts_pending` (migrations: `*_orders.sql`), written the
 /// same way so the planner uses it; a test holds the two equal.
 fn select_pending() -> String {
     let phases: Vec<String> = Phase::PENDING.iter().map(|p| format!("'{p}'")).collect();
@@ -130,8 +130,8 @@ mod tests {
     #[test]
     fn the_pending_query_matches_the_pending_index() {
         for migration in [
-            include_str!("../../migrations/postgres/0015_authorize_capture.sql"),
-            include_str!("../../migrations/sqlite/0013_authorize_capture.sql"),
+            include_str!("../../migrations/postgres/0019_orders.sql"),
+            include_str!("../../migrations/sqlite/0017_orders.sql"),
         ] {
             let predicate: String = migration
                 .split("WHERE phase IN (")

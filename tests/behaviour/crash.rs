@@ -19,7 +19,10 @@ use crate::support::{show_body, token_from, Answer, TestApp, TestEnv};
 use crate::{tests, HEAVY};
 
 pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
-    tests![a_kill_9_during_checkouts_loses_no_booking_and_no_charge]
+    tests![
+        a_kill_9_during_checkouts_loses_no_booking_and_no_charge,
+        a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund,
+    ]
 }
 
 const CHECKOUTS: usize = 100;
@@ -281,4 +284,287 @@ async fn charge_hold(store: &Store, payment_id: &str) -> String {
         .unwrap()
         .expect("payment")
         .hold_id
+}
+
+const ORDERS: usize = 100;
+const HOLDS_PER_ORDER: usize = 3;
+const CANCELLATIONS: usize = 50;
+
+/// Fires `calls` at once, kills the service once a random number of them
+/// (from `range`) are answered, and returns every answer that arrived.
+async fn kill_during(
+    service: &mut Service,
+    calls: Vec<(usize, String, String, Value)>,
+    range: std::ops::Range<usize>,
+    client: &reqwest::Client,
+) -> HashMap<usize, Answer> {
+    let kill_after = rand::thread_rng().gen_range(range);
+    let (acks_tx, mut acks_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, url, token, body) in calls {
+        let (client, acks) = (client.clone(), acks_tx.clone());
+        tasks.spawn(async move {
+            if let Some(answer) = post(&client, url, &token, body).await {
+                let _ = acks.send((i, answer));
+            }
+        });
+    }
+    drop(acks_tx);
+    let mut answered = HashMap::new();
+    while answered.len() < kill_after {
+        match acks_rx.recv().await {
+            Some((i, answer)) => {
+                answered.insert(i, answer);
+            }
+            None => break,
+        }
+    }
+    service.child.kill().await.expect("kill -9");
+    while let Some((i, answer)) = acks_rx.recv().await {
+        answered.insert(i, answer);
+    }
+    tasks.shutdown().await;
+    answered
+}
+
+/// Restarts on the same database (recovery runs before it listens) and
+/// checks nothing is left half way.
+async fn restart(database_url: &str, secret: &str) -> (Service, Store) {
+    let service = start(database_url, secret).await;
+    let store = Store::connect(database_url, 2).await.unwrap();
+    let pending = store.checkouts().pending_checkouts(1000).await.unwrap();
+    assert!(
+        pending.is_empty(),
+        "recovery finished everything: {pending:?}"
+    );
+    (service, store)
+}
+
+async fn get_json(client: &reqwest::Client, url: String, token: &str) -> Answer {
+    let response = client
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("answered");
+    TestApp::answer(response).await
+}
+
+async fn a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund(env: TestEnv) {
+    let _heavy = HEAVY.acquire().await.expect("semaphore");
+    let (database_url, _dir) = env.database_url().await;
+    let secret = uuid::Uuid::new_v4().to_string();
+    let keys = TokenKeys::new(&secret);
+    let token = |sub: &str, role| token_from(&keys, sub, role, chrono::Duration::hours(1));
+    let admin = token("ops", Role::Admin);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut service = start(&database_url, &secret).await;
+    let put = client
+        .put(format!("{}/v1/shows/orders", service.base))
+        .bearer_auth(&admin)
+        .header("content-type", "application/json")
+        .body(show_body(ORDERS * HOLDS_PER_ORDER, 480).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+
+    // 100 buyers, each with three holds of a seat each.
+    let buyers: Vec<String> = (0..ORDERS)
+        .map(|i| token(&format!("b{i}"), Role::Buyer))
+        .collect();
+    let mut holds: Vec<Vec<String>> = Vec::with_capacity(ORDERS);
+    for (i, buyer) in buyers.iter().enumerate() {
+        let mut mine = Vec::new();
+        for k in 0..HOLDS_PER_ORDER {
+            let seat = format!("S{}", i * HOLDS_PER_ORDER + k + 1);
+            let url = format!("{}/v1/shows/orders/holds", service.base);
+            let hold = post(&client, url, buyer, json!({"seats": [seat]}))
+                .await
+                .expect("hold");
+            assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.body);
+            mine.push(hold.str("hold_id"));
+        }
+        holds.push(mine);
+    }
+
+    // 100 orders of random payment lengths; killed after some are answered.
+    let calls = (0..ORDERS)
+        .map(|i| {
+            let delay_ms = rand::thread_rng().gen_range(0..400);
+            let body =
+                json!({"holds": holds[i], "payment_method": format!("pm_sim_delay_{delay_ms}")});
+            (
+                i,
+                format!("{}/v1/orders", service.base),
+                buyers[i].clone(),
+                body,
+            )
+        })
+        .collect();
+    let answered = kill_during(&mut service, calls, 5..60, &client).await;
+    let confirmed_before: HashMap<usize, String> = answered
+        .iter()
+        .filter(|(_, a)| a.status == StatusCode::CREATED)
+        .map(|(i, a)| (*i, a.str("charge_id")))
+        .collect();
+
+    let (service, store) = restart(&database_url, &secret).await;
+    // Every order asked again: confirmed with the one payment it had, or
+    // never charged; no captured money without a confirmed order.
+    let ledger = Ledger::of(&store).sim_ledger().await.unwrap();
+    let mut orders: Vec<Option<Answer>> = Vec::with_capacity(ORDERS);
+    for i in 0..ORDERS {
+        let url = format!("{}/v1/orders", service.base);
+        let body = json!({"holds": holds[i], "payment_method": "pm_sim_ok"});
+        let again = post(&client, url, &buyers[i], body)
+            .await
+            .expect("answered");
+        let paid = ledger
+            .iter()
+            .filter(|c| c.outcome == "captured")
+            .filter(|c| again.body["charge_id"].as_str() == Some(c.charge_id.as_str()))
+            .count();
+        if let Some(charge_id) = confirmed_before.get(&i) {
+            assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+            assert_eq!(&again.str("charge_id"), charge_id, "the same payment");
+        }
+        if again.status == StatusCode::OK || again.status == StatusCode::CREATED {
+            assert!(paid <= 1);
+            orders.push(Some(again));
+        } else {
+            orders.push(None);
+        }
+    }
+    for charge in ledger.iter().filter(|c| c.outcome == "captured") {
+        assert!(
+            orders
+                .iter()
+                .flatten()
+                .any(|o| o.str("charge_id") == charge.charge_id),
+            "captured {} without a confirmed order",
+            charge.charge_id
+        );
+    }
+    // No seat is booked twice, and a seat is booked only for a confirmed order.
+    let statuses = get_json(
+        &client,
+        format!("{}/v1/shows/orders/availability", service.base),
+        &admin,
+    )
+    .await;
+    let booked: BTreeMap<String, String> = crate::support::seat_entries(&statuses.body)
+        .into_iter()
+        .collect();
+    for (i, order) in orders.iter().enumerate() {
+        for k in 0..HOLDS_PER_ORDER {
+            let seat = format!("S{}", i * HOLDS_PER_ORDER + k + 1);
+            let expected = if order.is_some() {
+                "booked"
+            } else {
+                "available"
+            };
+            if order.is_some() || booked[&seat] != "held" {
+                assert_eq!(booked[&seat], expected, "{seat} of order {i}");
+            }
+        }
+    }
+
+    // 50 concurrent partial cancellations (one random line each), killed
+    // mid-way; recovery finishes each: refunded once, its seat free.
+    let confirmed: Vec<(usize, String)> = orders
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.as_ref().map(|o| (i, o.str("order_id"))))
+        .take(CANCELLATIONS)
+        .collect();
+    let mut service = service;
+    let calls = confirmed
+        .iter()
+        .map(|(i, order_id)| {
+            let line = rand::thread_rng().gen_range(1..=HOLDS_PER_ORDER);
+            let url = format!("{}/v1/orders/{order_id}/cancel", service.base);
+            (*i, url, admin.clone(), json!({"lines": [line]}))
+        })
+        .collect();
+    let answered = kill_during(
+        &mut service,
+        calls,
+        1..CANCELLATIONS.min(confirmed.len()).max(2),
+        &client,
+    )
+    .await;
+    let (service, store) = restart(&database_url, &secret).await;
+    let ledger = Ledger::of(&store);
+    for (i, order_id) in &confirmed {
+        let read = get_json(
+            &client,
+            format!("{}/v1/orders/{order_id}", service.base),
+            &admin,
+        )
+        .await;
+        assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+        let refunds = ledger.sim_refunds_of(&read.str("charge_id")).await.unwrap();
+        let listed = read.body["refunds"].as_array().expect("refunds").len();
+        assert_eq!(
+            refunds.len(),
+            listed,
+            "order {i}: one provider refund per cancellation"
+        );
+        assert!(
+            listed <= 1,
+            "order {i}: one cancellation asked, refunded at most once"
+        );
+        let cancelled: Vec<&Value> = read.body["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .filter(|l| l["status"] == "cancelled")
+            .collect();
+        assert_eq!(cancelled.len(), listed, "order {i}");
+        assert_eq!(
+            read.body["refunded_cents"].as_i64(),
+            Some(refunds.iter().map(|(_, a)| a).sum::<i64>())
+        );
+        if let Some(answer) = answered.get(i) {
+            if answer.status == StatusCode::OK {
+                assert_eq!(listed, 1, "an acknowledged cancellation stands");
+            }
+        }
+        for line in cancelled {
+            let seat = line["seat_id"].as_str().expect("a seat line");
+            let statuses = get_json(
+                &client,
+                format!("{}/v1/shows/orders/availability", service.base),
+                &admin,
+            )
+            .await;
+            let free: BTreeMap<String, String> = crate::support::seat_entries(&statuses.body)
+                .into_iter()
+                .collect();
+            assert_eq!(free[seat], "available", "{seat} of a cancelled line");
+        }
+    }
+    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_booking"))
+        .arg("verify")
+        .env("DATABASE_URL", &database_url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("booking verify runs");
+    assert!(
+        verify.status.success(),
+        "verify after the crashes: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    println!(
+        "orders crash on {}: {} confirmed before the kill, {} orders paid, {} cancellations",
+        env.backend.name(),
+        confirmed_before.len(),
+        orders.iter().flatten().count(),
+        confirmed.len()
+    );
+    drop(service);
 }
