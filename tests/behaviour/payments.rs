@@ -34,6 +34,8 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_cancellation_refunds_through_stripe_once,
         a_capture_refused_after_conversion_undoes_the_booking,
         a_kill_9_during_stripe_purchases_captures_only_bookings,
+        an_order_is_one_payment_intent_refunded_in_part_per_cancellation,
+        a_three_d_secure_order_completes_by_asking_again_and_by_webhook,
     ]
 }
 
@@ -751,4 +753,203 @@ async fn a_kill_9_during_stripe_purchases_captures_only_bookings(env: TestEnv) {
         released.len()
     );
     drop(service);
+}
+
+async fn order(app: &TestApp, token: &str, holds: &[&str], card: &str) -> Answer {
+    app.call(
+        Method::POST,
+        "/v1/orders",
+        Some(token),
+        Some(&json!({"holds": holds, "payment_method": card})),
+        &[],
+    )
+    .await
+}
+
+async fn an_order_is_one_payment_intent_refunded_in_part_per_cancellation(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "family", 6, 480, 1440).await;
+    let alice = app.buyer("alice");
+    let card = stripe.payment_method(CARD_OK).await;
+    let a = app
+        .hold(&alice, "family", &["S1", "S2"], None)
+        .await
+        .str("hold_id");
+    let b = app
+        .hold(&alice, "family", &["S3"], None)
+        .await
+        .str("hold_id");
+    let c = app
+        .call(
+            Method::POST,
+            "/v1/shows/family/holds",
+            Some(&alice),
+            Some(&json!({"pool_id": "floor", "quantity": 2})),
+            &[],
+        )
+        .await
+        .str("hold_id");
+    let holds = [a.as_str(), b.as_str(), c.as_str()];
+    let answers =
+        futures::future::join_all((0..10).map(|_| order(&app, &alice, &holds, &card))).await;
+    let created = answers
+        .iter()
+        .filter(|a| a.status == StatusCode::CREATED)
+        .count();
+    assert_eq!(
+        created,
+        1,
+        "{:?}",
+        answers.iter().map(|a| &a.body).collect::<Vec<_>>()
+    );
+    let placed = answers
+        .iter()
+        .find(|a| a.status == StatusCode::CREATED)
+        .expect("the order");
+    for answer in &answers {
+        assert!(
+            answer.status.is_success() || answer.code() == Some("busy"),
+            "{}",
+            answer.body
+        );
+        if answer.status.is_success() {
+            assert_eq!(answer.body["charge_id"], placed.body["charge_id"]);
+        }
+    }
+    let intent = placed.str("charge_id");
+    let order_id = placed.str("order_id");
+    let at_stripe = stripe.intent(&intent).await;
+    assert_eq!(at_stripe["status"], "succeeded");
+    assert_eq!(
+        at_stripe["amount"],
+        3 * 5_000 + 2 * 3_000,
+        "one authorization for the sum"
+    );
+    assert_eq!(
+        at_stripe["metadata"]["hold_id"],
+        order_id.as_str(),
+        "the order's id"
+    );
+    assert_eq!(
+        stripe.intents_of(&order_id).await.len(),
+        1,
+        "one PaymentIntent"
+    );
+    for hold in holds {
+        assert!(stripe.intents_of(hold).await.is_empty(), "none per hold");
+    }
+
+    // Partial cancellations, some racing: one Refund per request, its amount
+    // the lines'.
+    let admin = app.admin();
+    let path = format!("/v1/orders/{order_id}/cancel");
+    let first = app
+        .call(
+            Method::POST,
+            &path,
+            Some(&admin),
+            Some(&json!({"lines": [1]})),
+            &[],
+        )
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let lines = json!({"lines": [2, 4]});
+    let racing = futures::future::join_all((0..4).map(|_| {
+        app.call(
+            Method::POST,
+            &path,
+            Some(&admin),
+            Some(&lines),
+            &[],
+        )
+    }))
+    .await;
+    for answer in &racing {
+        assert!(
+            answer.status == StatusCode::OK || answer.code() == Some("busy"),
+            "{}",
+            answer.body
+        );
+    }
+    let last = app
+        .call(Method::POST, &path, Some(&admin), Some(&json!({})), &[])
+        .await;
+    assert_eq!(last.status, StatusCode::OK, "{}", last.body);
+    assert_eq!(last.body["status"], "cancelled");
+    let refunds = stripe.refunds_of(&intent).await;
+    let mut amounts: Vec<i64> = refunds
+        .iter()
+        .map(|r| r["amount"].as_i64().expect("amount"))
+        .collect();
+    amounts.sort_unstable();
+    assert_eq!(
+        amounts,
+        vec![5_000, 5_000 + 3_000, 5_000 + 3_000],
+        "{refunds:?}"
+    );
+    assert_eq!(last.body["refunded_cents"], 21_000);
+    let statuses = app.seat_statuses("family").await;
+    assert!(["S1", "S2", "S3"]
+        .iter()
+        .all(|s| statuses[*s] == "available"));
+    app.stop().await;
+}
+
+async fn a_three_d_secure_order_completes_by_asking_again_and_by_webhook(env: TestEnv) {
+    let Stripe {
+        app,
+        stripe,
+        proxy: _proxy,
+    } = start(&env).await;
+    show(&app, "tdso", 4, 60, 600).await;
+    let alice = app.buyer("alice");
+    let card = stripe.payment_method(CARD_3DS).await;
+
+    // By asking again: one authentication for the whole order.
+    let a = hold(&app, &alice, "tdso", "S1").await;
+    let b = hold(&app, &alice, "tdso", "S2").await;
+    let waiting = order(&app, &alice, &[&a, &b], &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    assert_eq!(waiting.body["status"], "requires_action");
+    let intent = waiting.str("payment_intent");
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let done = order(&app, &alice, &[&a, &b], &card).await;
+    assert_eq!(done.status, StatusCode::CREATED, "{}", done.body);
+    assert_eq!(done.str("charge_id"), intent);
+    assert_eq!(stripe.intent(&intent).await["amount"], 10_000);
+
+    // By Stripe's webhook: the buyer never asks again.
+    let c = hold(&app, &alice, "tdso", "S3").await;
+    let d = hold(&app, &alice, "tdso", "S4").await;
+    let waiting = order(&app, &alice, &[&c, &d], &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let intent = waiting.str("payment_intent");
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let now = app.clock.now().timestamp();
+    let event = event_for(&intent, "payment_intent.amount_capturable_updated");
+    let answer = send_event(&app, &event, now, WEBHOOK_SECRET).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(stripe.intent(&intent).await["status"], "succeeded");
+    let read = get(
+        &app,
+        &format!("/v1/orders/{}", waiting.str("order_id")),
+        &alice,
+    )
+    .await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+    assert_eq!(read.body["status"], "confirmed");
+    let statuses = app.seat_statuses("tdso").await;
+    assert_eq!(
+        (statuses["S3"].as_str(), statuses["S4"].as_str()),
+        ("booked", "booked")
+    );
+    app.stop().await;
 }
