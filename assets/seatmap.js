@@ -31,7 +31,10 @@
   const pools = new Map(); // pool_id -> { spec, el, count }
   const selected = new Set();
   const chosenType = new Map(); // seat_id -> ticket type, for a selected seat
-  let hold = null;
+  // The buyer's holds (a basket): several holds (seats, places) are paid
+  // once, as one order (`POST /v1/orders`); one hold alone is purchased.
+  let basket = [];
+  const MAX_ORDER_HOLDS = 20; // the service's MAX_HOLDS_PER_ORDER
   let clockOffset = 0; // server time - local time, from the Date header
   let placed = false; // the show's seats have coordinates: drawn as its venue
   let chart = null; // the venue drawing's zoom and pan
@@ -108,6 +111,8 @@
       case "no_adjacent_seats":
         return "No block of that many seats side by side is free right now.";
       case "hold_expired":
+        if (problem.holds && problem.voided) return "One of your holds ended before the payment went through; nothing was charged and nothing was booked.";
+        if (problem.holds) return "One of your holds has expired; nothing was charged. Release it or choose again.";
         if (problem.voided) return "Your hold ended before the payment went through; nothing was charged.";
         return problem.refunded
           ? "Your hold expired while paying; the charge was refunded."
@@ -147,7 +152,7 @@
   }
 
   function mine(seatId) {
-    return Boolean(hold && (hold.seats || []).includes(seatId));
+    return basket.some((h) => (h.seats || []).includes(seatId));
   }
 
   // Money in the show's currency, from minor units.
@@ -293,7 +298,7 @@
     $("#selection").textContent = chosen.length
       ? `Selected: ${described.join(", ")} (${chosen.length} seat${chosen.length > 1 ? "s" : ""}${priced ? `, ${money(total)}` : ""}).`
       : "No seat selected.";
-    document.querySelector('[data-action="hold"]').disabled = chosen.length === 0 || Boolean(hold);
+    document.querySelector('[data-action="hold"]').disabled = chosen.length === 0 || basket.length >= MAX_ORDER_HOLDS;
     showChoosers(chosen);
   }
 
@@ -1040,58 +1045,83 @@
     return `${what} (${details.length ? `${details.join(", ")}, ` : ""}${money(item.price_cents)}${each})`;
   }
 
+  // Adds a hold to the basket, or brings one up to date (an answer without
+  // the prices, an extension's, keeps the hold's).
   function setHold(next) {
-    const before = hold ? hold.seats || [] : [];
-    // An answer without the prices (an extension's) keeps the hold's.
-    hold = hold && hold.hold_id === next.hold_id && next.items === undefined
-      ? { ...next, items: hold.items, amount_cents: hold.amount_cents }
+    const known = basket.find((h) => h.hold_id === next.hold_id);
+    const kept = known && next.items === undefined
+      ? { ...next, items: known.items, amount_cents: known.amount_cents }
       : next;
+    basket = known ? basket.map((h) => (h.hold_id === next.hold_id ? kept : h)) : [...basket, kept];
+    showBasket([...(known ? known.seats || [] : []), ...(kept.seats || [])]);
+  }
+
+  // Takes holds out of the basket (all of them: no argument).
+  function clearHold(holdIds) {
+    const leaving = holdIds ? basket.filter((h) => holdIds.includes(h.hold_id)) : basket;
+    basket = holdIds ? basket.filter((h) => !holdIds.includes(h.hold_id)) : [];
+    showBasket(leaving.flatMap((h) => h.seats || []));
+  }
+
+  function holdWords(h) {
+    const items = h.items || [];
+    if (items.length) return `${h.pool_id ? "" : "Seats "}${items.map(itemWords).join(", ")}`;
+    return h.pool_id ? `${h.quantity} place${h.quantity > 1 ? "s" : ""} in ${h.pool_id}` : `Seats ${list(h.seats)}`;
+  }
+
+  // The basket as the page shows it: each hold's items, the sum to pay,
+  // and the earliest expiry (the countdown). `repaint`: seats that changed.
+  function showBasket(repaint) {
     const box = $("#hold");
-    box.hidden = false;
-    box.dataset.holdId = hold.hold_id;
-    box.dataset.expiresAt = hold.expires_at;
-    const items = hold.items || [];
-    $("#hold-what").textContent = items.length
-      ? `${hold.pool_id ? "" : "Seats "}${items.map(itemWords).join(", ")}`
-      : hold.pool_id
-        ? `${hold.quantity} place${hold.quantity > 1 ? "s" : ""} in ${hold.pool_id}`
-        : `Seats ${list(hold.seats)}`;
+    box.hidden = basket.length === 0;
+    const what = $("#hold-what");
+    what.replaceChildren(
+      ...basket.map((h) => {
+        const line = document.createElement("li");
+        line.dataset.holdId = h.hold_id;
+        line.textContent = holdWords(h);
+        return line;
+      }),
+    );
     const amount = $("#hold-amount");
-    if (Number.isFinite(hold.amount_cents)) {
-      box.dataset.amountCents = String(hold.amount_cents);
-      amount.textContent = `To pay: ${money(hold.amount_cents)}`;
+    const priced = basket.length > 0 && basket.every((h) => Number.isFinite(h.amount_cents));
+    if (basket.length === 0) {
+      for (const key of ["holdId", "holdIds", "expiresAt", "amountCents"]) delete box.dataset[key];
+    } else {
+      const earliest = basket.reduce((a, h) => (Date.parse(h.expires_at) < Date.parse(a.expires_at) ? h : a));
+      box.dataset.holdId = basket[basket.length - 1].hold_id;
+      box.dataset.holdIds = basket.map((h) => h.hold_id).join(",");
+      box.dataset.expiresAt = earliest.expires_at;
+      $("#hold-until").textContent = `until ${new Date(earliest.expires_at).toLocaleTimeString()}`;
+      $("#hold-title").textContent = basket.length > 1 ? `Your ${basket.length} holds, paid together` : "Your hold";
+    }
+    if (priced) {
+      const total = basket.reduce((sum, h) => sum + h.amount_cents, 0);
+      box.dataset.amountCents = String(total);
+      amount.textContent = `To pay: ${money(total)}`;
       amount.hidden = false;
     } else {
       delete box.dataset.amountCents;
       amount.hidden = true;
     }
-    $("#hold-until").textContent = `until ${new Date(hold.expires_at).toLocaleTimeString()}`;
-    for (const seatId of [...before, ...(hold.seats || [])]) paint(seatId);
+    for (const seatId of repaint || []) paint(seatId);
     tick();
     showSelection();
   }
 
-  function clearHold() {
-    const before = hold ? hold.seats || [] : [];
-    hold = null;
-    const box = $("#hold");
-    box.hidden = true;
-    delete box.dataset.holdId;
-    delete box.dataset.expiresAt;
-    delete box.dataset.amountCents;
-    for (const seatId of before) paint(seatId);
-    showSelection();
-  }
-
   function tick() {
-    if (!hold) return;
-    const left = Date.parse(hold.expires_at) - serverNow();
-    if (left <= 0) {
-      $("#countdown").textContent = "0:00";
-      clearHold();
-      say("Your hold expired. Choose seats again.");
-      return;
+    if (basket.length === 0) return;
+    const now = serverNow();
+    const ended = basket.filter((h) => Date.parse(h.expires_at) <= now).map((h) => h.hold_id);
+    if (ended.length) {
+      clearHold(ended);
+      say(basket.length ? "One of your holds expired; the others are still yours." : "Your hold expired. Choose seats again.");
+      if (basket.length === 0) {
+        $("#countdown").textContent = "0:00";
+        return;
+      }
     }
+    const left = Math.min(...basket.map((h) => Date.parse(h.expires_at))) - now;
     const seconds = Math.ceil(left / 1000);
     $("#countdown").textContent = `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}`;
   }
@@ -1107,8 +1137,8 @@
   }
 
   async function placeHold(body) {
-    if (hold) {
-      say("Pay for or release your current hold first.");
+    if (basket.length >= MAX_ORDER_HOLDS) {
+      say(`Pay for your ${MAX_ORDER_HOLDS} holds first: one payment takes at most that many.`);
       return;
     }
     const answer = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/holds`, body, crypto.randomUUID());
@@ -1120,7 +1150,7 @@
     selected.clear();
     chosenType.clear();
     setHold(answer.data);
-    say("Held. Pay before the countdown ends.", "ok");
+    say(basket.length > 1 ? "Added. Pay for everything at once before the countdown ends." : "Held. Pay before the countdown ends.", "ok");
   }
 
   function bind(action, handler) {
@@ -1147,24 +1177,26 @@
     return placeHold({ best_available: section ? { quantity, section } : { quantity } });
   });
   bind("extend", async () => {
-    if (!hold) return;
-    const answer = await api("POST", `/v1/holds/${hold.hold_id}/extend`, {});
-    if (!answer.ok) {
-      say(explain(answer.problem));
-      if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold();
-      return;
+    for (const h of [...basket]) {
+      const answer = await api("POST", `/v1/holds/${h.hold_id}/extend`, {});
+      if (!answer.ok) {
+        say(explain(answer.problem));
+        if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold([h.hold_id]);
+        return;
+      }
+      setHold(answer.data);
     }
-    setHold(answer.data);
-    say("More time: your hold now lasts longer.", "ok");
+    say(basket.length > 1 ? "More time: your holds now last longer." : "More time: your hold now lasts longer.", "ok");
   });
   bind("release", async () => {
-    if (!hold) return;
-    const answer = await api("DELETE", `/v1/holds/${hold.hold_id}`);
-    if (!answer.ok) {
-      say(explain(answer.problem));
-      return;
+    for (const h of [...basket]) {
+      const answer = await api("DELETE", `/v1/holds/${h.hold_id}`);
+      if (!answer.ok) {
+        say(explain(answer.problem));
+        return;
+      }
+      clearHold([h.hold_id]);
     }
-    clearHold();
     say("Released.", "ok");
   });
   // Payments: the simulator's methods, or a card through Stripe.js (its
@@ -1219,9 +1251,11 @@
     await new Promise((resolve) => setTimeout(resolve, wait));
   }
 
+  // One hold is purchased; several are one order, paid once (one 3-D
+  // Secure step for all of them).
   bind("pay", async () => {
-    if (!hold) return;
-    const paying = hold;
+    if (basket.length === 0) return;
+    const paying = [...basket];
     let method;
     try {
       method = await paymentMethod();
@@ -1230,30 +1264,41 @@
       return;
     }
     say("Paying…", "ok");
-    const purchase = () =>
-      api("POST", `/v1/holds/${paying.hold_id}/purchase`, { payment_method: method });
-    let answer = await purchase();
+    const pay = () =>
+      paying.length === 1
+        ? api("POST", `/v1/holds/${paying[0].hold_id}/purchase`, { payment_method: method })
+        : api("POST", "/v1/orders", { holds: paying.map((h) => h.hold_id), payment_method: method });
+    let answer = await pay();
     while (answer.ok && answer.status === 202) {
-      // The hold lasts while the buyer confirms; the service says until when.
-      setHold({ ...paying, expires_at: answer.data.expires_at });
+      // The holds last while the buyer confirms; the service says until when.
+      for (const h of paying) setHold({ ...h, expires_at: answer.data.expires_at });
       $("#hold").dataset.payment = "requires_action";
       say("Confirm the payment with your bank…", "ok");
       await confirmWithBank(answer.data);
-      answer = await purchase();
+      answer = await pay();
     }
     delete $("#hold").dataset.payment;
     if (!answer.ok) {
       say(explain(answer.problem));
-      if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold();
-      if (answer.problem.reversed) clearHold();
+      const lost = answer.problem.holds || paying.map((h) => h.hold_id);
+      if (["hold_expired", "hold_released", "hold_converted"].includes(answer.problem.code)) clearHold(lost);
+      if (answer.problem.reversed) clearHold(paying.map((h) => h.hold_id));
       return;
     }
-    const booked = answer.data;
+    const paid = answer.data;
     const box = $("#booking");
     box.hidden = false;
-    box.dataset.bookingId = booked.booking_id;
-    $("#booking-what").textContent = `${booked.pool_id ? `${booked.quantity} places in ${booked.pool_id}` : `Seats ${list(booked.seats)}`}, ${money(booked.amount_cents)} paid. Booking ${booked.booking_id}.`;
-    clearHold();
+    if (paid.order_id) {
+      delete box.dataset.bookingId;
+      box.dataset.orderId = paid.order_id;
+      const lines = paid.lines || [];
+      $("#booking-what").textContent = `${lines.length} ticket${lines.length === 1 ? "" : "s"}, ${money(paid.amount_cents)} paid at once. Order ${paid.order_id}.`;
+    } else {
+      delete box.dataset.orderId;
+      box.dataset.bookingId = paid.booking_id;
+      $("#booking-what").textContent = `${paid.pool_id ? `${paid.quantity} places in ${paid.pool_id}` : `Seats ${list(paid.seats)}`}, ${money(paid.amount_cents)} paid. Booking ${paid.booking_id}.`;
+    }
+    clearHold(paying.map((h) => h.hold_id));
     say("Booked. Enjoy the show!", "ok");
   });
 

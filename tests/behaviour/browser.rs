@@ -24,6 +24,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_buyer_waits_in_the_queue_on_the_page_then_holds,
         a_buyer_chooses_ticket_types_on_the_venue_map_and_pays_the_hold_amount,
         another_buyers_hold_repaints_the_venue_map_live,
+        a_family_pays_seats_and_places_at_once_on_the_page,
         the_seat_maps_have_no_serious_accessibility_violation,
     ]
 }
@@ -791,6 +792,85 @@ async fn another_buyers_hold_repaints_the_venue_map_live(env: TestEnv) {
 
     app.release(&other, &held.str("hold_id")).await;
     wait_attr(&page, &seat, "data-status", PATIENCE, |v| v == "available").await;
+    page.close().await.expect("session closes");
+    app.stop().await;
+}
+
+/// A buyer holds two seats, then two standing places, and pays once: the
+/// page sends one order for both holds, and the service charged once.
+async fn a_family_pays_seats_and_places_at_once_on_the_page(env: TestEnv) {
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let app = env.spawn().await;
+    let show = format!("family-{}", uuid::Uuid::new_v4().simple());
+    app.create_show(&show, 10, 480).await;
+    let token = app.buyer("family-buyer");
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("family")).await;
+    open_map(&page, &app, &show, &token).await;
+
+    for n in [1, 2] {
+        click(&page, &seat(n)).await;
+        wait_attr(&page, &seat(n), "data-status", PATIENCE, |v| {
+            v == "selected"
+        })
+        .await;
+    }
+    click(&page, "[data-action=\"hold\"]").await;
+    let seats_hold = wait_attr(&page, "#hold", "data-hold-id", PATIENCE, |v| !v.is_empty()).await;
+    click(
+        &page,
+        "[data-pool-id=\"floor\"] [data-action=\"hold-pool\"]",
+    )
+    .await;
+    let both = wait_attr(&page, "#hold", "data-hold-ids", PATIENCE, |v| {
+        v.contains(',')
+    })
+    .await;
+    assert!(both.starts_with(&seats_hold), "{both}");
+    let amount = wait_attr(&page, "#hold", "data-amount-cents", PATIENCE, |v| {
+        v == (2 * 5000 + 2 * 3000).to_string()
+    })
+    .await;
+    assert_eq!(amount, "16000");
+    let title = text(&page, "#hold-title").await;
+    assert!(title.contains("2 holds"), "{title}");
+
+    page.find(Locator::Css("#payment-method"))
+        .await
+        .expect("the method list")
+        .select_by_value("pm_sim_ok")
+        .await
+        .expect("the card that pays");
+    click(&page, "[data-action=\"pay\"]").await;
+    let order_id = wait_attr(&page, "#booking", "data-order-id", PATIENCE, |v| {
+        !v.is_empty()
+    })
+    .await;
+    let order = app
+        .call(
+            Method::GET,
+            &format!("/v1/orders/{order_id}"),
+            Some(&token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(order.status, StatusCode::OK, "{}", order.body);
+    assert_eq!(order.body["status"], json!("confirmed"));
+    assert_eq!(order.body["amount_cents"], json!(16000));
+    assert_eq!(order.body["lines"].as_array().map(Vec::len), Some(4));
+    let ledger = app.ledger().sim_ledger().await.expect("ledger");
+    assert_eq!(ledger.len(), 1, "one payment for both holds: {ledger:?}");
+    for n in [1, 2] {
+        wait_attr(&page, &seat(n), "data-status", PATIENCE, |v| v == "booked").await;
+    }
+    let said = text(&page, "#booking-what").await;
+    assert!(said.contains("4 tickets"), "{said}");
+    assert!(
+        attr(&page, "#hold", "data-hold-ids").await.is_none(),
+        "the basket is empty"
+    );
     page.close().await.expect("session closes");
     app.stop().await;
 }

@@ -858,15 +858,9 @@ async fn an_order_is_one_payment_intent_refunded_in_part_per_cancellation(env: T
         .await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
     let lines = json!({"lines": [2, 4]});
-    let racing = futures::future::join_all((0..4).map(|_| {
-        app.call(
-            Method::POST,
-            &path,
-            Some(&admin),
-            Some(&lines),
-            &[],
-        )
-    }))
+    let racing = futures::future::join_all(
+        (0..4).map(|_| app.call(Method::POST, &path, Some(&admin), Some(&lines), &[])),
+    )
     .await;
     for answer in &racing {
         assert!(
