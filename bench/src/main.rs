@@ -14,6 +14,7 @@ mod external;
 mod failover;
 mod heap;
 mod live;
+mod orders;
 mod queue;
 mod report;
 mod scenarios;
@@ -328,6 +329,9 @@ async fn run_store(
     }
     if wanted("checkout") {
         results.push(scenarios::checkout(&target, args.concurrency, seconds).await?);
+    }
+    if wanted("orders") {
+        results.extend(orders::orders(&target, args.concurrency, seconds).await?);
     }
     if wanted("ga") {
         results.push(scenarios::ga_storm(&target, None).await?);

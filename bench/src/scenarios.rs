@@ -45,7 +45,7 @@ pub async fn seat_show_pub(target: &Target, show: &str) -> anyhow::Result<()> {
     seat_show(target, show, BIG_SHOW_SEATS).await
 }
 
-async fn seat_show(target: &Target, show: &str, seats: usize) -> anyhow::Result<()> {
+pub(crate) async fn seat_show(target: &Target, show: &str, seats: usize) -> anyhow::Result<()> {
     seat_show_limited(target, show, seats, None).await
 }
 
@@ -181,7 +181,12 @@ pub(crate) fn seat_show_body(show: &str, seats: usize) -> Value {
 }
 
 /// Sends a JSON POST; returns the status and the time it took.
-async fn post(target: &Target, path: &str, token: &str, body: &Value) -> (u16, Duration, Value) {
+pub(crate) async fn post(
+    target: &Target,
+    path: &str,
+    token: &str,
+    body: &Value,
+) -> (u16, Duration, Value) {
     let started = Instant::now();
     let response = target
         .client
@@ -501,7 +506,7 @@ pub struct Payments {
 /// The sum of the service's metric lines that start with `series` and
 /// contain `label`. The recorder is the process's: instances started in one
 /// bench process count together.
-async fn metric_sum(target: &Target, series: &str, label: &str) -> anyhow::Result<f64> {
+pub(crate) async fn metric_sum(target: &Target, series: &str, label: &str) -> anyhow::Result<f64> {
     let text = target
         .client
         .get(format!("{}/metrics", target.base))

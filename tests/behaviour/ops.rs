@@ -406,6 +406,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/holds/{hold_id}/purchase"),
     ("get", "/v1/bookings/{booking_id}"),
     ("post", "/v1/bookings/{booking_id}/cancel"),
+    ("post", "/v1/orders"),
+    ("get", "/v1/orders/{order_id}"),
+    ("post", "/v1/orders/{order_id}/cancel"),
     ("get", "/v1/shows/{show_id}/seats/{seat_id}/history"),
     ("get", "/v1/shows/{show_id}/history"),
     ("get", "/v1/shows/{show_id}/hold-ttl-advice"),
@@ -444,7 +447,8 @@ async fn the_openapi_document_covers_every_route_and_problem_code(env: TestEnv) 
                     .replace("{show_id}", "x")
                     .replace("{seat_id}", "y")
                     .replace("{hold_id}", &uuid::Uuid::nil().to_string())
-                    .replace("{booking_id}", &uuid::Uuid::nil().to_string()),
+                    .replace("{booking_id}", &uuid::Uuid::nil().to_string())
+                    .replace("{order_id}", &uuid::Uuid::nil().to_string()),
                 None,
                 None,
                 &[],

@@ -309,6 +309,8 @@ impl CheckoutService {
                 })
             }
             Phase::Reversed { booking_id, .. } => return Err(CheckoutError::Reversed(*booking_id)),
+            // No attempt running (the last was declined or failed): not paid.
+            Phase::Idle => return Err(CheckoutError::OrderNotConfirmed),
             _ => {}
         }
         let currency = self.order_currency(checkout).await?;
