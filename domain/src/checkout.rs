@@ -640,6 +640,21 @@ pub fn decide(
         C::RequestRefund { reason } => request_refund(checkout, *reason),
         C::RecordRefund { refund_id } => record_refund(checkout, refund_id),
         C::RequestCancel => request_cancel(checkout),
+        C::RequestOrder { .. }
+        | C::ConvertOrderHold { .. }
+        | C::GiveBack { .. }
+        | C::RequestLinesCancel { .. }
+        | C::FreeLines { .. } => decide_order(checkout, command),
+    }
+}
+
+/// An order's own commands, each to its decision below.
+fn decide_order(
+    checkout: &Checkout,
+    command: &CheckoutCommand,
+) -> Result<Vec<CheckoutEvent>, CheckoutError> {
+    use CheckoutCommand as C;
+    match command {
         C::RequestOrder {
             terms,
             show_id,
@@ -658,6 +673,7 @@ pub fn decide(
         C::GiveBack { hold_id } => give_back(checkout, *hold_id),
         C::RequestLinesCancel { lines } => request_lines_cancel(checkout, lines),
         C::FreeLines { hold_id, refund_id } => free_lines(checkout, *hold_id, refund_id),
+        _ => Err(wrong("an order's command", checkout)),
     }
 }
 
@@ -1454,20 +1470,6 @@ impl Checkout {
             return phase;
         };
         match (event, phase) {
-            (E::OrderHoldConverted { hold_id }, phase) => {
-                order.converted.insert(*hold_id);
-                phase
-            }
-            (E::OrderHoldGivenBack { hold_id }, phase) => {
-                order.converted.remove(hold_id);
-                phase
-            }
-            (E::OrderLinesFreed { hold_id }, phase) => {
-                if let Some(pending) = order.cancelling.as_mut() {
-                    pending.freed.insert(*hold_id);
-                }
-                phase
-            }
             (
                 E::LinesCancelRequested {
                     number,
@@ -1496,38 +1498,71 @@ impl Checkout {
                 E::LinesCancelled {
                     refund_id,
                     lines,
-                    amount_cents: refund_cents,
+                    amount_cents,
                     ..
                 },
-                Phase::LinesCancelRequested {
-                    booking_id,
-                    charge_id,
-                    amount_cents,
-                },
+                phase @ Phase::LinesCancelRequested { .. },
             ) => {
                 order.cancelling = None;
                 order.cancelled.extend(lines.iter().copied());
                 order.refunds.push(LineRefund {
                     refund_id: refund_id.clone(),
-                    amount_cents: *refund_cents,
+                    amount_cents: *amount_cents,
                     lines: lines.clone(),
                 });
-                if order.fully_cancelled() {
-                    Phase::Cancelled {
-                        booking_id,
-                        charge_id,
-                        refund_id: refund_id.clone(),
-                        amount_cents,
-                    }
-                } else {
-                    Phase::Completed {
-                        booking_id,
-                        charge_id,
-                        amount_cents,
-                    }
-                }
+                lines_cancelled(phase, refund_id, order.fully_cancelled())
             }
-            (_, phase) => phase,
+            (event, phase) => {
+                fold_progress(order, event);
+                phase
+            }
+        }
+    }
+}
+
+/// An order's progress that leaves the phase as it is (the phase moves
+/// with `CheckoutConverted`, the void or the cancellation's end).
+fn fold_progress(order: &mut Order, event: &CheckoutEvent) {
+    use CheckoutEvent as E;
+    match event {
+        E::OrderHoldConverted { hold_id } => {
+            order.converted.insert(*hold_id);
+        }
+        E::OrderHoldGivenBack { hold_id } => {
+            order.converted.remove(hold_id);
+        }
+        E::OrderLinesFreed { hold_id } => {
+            if let Some(pending) = order.cancelling.as_mut() {
+                pending.freed.insert(*hold_id);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// LinesCancelRequested ─refunded, freed─▶ Completed, or Cancelled once
+/// every line is.
+fn lines_cancelled(phase: Phase, refund_id: &str, every_line: bool) -> Phase {
+    let Phase::LinesCancelRequested {
+        booking_id,
+        charge_id,
+        amount_cents,
+    } = phase
+    else {
+        return phase;
+    };
+    if every_line {
+        Phase::Cancelled {
+            booking_id,
+            charge_id,
+            refund_id: refund_id.to_owned(),
+            amount_cents,
+        }
+    } else {
+        Phase::Completed {
+            booking_id,
+            charge_id,
+            amount_cents,
         }
     }
 }

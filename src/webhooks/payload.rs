@@ -109,6 +109,31 @@ fn from_hold(error: HoldError) -> StoreError {
     }
 }
 
+/// The order webhook a checkout's event gives, if any (with a
+/// cancellation's refund): an order's units are booked under its own id,
+/// so its completion is told apart from a hold's purchase by it.
+fn order_occurrence(
+    stream: HoldId,
+    event: &CheckoutEvent,
+) -> Option<(WebhookEventType, Option<Value>)> {
+    match event {
+        CheckoutEvent::CheckoutCompleted { booking_id, .. } if booking_id.0 == stream.0 => {
+            Some((WebhookEventType::OrderConfirmed, None))
+        }
+        CheckoutEvent::LinesCancelled {
+            refund_id,
+            amount_cents,
+            lines,
+            ..
+        } => {
+            let refund =
+                json!({"refund_id": refund_id, "amount_cents": amount_cents, "lines": lines});
+            Some((WebhookEventType::OrderCancelled, Some(refund)))
+        }
+        _ => None,
+    }
+}
+
 /// A webhook event an event of the log gives: its type, the id of what it
 /// is about, and its data.
 type Found = (WebhookEventType, String, Value);
@@ -191,33 +216,16 @@ impl Payloads {
             .parse::<uuid::Uuid>()
             .map(HoldId)
             .map_err(|e| corrupt(event, e))?;
-        match decode::<CheckoutEvent>(event)? {
-            // An order's units are booked under its own id.
-            CheckoutEvent::CheckoutCompleted { booking_id, .. } if booking_id.0 == hold_id.0 => {
-                self.order_event(event, types, WebhookEventType::OrderConfirmed, None)
-                    .await
-            }
-            CheckoutEvent::LinesCancelled {
-                refund_id,
-                amount_cents,
-                lines,
-                ..
-            } => {
-                let refund =
-                    json!({"refund_id": refund_id, "amount_cents": amount_cents, "lines": lines});
-                self.order_event(event, types, WebhookEventType::OrderCancelled, Some(refund))
-                    .await
-            }
-            CheckoutEvent::CheckoutCompleted { .. }
-                if !types.contains(&WebhookEventType::BookingConfirmed) =>
-            {
-                Ok(Vec::new())
-            }
+        let decoded = decode::<CheckoutEvent>(event)?;
+        if let Some((event_type, refund)) = order_occurrence(hold_id, &decoded) {
+            return self.order_event(event, types, event_type, refund).await;
+        }
+        match decoded {
             CheckoutEvent::CheckoutCompleted {
                 booking_id,
                 charge_id,
                 amount_cents,
-            } => {
+            } if types.contains(&WebhookEventType::BookingConfirmed) => {
                 let view = self
                     .booking_view(
                         event,
@@ -228,11 +236,8 @@ impl Payloads {
                         BookingStatus::Confirmed,
                     )
                     .await?;
-                Ok(vec![(
-                    WebhookEventType::BookingConfirmed,
-                    booking_id.to_string(),
-                    view,
-                )])
+                let id = booking_id.to_string();
+                Ok(vec![(WebhookEventType::BookingConfirmed, id, view)])
             }
             CheckoutEvent::CheckoutCancelled {
                 booking_id,

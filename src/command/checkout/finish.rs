@@ -60,6 +60,14 @@ struct Finishing {
     finish: Finish,
 }
 
+/// What a step decides on its hold's units: their events, the checkout's
+/// command and the allowance's.
+type Step<U> = (
+    Vec<Vec<<U as cqrs_es::Aggregate>::Event>>,
+    CheckoutCommand,
+    AllowanceCommand,
+);
+
 impl Decide for Finishing {
     type Output = Finished;
     type Error = CheckoutError;
@@ -68,47 +76,15 @@ impl Decide for Finishing {
         &mut self,
         view: &View<'_, U>,
     ) -> Result<Decision<U, Finished>, CheckoutError> {
-        let (hold_id, booking_id, now) = (self.hold_id, self.booking_id, view.now);
-        let freed = || -> Vec<Vec<U::Event>> {
-            view.units
-                .iter()
-                .map(|(unit, key)| unit.cancel(key, booking_id, now))
-                .collect()
-        };
-        let (units, command, counted) = match &self.finish {
+        let step = match &self.finish {
             Finish::ConvertOrderHold | Finish::GiveBack { .. } | Finish::FreeLines { .. } => {
-                match self.order_step(view) {
-                    Ok(step) => step,
-                    Err(refusal) => return Ok(Decision::Answer(Finished::Lost(refusal))),
-                }
+                self.order_step(view)
             }
-            Finish::Convert | Finish::ConvertCaptured => {
-                let converted = view
-                    .units
-                    .iter()
-                    .map(|(unit, key)| unit.convert(key, hold_id, booking_id, now))
-                    .collect::<Result<Vec<_>, Refusal>>();
-                let command = match self.finish {
-                    Finish::Convert => CheckoutCommand::Convert,
-                    _ => CheckoutCommand::Complete,
-                };
-                match converted {
-                    Ok(units) => (units, command, AllowanceCommand::Convert { hold_id }),
-                    Err(refusal) => return Ok(Decision::Answer(Finished::Lost(refusal))),
-                }
-            }
-            Finish::Cancel { refund_id } => (
-                freed(),
-                CheckoutCommand::RecordRefund {
-                    refund_id: refund_id.clone(),
-                },
-                AllowanceCommand::Return { hold_id },
-            ),
-            Finish::Reverse => (
-                freed(),
-                CheckoutCommand::Reverse,
-                AllowanceCommand::Return { hold_id },
-            ),
+            _ => self.hold_step(view),
+        };
+        let (units, command, counted) = match step {
+            Ok(step) => step,
+            Err(refusal) => return Ok(Decision::Answer(Finished::Lost(refusal))),
         };
         let checkout = view
             .checkout
@@ -116,6 +92,7 @@ impl Decide for Finishing {
         let Ok(checkout) = decide(checkout, &command) else {
             return Ok(Decision::Answer(Finished::Moved));
         };
+        let hold_id = self.hold_id;
         let allowance = view
             .allowance(&counted)
             .map_err(|e| CheckoutError::Bug(format!("hold {hold_id}'s allowance: {e}")))?;
@@ -130,30 +107,61 @@ impl Decide for Finishing {
 }
 
 impl Finishing {
-    /// An order's step on one of its holds: the units' events, the
-    /// checkout's command and the allowance's.
-    fn order_step<U: Unit>(
-        &self,
-        view: &View<'_, U>,
-    ) -> Result<(Vec<Vec<U::Event>>, CheckoutCommand, AllowanceCommand), Refusal> {
+    /// A hold's own checkout's last step: convert, or free the units.
+    fn hold_step<U: Unit>(&self, view: &View<'_, U>) -> Result<Step<U>, Refusal> {
         let (hold_id, booking_id, now) = (self.hold_id, self.booking_id, view.now);
+        let freed = || -> Vec<Vec<U::Event>> {
+            view.units
+                .iter()
+                .map(|(unit, key)| unit.cancel(key, booking_id, now))
+                .collect()
+        };
         Ok(match &self.finish {
-            Finish::GiveBack { places } => {
-                let units = view
-                    .units
-                    .iter()
-                    .map(|(unit, key)| {
-                        let wanted =
-                            U::shard(key).map_or(1, |s| places.get(&s).copied().unwrap_or(0));
-                        unit.give_back(key, booking_id, wanted, now).0
-                    })
-                    .collect();
+            Finish::Cancel { refund_id } => (
+                freed(),
+                CheckoutCommand::RecordRefund {
+                    refund_id: refund_id.clone(),
+                },
+                AllowanceCommand::Return { hold_id },
+            ),
+            Finish::Reverse => (
+                freed(),
+                CheckoutCommand::Reverse,
+                AllowanceCommand::Return { hold_id },
+            ),
+            finish => {
+                let command = match finish {
+                    Finish::ConvertCaptured => CheckoutCommand::Complete,
+                    _ => CheckoutCommand::Convert,
+                };
                 (
-                    units,
-                    CheckoutCommand::GiveBack { hold_id },
-                    AllowanceCommand::Return { hold_id },
+                    self.converted(view)?,
+                    command,
+                    AllowanceCommand::Convert { hold_id },
                 )
             }
+        })
+    }
+
+    /// Every unit converted to the booking, or why one refuses.
+    fn converted<U: Unit>(&self, view: &View<'_, U>) -> Result<Vec<Vec<U::Event>>, Refusal> {
+        view.units
+            .iter()
+            .map(|(unit, key)| unit.convert(key, self.hold_id, self.booking_id, view.now))
+            .collect()
+    }
+
+    /// An order's step on one of its holds.
+    fn order_step<U: Unit>(&self, view: &View<'_, U>) -> Result<Step<U>, Refusal> {
+        let hold_id = self.hold_id;
+        Ok(match &self.finish {
+            Finish::GiveBack { places } => (
+                self.given_back(view, |shard| {
+                    shard.map_or(1, |s| places.get(&s).copied().unwrap_or(0))
+                }),
+                CheckoutCommand::GiveBack { hold_id },
+                AllowanceCommand::Return { hold_id },
+            ),
             Finish::FreeLines { refund_id, places } => {
                 let mut left = *places;
                 let mut freed = 0;
@@ -161,7 +169,7 @@ impl Finishing {
                     .units
                     .iter()
                     .map(|(unit, key)| {
-                        let (events, given) = unit.give_back(key, booking_id, left, now);
+                        let (events, given) = unit.give_back(key, self.booking_id, left, view.now);
                         if U::shard(key).is_some() {
                             left = left.saturating_sub(given);
                         }
@@ -179,19 +187,27 @@ impl Finishing {
                 };
                 (units, command, counted)
             }
-            _ => {
-                let units = view
-                    .units
-                    .iter()
-                    .map(|(unit, key)| unit.convert(key, hold_id, booking_id, now))
-                    .collect::<Result<Vec<_>, Refusal>>()?;
-                (
-                    units,
-                    CheckoutCommand::ConvertOrderHold { hold_id },
-                    AllowanceCommand::Convert { hold_id },
-                )
-            }
+            _ => (
+                self.converted(view)?,
+                CheckoutCommand::ConvertOrderHold { hold_id },
+                AllowanceCommand::Convert { hold_id },
+            ),
         })
+    }
+
+    /// Each unit gives back what `wanted` says of its shard (a seat: `None`).
+    fn given_back<U: Unit>(
+        &self,
+        view: &View<'_, U>,
+        wanted: impl Fn(Option<u32>) -> u32,
+    ) -> Vec<Vec<U::Event>> {
+        view.units
+            .iter()
+            .map(|(unit, key)| {
+                unit.give_back(key, self.booking_id, wanted(U::shard(key)), view.now)
+                    .0
+            })
+            .collect()
     }
 }
 
