@@ -1059,17 +1059,33 @@ impl Checkout {
             return phase;
         };
         self.hold_id = Some(*hold_id);
+        self.attempt_requested(
+            show_id,
+            buyer,
+            *attempt,
+            Phase::Requested {
+                attempt: *attempt,
+                idempotency_key: idempotency_key.clone(),
+                payment_method: payment_method.clone(),
+                amount_cents: *amount_cents,
+                currency: *currency,
+                payment_id: None,
+            },
+        )
+    }
+
+    /// An attempt of the checkout's buyer on its show is `requested`.
+    fn attempt_requested(
+        &mut self,
+        show_id: &ShowId,
+        buyer: &BuyerId,
+        attempt: u32,
+        requested: Phase,
+    ) -> Phase {
         self.show_id = Some(show_id.clone());
         self.buyer = Some(buyer.clone());
-        self.attempts = *attempt;
-        Phase::Requested {
-            attempt: *attempt,
-            idempotency_key: idempotency_key.clone(),
-            payment_method: payment_method.clone(),
-            amount_cents: *amount_cents,
-            currency: *currency,
-            payment_id: None,
-        }
+        self.attempts = attempt;
+        requested
     }
 }
 
@@ -1449,17 +1465,19 @@ impl Checkout {
         if self.order.is_none() {
             self.order = Some(Order::new(terms.clone()));
         }
-        self.show_id = Some(show_id.clone());
-        self.buyer = Some(buyer.clone());
-        self.attempts = *attempt;
-        Phase::Requested {
-            attempt: *attempt,
-            idempotency_key: idempotency_key.clone(),
-            payment_method: payment_method.clone(),
-            amount_cents: *amount_cents,
-            currency: Some(*currency),
-            payment_id: None,
-        }
+        self.attempt_requested(
+            show_id,
+            buyer,
+            *attempt,
+            Phase::Requested {
+                attempt: *attempt,
+                idempotency_key: idempotency_key.clone(),
+                payment_method: payment_method.clone(),
+                amount_cents: *amount_cents,
+                currency: Some(*currency),
+                payment_id: None,
+            },
+        )
     }
 
     /// An order's own steps: a hold converted or given back (the phase

@@ -31,7 +31,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     ]
 }
 
-async fn hold_for(app: &TestApp, token: &str, show: &str, seats: &[&str]) -> String {
+pub(crate) async fn hold_for(app: &TestApp, token: &str, show: &str, seats: &[&str]) -> String {
     let hold = app.hold(token, show, seats, None).await;
     assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.body);
     hold.str("hold_id")
@@ -42,7 +42,7 @@ async fn get(app: &TestApp, path: &str, token: &str) -> Answer {
 }
 
 /// Awaits a condition with a deadline (no fixed sleeps: it polls).
-async fn eventually<F, Fut>(what: &str, mut condition: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, mut condition: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

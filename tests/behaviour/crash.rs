@@ -138,35 +138,17 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
 
     // 100 concurrent checkouts with payments of random length; the service
     // is killed once a random number of them have been acknowledged.
-    let kill_after = rand::thread_rng().gen_range(5..60);
-    let (acks_tx, mut acks_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, hold_id) in holds.iter().enumerate() {
-        let delay_ms = rand::thread_rng().gen_range(0..400);
-        let url = format!("{}/v1/holds/{hold_id}/purchase", service.base);
-        let (client, buyer, acks) = (client.clone(), buyers[i].clone(), acks_tx.clone());
-        tasks.spawn(async move {
+    let calls = holds
+        .iter()
+        .enumerate()
+        .map(|(i, hold_id)| {
+            let delay_ms = rand::thread_rng().gen_range(0..400);
+            let url = format!("{}/v1/holds/{hold_id}/purchase", service.base);
             let body = json!({"payment_method": format!("pm_sim_delay_{delay_ms}")});
-            if let Some(answer) = post(&client, url, &buyer, body).await {
-                let _ = acks.send((i, answer));
-            }
-        });
-    }
-    drop(acks_tx);
-    let mut acknowledged: HashMap<usize, Answer> = HashMap::new();
-    while acknowledged.len() < kill_after {
-        match acks_rx.recv().await {
-            Some((i, answer)) => {
-                acknowledged.insert(i, answer);
-            }
-            None => break,
-        }
-    }
-    service.child.kill().await.expect("kill -9");
-    while let Some((i, answer)) = acks_rx.recv().await {
-        acknowledged.insert(i, answer);
-    }
-    tasks.shutdown().await;
+            (i, url, buyers[i].clone(), body)
+        })
+        .collect();
+    let (kill_after, acknowledged) = kill_during(&mut service, calls, 5..60, &client).await;
     let booked_before_kill: HashMap<usize, String> = acknowledged
         .iter()
         .filter(|(_, a)| a.status == StatusCode::CREATED)
@@ -255,17 +237,7 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
         assert!(conversions <= 1, "S{n} converted {conversions} times");
     }
     // The projections equal a fresh replay of the log.
-    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_booking"))
-        .arg("verify")
-        .env("DATABASE_URL", &database_url)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("booking verify runs");
-    assert!(
-        verify.status.success(),
-        "verify after the crash: {}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_verified(&database_url, "the crash");
     println!(
         "crash on {}: killed after {} acknowledgements, {} bookings confirmed before the kill, {} charges in all",
         env.backend.name(),
@@ -274,6 +246,21 @@ async fn a_kill_9_during_checkouts_loses_no_booking_and_no_charge(env: TestEnv) 
         ledger.len()
     );
     drop(service);
+}
+
+/// `booking verify`: the projections equal a fresh replay of the log.
+fn assert_verified(database_url: &str, after: &str) {
+    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_booking"))
+        .arg("verify")
+        .env("DATABASE_URL", database_url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("booking verify runs");
+    assert!(
+        verify.status.success(),
+        "verify after {after}: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 }
 
 /// The hold a simulator payment is for.
@@ -291,13 +278,14 @@ const HOLDS_PER_ORDER: usize = 3;
 const CANCELLATIONS: usize = 50;
 
 /// Fires `calls` at once, kills the service once a random number of them
-/// (from `range`) are answered, and returns every answer that arrived.
+/// (from `range`) are answered, and returns that number and every answer
+/// that arrived.
 async fn kill_during(
     service: &mut Service,
     calls: Vec<(usize, String, String, Value)>,
     range: std::ops::Range<usize>,
     client: &reqwest::Client,
-) -> HashMap<usize, Answer> {
+) -> (usize, HashMap<usize, Answer>) {
     let kill_after = rand::thread_rng().gen_range(range);
     let (acks_tx, mut acks_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tasks = tokio::task::JoinSet::new();
@@ -324,7 +312,7 @@ async fn kill_during(
         answered.insert(i, answer);
     }
     tasks.shutdown().await;
-    answered
+    (kill_after, answered)
 }
 
 /// Restarts on the same database (recovery runs before it listens) and
@@ -405,7 +393,7 @@ async fn a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund(e
             )
         })
         .collect();
-    let answered = kill_during(&mut service, calls, 5..60, &client).await;
+    let (_, answered) = kill_during(&mut service, calls, 5..60, &client).await;
     let confirmed_before: HashMap<usize, String> = answered
         .iter()
         .filter(|(_, a)| a.status == StatusCode::CREATED)
@@ -490,7 +478,7 @@ async fn a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund(e
             (*i, url, admin.clone(), json!({"lines": [line]}))
         })
         .collect();
-    let answered = kill_during(
+    let (_, answered) = kill_during(
         &mut service,
         calls,
         1..CANCELLATIONS.min(confirmed.len()).max(2),
@@ -548,17 +536,7 @@ async fn a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund(e
             assert_eq!(free[seat], "available", "{seat} of a cancelled line");
         }
     }
-    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_booking"))
-        .arg("verify")
-        .env("DATABASE_URL", &database_url)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("booking verify runs");
-    assert!(
-        verify.status.success(),
-        "verify after the crashes: {}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    assert_verified(&database_url, "the crashes");
     println!(
         "orders crash on {}: {} confirmed before the kill, {} orders paid, {} cancellations",
         env.backend.name(),

@@ -2,13 +2,13 @@
 //! refunded line by line, each line once.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 use domain::checkout::Checkout;
 use domain::ids::{HoldId, OrderId};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use crate::checkout::{eventually, hold_for};
 use crate::support::{fire_at_once, Answer, TestApp, TestEnv};
 use crate::{tests, HEAVY};
 
@@ -26,12 +26,6 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_limited_buyer_gets_cancelled_lines_back_in_their_allowance,
         an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks,
     ]
-}
-
-async fn hold_seats(app: &TestApp, token: &str, show: &str, seats: &[&str]) -> String {
-    let hold = app.hold(token, show, seats, None).await;
-    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.body);
-    hold.str("hold_id")
 }
 
 async fn hold_places(app: &TestApp, token: &str, show: &str, quantity: u32) -> String {
@@ -100,8 +94,8 @@ async fn an_order_of_seats_and_places_is_paid_once_and_cancelled_line_by_line(en
     let app = env.spawn().await;
     app.create_show("family", 6, 480).await;
     let alice = app.buyer("alice");
-    let adults = hold_seats(&app, &alice, "family", &["S1", "S2"]).await;
-    let children = hold_seats(&app, &alice, "family", &["S3", "S4"]).await;
+    let adults = hold_for(&app, &alice, "family", &["S1", "S2"]).await;
+    let children = hold_for(&app, &alice, "family", &["S3", "S4"]).await;
     let parking = hold_places(&app, &alice, "family", 2).await;
     let holds = [adults.as_str(), children.as_str(), parking.as_str()];
 
@@ -200,7 +194,7 @@ async fn an_order_of_seats_and_places_is_paid_once_and_cancelled_line_by_line(en
     );
     // Seats given back can be bought again by someone else.
     let bob = app.buyer("bob");
-    hold_seats(&app, &bob, "family", &["S3"]).await;
+    hold_for(&app, &bob, "family", &["S3"]).await;
     app.stop().await;
 }
 
@@ -208,8 +202,8 @@ async fn a_hold_lost_before_the_order_converts_none_and_charges_nothing(env: Tes
     let app = env.spawn().await;
     app.create_show("lost", 4, 480).await;
     let alice = app.buyer("alice");
-    let kept = hold_seats(&app, &alice, "lost", &["S1"]).await;
-    let released = hold_seats(&app, &alice, "lost", &["S2"]).await;
+    let kept = hold_for(&app, &alice, "lost", &["S1"]).await;
+    let released = hold_for(&app, &alice, "lost", &["S2"]).await;
     app.release(&alice, &released).await;
     let refused = order(&app, &alice, &[&kept, &released], "pm_sim_ok").await;
     refused.expect_problem(409, "hold_released");
@@ -226,9 +220,9 @@ async fn a_hold_lost_before_the_order_converts_none_and_charges_nothing(env: Tes
     );
 
     // An expired hold likewise; the other hold can still be bought alone.
-    let expiring = hold_seats(&app, &alice, "lost", &["S3"]).await;
+    let expiring = hold_for(&app, &alice, "lost", &["S3"]).await;
     app.clock.advance(chrono::Duration::seconds(481));
-    let fresh = hold_seats(&app, &alice, "lost", &["S4"]).await;
+    let fresh = hold_for(&app, &alice, "lost", &["S4"]).await;
     let refused = order(&app, &alice, &[&fresh, &expiring], "pm_sim_ok").await;
     refused.expect_problem(409, "hold_expired");
     assert_eq!(refused.body["holds"], json!([expiring]));
@@ -237,28 +231,15 @@ async fn a_hold_lost_before_the_order_converts_none_and_charges_nothing(env: Tes
     app.stop().await;
 }
 
-/// Awaits a condition with a deadline (it polls; no fixed sleeps).
-async fn eventually<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 async fn a_hold_lost_mid_order_gives_back_the_holds_converted_before_it(env: TestEnv) {
     let _heavy = HEAVY.acquire().await.expect("semaphore");
     let app = env.spawn().await;
     app.create_show("midway", 3, 480).await;
     let alice = app.buyer("alice");
     // The older hold expires first: after 300 s more, only the newer holds.
-    let older = hold_seats(&app, &alice, "midway", &["S2"]).await;
+    let older = hold_for(&app, &alice, "midway", &["S2"]).await;
     app.clock.advance(chrono::Duration::seconds(200));
-    let newer = hold_seats(&app, &alice, "midway", &["S1"]).await;
+    let newer = hold_for(&app, &alice, "midway", &["S1"]).await;
     let holds = [newer.as_str(), older.as_str()];
     let slow = {
         let request = app
@@ -324,8 +305,8 @@ async fn concurrent_retries_give_one_order_and_one_payment(env: TestEnv) {
     let app = env.spawn().await;
     app.create_show("storm", 6, 480).await;
     let alice = app.buyer("alice");
-    let a = hold_seats(&app, &alice, "storm", &["S1", "S2"]).await;
-    let b = hold_seats(&app, &alice, "storm", &["S3"]).await;
+    let a = hold_for(&app, &alice, "storm", &["S1", "S2"]).await;
+    let b = hold_for(&app, &alice, "storm", &["S3"]).await;
     let c = hold_places(&app, &alice, "storm", 3).await;
     let calls = (0..RETRIES)
         .map(|i| {
@@ -371,7 +352,7 @@ async fn concurrent_cancellations_refund_each_line_once(env: TestEnv) {
     let app = env.spawn().await;
     app.create_show("refunds", 8, 480).await;
     let alice = app.buyer("alice");
-    let seats = hold_seats(&app, &alice, "refunds", &["S1", "S2", "S3", "S4"]).await;
+    let seats = hold_for(&app, &alice, "refunds", &["S1", "S2", "S3", "S4"]).await;
     let places = hold_places(&app, &alice, "refunds", 4).await;
     let placed = order(&app, &alice, &[&seats, &places], "pm_sim_ok").await;
     assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
@@ -444,15 +425,15 @@ async fn a_hold_of_an_order_cannot_be_bought_alone(env: TestEnv) {
     let app = env.spawn().await;
     app.create_show("alone", 4, 480).await;
     let alice = app.buyer("alice");
-    let a = hold_seats(&app, &alice, "alone", &["S1"]).await;
-    let b = hold_seats(&app, &alice, "alone", &["S2"]).await;
+    let a = hold_for(&app, &alice, "alone", &["S1"]).await;
+    let b = hold_for(&app, &alice, "alone", &["S2"]).await;
     let placed = order(&app, &alice, &[&a, &b], "pm_sim_ok").await;
     assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
     app.purchase(&alice, &a, "pm_sim_ok")
         .await
         .expect_problem(409, "hold_converted");
     // Nor put in another order.
-    let c = hold_seats(&app, &alice, "alone", &["S3"]).await;
+    let c = hold_for(&app, &alice, "alone", &["S3"]).await;
     let other = order(&app, &alice, &[&a, &c], "pm_sim_ok").await;
     other.expect_problem(409, "hold_converted");
     assert_eq!(other.body["holds"], json!([a]));
@@ -469,7 +450,7 @@ async fn the_buyer_cancels_only_inside_the_shows_window(env: TestEnv) {
     body["buyer_cancellation_until"] = json!(until);
     app.create_show_from("window", &body).await;
     let alice = app.buyer("alice");
-    let a = hold_seats(&app, &alice, "window", &["S1", "S2", "S3"]).await;
+    let a = hold_for(&app, &alice, "window", &["S1", "S2", "S3"]).await;
     let placed = order(&app, &alice, &[&a], "pm_sim_ok").await;
     let order_id = placed.str("order_id");
     let inside = cancel(&app, &alice, &order_id, json!({"lines": [1]})).await;
@@ -492,7 +473,7 @@ async fn a_three_d_secure_order_asks_once_and_completes_when_asked_again(env: Te
     let app = env.spawn().await;
     app.create_show("secure", 4, 480).await;
     let alice = app.buyer("alice");
-    let a = hold_seats(&app, &alice, "secure", &["S1"]).await;
+    let a = hold_for(&app, &alice, "secure", &["S1"]).await;
     let b = hold_places(&app, &alice, "secure", 2).await;
     let waiting = order(&app, &alice, &[&a, &b], "pm_sim_3ds_1000").await;
     assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
@@ -521,8 +502,8 @@ async fn bad_order_bodies_are_refused_naming_the_field(env: TestEnv) {
     app.create_show("bad", 4, 480).await;
     app.create_show("other", 4, 480).await;
     let alice = app.buyer("alice");
-    let a = hold_seats(&app, &alice, "bad", &["S1"]).await;
-    let elsewhere = hold_seats(&app, &alice, "other", &["S1"]).await;
+    let a = hold_for(&app, &alice, "bad", &["S1"]).await;
+    let elsewhere = hold_for(&app, &alice, "other", &["S1"]).await;
     let too_many: Vec<String> = (0..21).map(|_| HoldId::random().to_string()).collect();
     let cases = [
         (json!({"holds": [], "payment_method": "pm_sim_ok"}), "holds"),
@@ -620,7 +601,7 @@ async fn a_limited_buyer_gets_cancelled_lines_back_in_their_allowance(env: TestE
     body["max_seats_per_buyer"] = json!(4);
     app.create_show_from("limited", &body).await;
     let alice = app.buyer("alice");
-    let seats = hold_seats(&app, &alice, "limited", &["S1", "S2"]).await;
+    let seats = hold_for(&app, &alice, "limited", &["S1", "S2"]).await;
     let places = hold_places(&app, &alice, "limited", 2).await;
     let placed = order(&app, &alice, &[&seats, &places], "pm_sim_ok").await;
     assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
@@ -634,7 +615,7 @@ async fn a_limited_buyer_gets_cancelled_lines_back_in_their_allowance(env: TestE
     app.hold(&alice, "limited", &["S3", "S4", "S5"], None)
         .await
         .expect_problem(409, "buyer_limit_reached");
-    hold_seats(&app, &alice, "limited", &["S3", "S4"]).await;
+    hold_for(&app, &alice, "limited", &["S3", "S4"]).await;
     app.stop().await;
 }
 
@@ -646,7 +627,7 @@ async fn an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks(env: TestE
     register(&app, &receiver.url, &["order.confirmed", "order.cancelled"]).await;
     app.create_show("told", 4, 480).await;
     let alice = app.buyer("alice");
-    let a = hold_seats(&app, &alice, "told", &["S1", "S2"]).await;
+    let a = hold_for(&app, &alice, "told", &["S1", "S2"]).await;
     let b = hold_places(&app, &alice, "told", 1).await;
     let placed = order(&app, &alice, &[&a, &b], "pm_sim_ok").await;
     assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
