@@ -289,6 +289,17 @@ async fn a_hold_lost_mid_order_gives_back_the_holds_converted_before_it(env: Tes
         "{events:?}"
     );
     assert_eq!(app.seat_statuses("midway").await["S1"], "available");
+    let given_back = app
+        .call(
+            Method::GET,
+            &format!("/v1/holds/{newer}"),
+            Some(&alice),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(given_back.body["status"], "released", "{}", given_back.body);
+    assert_eq!(given_back.body["order_id"], json!(stream));
     let ledger = app.ledger().sim_ledger().await.expect("ledger");
     assert!(
         ledger.iter().all(|c| c.outcome != "captured"),

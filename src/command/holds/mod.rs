@@ -201,7 +201,7 @@ impl HoldService {
             keys,
             shows,
         } = reads;
-        let reader = HoldReader::new(records, catalog, clock.clone());
+        let reader = HoldReader::new(records, catalog, clock.clone(), rounds.clone());
         let best = BestHandler::new(shows, availability, clock.clone(), rounds.clone());
         Self {
             placing: PlaceHandler {

@@ -12,6 +12,7 @@ use super::{HoldError, HoldView, ItemView};
 use crate::auth::Actor;
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
+use crate::command::round::Rounds;
 use crate::store::{HoldRecord, Holds};
 
 impl HoldView {
@@ -136,14 +137,22 @@ pub(super) struct HoldReader {
     records: Holds,
     catalog: Arc<ShowCatalog>,
     clock: Arc<dyn Clock>,
+    /// Where an order's checkout is read (a hold given back by its order).
+    rounds: Arc<Rounds>,
 }
 
 impl HoldReader {
-    pub(super) fn new(records: Holds, catalog: Arc<ShowCatalog>, clock: Arc<dyn Clock>) -> Self {
+    pub(super) fn new(
+        records: Holds,
+        catalog: Arc<ShowCatalog>,
+        clock: Arc<dyn Clock>,
+        rounds: Arc<Rounds>,
+    ) -> Self {
         Self {
             records,
             catalog,
             clock,
+            rounds,
         }
     }
 
@@ -161,7 +170,24 @@ impl HoldReader {
 
     pub(super) async fn view(&self, record: HoldRecord) -> Result<HoldView, HoldError> {
         let entry = self.show(&record.show_id).await?;
-        Ok(HoldView::of(record, &entry, self.clock.now()))
+        let mut view = HoldView::of(record, &entry, self.clock.now());
+        if let Some(order_id) = view.order_id {
+            if self.given_back(order_id, view.hold_id).await? {
+                view.status = HoldStatus::Released;
+            }
+        }
+        Ok(view)
+    }
+
+    /// Whether `order_id` converted the hold and then gave it back (another
+    /// of its holds was lost, or its capture failed): its units are free
+    /// again, so the hold reads `released`, still naming the order. The
+    /// hold's row keeps `converted` (a row's final state is its first).
+    async fn given_back(&self, order_id: OrderId, hold_id: HoldId) -> Result<bool, HoldError> {
+        let (checkout, _) = self.rounds.read_checkout(HoldId(order_id.0)).await?;
+        Ok(checkout
+            .order
+            .is_some_and(|order| !order.converted.contains(&hold_id)))
     }
 
     pub(super) async fn owned_record(
