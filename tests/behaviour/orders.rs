@@ -195,6 +195,42 @@ async fn an_order_of_seats_and_places_is_paid_once_and_cancelled_line_by_line(en
     // Seats given back can be bought again by someone else.
     let bob = app.buyer("bob");
     hold_for(&app, &bob, "family", &["S3"]).await;
+
+    // The order's story is in the show's history, and a replay of the log
+    // gives the same tables (`booking verify`).
+    app.settle().await;
+    let history = app
+        .call(
+            Method::GET,
+            "/v1/shows/family/history?limit=1000",
+            Some(&app.admin()),
+            None,
+            &[],
+        )
+        .await;
+    let told: Vec<&str> = history.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["stream"] == json!(order_id))
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    for step in [
+        "OrderRequested",
+        "OrderHoldConverted",
+        "CheckoutConverted",
+        "CheckoutCompleted",
+        "LinesCancelRequested",
+        "OrderLinesFreed",
+        "LinesCancelled",
+    ] {
+        assert!(told.contains(&step), "{step} in the history: {told:?}");
+    }
+    assert_eq!(
+        crate::audit::verify_exit_code(&app).0,
+        0,
+        "verify after orders"
+    );
     app.stop().await;
 }
 
