@@ -487,6 +487,50 @@ async fn a_hold_of_an_order_cannot_be_bought_alone(env: TestEnv) {
     let ledger = app.ledger().sim_ledger().await.expect("ledger");
     assert_eq!(ledger.len(), 1, "only the order paid: {ledger:?}");
     assert_eq!(app.seat_statuses("alone").await["S3"], "held");
+
+    // A purchase of a hold already paying when an order takes that hold:
+    // the order books it first, the purchase's authorization is voided.
+    let d = hold_for(&app, &alice, "alone", &["S4"]).await;
+    let slow = {
+        let request = app
+            .client
+            .post(format!("{}/v1/holds/{d}/purchase", app.base))
+            .bearer_auth(&alice)
+            .header("content-type", "application/json")
+            .body(json!({"payment_method": "pm_sim_delay_1500"}).to_string());
+        tokio::spawn(async move { TestApp::answer(request.send().await.expect("answered")).await })
+    };
+    let store = app.store.clone();
+    let stream = d.clone();
+    eventually("the purchase to be requested", || {
+        let (store, stream) = (store.clone(), stream.clone());
+        async move {
+            !store
+                .log()
+                .stream_events::<Checkout>(&stream, 0)
+                .await
+                .expect("events")
+                .is_empty()
+        }
+    })
+    .await;
+    let first = order(&app, &alice, &[&c, &d], "pm_sim_ok").await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let late = slow.await.expect("the purchase's answer");
+    late.expect_problem(409, "hold_converted");
+    assert_eq!(late.body["voided"], true, "{}", late.body);
+    let captured = app
+        .ledger()
+        .sim_ledger()
+        .await
+        .expect("ledger")
+        .into_iter()
+        .filter(|p| p.outcome == "captured")
+        .count();
+    assert_eq!(
+        captured, 2,
+        "the two orders; the purchase's authorization voided"
+    );
     app.stop().await;
 }
 

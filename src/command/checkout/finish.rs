@@ -352,21 +352,20 @@ impl CheckoutService {
         }
     }
 
-    /// Why the charge goes back: the buyer released the hold, or it expired
-    /// (or lost its seats, which only happens after expiry).
+    /// Why the charge goes back: the buyer released the hold, it was bought
+    /// by another checkout (an order), or it expired (or lost its seats,
+    /// which only happens after expiry).
     pub(super) async fn refund_reason(
         &self,
         hold_id: HoldId,
         refusal: Refusal,
     ) -> Result<RefundReason, CheckoutError> {
-        let released = matches!(
-            self.records.hold(&hold_id).await?.map(|r| r.state),
-            Some(HoldState::Released)
-        );
-        Ok(if released && refusal == Refusal::Lost {
-            RefundReason::HoldReleased
-        } else {
-            RefundReason::HoldExpired
+        let state = self.records.hold(&hold_id).await?.map(|r| r.state);
+        Ok(match (state, refusal) {
+            (Some(HoldState::Released), Refusal::Lost) => RefundReason::HoldReleased,
+            // Its units were booked by another checkout (an order).
+            (Some(HoldState::Converted), _) => RefundReason::HoldConverted,
+            _ => RefundReason::HoldExpired,
         })
     }
 }

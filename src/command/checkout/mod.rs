@@ -146,10 +146,13 @@ impl CheckoutError {
         match reason {
             RefundReason::HoldExpired => CheckoutError::HoldExpired { refunded, voided },
             RefundReason::HoldReleased => CheckoutError::HoldReleased { refunded, voided },
-            // Only an order records this reason (its own answer).
-            RefundReason::HoldConverted => {
-                CheckoutError::Bug("a hold's own checkout voided for a conversion elsewhere".into())
-            }
+            // Bought meanwhile by an order: 409 `hold_converted`, with what
+            // became of this purchase's money.
+            RefundReason::HoldConverted => CheckoutError::OrderHoldsLost {
+                reason,
+                holds: Vec::new(),
+                voided,
+            },
         }
     }
 }

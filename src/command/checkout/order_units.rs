@@ -7,11 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use domain::checkout::{CheckoutCommand, RefundReason};
+use domain::checkout::CheckoutCommand;
 use domain::ids::HoldId;
 use domain::order::{line_refund_key, Order};
 use domain::seat::Seat;
-use projections::holds::HoldState;
 
 use super::drive::minor_units;
 use super::finish::{Finish, Finished};
@@ -46,10 +45,7 @@ impl CheckoutService {
                 // Another process moved the order on: the drive reads it again.
                 Finished::Moved => return Ok(()),
                 Finished::Lost(refusal) => {
-                    let reason = match record.state {
-                        HoldState::Converted => RefundReason::HoldConverted,
-                        _ => self.refund_reason(hold_id, refusal).await?,
-                    };
+                    let reason = self.refund_reason(hold_id, refusal).await?;
                     let subject = Subject::Order(order.clone());
                     let mut holds = match self.lost_now(&subject).await? {
                         Some((_, holds)) => holds,
