@@ -186,6 +186,10 @@ fn refine(doc: &mut Value) {
     if let Some(seats) = schemas.pointer_mut("/SeatsHold/properties/seats") {
         seats["uniqueItems"] = json!(true);
     }
+    // An order names each hold once.
+    if let Some(holds) = schemas.pointer_mut("/OrderBody/properties/holds") {
+        holds["uniqueItems"] = json!(true);
+    }
     // An endpoint names each event type once.
     if let Some(events) = schemas.pointer_mut("/RegisterWebhook/properties/events") {
         events["uniqueItems"] = json!(true);

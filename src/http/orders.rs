@@ -32,7 +32,7 @@ pub(super) struct OrderBody {
     /// 1..=20 hold ids (MAX_HOLDS_PER_ORDER), all the buyer's, all held, of
     /// one show, none twice. The same holds (in any order) are the same
     /// order: they scope the order's idempotency.
-    #[schema(min_items = 1, max_items = 20)]
+    #[schema(value_type = Vec<uuid::Uuid>, min_items = 1, max_items = 20)]
     holds: Vec<String>,
     /// As for a purchase (`POST /v1/holds/{id}/purchase`).
     #[schema(pattern = "^pm_[A-Za-z0-9_]{1,252}$", min_length = 4, max_length = 255)]
