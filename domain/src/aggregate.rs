@@ -162,6 +162,7 @@ mod tests {
                     buyer: buyer("bob"),
                     expires_at: t(960),
                     price: None,
+                    channel: None,
                 },
                 now: t(5),
             })

@@ -122,6 +122,16 @@ string_id!(
 );
 
 string_id!(
+    /// A sales channel of a show (`boxoffice`, `partner-x`): the show id
+    /// alphabet.
+    ChannelId,
+    "channel_id",
+    MAX_SHOW_ID_CHARS,
+    "[A-Za-z0-9_-]",
+    is_show_char
+);
+
+string_id!(
     /// A price category of a venue (`premium`): the seat id alphabet.
     CategoryId,
     "category",

@@ -15,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{event_names, impl_aggregate, Decider};
-use crate::ids::{BookingId, BuyerId, HoldId};
+use crate::ids::{BookingId, BuyerId, ChannelId, HoldId};
 use crate::pricing::ItemPrice;
 
 /// The expiry rule, written once: a hold is active strictly before its
@@ -140,6 +140,11 @@ impl SeatStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seat {
     pub state: SeatState,
+    /// The sales channel the seat is allocated to (`None`: public sale).
+    /// Only that channel's buyers may hold it; it stays the channel's
+    /// through holds, expiries and bookings until it is given back.
+    #[serde(default)]
+    pub channel: Option<ChannelId>,
 }
 
 impl Seat {
@@ -171,13 +176,20 @@ impl Seat {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SeatCommand {
-    /// Hold the seat for `hold_id` until `expires_at`, at `price`.
+    /// Hold the seat for `hold_id` until `expires_at`, at `price`, from
+    /// `channel`'s inventory (`None`: public sale).
     PlaceHold {
         hold_id: HoldId,
         buyer: BuyerId,
         expires_at: DateTime<Utc>,
         price: Option<ItemPrice>,
+        channel: Option<ChannelId>,
     },
+    /// Move the seat, free now, to `channel`: off public sale.
+    Allocate { channel: ChannelId },
+    /// Give the seat back to public sale from `channel`, unless it is held
+    /// or booked through the channel.
+    Deallocate { channel: ChannelId },
     /// The buyer gives the seat back.
     ReleaseHold { hold_id: HoldId },
     /// Record that the hold has expired (the sweeper, or a release after expiry).
@@ -228,6 +240,12 @@ pub enum SeatEvent {
         hold_id: HoldId,
         expires_at: DateTime<Utc>,
     },
+    SeatAllocated {
+        channel: ChannelId,
+    },
+    SeatDeallocated {
+        channel: ChannelId,
+    },
 }
 
 event_names!(SeatEvent {
@@ -237,6 +255,8 @@ event_names!(SeatEvent {
     HoldConverted => "HoldConverted",
     BookingCancelled => "BookingCancelled",
     HoldExtended => "HoldExtended",
+    SeatAllocated => "SeatAllocated",
+    SeatDeallocated => "SeatDeallocated",
 });
 
 /// Why a seat refuses a command. Compared by value in tests; mapped to an
@@ -245,6 +265,10 @@ event_names!(SeatEvent {
 pub enum SeatError {
     #[error("the seat is held by another hold")]
     HeldByAnother,
+    /// Allocated to another channel (or to one, for a public hold; or
+    /// public, for a channel's hold).
+    #[error("the seat is not for sale here")]
+    NotForSale,
     #[error("the seat is booked")]
     Booked,
     #[error("the hold has been converted into a booking")]
@@ -272,7 +296,15 @@ pub fn decide(
             buyer,
             expires_at,
             price,
-        } => place_hold(seat, *hold_id, buyer, *expires_at, price.as_ref(), now),
+            channel,
+        } => {
+            if seat.channel != *channel && !is_retry(seat, *hold_id, now) {
+                return Err(SeatError::NotForSale);
+            }
+            place_hold(seat, *hold_id, buyer, *expires_at, price.as_ref(), now)
+        }
+        SeatCommand::Allocate { channel } => allocate(seat, channel, now),
+        SeatCommand::Deallocate { channel } => deallocate(seat, channel, now),
         SeatCommand::ReleaseHold { hold_id } => release_hold(seat, *hold_id, now),
         SeatCommand::ExpireHold { hold_id } => Ok(expire_hold(seat, *hold_id, now)),
         SeatCommand::ConvertHold {
@@ -285,6 +317,60 @@ pub fn decide(
             ttl,
             max_hold,
         } => extend_hold(seat, *hold_id, *ttl, *max_hold, now),
+    }
+}
+
+/// The same hold asking again while it holds the seat (a retried request).
+fn is_retry(seat: &Seat, hold_id: HoldId, now: DateTime<Utc>) -> bool {
+    matches!(&seat.state, SeatState::Held(h) if h.hold_id == hold_id && h.is_active_at(now))
+}
+
+/// The seat, free at `now` (an expired hold's expiry recorded first),
+/// moves to `channel`; allocated to it already, nothing to do.
+fn allocate(
+    seat: &Seat,
+    channel: &ChannelId,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    match &seat.channel {
+        Some(current) if current == channel => return Ok(vec![]),
+        Some(_) => return Err(SeatError::NotForSale),
+        None => {}
+    }
+    let mut events = free_at(seat, now)?;
+    events.push(SeatEvent::SeatAllocated {
+        channel: channel.clone(),
+    });
+    Ok(events)
+}
+
+/// The seat goes back to public sale from `channel`, if it is free at
+/// `now`; one not allocated to `channel` has nothing to give back.
+fn deallocate(
+    seat: &Seat,
+    channel: &ChannelId,
+    now: DateTime<Utc>,
+) -> Result<Vec<SeatEvent>, SeatError> {
+    if seat.channel.as_ref() != Some(channel) {
+        return Ok(vec![]);
+    }
+    let mut events = free_at(seat, now)?;
+    events.push(SeatEvent::SeatDeallocated {
+        channel: channel.clone(),
+    });
+    Ok(events)
+}
+
+/// What makes the seat free at `now`: nothing, or the expiry of a hold past
+/// its `expires_at`; a seat held or booked is not free.
+fn free_at(seat: &Seat, now: DateTime<Utc>) -> Result<Vec<SeatEvent>, SeatError> {
+    match &seat.state {
+        SeatState::Available => Ok(vec![]),
+        SeatState::Held(hold) if hold.is_active_at(now) => Err(SeatError::HeldByAnother),
+        SeatState::Held(expired) => Ok(vec![SeatEvent::HoldExpired {
+            hold_id: expired.hold_id,
+        }]),
+        SeatState::Booked { .. } => Err(SeatError::Booked),
     }
 }
 
@@ -482,6 +568,8 @@ impl Seat {
                     self.state = SeatState::Available;
                 }
             }
+            SeatEvent::SeatAllocated { channel } => self.channel = Some(channel.clone()),
+            SeatEvent::SeatDeallocated { .. } => self.channel = None,
         }
     }
 }
@@ -541,6 +629,7 @@ pub(crate) mod tests {
             buyer: buyer(who),
             expires_at: t(until),
             price: None,
+            channel: None,
         }
     }
 
@@ -551,6 +640,142 @@ pub(crate) mod tests {
             seat.apply_event(e);
         }
         seat
+    }
+
+    mod channels {
+        use super::*;
+
+        fn channel(name: &str) -> ChannelId {
+            ChannelId::parse(name).unwrap()
+        }
+
+        fn allocated(name: &str) -> SeatEvent {
+            SeatEvent::SeatAllocated {
+                channel: channel(name),
+            }
+        }
+
+        fn place_from(n: u128, name: Option<&str>) -> SeatCommand {
+            let SeatCommand::PlaceHold {
+                hold_id,
+                buyer,
+                expires_at,
+                price,
+                ..
+            } = place(n, "partner-buyer", 480)
+            else {
+                unreachable!("place is a PlaceHold");
+            };
+            SeatCommand::PlaceHold {
+                hold_id,
+                buyer,
+                expires_at,
+                price,
+                channel: name.map(channel),
+            }
+        }
+
+        #[test]
+        fn it_should_allocate_a_free_seat_once() {
+            let free = given(&[]);
+            let allocate = SeatCommand::Allocate {
+                channel: channel("partner-x"),
+            };
+            assert_eq!(
+                decide(&free, &allocate, t(0)),
+                Ok(vec![allocated("partner-x")])
+            );
+            let done = given(&[allocated("partner-x")]);
+            assert_eq!(decide(&done, &allocate, t(0)), Ok(vec![]), "again: a no-op");
+            let other = SeatCommand::Allocate {
+                channel: channel("boxoffice"),
+            };
+            assert_eq!(decide(&done, &other, t(0)), Err(SeatError::NotForSale));
+        }
+
+        #[test]
+        fn it_should_not_allocate_a_seat_held_or_booked_but_one_whose_hold_expired() {
+            let allocate = SeatCommand::Allocate {
+                channel: channel("partner-x"),
+            };
+            let held = given(&[placed(1, "alice", 480)]);
+            assert_eq!(
+                decide(&held, &allocate, t(10)),
+                Err(SeatError::HeldByAnother)
+            );
+            assert_eq!(
+                decide(&held, &allocate, t(480)),
+                Ok(vec![
+                    SeatEvent::HoldExpired { hold_id: hold(1) },
+                    allocated("partner-x")
+                ])
+            );
+            let booked = given(&[
+                placed(1, "alice", 480),
+                SeatEvent::HoldConverted {
+                    hold_id: hold(1),
+                    booking_id: BookingId(Uuid::from_u128(9)),
+                },
+            ]);
+            assert_eq!(decide(&booked, &allocate, t(10)), Err(SeatError::Booked));
+        }
+
+        #[test]
+        fn it_should_sell_an_allocated_seat_only_through_its_channel() {
+            let seat = given(&[allocated("partner-x")]);
+            assert_eq!(
+                decide(&seat, &place_from(1, None), t(0)),
+                Err(SeatError::NotForSale)
+            );
+            assert_eq!(
+                decide(&seat, &place_from(1, Some("boxoffice")), t(0)),
+                Err(SeatError::NotForSale)
+            );
+            assert!(decide(&seat, &place_from(1, Some("partner-x")), t(0)).is_ok());
+            let public = given(&[]);
+            assert_eq!(
+                decide(&public, &place_from(1, Some("partner-x")), t(0)),
+                Err(SeatError::NotForSale),
+                "a channel's buyers hold only the channel's inventory"
+            );
+        }
+
+        #[test]
+        fn it_should_give_back_a_free_seat_but_not_one_sold_through_the_channel() {
+            let back = SeatCommand::Deallocate {
+                channel: channel("partner-x"),
+            };
+            let seat = given(&[allocated("partner-x")]);
+            assert_eq!(
+                decide(&seat, &back, t(0)),
+                Ok(vec![SeatEvent::SeatDeallocated {
+                    channel: channel("partner-x")
+                }])
+            );
+            let mut held = seat.clone();
+            for event in decide(&seat, &place_from(1, Some("partner-x")), t(0)).unwrap() {
+                held.apply_event(&event);
+            }
+            assert_eq!(decide(&held, &back, t(10)), Err(SeatError::HeldByAnother));
+            assert_eq!(
+                held.channel,
+                Some(channel("partner-x")),
+                "held, still the channel's"
+            );
+            assert_eq!(
+                decide(&given(&[]), &back, t(0)),
+                Ok(vec![]),
+                "nothing to give back"
+            );
+            let mut returned = seat;
+            returned.apply_event(&SeatEvent::SeatDeallocated {
+                channel: channel("partner-x"),
+            });
+            assert!(
+                decide(&returned, &place_from(2, None), t(0)).is_ok(),
+                "public again"
+            );
+        }
     }
 
     #[test]

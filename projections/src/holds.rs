@@ -335,7 +335,9 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             hold_id: *hold_id,
             booking_id: *booking_id,
         },
-        SeatEvent::BookingCancelled { .. } => return None,
+        SeatEvent::BookingCancelled { .. }
+        | SeatEvent::SeatAllocated { .. }
+        | SeatEvent::SeatDeallocated { .. } => return None,
         SeatEvent::HoldExtended {
             hold_id,
             expires_at,

@@ -417,6 +417,7 @@ pub(crate) mod fixtures {
             buyer: BuyerId::parse("buyer-1").expect("a buyer"),
             expires_at: now() + Duration::minutes(10),
             price: None,
+            channel: None,
         };
         for event in seat::decide(&seat, &command, now()).expect("a free seat is held") {
             cqrs_es::Aggregate::apply(&mut seat, event);

@@ -214,7 +214,10 @@ fn add_seat_event(holds: &mut HashMap<HoldId, HoldFacts>, event: SeatEvent, at: 
             hold_id,
             expires_at,
         } => holds.entry(hold_id).or_default().extend_to(expires_at),
-        SeatEvent::HoldExpired { .. } | SeatEvent::BookingCancelled { .. } => {}
+        SeatEvent::HoldExpired { .. }
+        | SeatEvent::BookingCancelled { .. }
+        | SeatEvent::SeatAllocated { .. }
+        | SeatEvent::SeatDeallocated { .. } => {}
     }
 }
 

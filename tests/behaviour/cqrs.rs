@@ -335,6 +335,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             buyer: bob_id.clone(),
             expires_at,
             price: None,
+            channel: None,
         },
         now,
     };
@@ -354,6 +355,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             buyer: alice_id.clone(),
             expires_at: instant(&held, "expires_at"),
             price: None,
+            channel: None,
         },
         now,
     };

@@ -35,10 +35,15 @@ pub(super) fn hold_seats(
             buyer: placement.ctx.actor.id.clone(),
             expires_at,
             price: Some(price),
+            channel: None,
         };
         match seat::decide(seat, &command, view.now) {
             Ok(events) => decided.push(events),
-            Err(SeatError::HeldByAnother | SeatError::Booked) => taken.push(key.seat_id.clone()),
+            // A seat allocated to a sales channel is not the public's to
+            // hold (no allocation is made over HTTP yet: issue #35).
+            Err(SeatError::HeldByAnother | SeatError::Booked | SeatError::NotForSale) => {
+                taken.push(key.seat_id.clone())
+            }
             Err(other) => {
                 return Err(HoldError::Bug(format!(
                     "placing a hold on {}: {other}",
@@ -137,6 +142,7 @@ pub(super) mod tests {
                 buyer: domain::ids::BuyerId::parse("someone-else").expect("a buyer"),
                 expires_at: now() + chrono::Duration::hours(1),
                 price: None,
+                channel: None,
             },
             now(),
         )
