@@ -255,8 +255,11 @@ impl Payloads {
             ]),
             // A booking undone because its payment could not be
             // captured: cancelled, nothing charged.
+            // (An order's reversal is no booking's: its units are booked
+            // under the order's own id.)
             CheckoutEvent::BookingReversed { booking_id }
-                if types.contains(&WebhookEventType::BookingCancelled) =>
+                if types.contains(&WebhookEventType::BookingCancelled)
+                    && booking_id.0 != hold_id.0 =>
             {
                 Ok(vec![
                     self.booking_reversed(event, hold_id, booking_id).await?,

@@ -25,6 +25,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         bad_order_bodies_are_refused_naming_the_field,
         a_limited_buyer_gets_cancelled_lines_back_in_their_allowance,
         an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks,
+        two_pool_holds_of_one_order_give_back_every_place_line_by_line,
     ]
 }
 
@@ -756,5 +757,39 @@ async fn an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks(env: TestE
             .all(|r| !r.event_type().starts_with("booking.")),
         "an order is not a booking"
     );
+    app.stop().await;
+}
+
+async fn two_pool_holds_of_one_order_give_back_every_place_line_by_line(env: TestEnv) {
+    let app = env.spawn().await;
+    let mut body = crate::support::show_body(2, 480);
+    body["pools"] =
+        json!([{"pool_id": "floor", "capacity": 100, "price_cents": 3000, "shards": 4}]);
+    app.create_show_from("places", &body).await;
+    let alice = app.buyer("alice");
+    let two = hold_places(&app, &alice, "places", 2).await;
+    let three = hold_places(&app, &alice, "places", 3).await;
+    let placed = order(&app, &alice, &[&two, &three], "pm_sim_ok").await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
+    assert_eq!(floor_available(&app.availability("places").await.body), 95);
+    let order_id = placed.str("order_id");
+    // The second hold's places first, then the first's, one line at a time.
+    for line in [5, 4, 3, 2, 1] {
+        let answer = cancel(&app, &app.admin(), &order_id, json!({"lines": [line]})).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    }
+    assert_eq!(floor_available(&app.availability("places").await.body), 100);
+    let read = app
+        .call(
+            Method::GET,
+            &format!("/v1/orders/{order_id}"),
+            Some(&alice),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(read.body["status"], "cancelled");
+    assert_eq!(read.body["refunded_cents"], 5 * 3_000);
+    assert_eq!(crate::audit::verify_exit_code(&app).0, 0, "verify");
     app.stop().await;
 }

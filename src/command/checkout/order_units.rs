@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use domain::checkout::CheckoutCommand;
 use domain::ids::HoldId;
 use domain::order::{line_refund_key, Order};
+use domain::pool::PoolShard;
 use domain::seat::Seat;
 
 use super::drive::minor_units;
@@ -18,7 +19,7 @@ use super::{CheckoutError, CheckoutService, OrderSubject, Subject};
 use crate::command::context::RequestContext;
 use crate::command::round::CheckoutLock;
 use crate::command::streams::Stream;
-use crate::command::units::{units_of, HoldUnits, SeatKey};
+use crate::command::units::{units_of, HoldUnits, SeatKey, ShardKey};
 use crate::store::StoreError;
 
 impl CheckoutService {
@@ -135,7 +136,21 @@ impl CheckoutService {
             let record = self.stored_hold(&hold_id).await?;
             let lines = pending.lines_of(&state, hold_id);
             let units = match &record.pool {
-                Some(_) => units_of(&record, &self.show_of(&record).await?.show)?,
+                // Every shard of the pool: the order books all its holds'
+                // places in a pool under one booking id, so a place of
+                // this hold may have been returned from a shard of another
+                // of its holds (places of one pool are alike).
+                Some((pool_id, _)) => {
+                    let entry = self.show_of(&record).await?;
+                    let spec = entry.show.pool(pool_id).ok_or_else(|| {
+                        StoreError::Corrupt(format!("pool {pool_id} of an order is missing"))
+                    })?;
+                    let mut shards: Vec<(String, ShardKey)> = (0..spec.shards)
+                        .map(|index| ShardKey::unit(&record.show_id, spec, index))
+                        .collect();
+                    PoolShard::sort(&mut shards);
+                    HoldUnits::Pool(shards)
+                }
                 None => {
                     let mut seats: Vec<(String, SeatKey)> = lines
                         .iter()
