@@ -253,10 +253,8 @@ impl Payloads {
                 self.payment_refunded(event, hold_id, charge_id, refund_id)
                     .await?,
             ]),
-            // A booking undone because its payment could not be
-            // captured: cancelled, nothing charged.
-            // (An order's reversal is no booking's: its units are booked
-            // under the order's own id.)
+            // A booking undone because its payment could not be captured:
+            // cancelled, nothing charged (an order's is no booking's).
             CheckoutEvent::BookingReversed { booking_id }
                 if types.contains(&WebhookEventType::BookingCancelled)
                     && booking_id.0 != hold_id.0 =>

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use domain::checkout::CheckoutCommand;
 use domain::ids::HoldId;
-use domain::order::{line_refund_key, Order};
+use domain::order::{line_refund_key, Order, OrderLine};
 use domain::pool::PoolShard;
 use domain::seat::Seat;
 
@@ -20,7 +20,7 @@ use crate::command::context::RequestContext;
 use crate::command::round::CheckoutLock;
 use crate::command::streams::Stream;
 use crate::command::units::{units_of, HoldUnits, SeatKey, ShardKey};
-use crate::store::StoreError;
+use crate::store::{HoldRecord, StoreError};
 
 impl CheckoutService {
     /// Authorized: converts the order's holds one by one, the last with
@@ -135,32 +135,7 @@ impl CheckoutService {
             }
             let record = self.stored_hold(&hold_id).await?;
             let lines = pending.lines_of(&state, hold_id);
-            let units = match &record.pool {
-                // Every shard of the pool: the order books all its holds'
-                // places in a pool under one booking id, so a place of
-                // this hold may have been returned from a shard of another
-                // of its holds (places of one pool are alike).
-                Some((pool_id, _)) => {
-                    let entry = self.show_of(&record).await?;
-                    let spec = entry.show.pool(pool_id).ok_or_else(|| {
-                        StoreError::Corrupt(format!("pool {pool_id} of an order is missing"))
-                    })?;
-                    let mut shards: Vec<(String, ShardKey)> = (0..spec.shards)
-                        .map(|index| ShardKey::unit(&record.show_id, spec, index))
-                        .collect();
-                    PoolShard::sort(&mut shards);
-                    HoldUnits::Pool(shards)
-                }
-                None => {
-                    let mut seats: Vec<(String, SeatKey)> = lines
-                        .iter()
-                        .filter_map(|l| l.seat_id.as_ref())
-                        .map(|seat_id| SeatKey::unit(&record.show_id, seat_id))
-                        .collect();
-                    Seat::sort(&mut seats);
-                    HoldUnits::Seats(seats)
-                }
-            };
+            let units = self.lines_units(&record, &lines).await?;
             let finish = Finish::FreeLines {
                 refund_id: refund_id.clone(),
                 places: lines.len() as u32,
@@ -173,6 +148,37 @@ impl CheckoutService {
             }
         }
         Ok(())
+    }
+
+    /// The units a cancellation frees of one hold: the lines' seats, or
+    /// every shard of the hold's pool. The order books all its holds'
+    /// places in a pool under one booking id, so a place of this hold may
+    /// have been returned from a shard of another of its holds (places of
+    /// one pool are alike).
+    async fn lines_units(
+        &self,
+        record: &HoldRecord,
+        lines: &[&OrderLine],
+    ) -> Result<HoldUnits, CheckoutError> {
+        let Some((pool_id, _)) = &record.pool else {
+            let mut seats: Vec<(String, SeatKey)> = lines
+                .iter()
+                .filter_map(|l| l.seat_id.as_ref())
+                .map(|seat_id| SeatKey::unit(&record.show_id, seat_id))
+                .collect();
+            Seat::sort(&mut seats);
+            return Ok(HoldUnits::Seats(seats));
+        };
+        let entry = self.show_of(record).await?;
+        let spec = entry
+            .show
+            .pool(pool_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("pool {pool_id} of an order is missing")))?;
+        let mut shards: Vec<(String, ShardKey)> = (0..spec.shards)
+            .map(|index| ShardKey::unit(&record.show_id, spec, index))
+            .collect();
+        PoolShard::sort(&mut shards);
+        Ok(HoldUnits::Pool(shards))
     }
 }
 
