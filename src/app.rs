@@ -14,6 +14,7 @@ use crate::auth::TokenKeys;
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::checkout::CheckoutService;
+use crate::command::allocations::AllocationService;
 use crate::command::holds::{HoldReads, HoldService};
 use crate::command::prices::PriceService;
 use crate::command::round::Rounds;
@@ -128,6 +129,7 @@ struct Wings {
     availability: Arc<crate::query::availability::AvailabilityCache>,
     waiting_rooms: Arc<WaitingRoomService>,
     holds: Arc<HoldService>,
+    allocations: Arc<AllocationService>,
     checkout: Arc<CheckoutService>,
     prices: Arc<PriceService>,
     /// Stripe, when the service pays through it.
@@ -165,6 +167,12 @@ impl Wings {
             waiting_rooms.clone(),
         ));
         let prices = Arc::new(PriceService::new(catalog.clone(), rounds.clone()));
+        let allocations = Arc::new(AllocationService::new(
+            rounds.clone(),
+            availability.clone(),
+            store.shows(),
+            clock.clone(),
+        ));
         let (payments, stripe) = payment_provider(store, settings, clock)?;
         let checkout = Arc::new(CheckoutService::new(
             store.holds(),
@@ -180,6 +188,7 @@ impl Wings {
             availability,
             waiting_rooms,
             holds,
+            allocations,
             checkout,
             prices,
             stripe,
@@ -231,6 +240,7 @@ impl Wings {
             database: store.database(),
             catalog: self.catalog,
             holds: self.holds,
+            allocations: self.allocations,
             checkout: self.checkout,
             prices: self.prices,
             projector,

@@ -1,7 +1,7 @@
 //! Identity: HS256 bearer tokens with `sub`, `role` and `exp`, all required.
 
 use chrono::{Duration, Utc};
-use domain::ids::BuyerId;
+use domain::ids::{BuyerId, ChannelId};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,10 @@ impl Role {
 pub struct Actor {
     pub id: BuyerId,
     pub role: Role,
+    /// The sales channels whose inventory this actor's buyers may hold
+    /// (the token's `channels` claim; a partner's site signs its buyers'
+    /// tokens with it).
+    pub channels: Vec<ChannelId>,
 }
 
 impl Actor {
@@ -38,6 +42,12 @@ impl Actor {
     pub fn may_act_for(&self, owner: &str) -> bool {
         self.is_admin() || self.id.as_str() == owner
     }
+
+    /// May this actor sell from `channel`'s inventory? An admin may (the
+    /// box office); a buyer whose token names it may.
+    pub fn may_sell_through(&self, channel: &ChannelId) -> bool {
+        self.is_admin() || self.channels.contains(channel)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -45,6 +55,8 @@ struct Claims {
     sub: String,
     role: Role,
     exp: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    channels: Vec<ChannelId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,10 +107,22 @@ impl TokenKeys {
     }
 
     pub fn issue(&self, sub: &BuyerId, role: Role, ttl: Duration) -> Result<String, AuthError> {
+        self.issue_with_channels(sub, role, &[], ttl)
+    }
+
+    /// A token whose buyer may hold from `channels`' inventory too.
+    pub fn issue_with_channels(
+        &self,
+        sub: &BuyerId,
+        role: Role,
+        channels: &[ChannelId],
+        ttl: Duration,
+    ) -> Result<String, AuthError> {
         let claims = Claims {
             sub: sub.as_str().to_owned(),
             role,
             exp: (Utc::now() + ttl).timestamp(),
+            channels: channels.to_vec(),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| AuthError::Invalid(e.to_string()))
@@ -111,6 +135,7 @@ impl TokenKeys {
         Ok(Actor {
             id,
             role: data.claims.role,
+            channels: data.claims.channels,
         })
     }
 
@@ -146,7 +171,8 @@ mod tests {
             actor,
             Actor {
                 id: alice,
-                role: Role::Buyer
+                role: Role::Buyer,
+                channels: Vec::new(),
             }
         );
     }

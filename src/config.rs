@@ -320,6 +320,10 @@ pub struct TokenArgs {
     /// How long the token is valid.
     #[arg(long, default_value_t = 86_400)]
     pub ttl_seconds: i64,
+    /// A sales channel the buyer may hold from (the `channels` claim);
+    /// repeat for several.
+    #[arg(long = "channel")]
+    pub channels: Vec<String>,
     #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: String,
 }

@@ -18,7 +18,7 @@ use booking::rebuild::replay;
 use booking::store::{Projection, Store, StoreError, DEFAULT_POOL_CONNECTIONS};
 use booking::webhooks::WebhookSettings;
 use clap::Parser;
-use domain::ids::BuyerId;
+use domain::ids::{BuyerId, ChannelId};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging(format: LogFormat) {
@@ -297,8 +297,12 @@ async fn shutdown_signal() {
 fn token(args: TokenArgs) -> anyhow::Result<()> {
     booking::auth::check_secret(&args.jwt_secret).map_err(anyhow::Error::msg)?;
     let sub = BuyerId::parse(&args.sub).context("--sub")?;
+    let channels = (args.channels.iter())
+        .map(|c| ChannelId::parse(c).context("--channel"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ttl = chrono::Duration::seconds(args.ttl_seconds);
     let token = TokenKeys::new(&args.jwt_secret)
-        .issue(&sub, args.role, chrono::Duration::seconds(args.ttl_seconds))
+        .issue_with_channels(&sub, args.role, &channels, ttl)
         .context("cannot sign the token")?;
     writeln!(std::io::stdout(), "{token}")?;
     Ok(())

@@ -177,6 +177,7 @@ mod tests {
             quantity: 3,
             expires_at: t(480),
             price: None,
+            channel: None,
         };
         TestFramework::<PoolShard>::with(())
             .given_no_previous_events()
@@ -191,6 +192,7 @@ mod tests {
                 quantity: 3,
                 expires_at: t(480),
                 price: None,
+                channel: None,
             }]);
     }
 

@@ -8,6 +8,11 @@
 /// one transaction; 50 bounds that transaction and the lock set it takes,
 /// and is more than any real party books at once.
 pub const MAX_SEATS_PER_HOLD: usize = 50;
+/// Seats one allocation (or release) moves at most: a partner's block of a
+/// stadium in one request, one append of one event a seat (far below
+/// MAX_EVENTS_PER_BATCH), and a body of about 20 bytes a seat id
+/// (MAX_ALLOCATION_BODY_BYTES).
+pub const MAX_SEATS_PER_ALLOCATION: usize = 20_000;
 
 /// Places in one general-admission hold (quantity 1..=20): a hold is for one
 /// party, and the cap keeps one buyer from draining a pool in one request.
@@ -19,6 +24,10 @@ pub const MAX_SEATS_PER_SHOW: usize = 100_000;
 
 /// General-admission pools in one show.
 pub const MAX_POOLS_PER_SHOW: usize = 100;
+/// Sales channels of one show at most: a box office, partners, sponsors.
+/// Every availability view of a channel is kept per channel, so the bound
+/// keeps an instance's kept answers of a show bounded too.
+pub const MAX_CHANNELS_PER_SHOW: usize = 32;
 
 /// Places in one pool: a large festival day. Bounds shard arithmetic.
 pub const MAX_POOL_CAPACITY: u32 = 1_000_000;

@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{event_names, impl_aggregate, Decider};
-use crate::ids::{BookingId, BuyerId, HoldId, PoolId, ShowId};
+use crate::ids::{BookingId, BuyerId, ChannelId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::pricing::ItemPrice;
 use crate::seat::{extended_expiry, has_expired, ExtensionRefusal};
@@ -67,6 +67,21 @@ pub struct PoolHold {
     /// The `expires_at` the hold was placed with: what the extension cap is
     /// measured from (`seat::extension_cap`).
     pub placed_expires_at: DateTime<Utc>,
+    /// The channel whose places it holds (`None`: public sale).
+    #[serde(default)]
+    pub channel: Option<ChannelId>,
+    /// What one place costs it.
+    #[serde(default)]
+    pub price: Option<ItemPrice>,
+}
+
+/// Places a booking took from a shard through one hold: its channel and
+/// price, for reports and for giving a channel's places back to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sale {
+    pub channel: Option<ChannelId>,
+    pub price: Option<ItemPrice>,
+    pub places: u32,
 }
 
 /// One shard of a pool: its capacity is not in the stream (it comes from
@@ -79,6 +94,14 @@ pub struct PoolShard {
     pub holds: BTreeMap<HoldId, PoolHold>,
     /// Places each booking took from this shard, for cancellation.
     pub bookings: BTreeMap<BookingId, u32>,
+    /// Places of this shard allocated to each sales channel and not sold
+    /// (free, or held through the channel): off public sale.
+    #[serde(default)]
+    pub allocated: BTreeMap<ChannelId, u32>,
+    /// What each booking's places here were sold as (the booking's places
+    /// in `bookings`, split by the holds that took them).
+    #[serde(default)]
+    pub sales: BTreeMap<BookingId, Vec<Sale>>,
 }
 
 impl PoolShard {
@@ -90,9 +113,43 @@ impl PoolShard {
             .sum()
     }
 
-    /// Places free at `now` in a shard of `capacity` places.
-    pub fn available_at(&self, capacity: u32, now: DateTime<Utc>) -> u32 {
-        capacity.saturating_sub(self.sold + self.held_at(now))
+    /// Places free at `now` in a shard of `capacity` places, for public
+    /// sale (`None`) or for `channel`'s buyers.
+    pub fn available_at(
+        &self,
+        channel: Option<&ChannelId>,
+        capacity: u32,
+        now: DateTime<Utc>,
+    ) -> u32 {
+        let held: u32 = self
+            .holds
+            .values()
+            .filter(|h| h.channel.as_ref() == channel && !has_expired(h.expires_at, now))
+            .map(|h| h.quantity)
+            .sum();
+        match channel {
+            None => capacity.saturating_sub(self.sold + self.allocated_total() + held),
+            Some(channel) => self.allocated_to(channel).saturating_sub(held),
+        }
+    }
+
+    /// Places held for public sale at `now` (a channel's holds are inside
+    /// its allocation).
+    pub fn public_held_at(&self, now: DateTime<Utc>) -> u32 {
+        self.holds
+            .values()
+            .filter(|h| h.channel.is_none() && !has_expired(h.expires_at, now))
+            .map(|h| h.quantity)
+            .sum()
+    }
+
+    /// Places allocated to any channel and not sold.
+    pub fn allocated_total(&self) -> u32 {
+        self.allocated.values().sum()
+    }
+
+    pub fn allocated_to(&self, channel: &ChannelId) -> u32 {
+        self.allocated.get(channel).copied().unwrap_or(0)
     }
 
     /// Places a new hold may take at `now`, and the expired holds it must
@@ -103,11 +160,17 @@ impl PoolShard {
     /// stream's version) stops that conversion. So the places of expired
     /// holds this decision cannot record (beyond `MAX_EXPIRIES_PER_COMMAND`)
     /// count as taken.
-    pub fn placeable_at(&self, capacity: u32, now: DateTime<Utc>) -> (u32, Vec<HoldId>) {
+    /// Only the holds of the same inventory (public, or `channel`'s) count.
+    pub fn placeable_at(
+        &self,
+        channel: Option<&ChannelId>,
+        capacity: u32,
+        now: DateTime<Utc>,
+    ) -> (u32, Vec<HoldId>) {
         let expired: Vec<(&HoldId, &PoolHold)> = self
             .holds
             .iter()
-            .filter(|(_, h)| has_expired(h.expires_at, now))
+            .filter(|(_, h)| h.channel.as_ref() == channel && has_expired(h.expires_at, now))
             .collect();
         let unrecorded: u32 = expired
             .iter()
@@ -120,7 +183,8 @@ impl PoolShard {
             .map(|(id, _)| **id)
             .collect();
         (
-            self.available_at(capacity, now).saturating_sub(unrecorded),
+            self.available_at(channel, capacity, now)
+                .saturating_sub(unrecorded),
             recorded,
         )
     }
@@ -141,7 +205,13 @@ pub enum PoolCommand {
         expires_at: DateTime<Utc>,
         /// What one place costs this hold.
         price: Option<ItemPrice>,
+        /// Whose inventory it takes (`None`: public sale).
+        channel: Option<ChannelId>,
     },
+    /// Move `quantity` places free for public sale to `channel`.
+    Allocate { channel: ChannelId, quantity: u32 },
+    /// Give `quantity` of `channel`'s free places back to public sale.
+    Deallocate { channel: ChannelId, quantity: u32 },
     ReleaseHold {
         hold_id: HoldId,
     },
@@ -180,6 +250,9 @@ pub enum PoolEvent {
         /// events recorded before prices were: the pool's price).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         price: Option<ItemPrice>,
+        /// The channel whose places it takes (absent: public sale).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        channel: Option<ChannelId>,
     },
     PoolHoldReleased {
         hold_id: HoldId,
@@ -204,6 +277,10 @@ pub enum PoolEvent {
         booking_id: BookingId,
         quantity: u32,
     },
+    /// `quantity` places of this shard moved from public sale to `channel`.
+    PoolPlacesAllocated { channel: ChannelId, quantity: u32 },
+    /// `quantity` of `channel`'s free places went back to public sale.
+    PoolPlacesDeallocated { channel: ChannelId, quantity: u32 },
 }
 
 event_names!(PoolEvent {
@@ -214,6 +291,8 @@ event_names!(PoolEvent {
     PoolBookingCancelled => "PoolBookingCancelled",
     PoolHoldExtended => "PoolHoldExtended",
     PoolPlacesReturned => "PoolPlacesReturned",
+    PoolPlacesAllocated => "PoolPlacesAllocated",
+    PoolPlacesDeallocated => "PoolPlacesDeallocated",
 });
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -249,6 +328,7 @@ pub fn decide(
             quantity,
             expires_at,
             price,
+            channel,
         } => place_hold(
             shard,
             capacity,
@@ -258,9 +338,16 @@ pub fn decide(
                 quantity: *quantity,
                 expires_at: *expires_at,
                 price: price.as_ref(),
+                channel: channel.as_ref(),
             },
             now,
         ),
+        PoolCommand::Allocate { channel, quantity } => {
+            allocate(shard, capacity, channel, *quantity, now)
+        }
+        PoolCommand::Deallocate { channel, quantity } => {
+            deallocate(shard, capacity, channel, *quantity, now)
+        }
         PoolCommand::ReleaseHold { hold_id } => release_hold(shard, *hold_id, now),
         PoolCommand::ExpireHold { hold_id } => Ok(expire_hold(shard, *hold_id, now)),
         PoolCommand::ConvertHold {
@@ -290,6 +377,65 @@ struct Placing<'a> {
     quantity: u32,
     expires_at: DateTime<Utc>,
     price: Option<&'a ItemPrice>,
+    channel: Option<&'a ChannelId>,
+}
+
+/// `quantity` places free for public sale at `now` move to `channel`, all
+/// or none (the expiries that free them recorded first, as for a hold).
+fn allocate(
+    shard: &PoolShard,
+    capacity: u32,
+    channel: &ChannelId,
+    quantity: u32,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    if quantity == 0 {
+        return Err(PoolError::ZeroQuantity);
+    }
+    let mut events = take_free(shard, None, capacity, quantity, now)?;
+    events.push(PoolEvent::PoolPlacesAllocated {
+        channel: channel.clone(),
+        quantity,
+    });
+    Ok(events)
+}
+
+/// `quantity` of `channel`'s places, free at `now`, go back to public sale.
+fn deallocate(
+    shard: &PoolShard,
+    capacity: u32,
+    channel: &ChannelId,
+    quantity: u32,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    if quantity == 0 {
+        return Ok(vec![]);
+    }
+    let mut events = take_free(shard, Some(channel), capacity, quantity, now)?;
+    events.push(PoolEvent::PoolPlacesDeallocated {
+        channel: channel.clone(),
+        quantity,
+    });
+    Ok(events)
+}
+
+/// The expiries to record for `quantity` places of one inventory to be
+/// free at `now`, or how many are.
+fn take_free(
+    shard: &PoolShard,
+    channel: Option<&ChannelId>,
+    capacity: u32,
+    quantity: u32,
+    now: DateTime<Utc>,
+) -> Result<Vec<PoolEvent>, PoolError> {
+    let (available, expiring) = shard.placeable_at(channel, capacity, now);
+    if available < quantity {
+        return Err(PoolError::NotEnough { available });
+    }
+    Ok(expiring
+        .into_iter()
+        .map(|hold_id| PoolEvent::PoolHoldExpired { hold_id })
+        .collect())
 }
 
 fn place_hold(
@@ -304,6 +450,7 @@ fn place_hold(
         quantity,
         expires_at,
         price,
+        channel,
     } = placing;
     if quantity == 0 {
         return Err(PoolError::ZeroQuantity);
@@ -315,20 +462,14 @@ fn place_hold(
         // The same hold asking again (a retried request).
         return Ok(vec![]);
     }
-    let (available, expiring) = shard.placeable_at(capacity, now);
-    if available < quantity {
-        return Err(PoolError::NotEnough { available });
-    }
-    let mut events: Vec<PoolEvent> = expiring
-        .into_iter()
-        .map(|hold_id| PoolEvent::PoolHoldExpired { hold_id })
-        .collect();
+    let mut events = take_free(shard, channel, capacity, quantity, now)?;
     events.push(PoolEvent::PoolHoldPlaced {
         hold_id,
         buyer: buyer.clone(),
         quantity,
         expires_at,
         price: price.cloned(),
+        channel: channel.cloned(),
     });
     Ok(events)
 }
@@ -439,7 +580,8 @@ impl PoolShard {
                 buyer,
                 quantity,
                 expires_at,
-                ..
+                price,
+                channel,
             } => {
                 self.holds.insert(
                     *hold_id,
@@ -448,6 +590,8 @@ impl PoolShard {
                         quantity: *quantity,
                         expires_at: *expires_at,
                         placed_expires_at: *expires_at,
+                        channel: channel.clone(),
+                        price: price.clone(),
                     },
                 );
             }
@@ -470,11 +614,20 @@ impl PoolShard {
                     self.sold += hold.quantity;
                     // An order books several holds under its one booking id.
                     *self.bookings.entry(*booking_id).or_default() += hold.quantity;
+                    if let Some(channel) = &hold.channel {
+                        let allocated = self.allocated.entry(channel.clone()).or_default();
+                        *allocated = allocated.saturating_sub(hold.quantity);
+                    }
+                    self.sales.entry(*booking_id).or_default().push(Sale {
+                        channel: hold.channel,
+                        price: hold.price,
+                        places: hold.quantity,
+                    });
                 }
             }
             PoolEvent::PoolBookingCancelled { booking_id } => {
                 if let Some(quantity) = self.bookings.remove(booking_id) {
-                    self.sold = self.sold.saturating_sub(quantity);
+                    self.return_sold(booking_id, quantity);
                 }
             }
             PoolEvent::PoolPlacesReturned {
@@ -484,12 +637,48 @@ impl PoolShard {
                 if let Some(booked) = self.bookings.get_mut(booking_id) {
                     let returned = (*quantity).min(*booked);
                     *booked -= returned;
-                    self.sold = self.sold.saturating_sub(returned);
                     if *booked == 0 {
                         self.bookings.remove(booking_id);
                     }
+                    self.return_sold(booking_id, returned);
                 }
             }
+            PoolEvent::PoolPlacesAllocated { channel, quantity } => {
+                *self.allocated.entry(channel.clone()).or_default() += quantity;
+            }
+            PoolEvent::PoolPlacesDeallocated { channel, quantity } => {
+                if let Some(allocated) = self.allocated.get_mut(channel) {
+                    *allocated = allocated.saturating_sub(*quantity);
+                    if *allocated == 0 {
+                        self.allocated.remove(channel);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `quantity` of a booking's sold places are free again: the latest
+    /// sales first, a channel's places back to its allocation.
+    fn return_sold(&mut self, booking_id: &BookingId, quantity: u32) {
+        self.sold = self.sold.saturating_sub(quantity);
+        let Some(sales) = self.sales.get_mut(booking_id) else {
+            return;
+        };
+        let mut left = quantity;
+        while left > 0 {
+            let Some(sale) = sales.last_mut() else { break };
+            let taken = left.min(sale.places);
+            sale.places -= taken;
+            left -= taken;
+            if let Some(channel) = &sale.channel {
+                *self.allocated.entry(channel.clone()).or_default() += taken;
+            }
+            if sale.places == 0 {
+                sales.pop();
+            }
+        }
+        if sales.is_empty() {
+            self.sales.remove(booking_id);
         }
     }
 }
@@ -562,6 +751,7 @@ mod tests {
             quantity,
             expires_at: t(until),
             price: None,
+            channel: None,
         }
     }
     fn given(capacity: u32, commands: &[(PoolCommand, i64)]) -> PoolShard {
@@ -572,6 +762,128 @@ mod tests {
             }
         }
         shard
+    }
+
+    mod channels {
+        use super::*;
+
+        fn partner() -> ChannelId {
+            ChannelId::parse("partner-x").unwrap()
+        }
+        fn allocate(quantity: u32) -> PoolCommand {
+            PoolCommand::Allocate {
+                channel: partner(),
+                quantity,
+            }
+        }
+        fn deallocate(quantity: u32) -> PoolCommand {
+            PoolCommand::Deallocate {
+                channel: partner(),
+                quantity,
+            }
+        }
+        fn through_channel(n: u128, quantity: u32, until: i64) -> PoolCommand {
+            match place(n, quantity, until) {
+                PoolCommand::PlaceHold {
+                    hold_id,
+                    buyer,
+                    quantity,
+                    expires_at,
+                    price,
+                    ..
+                } => PoolCommand::PlaceHold {
+                    hold_id,
+                    buyer,
+                    quantity,
+                    expires_at,
+                    price,
+                    channel: Some(partner()),
+                },
+                other => other,
+            }
+        }
+        fn convert(n: u128) -> PoolCommand {
+            PoolCommand::ConvertHold {
+                hold_id: hold(n),
+                booking_id: BookingId(Uuid::from_u128(100 + n)),
+            }
+        }
+
+        #[test]
+        fn it_should_allocate_only_places_free_for_public_sale_all_or_none() {
+            // Given 10 places, 4 held by the public
+            let shard = given(10, &[(place(1, 4, 100), 0)]);
+            // When 7 are allocated: only 6 are free
+            assert_eq!(
+                decide(&shard, 10, &allocate(7), t(1)),
+                Err(PoolError::NotEnough { available: 6 })
+            );
+            // When 6 are: the public has none left, the channel 6
+            let shard = given(10, &[(place(1, 4, 100), 0), (allocate(6), 1)]);
+            assert_eq!(shard.available_at(None, 10, t(2)), 0);
+            assert_eq!(shard.available_at(Some(&partner()), 10, t(2)), 6);
+            assert_eq!(
+                decide(&shard, 10, &place(2, 1, 100), t(2)),
+                Err(PoolError::NotEnough { available: 0 })
+            );
+        }
+
+        #[test]
+        fn it_should_record_the_expiry_that_frees_places_for_an_allocation() {
+            let shard = given(5, &[(place(1, 5, 100), 0)]);
+            assert_eq!(
+                decide(&shard, 5, &allocate(5), t(100)),
+                Ok(vec![
+                    PoolEvent::PoolHoldExpired { hold_id: hold(1) },
+                    PoolEvent::PoolPlacesAllocated {
+                        channel: partner(),
+                        quantity: 5
+                    }
+                ])
+            );
+        }
+
+        #[test]
+        fn it_should_sell_a_channels_places_only_through_it_and_keep_sold_ones() {
+            // Given 10 places, 6 allocated, 2 of them held through the channel
+            let shard = given(
+                10,
+                &[(allocate(6), 0), (through_channel(1, 2, 100), 1)],
+            );
+            assert_eq!(shard.available_at(Some(&partner()), 10, t(2)), 4);
+            assert_eq!(shard.available_at(None, 10, t(2)), 4, "the public's are apart");
+            // When the channel's hold is sold: the channel has 4 allocated
+            // and unsold, 4 free
+            let sold = given(
+                10,
+                &[(allocate(6), 0), (through_channel(1, 2, 100), 1), (convert(1), 2)],
+            );
+            assert_eq!(sold.sold, 2);
+            assert_eq!(sold.allocated_to(&partner()), 4);
+            assert_eq!(sold.sales[&BookingId(Uuid::from_u128(101))][0].channel, Some(partner()));
+            // When more is given back than is free through the channel
+            assert_eq!(
+                decide(&sold, 10, &deallocate(5), t(3)),
+                Err(PoolError::NotEnough { available: 4 })
+            );
+            // When its booking is cancelled, the places go back to the channel
+            let mut cancelled = sold.clone();
+            cancelled.apply_event(&PoolEvent::PoolBookingCancelled {
+                booking_id: BookingId(Uuid::from_u128(101)),
+            });
+            assert_eq!(cancelled.allocated_to(&partner()), 6);
+            assert_eq!(cancelled.sold, 0);
+            assert!(cancelled.sales.is_empty());
+        }
+
+        #[test]
+        fn it_should_give_back_a_channels_free_places_to_public_sale() {
+            let shard = given(10, &[(allocate(6), 0), (deallocate(4), 1)]);
+            assert_eq!(shard.allocated_to(&partner()), 2);
+            assert_eq!(shard.available_at(None, 10, t(2)), 8);
+            let all = given(10, &[(allocate(6), 0), (deallocate(6), 1)]);
+            assert!(all.allocated.is_empty());
+        }
     }
 
     fn extend(n: u128) -> PoolCommand {
@@ -586,12 +898,12 @@ mod tests {
     fn it_should_keep_an_extended_holds_places_past_its_first_expiry() {
         let shard = given(5, &[(place(1, 5, 100), 0), (extend(1), 60)]);
         assert_eq!(shard.holds[&hold(1)].expires_at, t(160));
-        assert_eq!(shard.available_at(5, t(120)), 0);
+        assert_eq!(shard.available_at(None, 5, t(120)), 0);
         assert_eq!(
             decide(&shard, 5, &place(2, 1, 300), t(120)),
             Err(PoolError::NotEnough { available: 0 })
         );
-        assert_eq!(shard.available_at(5, t(160)), 5);
+        assert_eq!(shard.available_at(None, 5, t(160)), 5);
     }
 
     #[test]
@@ -654,7 +966,7 @@ mod tests {
     #[test]
     fn it_should_hold_places_while_enough_are_free() {
         let shard = given(5, &[(place(1, 3, 100), 0)]);
-        assert_eq!(shard.available_at(5, t(1)), 2);
+        assert_eq!(shard.available_at(None, 5, t(1)), 2);
         assert_eq!(
             decide(&shard, 5, &place(2, 3, 100), t(1)),
             Err(PoolError::NotEnough { available: 2 })
@@ -665,8 +977,8 @@ mod tests {
     #[test]
     fn it_should_give_expired_places_back_without_an_event() {
         let shard = given(5, &[(place(1, 5, 100), 0)]);
-        assert_eq!(shard.available_at(5, t(99)), 0);
-        assert_eq!(shard.available_at(5, t(100)), 5);
+        assert_eq!(shard.available_at(None, 5, t(99)), 0);
+        assert_eq!(shard.available_at(None, 5, t(100)), 5);
         let events = decide(&shard, 5, &place(2, 5, 200), t(100)).unwrap();
         assert_eq!(
             events,
@@ -678,6 +990,7 @@ mod tests {
                     quantity: 5,
                     expires_at: t(200),
                     price: None,
+                    channel: None,
                 }
             ]
         );
@@ -690,7 +1003,7 @@ mod tests {
         // instance whose clock is behind may still convert them.
         let commands: Vec<(PoolCommand, i64)> = (1..=18).map(|n| (place(n, 1, 100), 0)).collect();
         let shard = given(20, &commands);
-        assert_eq!(shard.available_at(20, t(100)), 20);
+        assert_eq!(shard.available_at(None, 20, t(100)), 20);
         assert_eq!(
             decide(&shard, 20, &place(99, 20, 200), t(100)),
             Err(PoolError::NotEnough { available: 18 })
@@ -719,7 +1032,7 @@ mod tests {
         let shard = given(5, &[(place(1, 2, 100), 0), (convert.clone(), 50)]);
         assert_eq!((shard.sold, shard.held_at(t(51))), (2, 0));
         assert_eq!(
-            shard.available_at(5, t(10_000)),
+            shard.available_at(None, 5, t(10_000)),
             3,
             "sold places never expire"
         );
@@ -735,7 +1048,7 @@ mod tests {
             5,
             &[(place(1, 2, 100), 0), (convert, 50), (cancel.clone(), 60)],
         );
-        assert_eq!(freed.available_at(5, t(61)), 5);
+        assert_eq!(freed.available_at(None, 5, t(61)), 5);
         assert_eq!(
             decide(&freed, 5, &cancel, t(62)),
             Ok(vec![]),
@@ -765,7 +1078,7 @@ mod tests {
             decide(&released, 5, &convert, t(6)),
             Err(PoolError::HoldLost)
         );
-        assert_eq!(released.available_at(5, t(6)), 5);
+        assert_eq!(released.available_at(None, 5, t(6)), 5);
     }
 
     #[test]
@@ -882,7 +1195,7 @@ mod tests {
                     }
                 }
                 let at = t(now);
-                prop_assert_eq!(shard.available_at(capacity, at), model.free(capacity, now));
+                prop_assert_eq!(shard.available_at(None, capacity, at), model.free(capacity, now));
                 prop_assert!(shard.sold + shard.held_at(at) <= capacity);
             }
         }

@@ -112,6 +112,10 @@ pub enum SeatStatus {
     Available,
     Held,
     Booked,
+    /// Free, but allocated to a sales channel the reader does not buy
+    /// through (or, to a channel's buyer, in another inventory): a reader's
+    /// view only, never recorded.
+    NotForSale,
 }
 
 impl SeatStatus {
@@ -132,6 +136,7 @@ impl SeatStatus {
             SeatStatus::Available => "available",
             SeatStatus::Held => "held",
             SeatStatus::Booked => "booked",
+            SeatStatus::NotForSale => "not_for_sale",
         }
     }
 }
@@ -145,6 +150,11 @@ pub struct Seat {
     /// through holds, expiries and bookings until it is given back.
     #[serde(default)]
     pub channel: Option<ChannelId>,
+    /// What the seat costs its current hold or booking, as the hold's
+    /// `HoldPlaced` priced it (`None` while free, or for a hold placed before
+    /// prices were in the events): what a report counts as revenue.
+    #[serde(default)]
+    pub price: Option<ItemPrice>,
 }
 
 impl Seat {
@@ -524,8 +534,9 @@ impl Seat {
                 hold_id,
                 buyer,
                 expires_at,
-                ..
+                price,
             } => {
+                self.price = price.clone();
                 self.state = SeatState::Held(SeatHold {
                     hold_id: *hold_id,
                     buyer: buyer.clone(),
@@ -546,6 +557,7 @@ impl Seat {
             SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
                 if matches!(&self.state, SeatState::Held(h) if h.hold_id == *hold_id) {
                     self.state = SeatState::Available;
+                    self.price = None;
                 }
             }
             SeatEvent::HoldConverted {
@@ -566,6 +578,7 @@ impl Seat {
                 if matches!(&self.state, SeatState::Booked { booking_id: b, .. } if b == booking_id)
                 {
                     self.state = SeatState::Available;
+                    self.price = None;
                 }
             }
             SeatEvent::SeatAllocated { channel } => self.channel = Some(channel.clone()),

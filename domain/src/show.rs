@@ -6,10 +6,10 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::ids::{CategoryId, PoolId, SeatId, ShowId, VenueId};
+use crate::ids::{CategoryId, ChannelId, PoolId, SeatId, ShowId, VenueId};
 use crate::limits::{
     DEFAULT_MAX_HOLD_TTLS, MAX_COORDINATE, MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS,
-    MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER,
+    MAX_CHANNELS_PER_SHOW, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER,
     MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_SEAT_RANK, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS,
     MIN_MAX_HOLD_SECONDS, MIN_SEATS_PER_BUYER,
 };
@@ -48,6 +48,14 @@ pub struct PoolSpec {
     pub label: Option<String>,
     /// Where the seat map draws it.
     pub area: Option<Area>,
+}
+
+/// A sales channel of a show: inventory allocated to it is sold only
+/// through it (a partner's buyers, the box office).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelSpec {
+    pub channel_id: ChannelId,
+    pub label: String,
 }
 
 /// Everything a show definition can be refused for. The message names the
@@ -142,6 +150,9 @@ pub struct Show {
     /// Until when a buyer may cancel lines of their own orders (an admin
     /// always may); `None`: no end.
     pub buyer_cancellation_until: Option<DateTime<Utc>>,
+    /// The sales channels inventory may be allocated to. Set with
+    /// [`Show::with_channels`].
+    pub channels: Vec<ChannelSpec>,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -280,6 +291,7 @@ impl Show {
             chart: Chart::default(),
             pricing: Pricing::default(),
             buyer_cancellation_until: None,
+            channels: Vec::new(),
             seat_index,
         })
     }
@@ -299,6 +311,33 @@ impl Show {
         self.chart = chart;
         self.pricing = pricing;
         Ok(self)
+    }
+
+    /// The sales channels, each listed once with a label, at most
+    /// `MAX_CHANNELS_PER_SHOW`.
+    pub fn with_channels(mut self, channels: Vec<ChannelSpec>) -> Result<Self, ShowError> {
+        if channels.len() > MAX_CHANNELS_PER_SHOW {
+            return Err(ShowError::TooMany {
+                field: "channels".into(),
+                max: MAX_CHANNELS_PER_SHOW,
+            });
+        }
+        let mut seen = HashSet::new();
+        for (i, channel) in channels.iter().enumerate() {
+            check_text(&channel.label, || format!("channels[{i}].label"))?;
+            if !seen.insert(&channel.channel_id) {
+                return Err(ShowError::Listed {
+                    field: format!("channels[{i}].channel_id"),
+                });
+            }
+        }
+        self.channels = channels;
+        Ok(self)
+    }
+
+    /// The channel of the show named `channel_id`, if it lists it.
+    pub fn channel(&self, channel_id: &ChannelId) -> Option<&ChannelSpec> {
+        self.channels.iter().find(|c| &c.channel_id == channel_id)
     }
 
     /// The categories some seat or pool of the show is in.

@@ -1,7 +1,7 @@
 //! The availability row of one seat: the fold of its stream, as columns.
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, HoldId, SeatId, ShowId};
+use domain::ids::{BookingId, BuyerId, ChannelId, HoldId, SeatId, ShowId, TicketType};
 use domain::seat::{Seat, SeatState, SeatStatus};
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +23,12 @@ pub struct SeatAvailabilityRow {
     pub buyer: Option<BuyerId>,
     pub expires_at_us: Option<i64>,
     pub booking_id: Option<BookingId>,
+    /// The sales channel the seat is allocated to (`None`: public sale).
+    pub channel: Option<ChannelId>,
+    /// What the seat's current hold or booking sold it as, and for how much
+    /// (its `HoldPlaced`'s price; `None` while free).
+    pub ticket_type: Option<TicketType>,
+    pub price_cents: Option<i64>,
     /// The stream sequence this row is the fold of: a write with a lower or
     /// equal one changes nothing.
     pub last_seq: i64,
@@ -39,8 +45,17 @@ impl SeatAvailabilityRow {
             buyer: None,
             expires_at_us: None,
             booking_id: None,
+            channel: seat.channel.clone(),
+            ticket_type: None,
+            price_cents: None,
             last_seq,
         };
+        if !matches!(seat.state, SeatState::Available) {
+            if let Some(price) = &seat.price {
+                row.ticket_type = Some(price.ticket_type.clone());
+                row.price_cents = Some(price.price_cents);
+            }
+        }
         match &seat.state {
             SeatState::Available => {}
             SeatState::Held(hold) => {

@@ -8,7 +8,9 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, CategoryId, HoldId, PoolId, SeatId, ShowId, TicketType};
+use domain::ids::{
+    BookingId, BuyerId, CategoryId, ChannelId, HoldId, PoolId, SeatId, ShowId, TicketType,
+};
 use domain::pool::PoolEvent;
 use domain::pricing::ItemPrice;
 use domain::seat::{has_expired, SeatEvent};
@@ -253,6 +255,11 @@ pub struct PoolHoldRow {
     pub quantity: u32,
     pub expires_at_us: i64,
     pub state: HoldState,
+    /// The channel whose places it holds (`None`: public sale).
+    pub channel: Option<ChannelId>,
+    /// What a place costs it.
+    pub ticket_type: Option<TicketType>,
+    pub price_cents: Option<i64>,
 }
 
 /// What one event does to the hold tables.
@@ -361,6 +368,7 @@ fn pool_placed(
         quantity,
         expires_at,
         price,
+        channel,
     } = event
     else {
         return None;
@@ -387,6 +395,9 @@ fn pool_placed(
             quantity: *quantity,
             expires_at_us: to_micros(*expires_at),
             state: HoldState::Held,
+            channel: channel.clone(),
+            ticket_type: price.as_ref().map(|p| p.ticket_type.clone()),
+            price_cents: price.as_ref().map(|p| p.price_cents),
         }),
     })
 }
@@ -415,9 +426,10 @@ pub fn pool_hold_change(
             hold_id: *hold_id,
             booking_id: *booking_id,
         },
-        PoolEvent::PoolBookingCancelled { .. } | PoolEvent::PoolPlacesReturned { .. } => {
-            return None
-        }
+        PoolEvent::PoolBookingCancelled { .. }
+        | PoolEvent::PoolPlacesReturned { .. }
+        | PoolEvent::PoolPlacesAllocated { .. }
+        | PoolEvent::PoolPlacesDeallocated { .. } => return None,
         PoolEvent::PoolHoldExtended {
             hold_id,
             expires_at,

@@ -13,6 +13,7 @@
 pub mod availability;
 pub mod checkouts;
 pub mod holds;
+pub mod json_text;
 pub mod pools;
 pub mod rows;
 pub mod time;

@@ -1,10 +1,28 @@
-//! The row of one pool shard: how many of its places are sold. Held places
-//! are not stored here; they are counted from `pool_holds` at query time,
-//! against `expires_at_us`, so an expiry needs no write.
+//! The row of one pool shard: how many of its places are sold, allocated
+//! to sales channels, and what they were sold as. Held places are not
+//! stored here; they are counted from `pool_holds` at query time, against
+//! `expires_at_us`, so an expiry needs no write.
 
-use domain::ids::{PoolId, ShowId};
+use std::collections::BTreeMap;
+
+use domain::ids::{ChannelId, PoolId, ShowId, TicketType};
 use domain::pool::PoolShard;
 use serde::{Deserialize, Serialize};
+
+use crate::json_text::JsonText;
+
+/// Places sold on a shard alike: through one channel (`None`: public
+/// sale), as one ticket type, at one price a place.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SoldPlaces {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_type: Option<TicketType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_cents: Option<i64>,
+    pub places: u32,
+}
 
 /// A row of `pool_shards` (its `capacity` is written once, with the show).
 /// Field names are the column names (see `availability::SeatAvailabilityRow`).
@@ -14,6 +32,10 @@ pub struct PoolShardRow {
     pub pool_id: PoolId,
     pub shard: u32,
     pub sold: u32,
+    /// Places allocated to each channel and not sold (JSON text).
+    pub allocated: JsonText<BTreeMap<ChannelId, u32>>,
+    /// The sold places by channel, ticket type and price (JSON text).
+    pub sales: JsonText<Vec<SoldPlaces>>,
     /// The stream sequence this row is the fold of.
     pub last_seq: i64,
 }
@@ -31,7 +53,26 @@ impl PoolShardRow {
             pool_id: pool_id.clone(),
             shard,
             sold: state.sold,
+            allocated: JsonText(state.allocated.clone()),
+            sales: JsonText(sold_places(state)),
             last_seq,
         }
     }
+}
+
+/// The shard's sales summed by channel, ticket type and price.
+fn sold_places(state: &PoolShard) -> Vec<SoldPlaces> {
+    let mut sums: BTreeMap<SoldPlaces, u32> = BTreeMap::new();
+    for sale in state.sales.values().flatten() {
+        let key = SoldPlaces {
+            channel: sale.channel.clone(),
+            ticket_type: sale.price.as_ref().map(|p| p.ticket_type.clone()),
+            price_cents: sale.price.as_ref().map(|p| p.price_cents),
+            places: 0,
+        };
+        *sums.entry(key).or_default() += sale.places;
+    }
+    sums.into_iter()
+        .map(|(key, places)| SoldPlaces { places, ..key })
+        .collect()
 }

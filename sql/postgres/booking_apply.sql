@@ -129,7 +129,8 @@ BEGIN
         LOOP
             UPDATE seat_availability
             SET status = r.status, hold_id = r.hold_id, buyer = r.buyer, expires_at_us = r.expires_at_us,
-                booking_id = r.booking_id, last_seq = r.last_seq
+                booking_id = r.booking_id, channel = r.channel, ticket_type = r.ticket_type,
+                price_cents = r.price_cents, last_seq = r.last_seq
             WHERE show_id = r.show_id AND seat_id = r.seat_id AND last_seq < r.last_seq;
             IF FOUND THEN
                 done := done + 1;
@@ -138,7 +139,8 @@ BEGIN
     ELSIF jsonb_array_length(batch -> 'seat_availability') > row_by_row_max THEN
         UPDATE seat_availability a
         SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
-            booking_id = u.booking_id, last_seq = u.last_seq
+            booking_id = u.booking_id, channel = u.channel, ticket_type = u.ticket_type,
+            price_cents = u.price_cents, last_seq = u.last_seq
         FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u
         WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.last_seq;
         GET DIAGNOSTICS done = ROW_COUNT;
@@ -152,11 +154,11 @@ BEGIN
     IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards')
         LOOP
-            UPDATE pool_shards SET sold = r.sold, last_seq = r.last_seq
+            UPDATE pool_shards SET sold = r.sold, allocated = r.allocated, sales = r.sales, last_seq = r.last_seq
             WHERE show_id = r.show_id AND pool_id = r.pool_id AND shard = r.shard AND last_seq < r.last_seq;
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'pool_shards') > row_by_row_max THEN
-        UPDATE pool_shards s SET sold = u.sold, last_seq = u.last_seq
+        UPDATE pool_shards s SET sold = u.sold, allocated = u.allocated, sales = u.sales, last_seq = u.last_seq
         FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards') AS u
         WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.last_seq;
     END IF;
@@ -212,13 +214,17 @@ BEGIN
     IF jsonb_array_length(batch -> 'pool_holds') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds')
         LOOP
-            INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
-            SELECT r.hold_id, r.show_id, r.pool_id, r.shard, r.quantity, r.expires_at_us, r.state
+            INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state,
+                                    channel, ticket_type, price_cents)
+            SELECT r.hold_id, r.show_id, r.pool_id, r.shard, r.quantity, r.expires_at_us, r.state,
+                   r.channel, r.ticket_type, r.price_cents
             WHERE NOT EXISTS (SELECT 1 FROM pool_holds WHERE hold_id = r.hold_id AND shard = r.shard);
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'pool_holds') > row_by_row_max THEN
-        INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state)
-        SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, h.state
+        INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state,
+                                channel, ticket_type, price_cents)
+        SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, h.state,
+               h.channel, h.ticket_type, h.price_cents
         FROM jsonb_populate_recordset(NULL::pool_holds, batch -> 'pool_holds') AS h
         ON CONFLICT DO NOTHING;
     END IF;

@@ -4,11 +4,11 @@
 //! thing store the same text).
 
 use chrono::{DateTime, Utc};
-use domain::ids::{CategoryId, PoolId, SeatId, ShowId, TicketType, VenueId};
+use domain::ids::{CategoryId, ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::money::Currency;
 use domain::pool::default_shards;
 use domain::pricing::{PriceTable, Pricing, TicketTypeSpec};
-use domain::show::{PoolSpec, SeatSpec, Show, ShowError};
+use domain::show::{ChannelSpec, PoolSpec, SeatSpec, Show, ShowError};
 use domain::venue::{Area, CategorySpec, Chart, Position, SectionSpec, Stage, Venue};
 use domain::waiting_room::WaitingRoomSettings;
 use serde::{Deserialize, Serialize};
@@ -78,6 +78,21 @@ pub struct ShowDefinition {
     /// always may). Absent: no end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buyer_cancellation_until: Option<DateTime<Utc>>,
+    /// The sales channels inventory may be allocated to (the box office,
+    /// partners), each once; at most MAX_CHANNELS_PER_SHOW.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 32)]
+    pub channels: Vec<ChannelDefinition>,
+}
+
+/// A sales channel of a show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelDefinition {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub channel_id: ChannelId,
+    #[schema(min_length = 1, max_length = 200)]
+    pub label: String,
 }
 
 /// A price category: what the seat map colours a seat by.
@@ -224,6 +239,7 @@ pub struct ShowView {
     /// On a show with categories: the prices in force now.
     prices: Vec<PriceDefinition>,
     buyer_cancellation_until: Option<DateTime<Utc>>,
+    channels: Vec<ChannelDefinition>,
 }
 
 /// A venue as `PUT` and `GET /v1/venues/{id}` answer it: the definition
@@ -369,7 +385,16 @@ impl ShowDefinition {
         .with_currency(self.currency.unwrap_or(Currency::EUR))?
         .with_waiting_room(self.waiting_room.map(|w| w.settings()))?
         .with_pricing(self.venue_id.clone(), chart, pricing)
-        .map(|show| show.with_buyer_cancellation_until(self.buyer_cancellation_until))
+        .map(|show| show.with_buyer_cancellation_until(self.buyer_cancellation_until))?
+        .with_channels(
+            self.channels
+                .iter()
+                .map(|c| ChannelSpec {
+                    channel_id: c.channel_id.clone(),
+                    label: c.label.clone(),
+                })
+                .collect(),
+        )
     }
 
     fn ticket_type_specs(&self) -> Vec<TicketTypeSpec> {

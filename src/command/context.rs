@@ -48,6 +48,7 @@ impl RequestContext {
                 id: BuyerId::parse(actor)
                     .map_err(|e| StoreError::Corrupt(format!("{actor}: {e}")))?,
                 role: Role::Admin,
+                channels: Vec::new(),
             },
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,

@@ -11,6 +11,7 @@
 //! memory, and the freshness rule), `units` (seats and pool shards behind
 //! one trait), `round`, `holds`, `checkout` and `queue` (the commands).
 
+pub mod allocations;
 pub mod checkout;
 pub mod context;
 pub mod holds;

@@ -264,12 +264,13 @@ impl Stock {
             match status {
                 SeatStatus::Available => available += 1,
                 SeatStatus::Held => held += 1,
-                SeatStatus::Booked => {}
+                // Allocated to a channel: not the queue's to sell.
+                SeatStatus::Booked | SeatStatus::NotForSale => {}
             }
         }
-        for (capacity, (pool_held, sold)) in capacities.zip(&current.pools) {
-            available += u64::from(capacity.saturating_sub(pool_held + sold));
-            held += u64::from(*pool_held);
+        for (capacity, pool) in capacities.zip(&current.pools) {
+            available += u64::from(pool.available(capacity));
+            held += u64::from(pool.held);
         }
         Self {
             available,

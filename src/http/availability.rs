@@ -9,6 +9,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Utc};
+use domain::ids::ChannelId;
 use domain::seat::SeatStatus;
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +17,9 @@ use super::extract::{PathParams, QueryParams};
 use super::problem::ApiError;
 use super::AppState;
 use crate::catalog::CatalogEntry;
-use crate::query::availability::{render_document, PoolAvailability, RenderError, Summary};
+use crate::query::availability::{
+    render_document, PoolAvailability, RenderError, Summary, Viewer,
+};
 use crate::query::rendered::Rendered;
 
 pub fn router() -> Router<AppState> {
@@ -32,6 +35,10 @@ pub(super) struct AvailabilityQuery {
     /// An instant in the past (RFC 3339): availability as it was then, from
     /// the log (admin).
     as_of: Option<String>,
+    /// A sales channel's view (its buyers' token, or an admin's): the
+    /// channel's free seats `available`, every other free seat
+    /// `not_for_sale`.
+    channel: Option<String>,
 }
 
 /// The documented shape of one seat (written by `render`).
@@ -40,7 +47,8 @@ pub(super) struct AvailabilityQuery {
 pub(super) struct SeatAvailability<'a> {
     seat_id: &'a str,
     section: &'a str,
-    /// `available`, `held` or `booked`, at the time of the query.
+    /// `available`, `held`, `booked` or `not_for_sale` (allocated to a
+    /// sales channel), at the time of the query.
     #[schema(value_type = String)]
     status: SeatStatus,
 }
@@ -59,9 +67,10 @@ pub(super) struct AvailabilityResponse<'a> {
 /// Availability (public), or as it was at `as_of` (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/availability", tag = "shows",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64), ("section" = Option<String>, Query),
-        ("as_of" = Option<DateTime<Utc>>, Query, description = "RFC 3339 (date-time), not in the future; admin only")),
+        ("as_of" = Option<DateTime<Utc>>, Query, description = "RFC 3339 (date-time), not in the future; admin only"),
+        ("channel" = Option<String>, Query, pattern = "^[A-Za-z0-9_-]{1,64}$", description = "a sales channel's view; a token whose `channels` claim names it, or an admin's")),
     responses((status = 200, body = AvailabilityResponse),
-              (status = "4XX", description = "show_not_found, validation_failed, unauthorized, forbidden", body = super::response::Problem, content_type = "application/problem+json")))]
+              (status = "4XX", description = "show_not_found, validation_failed, unknown_channel, unauthorized, forbidden", body = super::response::Problem, content_type = "application/problem+json")))]
 pub(super) async fn availability(
     State(state): State<AppState>,
     PathParams(show_id): PathParams<String>,
@@ -74,11 +83,46 @@ pub(super) async fn availability(
     };
     let entry = super::response::show_entry(&state, &show_id).await?;
     let section = query.section.as_deref();
-    let rendered = match as_of {
-        None => current(&state, &entry, section).await?,
-        Some(as_of) => past(&state, &entry, section, as_of).await?,
+    let viewer = match &query.channel {
+        None => Viewer::Public,
+        Some(channel) => channel_viewer(&state, &headers, &entry, channel)?,
+    };
+    let rendered = match (as_of, &viewer) {
+        (None, viewer) => current(&state, &entry, section, viewer).await?,
+        (Some(as_of), Viewer::Public) => past(&state, &entry, section, as_of).await?,
+        (Some(_), Viewer::Channel(_)) => {
+            return Err(ApiError::Validation(
+                "as_of: a past instant is the public's view only; not with channel".into(),
+            ))
+        }
     };
     Ok(super::etag::answer(&headers, &rendered).await)
+}
+
+/// A channel's view, for a caller whose token may sell through it (its
+/// `channels` claim names it, or an admin) on a show that lists it.
+fn channel_viewer(
+    state: &AppState,
+    headers: &HeaderMap,
+    entry: &CatalogEntry,
+    channel: &str,
+) -> Result<Viewer, ApiError> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    let actor = state
+        .keys
+        .verify_header(authorization)
+        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+    let channel = ChannelId::parse(channel)
+        .map_err(|e| ApiError::Validation(format!("channel: {e}")))?;
+    if !actor.may_sell_through(&channel) {
+        return Err(ApiError::Forbidden);
+    }
+    if entry.show.channel(&channel).is_none() {
+        return Err(ApiError::UnknownChannel(channel.to_string()));
+    }
+    Ok(Viewer::Channel(channel))
 }
 
 /// The instant `as_of` asks for, once parsed and the caller shown to be an
@@ -109,10 +153,11 @@ async fn current(
     state: &AppState,
     entry: &Arc<CatalogEntry>,
     section: Option<&str>,
+    viewer: &Viewer,
 ) -> Result<Arc<Rendered>, ApiError> {
     state
         .availability
-        .rendered(&state.shows, entry, section, state.clock.as_ref())
+        .rendered(&state.shows, entry, section, viewer, state.clock.as_ref())
         .await
         .map_err(|e| match e {
             RenderError::Store(e) => ApiError::from(e),

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use domain::ids::{CategoryId, HoldId, PoolId, SeatId, ShowId, TicketType};
+use domain::ids::{CategoryId, ChannelId, HoldId, PoolId, SeatId, ShowId, TicketType};
 use serde::Deserialize;
 
 use super::extract::{JsonBody, PathParams};
@@ -15,7 +15,7 @@ use super::response::json_response;
 use super::AppState;
 use crate::auth::Actor;
 use crate::command::context::RequestContext;
-use crate::command::holds::{HoldRequest, HoldService, HoldView, Placed, SeatAsk};
+use crate::command::holds::{HoldRequest, HoldService, HoldView, Placed, Sale, SeatAsk};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -42,6 +42,10 @@ pub(super) struct SeatsHold {
     /// as a ticket type other than the show's default.
     #[schema(schema_with = seat_ids_schema)]
     seats: Vec<SeatEntry>,
+    /// Hold from this sales channel's inventory (the token's `channels`
+    /// claim must name it); absent: public sale.
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel: Option<ChannelId>,
 }
 
 /// One seat of a hold body: its id, or its id with a ticket type.
@@ -97,12 +101,18 @@ pub(super) struct PoolHold {
     /// The ticket type of every place (absent: the show's default).
     #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     ticket_type: Option<TicketType>,
+    /// Hold from this sales channel's inventory; absent: public sale.
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel: Option<ChannelId>,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BestAvailableHold {
     best_available: BestAvailableAsk,
+    /// Choose among this sales channel's seats; absent: public sale.
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel: Option<ChannelId>,
 }
 
 /// The service chooses `quantity` free seats side by side (one section and
@@ -167,6 +177,7 @@ struct HoldFields {
     quantity: Option<u32>,
     ticket_type: Option<TicketType>,
     best_available: Option<BestAvailableAsk>,
+    channel: Option<ChannelId>,
 }
 
 impl<'de> Deserialize<'de> for HoldBody {
@@ -179,17 +190,20 @@ impl<'de> Deserialize<'de> for HoldBody {
                 quantity: None,
                 ticket_type: None,
                 best_available: None,
-            } => Ok(HoldBody::Seats(SeatsHold { seats })),
+                channel,
+            } => Ok(HoldBody::Seats(SeatsHold { seats, channel })),
             HoldFields {
                 seats: None,
                 pool_id: Some(pool_id),
                 quantity: Some(quantity),
                 ticket_type,
                 best_available: None,
+                channel,
             } => Ok(HoldBody::Pool(PoolHold {
                 pool_id,
                 quantity,
                 ticket_type,
+                channel,
             })),
             HoldFields {
                 seats: None,
@@ -197,7 +211,11 @@ impl<'de> Deserialize<'de> for HoldBody {
                 quantity: None,
                 ticket_type: None,
                 best_available: Some(best_available),
-            } => Ok(HoldBody::BestAvailable(BestAvailableHold { best_available })),
+                channel,
+            } => Ok(HoldBody::BestAvailable(BestAvailableHold {
+                best_available,
+                channel,
+            })),
             _ => Err(serde::de::Error::custom(
                 "send exactly one of \"seats\", \"pool_id\" with \"quantity\" (and a \"ticket_type\"), or \"best_available\"",
             )),
@@ -205,22 +223,28 @@ impl<'de> Deserialize<'de> for HoldBody {
     }
 }
 
-impl From<HoldBody> for HoldRequest {
+impl From<HoldBody> for (HoldRequest, Sale) {
     fn from(body: HoldBody) -> Self {
         match body {
-            HoldBody::Seats(SeatsHold { seats }) => {
-                HoldRequest::Seats(seats.into_iter().map(|SeatEntry(seat)| seat).collect())
-            }
+            HoldBody::Seats(SeatsHold { seats, channel }) => (
+                HoldRequest::Seats(seats.into_iter().map(|SeatEntry(seat)| seat).collect()),
+                Sale::through(channel),
+            ),
             HoldBody::Pool(PoolHold {
                 pool_id,
                 quantity,
                 ticket_type,
-            }) => HoldRequest::Pool {
-                pool_id,
-                quantity,
-                ticket_type,
-            },
+                channel,
+            }) => (
+                HoldRequest::Pool {
+                    pool_id,
+                    quantity,
+                    ticket_type,
+                },
+                Sale::through(channel),
+            ),
             HoldBody::BestAvailable(BestAvailableHold {
+                channel,
                 best_available:
                     BestAvailableAsk {
                         quantity,
@@ -229,13 +253,16 @@ impl From<HoldBody> for HoldRequest {
                         category,
                         accessible,
                     },
-            }) => HoldRequest::BestAvailable {
-                quantity,
-                section,
-                ticket_type,
-                category,
-                accessible,
-            },
+            }) => (
+                HoldRequest::BestAvailable {
+                    quantity,
+                    section,
+                    ticket_type,
+                    category,
+                    accessible,
+                },
+                Sale::through(channel),
+            ),
         }
     }
 }
@@ -271,14 +298,14 @@ pub(super) async fn place_hold(
     JsonBody(body): JsonBody<HoldBody>,
 ) -> Result<Response, ApiError> {
     let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
-    let request = HoldRequest::from(body);
+    let (request, sale) = <(HoldRequest, Sale)>::from(body);
     let kind = match &request {
         HoldRequest::Seats(_) => "seats",
         HoldRequest::Pool { .. } => "pool",
         HoldRequest::BestAvailable { .. } => "best",
     };
     let holds: &HoldService = &state.holds;
-    let placed = holds.place(&ctx, &show_id, request).await;
+    let placed = holds.place(&ctx, &show_id, request, sale).await;
     placed_response(kind, placed)
 }
 

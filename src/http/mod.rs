@@ -5,6 +5,7 @@ pub mod extract;
 pub mod problem;
 mod response;
 
+mod allocations;
 mod audit;
 mod availability;
 mod bookings;
@@ -50,6 +51,8 @@ pub struct Services {
     pub database: Database,
     pub catalog: Arc<ShowCatalog>,
     pub holds: Arc<HoldService>,
+    /// Sales channels' allocations (admin).
+    pub allocations: Arc<crate::command::allocations::AllocationService>,
     pub checkout: Arc<CheckoutService>,
     /// Price changes (admin).
     pub prices: Arc<crate::command::prices::PriceService>,
@@ -89,6 +92,7 @@ pub fn router(
         .merge(shows::router())
         .merge(venues::router())
         .merge(availability::router())
+        .merge(allocations::router())
         .merge(holds::router())
         .merge(waiting_room::router())
         .merge(bookings::router())

@@ -15,7 +15,7 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    audit, availability, bookings, holds, live, ops, orders, page, shows, stripe, venues,
+    allocations, audit, availability, bookings, holds, live, ops, orders, page, shows, stripe, venues,
     waiting_room, webhooks, AppState,
 };
 
@@ -53,6 +53,7 @@ impl Modify for Extras {
         waiting_room::join, waiting_room::me, waiting_room::stream, waiting_room::overview, waiting_room::change_rate,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,
         orders::place_order, orders::get_order, orders::cancel_order,
+        allocations::allocate, allocations::release, allocations::allocations,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
         webhooks::list_deliveries, webhooks::retry_delivery,

@@ -49,6 +49,11 @@ pub enum ApiError {
     TicketTypeUnavailable(String),
     /// 409: some seats are held or booked; nothing was held.
     SeatTaken(Vec<String>),
+    /// 409: some seats are allocated to a sales channel the hold is not
+    /// from (or public, for a channel's hold); nothing was held.
+    SeatNotForSale(Vec<String>),
+    /// 422: a sales channel the show does not list.
+    UnknownChannel(String),
     /// 409: the pool cannot serve the quantity; `available` places are free.
     SoldOut { available: u32 },
     /// 409 `sold_out`: a waiting room closed, everything booked.
@@ -241,6 +246,16 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         "Ticket type unavailable",
     ),
     problem(StatusCode::CONFLICT, "seat_taken", "Seat taken"),
+    problem(
+        StatusCode::CONFLICT,
+        "seat_not_for_sale",
+        "Seat not for sale here",
+    ),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_channel",
+        "Unknown sales channel",
+    ),
     problem(StatusCode::CONFLICT, "sold_out", "Sold out"),
     problem(
         StatusCode::TOO_MANY_REQUESTS,
@@ -407,6 +422,8 @@ impl ApiError {
             VenueExists => row(S::CONFLICT, "venue_exists"),
             TicketTypeUnavailable(_) => row(S::UNPROCESSABLE_ENTITY, "ticket_type_unavailable"),
             SeatTaken(_) => row(S::CONFLICT, "seat_taken"),
+            SeatNotForSale(_) => row(S::CONFLICT, "seat_not_for_sale"),
+            UnknownChannel(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_channel"),
             SoldOut { .. } | SaleOver => row(S::CONFLICT, "sold_out"),
             BuyerLimitReached { .. } => row(S::CONFLICT, "buyer_limit_reached"),
             NoAdjacentSeats => row(S::CONFLICT, "no_adjacent_seats"),
@@ -464,6 +481,8 @@ impl ApiError {
             ShowNotFound | ShowExists | VenueNotFound | VenueExists | HoldNotFound
             | BookingNotFound => self.lookup_detail(),
             SeatTaken(_)
+            | SeatNotForSale(_)
+            | UnknownChannel(_)
             | SoldOut { .. }
             | SaleOver
             | BuyerLimitReached { .. }
@@ -570,6 +589,10 @@ impl ApiError {
         use ApiError::*;
         match self {
             SeatTaken(_) => "some seats are held or booked; nothing was held".into(),
+            SeatNotForSale(_) => "some seats are allocated to a sales channel this hold is not \
+                 from (or, for a channel's hold, are not the channel's); nothing was held"
+                .into(),
+            UnknownChannel(channel) => format!("channel: the show has no sales channel {channel}"),
             SoldOut { available } => {
                 format!("only {available} places are free; nothing was held")
             }
@@ -678,7 +701,9 @@ impl ApiError {
     fn extra(&self) -> Map<String, Value> {
         let mut extra = Map::new();
         match self {
-            ApiError::SeatTaken(seats) | ApiError::UnknownSeat(seats) => {
+            ApiError::SeatTaken(seats)
+            | ApiError::SeatNotForSale(seats)
+            | ApiError::UnknownSeat(seats) => {
                 extra.insert("seats".into(), json!(seats));
             }
             ApiError::SoldOut { available } => {
@@ -810,6 +835,10 @@ impl From<HoldError> for ApiError {
             HoldError::SeatsTaken(seats) => {
                 ApiError::SeatTaken(seats.iter().map(ToString::to_string).collect())
             }
+            HoldError::NotForSale(seats) => {
+                ApiError::SeatNotForSale(seats.iter().map(ToString::to_string).collect())
+            }
+            HoldError::UnknownChannel(channel) => ApiError::UnknownChannel(channel.to_string()),
             HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
             HoldError::TicketTypeUnavailable(why) => ApiError::TicketTypeUnavailable(why),
             HoldError::SoldOut { available } => ApiError::SoldOut { available },
@@ -956,6 +985,8 @@ mod tests {
             ApiError::VenueExists,
             ApiError::TicketTypeUnavailable(String::new()),
             ApiError::SeatTaken(vec![]),
+            ApiError::SeatNotForSale(vec![]),
+            ApiError::UnknownChannel(String::new()),
             ApiError::SoldOut { available: 0 },
             ApiError::SaleOver,
             ApiError::BuyerLimitReached {

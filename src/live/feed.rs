@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::channel::ShowChannel;
 use super::{LiveHub, CHANNEL_LINGER, EXPIRY_MARGIN, RETRY_AFTER_ERROR};
 use crate::store::StoreResult;
+use crate::query::availability::Viewer;
 
 /// While a show is watched, the feed also reads the log this often on its
 /// own: a wake-up that never came (a notification lost with its
@@ -159,7 +160,7 @@ pub async fn run_show(hub: Arc<LiveHub>, channel: Arc<ShowChannel>) {
         let now = hub.clock.now();
         let next = match hub
             .availability
-            .current(&hub.shows, &channel.entry, now)
+            .current(&hub.shows, &channel.entry, &Viewer::Public, now)
             .await
         {
             Ok(current) => {

@@ -245,7 +245,9 @@ fn add_pool_event(holds: &mut HashMap<HoldId, HoldFacts>, event: PoolEvent, at: 
         } => holds.entry(hold_id).or_default().extend_to(expires_at),
         PoolEvent::PoolHoldExpired { .. }
         | PoolEvent::PoolBookingCancelled { .. }
-        | PoolEvent::PoolPlacesReturned { .. } => {}
+        | PoolEvent::PoolPlacesReturned { .. }
+        | PoolEvent::PoolPlacesAllocated { .. }
+        | PoolEvent::PoolPlacesDeallocated { .. } => {}
     }
 }
 

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::CatalogEntry;
+use crate::query::availability::{PoolNow, Viewer};
 use crate::store::{EventLog, LogEvent, LogFilter, StoreError};
 
 /// Events per page of show history at most (`limit` is 1..=this).
@@ -109,8 +110,8 @@ pub async fn show_history(
 pub struct PastAvailability {
     /// Status of each seat, in show order.
     pub seats: Vec<SeatStatus>,
-    /// `(held, sold)` of each pool, in show order.
-    pub pools: Vec<(u32, u32)>,
+    /// Each pool's figures, in show order (as the public saw them).
+    pub pools: Vec<PoolNow>,
 }
 
 pub async fn availability_at(
@@ -150,20 +151,25 @@ pub async fn availability_at(
         .iter()
         .map(|spec| {
             let stream = domain::ids::seat_stream_id(&show.show_id, &spec.seat_id);
-            seats
-                .get(&stream)
-                .map_or(SeatStatus::Available, |seat| seat.status_at(at))
+            seats.get(&stream).map_or(SeatStatus::Available, |seat| {
+                Viewer::Public.sees(seat.status_at(at), seat.channel.as_ref())
+            })
         })
         .collect();
     let pools = show
         .pools
         .iter()
         .map(|pool| {
-            (0..pool.shards).fold((0, 0), |(held, sold), index| {
+            (0..pool.shards).fold(PoolNow::default(), |sum, index| {
                 let stream = shard_stream_id(&show.show_id, &pool.pool_id, index);
                 match shards.get(&stream) {
-                    Some(shard) => (held + shard.held_at(at), sold + shard.sold),
-                    None => (held, sold),
+                    Some(shard) => PoolNow {
+                        held: sum.held + shard.public_held_at(at),
+                        sold: sum.sold + shard.sold,
+                        allocated: sum.allocated + shard.allocated_total(),
+                        available: None,
+                    },
+                    None => sum,
                 }
             })
         })

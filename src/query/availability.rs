@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use domain::ids::ShowId;
+use domain::ids::{ChannelId, ShowId, TicketType};
 use domain::seat::SeatStatus;
 use projections::time::{from_micros, to_micros};
 use serde::Serialize;
@@ -28,13 +28,144 @@ use serde::Serialize;
 use crate::catalog::CatalogEntry;
 use crate::clock::Clock;
 use crate::query::rendered::{Piece, Rendered};
-use crate::store::{Shows, StoreError, WHOLE_SHOW};
+use crate::store::{PoolFigures, SeatChange, Shows, StoreError, WHOLE_SHOW};
 
-/// Shows whose seat rows an instance keeps (16 bytes a seat).
+/// Shows whose seat rows an instance keeps (32 bytes a seat, and a ticket
+/// type and price for a seat held or booked).
 pub const AVAILABILITY_CACHE_SHOWS: usize = 64;
 
+/// Who an availability answer is for: the public, or one sales channel's
+/// buyers. A seat free for sale but not in the viewer's inventory (another
+/// channel's, or public sale's for a channel) reads `not_for_sale`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Viewer {
+    #[default]
+    Public,
+    Channel(ChannelId),
+}
+
+impl Viewer {
+    pub fn channel(&self) -> Option<&ChannelId> {
+        match self {
+            Viewer::Public => None,
+            Viewer::Channel(channel) => Some(channel),
+        }
+    }
+
+    /// What a seat of `channel` whose status at the instant is `status`
+    /// shows this viewer.
+    pub fn sees(&self, status: SeatStatus, channel: Option<&ChannelId>) -> SeatStatus {
+        if status == SeatStatus::Available && channel != self.channel() {
+            SeatStatus::NotForSale
+        } else {
+            status
+        }
+    }
+
+    /// A pool's figures as this viewer sees them: for the public, the
+    /// places allocated to channels apart; for a channel, its own places.
+    pub fn pool(&self, figures: &PoolFigures) -> PoolNow {
+        match self {
+            Viewer::Public => PoolNow {
+                held: figures.held.get(&None).copied().unwrap_or(0),
+                sold: figures.sold,
+                allocated: figures.allocated.values().sum(),
+                available: None,
+            },
+            Viewer::Channel(channel) => {
+                let allocated = figures.allocated.get(channel).copied().unwrap_or(0);
+                let held = (figures.held.get(&Some(channel.clone()))).copied();
+                PoolNow {
+                    held: held.unwrap_or(0),
+                    sold: figures.sold,
+                    allocated,
+                    available: Some(allocated.saturating_sub(held.unwrap_or(0))),
+                }
+            }
+        }
+    }
+}
+
+/// A pool as a viewer sees it at an instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolNow {
+    pub held: u32,
+    pub sold: u32,
+    /// Places allocated to channels (the public's view) or to the viewing
+    /// channel, not sold.
+    pub allocated: u32,
+    /// A channel's free places; `None`: the public's, from the rest.
+    pub available: Option<u32>,
+}
+
+impl PoolNow {
+    pub fn available(&self, capacity: u32) -> u32 {
+        self.available
+            .unwrap_or_else(|| capacity.saturating_sub(self.held + self.sold + self.allocated))
+    }
+}
+
+/// A seat row as an instance keeps it: the recorded status and expiry, the
+/// channel it is allocated to (its place in the show's list), and what its
+/// hold or booking sold it as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSeat {
+    pub status: SeatStatus,
+    pub expires_at_us: Option<i64>,
+    channel: Option<u8>,
+    pub sale: Option<Box<(TicketType, i64)>>,
+}
+
+impl Default for KeptSeat {
+    fn default() -> Self {
+        Self {
+            status: SeatStatus::Available,
+            expires_at_us: None,
+            channel: None,
+            sale: None,
+        }
+    }
+}
+
+/// A channel the show does not list (never allocated through the API).
+const UNLISTED_CHANNEL: u8 = u8::MAX;
+
+impl KeptSeat {
+    fn of(entry: &CatalogEntry, change: SeatChange) -> Self {
+        let channel = change.channel.map(|channel| {
+            (entry.show.channels.iter())
+                .position(|c| c.channel_id == channel)
+                .and_then(|i| u8::try_from(i).ok())
+                .unwrap_or(UNLISTED_CHANNEL)
+        });
+        Self {
+            status: change.status,
+            expires_at_us: change.expires_at_us,
+            channel,
+            sale: change.sale.map(Box::new),
+        }
+    }
+
+    /// Its status at `now`, expiry applied.
+    pub fn status_at(&self, now: DateTime<Utc>) -> SeatStatus {
+        SeatStatus::at(self.status, self.expires_at_us.and_then(from_micros), now)
+    }
+
+    /// The channel it is allocated to.
+    pub fn channel<'a>(&self, entry: &'a CatalogEntry) -> Option<&'a ChannelId> {
+        self.channel.map(|i| {
+            (entry.show.channels.get(usize::from(i)))
+                .map_or(&*UNLISTED, |c| &c.channel_id)
+        })
+    }
+}
+
+static UNLISTED: std::sync::LazyLock<ChannelId> = std::sync::LazyLock::new(|| {
+    ChannelId::parse("unlisted").unwrap_or_else(|_| unreachable!("a valid channel id"))
+});
+
 struct Cached {
-    rows: Vec<(SeatStatus, Option<i64>)>,
+    rows: Vec<KeptSeat>,
     watermark: String,
     /// Requests that arrived before the last read started are answered by
     /// it (the same freshness rule as the stream cache): readers arriving
@@ -54,7 +185,8 @@ pub const KEPT_PARTS_PER_SHOW: usize = 64;
 struct Slot {
     tickets: std::sync::atomic::AtomicU64,
     cached: tokio::sync::Mutex<Cached>,
-    parts: Mutex<HashMap<Part, Arc<PartSlot>>>,
+    /// Kept answers by part and viewer (each channel's view is its own).
+    parts: Mutex<HashMap<(Part, Viewer), Arc<PartSlot>>>,
 }
 
 /// What one availability answer covers.
@@ -102,7 +234,7 @@ struct Kept {
     /// its piece of the answer.
     blocks: Vec<Block>,
     /// The pools' figures the answer was written from.
-    pools: Vec<(u32, u32)>,
+    pools: Vec<PoolNow>,
     /// Its `as_of`: never served to a request whose instant is before it.
     as_of: DateTime<Utc>,
     fresh_through: u64,
@@ -170,7 +302,7 @@ fn write_answer(
     entry: &CatalogEntry,
     seats: &[usize],
     statuses: &[SeatStatus],
-    pools: &[(u32, u32)],
+    pools: &[PoolNow],
     as_of: DateTime<Utc>,
     kept: Vec<Block>,
 ) -> serde_json::Result<(Vec<Block>, Rendered)> {
@@ -219,66 +351,84 @@ impl AvailabilityCache {
         slot
     }
 
-    /// Each seat's status at `now`, in show order.
+    /// Each seat's status at `now` as `viewer` sees it, in show order.
     pub async fn statuses(
         &self,
         shows: &Shows,
         entry: &CatalogEntry,
+        viewer: &Viewer,
         now: DateTime<Utc>,
     ) -> Result<Vec<SeatStatus>, StoreError> {
-        Ok(self.statuses_and_next_expiry(shows, entry, now).await?.0)
+        Ok(self
+            .statuses_and_next_expiry(shows, entry, viewer, now)
+            .await?
+            .0)
     }
 
-    /// Each seat's status at `now`, in show order, and the earliest
-    /// `expires_at` (µs) after `now` of a seat still held: the instant the
-    /// answer next changes without any event (the live feed's timer).
+    /// The show's seat rows as kept, brought up to date (the rows changed
+    /// since the last look read), handed to `f` under the show's lock.
+    pub async fn with_rows<R>(
+        &self,
+        shows: &Shows,
+        entry: &CatalogEntry,
+        f: impl FnOnce(&[KeptSeat]) -> R,
+    ) -> Result<R, StoreError> {
+        use std::sync::atomic::Ordering;
+        let seats = entry.show.seats.len();
+        let slot = self.slot(&entry.show.show_id);
+        let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut cached = slot.cached.lock().await;
+        if cached.rows.len() != seats {
+            cached.rows = vec![KeptSeat::default(); seats];
+            cached.watermark = WHOLE_SHOW.into();
+            cached.fresh_through = 0;
+        }
+        if cached.fresh_through < ticket {
+            let starting = slot.tickets.load(Ordering::SeqCst);
+            let (changes, next) = shows
+                .seat_changes(&entry.show.show_id, &cached.watermark)
+                .await?;
+            for change in changes {
+                let ordinal = change.ordinal;
+                if let Some(row) = cached.rows.get_mut(ordinal) {
+                    *row = KeptSeat::of(entry, change);
+                }
+            }
+            cached.watermark = next;
+            cached.fresh_through = starting;
+        }
+        Ok(f(&cached.rows))
+    }
+
+    /// Each seat's status at `now` as `viewer` sees it, in show order, and
+    /// the earliest `expires_at` (µs) after `now` of a seat still held: the
+    /// instant the answer next changes without any event (the live feed's
+    /// timer).
     pub async fn statuses_and_next_expiry(
         &self,
         shows: &Shows,
         entry: &CatalogEntry,
+        viewer: &Viewer,
         now: DateTime<Utc>,
     ) -> Result<(Vec<SeatStatus>, Option<i64>), StoreError> {
-        let seats = entry.show.seats.len();
-        let rows = {
-            use std::sync::atomic::Ordering;
-            let slot = self.slot(&entry.show.show_id);
-            let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
-            let mut cached = slot.cached.lock().await;
-            if cached.rows.len() != seats {
-                cached.rows = vec![(SeatStatus::Available, None); seats];
-                cached.watermark = WHOLE_SHOW.into();
-                cached.fresh_through = 0;
-            }
-            if cached.fresh_through < ticket {
-                let starting = slot.tickets.load(Ordering::SeqCst);
-                let (changes, next) = shows
-                    .seat_changes(&entry.show.show_id, &cached.watermark)
-                    .await?;
-                for (ordinal, status, expires_at_us) in changes {
-                    if let Some(row) = cached.rows.get_mut(ordinal) {
-                        *row = (status, expires_at_us);
-                    }
-                }
-                cached.watermark = next;
-                cached.fresh_through = starting;
-            }
-            cached.rows.clone()
-        };
         let now_us = to_micros(now);
-        let mut next_expiry: Option<i64> = None;
-        let statuses = rows
-            .into_iter()
-            .map(|(recorded, expires_at_us)| {
-                let status = SeatStatus::at(recorded, expires_at_us.and_then(from_micros), now);
-                if let (SeatStatus::Held, Some(at)) = (status, expires_at_us) {
-                    if at > now_us {
-                        next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
+        self.with_rows(shows, entry, |rows| {
+            let mut next_expiry: Option<i64> = None;
+            let statuses = rows
+                .iter()
+                .map(|row| {
+                    let status = row.status_at(now);
+                    if let (SeatStatus::Held, Some(at)) = (status, row.expires_at_us) {
+                        if at > now_us {
+                            next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
+                        }
                     }
-                }
-                status
-            })
-            .collect();
-        Ok((statuses, next_expiry))
+                    viewer.sees(status, row.channel(entry))
+                })
+                .collect();
+            (statuses, next_expiry)
+        })
+        .await
     }
 }
 
@@ -288,22 +438,26 @@ impl AvailabilityCache {
 pub struct Current {
     /// Each seat's status, in show order.
     pub statuses: Vec<SeatStatus>,
-    /// Each pool's `(held, sold)`, in show order.
-    pub pools: Vec<(u32, u32)>,
+    /// Each pool's figures, in show order.
+    pub pools: Vec<PoolNow>,
     /// The earliest instant (µs) after this one at which a held seat or
     /// pool place expires: the answer changes then without any event.
     pub next_expiry_us: Option<i64>,
 }
 
 impl AvailabilityCache {
-    /// Seats from the cache, pools from their shards, both at `now`.
+    /// Seats from the cache, pools from their shards, both at `now`, as
+    /// `viewer` sees them.
     pub async fn current(
         &self,
         shows: &Shows,
         entry: &CatalogEntry,
+        viewer: &Viewer,
         now: DateTime<Utc>,
     ) -> Result<Current, StoreError> {
-        let (statuses, seats_next) = self.statuses_and_next_expiry(shows, entry, now).await?;
+        let (statuses, seats_next) = self
+            .statuses_and_next_expiry(shows, entry, viewer, now)
+            .await?;
         if entry.show.pools.is_empty() {
             return Ok(Current {
                 statuses,
@@ -315,17 +469,14 @@ impl AvailabilityCache {
         let now_us = to_micros(now);
         let figures = shows.pool_figures(show_id, now_us).await?;
         let pools_next = shows.next_pool_expiry(show_id, now_us).await?;
-        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
         let pools = entry
             .show
             .pools
             .iter()
             .map(|pool| {
-                let stored = figures.iter().find(|f| f.pool_id == pool.pool_id);
-                (
-                    stored.map_or(0, |f| count(f.held)),
-                    stored.map_or(0, |f| count(f.sold)),
-                )
+                figures
+                    .get(&pool.pool_id)
+                    .map_or_else(PoolNow::default, |f| viewer.pool(f))
             })
             .collect();
         let next_expiry_us = match (seats_next, pools_next) {
@@ -353,11 +504,12 @@ impl AvailabilityCache {
         shows: &Shows,
         entry: &Arc<CatalogEntry>,
         section: Option<&str>,
+        viewer: &Viewer,
         clock: &dyn Clock,
     ) -> Result<Arc<Rendered>, RenderError> {
         use std::sync::atomic::Ordering;
         let part = Part::of(entry, section);
-        let part_slot = self.part_slot(&entry.show.show_id, &part);
+        let part_slot = self.part_slot(&entry.show.show_id, &part, viewer);
         let ticket = part_slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
         let mut kept = part_slot.kept.lock().await;
         if let Some(kept) = kept.as_ref().filter(|k| k.fresh_through >= ticket) {
@@ -365,7 +517,7 @@ impl AvailabilityCache {
         }
         let starting = part_slot.tickets.load(Ordering::SeqCst);
         let now = clock.now();
-        let current = self.current(shows, entry, now).await?;
+        let current = self.current(shows, entry, viewer, now).await?;
         let seats = part.seats(entry);
         let statuses: Vec<SeatStatus> = (seats.iter())
             .map(|&ordinal| current.statuses.get(ordinal).copied())
@@ -400,10 +552,11 @@ impl AvailabilityCache {
         Ok(rendered)
     }
 
-    fn part_slot(&self, show_id: &ShowId, part: &Part) -> Arc<PartSlot> {
+    fn part_slot(&self, show_id: &ShowId, part: &Part, viewer: &Viewer) -> Arc<PartSlot> {
         let slot = self.slot(show_id);
         let mut parts = slot.parts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(part_slot) = parts.get(part) {
+        let key = (part.clone(), viewer.clone());
+        if let Some(part_slot) = parts.get(&key) {
             return part_slot.clone();
         }
         if parts.len() >= KEPT_PARTS_PER_SHOW {
@@ -413,7 +566,7 @@ impl AvailabilityCache {
             tickets: std::sync::atomic::AtomicU64::new(0),
             kept: tokio::sync::Mutex::new(None),
         });
-        parts.insert(part.clone(), part_slot.clone());
+        parts.insert(key, part_slot.clone());
         part_slot
     }
 }
@@ -426,6 +579,14 @@ pub struct PoolAvailability<'a> {
     available: u32,
     held: u32,
     sold: u32,
+    /// Places allocated to sales channels (for a channel's view: to it),
+    /// not sold: outside `available`. Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    allocated: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Seats by status (pools report their own figures).
@@ -434,6 +595,10 @@ pub struct Summary {
     available: u32,
     held: u32,
     booked: u32,
+    /// Seats allocated to a channel (for a channel's view: free seats not
+    /// its own). Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    not_for_sale: u32,
 }
 
 impl Summary {
@@ -442,6 +607,7 @@ impl Summary {
             SeatStatus::Available => self.available += 1,
             SeatStatus::Held => self.held += 1,
             SeatStatus::Booked => self.booked += 1,
+            SeatStatus::NotForSale => self.not_for_sale += 1,
         }
     }
 }
@@ -454,20 +620,19 @@ impl std::ops::Add for Summary {
             available: self.available + other.available,
             held: self.held + other.held,
             booked: self.booked + other.booked,
+            not_for_sale: self.not_for_sale + other.not_for_sale,
         }
     }
 }
 
-fn pool_entry<'a>(
-    pool: &'a domain::show::PoolSpec,
-    (held, sold): (u32, u32),
-) -> PoolAvailability<'a> {
+fn pool_entry<'a>(pool: &'a domain::show::PoolSpec, now: PoolNow) -> PoolAvailability<'a> {
     PoolAvailability {
         pool_id: pool.pool_id.as_str(),
         capacity: pool.capacity,
-        available: pool.capacity.saturating_sub(held + sold),
-        held,
-        sold,
+        available: now.available(pool.capacity),
+        held: now.held,
+        sold: now.sold,
+        allocated: now.allocated,
     }
 }
 
@@ -487,7 +652,7 @@ pub fn render_document(
     section: Option<&str>,
     as_of: DateTime<Utc>,
     statuses: &[SeatStatus],
-    pools: &[(u32, u32)],
+    pools: &[PoolNow],
     position: Option<i64>,
 ) -> serde_json::Result<String> {
     let show = &entry.show;
@@ -532,7 +697,7 @@ fn document_head(
 /// The answer after its last seat entry: the pools and the summary.
 fn document_tail(
     entry: &CatalogEntry,
-    pools: &[(u32, u32)],
+    pools: &[PoolNow],
     summary: Summary,
 ) -> serde_json::Result<String> {
     let pools: Vec<PoolAvailability<'_>> = (entry.show.pools.iter())
@@ -626,7 +791,7 @@ pub(crate) mod tests {
         let seats = Part::of(entry, section).seats(entry);
         let part: Vec<SeatStatus> = seats.iter().map(|&n| statuses[n]).collect();
         let (blocks, rendered) =
-            write_answer(entry, &seats, &part, &[(3, 4)], as_of, kept).unwrap();
+            write_answer(entry, &seats, &part, &[PoolNow { held: 3, sold: 4, ..PoolNow::default() }], as_of, kept).unwrap();
         (String::from_utf8(rendered.joined()).unwrap(), blocks)
     }
 
@@ -640,7 +805,7 @@ pub(crate) mod tests {
         for section in [None, Some("A"), Some("B"), Some("none")] {
             let (body, blocks) = from_blocks(&entry, section, &statuses, Vec::new(), as_of);
             let document =
-                render_document(&entry, section, as_of, &statuses, &[(3, 4)], None).unwrap();
+                render_document(&entry, section, as_of, &statuses, &[PoolNow { held: 3, sold: 4, ..PoolNow::default() }], None).unwrap();
             assert_eq!(body, document, "section {section:?}");
             let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
             assert!(parsed["seats"].is_array());
@@ -660,7 +825,7 @@ pub(crate) mod tests {
         let (body, blocks) = from_blocks(&entry, None, &statuses, kept, as_of);
         assert_eq!(
             body,
-            render_document(&entry, None, as_of, &statuses, &[(3, 4)], None).unwrap()
+            render_document(&entry, None, as_of, &statuses, &[PoolNow { held: 3, sold: 4, ..PoolNow::default() }], None).unwrap()
         );
         let same: Vec<bool> = (blocks.iter().zip(&pieces))
             .map(|(block, piece)| Arc::ptr_eq(&block.piece, piece))

@@ -68,7 +68,7 @@ pub use holds::HoldRecord;
 pub use idempotency::IdempotencyEntry;
 pub use log::{EventLog, LogEvent, LogFilter, LogScan};
 pub use quiesce::Quiesced;
-pub use shows::{PoolFigures, ShowInsert, WHOLE_SHOW};
+pub use shows::{PoolFigures, SeatChange, ShowInsert, WHOLE_SHOW};
 pub use tables::{Projection, Tables};
 pub use webhooks::{
     AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,

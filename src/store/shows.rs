@@ -1,6 +1,8 @@
 //! Shows and the availability read model.
 
-use domain::ids::{PoolId, SeatId, ShowId, VenueId};
+use std::collections::BTreeMap;
+
+use domain::ids::{ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::seat::SeatStatus;
 
 use super::holds::parse_column;
@@ -21,12 +23,14 @@ pub type NewSeat<'a> = (&'a SeatId, i32, &'a str);
 pub type NewShard<'a> = (&'a PoolId, i32, i32);
 
 /// A pool's figures as stored (held places counted at the query's `now`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PoolFigures {
-    pub pool_id: PoolId,
-    pub capacity: i64,
-    pub sold: i64,
-    pub held: i64,
+    pub capacity: u32,
+    pub sold: u32,
+    /// Places held, by the channel they are held through (`None`: public).
+    pub held: BTreeMap<Option<ChannelId>, u32>,
+    /// Places allocated to each channel and not sold.
+    pub allocated: BTreeMap<ChannelId, u32>,
 }
 
 const INSERT_SHOW: &str =
@@ -50,11 +54,15 @@ const SQLITE_INSERT_SEAT: &str = "INSERT INTO seat_availability \
 const SQLITE_WHOLE_SHOW: &str = "-1";
 const INSERT_SHARD: &str =
     "INSERT INTO pool_shards (show_id, pool_id, shard, capacity) VALUES ($1, $2, $3, $4)";
-const SELECT_POOLS: &str = "SELECT s.pool_id, SUM(s.capacity), SUM(s.sold), \
-       COALESCE((SELECT SUM(h.quantity) FROM pool_holds h \
-                 WHERE h.show_id = s.show_id AND h.pool_id = s.pool_id \
-                   AND h.state = 'held' AND h.expires_at_us > $2), 0) \
-     FROM pool_shards s WHERE s.show_id = $1 GROUP BY s.show_id, s.pool_id";
+/// A show's shards (their allocations are JSON text, summed here), then
+/// its held places by pool and channel (`shard` -1), counted at `$2`.
+const SELECT_POOLS: &str = "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), \
+       CAST(sold AS BIGINT), allocated, NULL AS channel \
+     FROM pool_shards WHERE show_id = $1 \
+     UNION ALL SELECT pool_id, -1, 0, CAST(SUM(quantity) AS BIGINT), NULL, channel FROM pool_holds \
+     WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2 GROUP BY pool_id, channel";
+/// A row of [`SELECT_POOLS`].
+type PoolRow = (String, i64, i64, i64, Option<String>, Option<String>);
 
 fn parse_status(value: &str) -> StoreResult<SeatStatus> {
     match value {
@@ -173,41 +181,60 @@ async fn insert_show_sqlite(pool: &sqlx::SqlitePool, show: &NewShowRows<'_>) -> 
 /// 40 ms under writers, against 0.1 ms (measured by `auto_explain` during
 /// `bench --only availability`, and with `EXPLAIN ANALYZE` on 40,000 events).
 const PG_SEAT_CHANGES: &str = concat!(
-    "SELECT a.ordinal, a.status, a.expires_at_us, NULL::text \
+    "SELECT a.ordinal, a.status, a.expires_at_us, a.channel, a.ticket_type, a.price_cents, NULL::text \
      FROM (SELECT DISTINCT aggregate_id \
            FROM (SELECT aggregate_type, aggregate_id FROM events \
                  WHERE show_id = $1 AND position >= $2::bigint OFFSET 0) recent \
            WHERE aggregate_type = 'Seat') e \
-     CROSS JOIN LATERAL (SELECT ordinal, status, expires_at_us FROM seat_availability \
+     CROSS JOIN LATERAL (SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents \
+           FROM seat_availability \
            WHERE show_id = $1 AND seat_id = substr(e.aggregate_id, length($1) + 2) LIMIT 1) a \
-     UNION ALL SELECT -2, NULL, NULL, NULL FROM shows \
+     UNION ALL SELECT -2, NULL, NULL, NULL, NULL, NULL, NULL FROM shows \
        WHERE show_id = $1 AND rows_rewritten_at >= $2::bigint \
-     UNION ALL SELECT -1, NULL, NULL, ",
+     UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, ",
     pg_log_bound!(),
     "::text"
 );
 /// The whole show, and the watermark to pass next time.
 const PG_SEATS: &str = concat!(
-    "SELECT ordinal, status, expires_at_us, NULL::text \
+    "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL::text \
      FROM seat_availability WHERE show_id = $1 \
-     UNION ALL SELECT -1, NULL, NULL, ",
+     UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, ",
     pg_log_bound!(),
     "::text"
 );
-const SQLITE_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, NULL \
+const SQLITE_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL \
      FROM seat_availability WHERE show_id = $1 AND changed >= CAST($2 AS INTEGER) \
-     UNION ALL SELECT -1, NULL, NULL, CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
+     UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, \
+       CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
 
 /// The watermark that asks for every seat row of a show (no log position
 /// reads as it).
 pub const WHOLE_SHOW: &str = "whole";
 
-/// A row of a changed-rows read: `(ordinal, status, expires_at_us, mark)`;
-/// ordinal -1 carries the next watermark, -2 says "read the show whole".
-type SeatRow = (i32, Option<String>, Option<i64>, Option<String>);
+/// A row of a changed-rows read: `(ordinal, status, expires_at_us,
+/// channel, ticket_type, price_cents, mark)`; ordinal -1 carries the next
+/// watermark, -2 says "read the show whole".
+type SeatRow = (
+    i32,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+);
 
-/// A seat row as the availability cache keeps it: recorded status and expiry.
-pub type SeatChange = (usize, SeatStatus, Option<i64>);
+/// A seat row as the availability cache keeps it: recorded status and
+/// expiry, its channel, and what its hold or booking sold it as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatChange {
+    pub ordinal: usize,
+    pub status: SeatStatus,
+    pub expires_at_us: Option<i64>,
+    pub channel: Option<ChannelId>,
+    pub sale: Option<(TicketType, i64)>,
+}
 
 impl Shows {
     /// The seat rows of a show changed since `watermark` ([`WHOLE_SHOW`]: all of them),
@@ -228,15 +255,23 @@ impl Shows {
         };
         let mut next = None;
         let mut changes = Vec::with_capacity(rows.len());
-        for (ordinal, status, expires_at_us, mark) in rows {
+        for (ordinal, status, expires_at_us, channel, ticket_type, price_cents, mark) in rows {
             match (ordinal, status) {
                 (-1, _) => next = mark,
                 (ordinal, Some(status)) => {
-                    changes.push((
-                        ordinal.max(0) as usize,
-                        parse_status(&status)?,
+                    let channel = channel
+                        .map(|c| parse_column("seat_availability.channel", c.as_str(), ChannelId::parse))
+                        .transpose()?;
+                    let ticket_type = ticket_type
+                        .map(|t| parse_column("seat_availability.ticket_type", t.as_str(), TicketType::parse))
+                        .transpose()?;
+                    changes.push(SeatChange {
+                        ordinal: ordinal.max(0) as usize,
+                        status: parse_status(&status)?,
                         expires_at_us,
-                    ));
+                        channel,
+                        sale: ticket_type.zip(price_cents),
+                    });
                 }
                 (_, None) => return Err(StoreError::Corrupt("a seat row without status".into())),
             }
@@ -362,14 +397,15 @@ impl Shows {
         .await
     }
 
-    /// Capacity, sold and held places of each pool of a show, held counted at `now_us`.
+    /// Capacity, sold, held (by channel) and allocated places of each pool
+    /// of a show, held counted at `now_us`.
     pub async fn pool_figures(
         &self,
         show_id: &ShowId,
         now_us: i64,
-    ) -> StoreResult<Vec<PoolFigures>> {
-        on_store!(self, query pool => {
-            let rows: Vec<(String, i64, i64, i64)> = retry_read(move || async move {
+    ) -> StoreResult<BTreeMap<PoolId, PoolFigures>> {
+        let rows: Vec<PoolRow> = on_store!(self, query pool => {
+            retry_read(move || async move {
                 sqlx::query_as(SELECT_POOLS)
                     .bind(show_id.as_str())
                     .bind(now_us)
@@ -377,18 +413,33 @@ impl Shows {
                     .await
                     .map_err(StoreError::classify)
             })
-            .await?;
-            rows.into_iter()
-                .map(|(pool_id, capacity, sold, held)| {
-                    Ok(PoolFigures {
-                        pool_id: parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?,
-                        capacity,
-                        sold,
-                        held,
-                    })
-                })
-                .collect()
-        })
+            .await?
+        });
+        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+        let mut pools: BTreeMap<PoolId, PoolFigures> = BTreeMap::new();
+        for (pool_id, shard, capacity, sold, allocated, channel) in rows {
+            let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
+            let figures = pools.entry(pool_id).or_default();
+            if shard < 0 {
+                let channel = channel
+                    .map(|c| parse_column("pool_holds.channel", c.as_str(), ChannelId::parse))
+                    .transpose()?;
+                *figures.held.entry(channel).or_default() += count(sold);
+                continue;
+            }
+            figures.capacity += count(capacity);
+            figures.sold += count(sold);
+            let allocated: BTreeMap<ChannelId, u32> = match allocated {
+                Some(text) => serde_json::from_str(&text).map_err(|e| {
+                    StoreError::Corrupt(format!("pool_shards.allocated {text:?}: {e}"))
+                })?,
+                None => BTreeMap::new(),
+            };
+            for (channel, places) in allocated {
+                *figures.allocated.entry(channel).or_default() += places;
+            }
+        }
+        Ok(pools)
     }
 
     /// The earliest `expires_at` after `now_us` of a held pool place of the

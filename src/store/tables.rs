@@ -31,9 +31,20 @@ pub const SEAT_AVAILABILITY_COLUMNS: &[&str] = &[
     "buyer",
     "expires_at_us",
     "booking_id",
+    "channel",
+    "ticket_type",
+    "price_cents",
     "last_seq",
 ];
-pub const POOL_SHARD_COLUMNS: &[&str] = &["show_id", "pool_id", "shard", "sold", "last_seq"];
+pub const POOL_SHARD_COLUMNS: &[&str] = &[
+    "show_id",
+    "pool_id",
+    "shard",
+    "sold",
+    "allocated",
+    "sales",
+    "last_seq",
+];
 pub const HOLD_COLUMNS: &[&str] = &[
     "hold_id",
     "show_id",
@@ -53,6 +64,9 @@ pub const POOL_HOLD_COLUMNS: &[&str] = &[
     "quantity",
     "expires_at_us",
     "state",
+    "channel",
+    "ticket_type",
+    "price_cents",
 ];
 pub const CHECKOUT_COLUMNS: &[&str] = &[
     "hold_id",
@@ -317,8 +331,9 @@ impl Projection {
         match self {
             Projection::Availability => &[
                 "UPDATE seat_availability SET status = 'available', hold_id = NULL, buyer = NULL, \
-                 expires_at_us = NULL, booking_id = NULL, last_seq = 0",
-                "UPDATE pool_shards SET sold = 0, last_seq = 0",
+                 expires_at_us = NULL, booking_id = NULL, channel = NULL, ticket_type = NULL, \
+                 price_cents = NULL, last_seq = 0",
+                "UPDATE pool_shards SET sold = 0, allocated = '{}', sales = '[]', last_seq = 0",
             ],
             Projection::Holds => &["DELETE FROM pool_holds", "DELETE FROM holds"],
             Projection::Checkouts => &["DELETE FROM checkouts"],
@@ -482,6 +497,9 @@ mod tests {
             buyer: Some(buyer.clone()),
             expires_at_us: Some(1),
             booking_id: Some(BookingId(Uuid::from_u128(2))),
+            channel: None,
+            ticket_type: None,
+            price_cents: None,
             last_seq: 1,
         };
         assert_eq!(sorted(SEAT_AVAILABILITY_COLUMNS), field_names(&seat));
@@ -490,6 +508,8 @@ mod tests {
             pool_id: pool.clone(),
             shard: 0,
             sold: 0,
+            allocated: Default::default(),
+            sales: Default::default(),
             last_seq: 1,
         };
         assert_eq!(sorted(POOL_SHARD_COLUMNS), field_names(&shard));
@@ -513,6 +533,9 @@ mod tests {
             quantity: 1,
             expires_at_us: 1,
             state: HoldState::Held,
+            channel: None,
+            ticket_type: None,
+            price_cents: None,
         };
         assert_eq!(sorted(POOL_HOLD_COLUMNS), field_names(&part));
         let checkout = CheckoutRow {

@@ -122,6 +122,7 @@ impl Sweeper {
             actor: Actor {
                 id: actor,
                 role: Role::Admin,
+                channels: Vec::new(),
             },
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::catalog::ShowCatalog;
 use crate::clock::Clock;
 use crate::command::waiting_room::{Stock, WaitingRoomError, WaitingRoomService};
-use crate::query::availability::AvailabilityCache;
+use crate::query::availability::{AvailabilityCache, Viewer};
 use crate::store::Shows;
 use domain::ids::ShowId;
 
@@ -93,7 +93,10 @@ impl WaitingRoomKeeper {
             // the show begins.
             return Ok(false);
         }
-        let current = self.availability.current(&self.shows, &entry, now).await?;
+        let current = self
+            .availability
+            .current(&self.shows, &entry, &Viewer::Public, now)
+            .await?;
         let stock = Stock::of(&current, entry.show.pools.iter().map(|p| p.capacity));
         self.waiting_rooms.keep(show_id, stock).await?;
         Ok(true)

@@ -264,7 +264,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
         ),
         (
             json!(shard.aggregate.held_at(now)),
-            json!(shard.aggregate.available_at(capacity, now)),
+            json!(shard.aggregate.available_at(None, capacity, now)),
             json!(shard.aggregate.sold)
         ),
         "the service's pool figures are the loaded shard's"
@@ -373,7 +373,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
     );
 
     // PoolShard: more than its free places is refused, as many is placed.
-    let free = shard.aggregate.available_at(capacity, now);
+    let free = shard.aggregate.available_at(None, capacity, now);
     assert!(free > 0, "the shard has free places left");
     // A place of the pool, as the service prices it: the pool's own price
     // for the show's one ticket type.
@@ -390,6 +390,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
                 quantity,
                 expires_at,
                 price: Some(place_price.clone()),
+                channel: None,
             },
             capacity,
             now,
@@ -407,6 +408,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             quantity: free,
             expires_at,
             price: Some(place_price.clone()),
+            channel: None,
         }])
     );
 
@@ -487,6 +489,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             quantity: free,
             expires_at: instant(&placed, "expires_at"),
             price: Some(place_price),
+            channel: None,
         }],
         "the service appended what handle decided (with its own hold id and instant)"
     );

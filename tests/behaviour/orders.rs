@@ -26,6 +26,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_limited_buyer_gets_cancelled_lines_back_in_their_allowance,
         an_order_confirmed_and_cancelled_in_part_is_told_to_webhooks,
         two_pool_holds_of_one_order_give_back_every_place_line_by_line,
+        two_instances_make_one_order_and_refund_each_line_once,
     ]
 }
 
@@ -792,4 +793,84 @@ async fn two_pool_holds_of_one_order_give_back_every_place_line_by_line(env: Tes
     assert_eq!(read.body["refunded_cents"], 5 * 3_000);
     assert_eq!(crate::audit::verify_exit_code(&app).0, 0, "verify");
     app.stop().await;
+}
+
+/// Two instances on one database (two replicas behind a balancer): their
+/// in-process locks do not see each other, the streams' versions decide.
+async fn two_instances_make_one_order_and_refund_each_line_once(env: TestEnv) {
+    const EACH: usize = 5;
+    let (first, second) = env.spawn_pair().await;
+    first.create_show("pair", 6, 480).await;
+    let alice = first.buyer("alice");
+    let a = hold_for(&first, &alice, "pair", &["S1", "S2"]).await;
+    let b = hold_for(&second, &alice, "pair", &["S3"]).await;
+    let c = hold_places(&second, &alice, "pair", 2).await;
+    let holds = [a.as_str(), b.as_str(), c.as_str()];
+    let body = json!({"holds": holds, "payment_method": "pm_sim_delay_30"}).to_string();
+    let calls = (0..2 * EACH)
+        .map(|i| {
+            let app = if i % 2 == 0 { &first } else { &second };
+            let request = app
+                .client
+                .post(format!("{}/v1/orders", app.base))
+                .bearer_auth(&alice)
+                .header("content-type", "application/json")
+                .body(body.clone());
+            async move { TestApp::answer(request.send().await.expect("answered")).await }
+        })
+        .collect();
+    let answers = fire_at_once(calls).await;
+    let mut charges = BTreeSet::new();
+    for answer in &answers {
+        if answer.status.is_success() {
+            charges.insert(answer.str("charge_id"));
+        } else {
+            answer.expect_problem(503, "busy");
+        }
+    }
+    assert_eq!(charges.len(), 1, "one order, one charge: {charges:?}");
+    let ledger = first.ledger().sim_ledger().await.expect("ledger");
+    assert_eq!(ledger.len(), 1, "one payment: {ledger:?}");
+    // Settled, whichever instance is asked.
+    let read = order(&second, &alice, &holds, "pm_sim_ok").await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+    let order_id = read.str("order_id");
+
+    // Overlapping cancellations on both instances: each line once.
+    let admin = first.admin();
+    let asks = [json!({"lines": [1, 2]}), json!({"lines": [2, 3]}), json!({"lines": [3, 4]}), json!({})];
+    let calls = asks
+        .iter()
+        .enumerate()
+        .map(|(i, ask)| {
+            let app = if i % 2 == 0 { &first } else { &second };
+            let request = app
+                .client
+                .post(format!("{}/v1/orders/{order_id}/cancel", app.base))
+                .bearer_auth(&admin)
+                .header("content-type", "application/json")
+                .body(ask.to_string());
+            async move { TestApp::answer(request.send().await.expect("answered")).await }
+        })
+        .collect();
+    for answer in fire_at_once(calls).await {
+        assert!(
+            answer.status == StatusCode::OK || answer.code() == Some("busy"),
+            "{}",
+            answer.body
+        );
+    }
+    let last = cancel(&second, &admin, &order_id, json!({})).await;
+    assert_eq!(last.status, StatusCode::OK, "{}", last.body);
+    assert_eq!(last.body["status"], "cancelled");
+    assert_eq!(last.body["refunded_cents"], 3 * 5_000 + 2 * 3_000);
+    let refunded = refunds(&first, &read.str("charge_id")).await;
+    assert_eq!(refunded.iter().map(|(_, a)| a).sum::<i64>(), 21_000, "each line once");
+    assert_eq!(
+        refunded.len(),
+        last.body["refunds"].as_array().map_or(0, Vec::len),
+        "one provider refund per cancellation"
+    );
+    first.stop().await;
+    second.stop().await;
 }

@@ -188,7 +188,12 @@ impl Decides<Seat> for BestSeats<'_> {
             self.reading = self.claims.start_reading(&entry.show.show_id);
             self.statuses = source
                 .availability
-                .statuses(source.shows, entry, source.clock.now())
+                .statuses(
+                    source.shows,
+                    entry,
+                    &self.placement.viewer(),
+                    source.clock.now(),
+                )
                 .await?;
             self.mark_learned();
         }
@@ -201,7 +206,7 @@ impl Decides<Seat> for BestSeats<'_> {
         match decide_seats(self.placement, view, &self.chosen)? {
             Ok(decision) => Ok(decision),
             Err(taken) => {
-                self.learn(&taken);
+                self.learn(&taken.seats);
                 // No plan yet: the next choice is made in `replan`, once
                 // the round has let go of these seats.
                 Ok(Decision::Replan(Vec::new()))
@@ -251,7 +256,7 @@ impl BestHandler {
         let reading = self.claims.start_reading(&entry.show.show_id);
         let statuses = self
             .availability
-            .statuses(&self.shows, entry, self.clock.now())
+            .statuses(&self.shows, entry, &placement.viewer(), self.clock.now())
             .await?;
         let source = Statuses {
             availability: &self.availability,

@@ -31,7 +31,7 @@ mod request;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, HoldId, OrderId, PoolId, SeatId, ShowId};
+use domain::ids::{BookingId, ChannelId, HoldId, OrderId, PoolId, SeatId, ShowId};
 use projections::holds::HoldStatus;
 use serde::Serialize;
 
@@ -52,7 +52,7 @@ use release::ReleaseHandler;
 
 pub use best::MAX_CHOOSE_ROUNDS;
 pub use read::{hold_amount, hold_items};
-pub use request::{HoldRequest, SeatAsk};
+pub use request::{HoldRequest, Sale, SeatAsk};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HoldError {
@@ -71,6 +71,13 @@ pub enum HoldError {
     UnknownPool(PoolId),
     #[error("seats taken")]
     SeatsTaken(Vec<SeatId>),
+    /// Seats allocated to a sales channel the hold is not from (or public
+    /// seats, for a channel's hold).
+    #[error("seats not for sale here")]
+    NotForSale(Vec<SeatId>),
+    /// A channel the show does not list (422, naming it).
+    #[error("the show has no sales channel {0}")]
+    UnknownChannel(ChannelId),
     #[error("sold out")]
     SoldOut { available: u32 },
     #[error("the buyer has {current} of at most {limit} seats on this show")]
@@ -224,9 +231,10 @@ impl HoldService {
         ctx: &RequestContext,
         show_id: &ShowId,
         request: HoldRequest,
+        sale: Sale,
     ) -> Result<Placed, HoldError> {
         let placing: &PlaceHandler = &self.placing;
-        placing.place(ctx, show_id, request).await
+        placing.place(ctx, show_id, request, sale).await
     }
 
     /// `DELETE /v1/holds/{id}` (see `release`).

@@ -17,7 +17,7 @@ use super::place_seats::PlaceSeats;
 use super::placement::{Held, Placement, Placing};
 use super::read::HoldReader;
 use super::request::Wanted;
-use super::{HoldError, HoldRequest, HoldView, Placed};
+use super::{HoldError, HoldRequest, HoldView, Placed, Sale};
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
 use crate::command::round::{Rounds, Settled};
@@ -46,10 +46,12 @@ impl PlaceHandler {
         ctx: &RequestContext,
         show_id: &ShowId,
         request: HoldRequest,
+        sale: Sale,
     ) -> Result<Placed, HoldError> {
         let entry = self.reader.show(show_id).await?;
         request.validate(&entry)?;
-        let request_hash = request.hash(show_id);
+        sale.check(ctx, &entry)?;
+        let request_hash = request.hash(show_id, &sale);
         let admission = self.waiting_rooms.admission(&entry, &ctx.actor.id).await?;
         let tickets = request.tickets();
         let placing = Placing {
@@ -57,6 +59,7 @@ impl PlaceHandler {
             entry: &entry,
             admission: admission.as_ref(),
             tickets: &tickets,
+            sale: &sale,
         };
         self.place_validated(&placing, request, request_hash).await
     }
@@ -182,7 +185,9 @@ impl PlaceHandler {
                 let (id, key) = &shards[i];
                 let free = self
                     .rounds
-                    .peek_shard(id, |shard| shard.placeable_at(key.capacity, now).0);
+                    .peek_shard(id, |shard| {
+                        shard.placeable_at(placement.sale.channel.as_ref(), key.capacity, now).0
+                    });
                 free.is_none_or(|free| free >= quantity)
             })
             .collect();

@@ -100,7 +100,8 @@ impl PlaceInPool<'_> {
         let mut free = Vec::with_capacity(self.ring.len());
         for &i in &self.ring {
             let (shard, key) = shard(i)?;
-            free.push((key.index, shard.placeable_at(key.capacity, view.now).0));
+            let channel = placement.sale.channel.as_ref();
+            free.push((key.index, shard.placeable_at(channel, key.capacity, view.now).0));
         }
         let Some(parts) = split(&free, quantity) else {
             let available = free.iter().map(|(_, n)| n).sum();

@@ -15,6 +15,15 @@ use crate::command::round::{Decides, Decision, View};
 /// The events of each seat of a hold, and what each costs.
 type SeatsHeld = (Vec<Vec<SeatEvent>>, HoldItems);
 
+/// The seats a hold cannot have (in view order), and of those the ones not
+/// for sale to it (allocated to a sales channel it does not hold from, or
+/// public while it holds from a channel).
+#[derive(Debug, Default)]
+pub(super) struct Unheld {
+    pub(super) seats: Vec<SeatId>,
+    pub(super) not_for_sale: Vec<SeatId>,
+}
+
 /// The seats of a view decided for a hold until `expires_at`, each priced
 /// at the view's `now`: the events of each and what each costs, or every
 /// seat another hold or a booking has (in view order).
@@ -22,8 +31,8 @@ pub(super) fn hold_seats(
     placement: &Placement<'_>,
     view: &View<'_, Seat>,
     expires_at: DateTime<Utc>,
-) -> Result<Result<SeatsHeld, Vec<SeatId>>, HoldError> {
-    let mut taken = Vec::new();
+) -> Result<Result<SeatsHeld, Unheld>, HoldError> {
+    let mut taken = Unheld::default();
     let mut decided = Vec::with_capacity(view.units.len());
     let mut items = HoldItems::default();
     let prices = placement.prices();
@@ -35,14 +44,16 @@ pub(super) fn hold_seats(
             buyer: placement.ctx.actor.id.clone(),
             expires_at,
             price: Some(price),
-            channel: None,
+            channel: placement.sale.channel.clone(),
         };
         match seat::decide(seat, &command, view.now) {
             Ok(events) => decided.push(events),
-            // A seat allocated to a sales channel is not the public's to
-            // hold (no allocation is made over HTTP yet: issue #35).
-            Err(SeatError::HeldByAnother | SeatError::Booked | SeatError::NotForSale) => {
-                taken.push(key.seat_id.clone())
+            Err(SeatError::HeldByAnother | SeatError::Booked) => {
+                taken.seats.push(key.seat_id.clone())
+            }
+            Err(SeatError::NotForSale) => {
+                taken.seats.push(key.seat_id.clone());
+                taken.not_for_sale.push(key.seat_id.clone());
             }
             Err(other) => {
                 return Err(HoldError::Bug(format!(
@@ -52,7 +63,7 @@ pub(super) fn hold_seats(
             }
         }
     }
-    Ok(if taken.is_empty() {
+    Ok(if taken.seats.is_empty() {
         Ok((decided, items))
     } else {
         Err(taken)
@@ -66,7 +77,7 @@ pub(super) fn decide_seats(
     placement: &Placement<'_>,
     view: &View<'_, Seat>,
     seats: &[SeatId],
-) -> Result<Result<Decision<Seat, Held>, Vec<SeatId>>, HoldError> {
+) -> Result<Result<Decision<Seat, Held>, Unheld>, HoldError> {
     placement.admitted(view.now)?;
     let expires_at = placement.expires_at(view.now);
     match hold_seats(placement, view, expires_at)? {
@@ -104,9 +115,19 @@ impl Decides<Seat> for PlaceSeats<'_> {
         let placement = self.placement;
         match decide_seats(placement, view, self.seats)? {
             Ok(decision) => Ok(decision),
-            Err(mut taken) => {
-                placement.entry.sort_seats(&mut taken);
-                Err(HoldError::SeatsTaken(taken))
+            Err(Unheld {
+                mut seats,
+                mut not_for_sale,
+            }) => {
+                // A seat not for sale here stays so however long the buyer
+                // waits: that is the answer, not "taken".
+                if not_for_sale.is_empty() {
+                    placement.entry.sort_seats(&mut seats);
+                    Err(HoldError::SeatsTaken(seats))
+                } else {
+                    placement.entry.sort_seats(&mut not_for_sale);
+                    Err(HoldError::NotForSale(not_for_sale))
+                }
             }
         }
     }

@@ -14,13 +14,14 @@ use domain::pricing::{ItemPrice, Pricing};
 use projections::holds::{HoldItems, HoldState};
 use projections::time::to_micros;
 
-use super::request::Tickets;
+use super::request::{Sale, Tickets};
 use super::{HoldError, HoldRequest, HoldView};
 use crate::catalog::{CatalogEntry, PriceView};
 use crate::command::context::RequestContext;
 use crate::command::round::{BuyerLimit, Decided, Decision, Round, View};
 use crate::command::units::Unit;
 use crate::command::waiting_room::Admission;
+use crate::query::availability::Viewer;
 use crate::store::{HoldRecord, IdempotencyKeyRow};
 
 /// A hold being placed: its id, who for, on which show, and the
@@ -34,6 +35,8 @@ pub(super) struct Placement<'a> {
     pub(super) admission: Option<&'a Admission>,
     /// The ticket types asked for.
     pub(super) tickets: &'a Tickets,
+    /// Whose inventory it takes, and whether it is given away.
+    pub(super) sale: &'a Sale,
 }
 
 /// Who places a hold on which show, and what admits them (a waiting room).
@@ -42,6 +45,7 @@ pub(super) struct Placing<'a> {
     pub(super) entry: &'a CatalogEntry,
     pub(super) admission: Option<&'a Admission>,
     pub(super) tickets: &'a Tickets,
+    pub(super) sale: &'a Sale,
 }
 
 /// What a placement holds once appended: until when, which seats, on a
@@ -64,6 +68,7 @@ impl<'a> Placing<'a> {
             request_hash,
             admission: self.admission,
             tickets: self.tickets,
+            sale: self.sale,
         }
     }
 }
@@ -110,6 +115,25 @@ impl Placement<'_> {
             quantity,
             expires_at,
             price: Some(price),
+            channel: self.sale.channel.clone(),
+        }
+    }
+
+    /// The availability this hold chooses from (best available): the
+    /// public's, or its channel's.
+    pub(super) fn viewer(&self) -> Viewer {
+        self.sale.channel.clone().map_or(Viewer::Public, Viewer::Channel)
+    }
+
+    /// A price as this hold sells it: a comp is given away.
+    fn as_sold(&self, price: ItemPrice) -> ItemPrice {
+        if self.sale.comp {
+            ItemPrice {
+                price_cents: 0,
+                ..price
+            }
+        } else {
+            price
         }
     }
 
@@ -132,13 +156,13 @@ impl Placement<'_> {
             .show
             .seat(seat_id)
             .ok_or_else(|| HoldError::UnknownSeats(vec![seat_id.clone()]))?;
-        Ok(pricing.price(
+        Ok(self.as_sold(pricing.price(
             || format!("seat {seat_id}"),
             spec.category.as_ref(),
             spec.price_cents,
             self.tickets.for_seat(seat_id),
             now,
-        )?)
+        )?))
     }
 
     /// What one place of `pool_id` costs this hold at `now` by the show's
@@ -153,13 +177,13 @@ impl Placement<'_> {
             .show
             .pool(pool_id)
             .ok_or_else(|| HoldError::UnknownPool(pool_id.clone()))?;
-        Ok(self.prices().pricing.price(
+        Ok(self.as_sold(self.prices().pricing.price(
             || format!("pool {pool_id}"),
             spec.category.as_ref(),
             spec.price_cents,
             self.tickets.every(),
             now,
-        )?)
+        )?))
     }
 
     /// The events of a placement of `count` seats or places decided on the
@@ -243,10 +267,12 @@ pub(super) mod fixtures {
     use super::Placement;
     use crate::catalog::CatalogEntry;
     use crate::command::context::RequestContext;
-    use crate::command::holds::request::Tickets;
+    use crate::command::holds::request::{Sale, Tickets};
 
     /// No ticket type asked for: the show's default for every unit.
     static NO_TICKETS: std::sync::LazyLock<Tickets> = std::sync::LazyLock::new(Tickets::default);
+    /// Public sale at the show's prices.
+    static PUBLIC: std::sync::LazyLock<Sale> = std::sync::LazyLock::new(Sale::default);
 
     pub(crate) fn now() -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_900_000_000, 0).expect("a valid instant")
@@ -269,6 +295,7 @@ pub(super) mod fixtures {
             request_hash: "hash".into(),
             admission: None,
             tickets: &NO_TICKETS,
+            sale: &PUBLIC,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use domain::ids::{CategoryId, PoolId, SeatId, ShowId, TicketType};
+use domain::ids::{CategoryId, ChannelId, PoolId, SeatId, ShowId, TicketType};
 use domain::limits::{
     MAX_BEST_AVAILABLE_QUANTITY, MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD,
     MIN_BEST_AVAILABLE_QUANTITY,
@@ -13,6 +13,57 @@ use sha2::{Digest, Sha256};
 
 use super::HoldError;
 use crate::catalog::CatalogEntry;
+
+/// Whose inventory a hold takes and how it is priced: public sale (the
+/// default), a sales channel's inventory, and for the box office, given
+/// away (a comp, priced 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sale {
+    pub channel: Option<ChannelId>,
+    pub comp: bool,
+}
+
+impl Sale {
+    pub fn through(channel: Option<ChannelId>) -> Self {
+        Self {
+            channel,
+            comp: false,
+        }
+    }
+
+    /// A channel the show lists and the actor may sell through (an admin,
+    /// or a buyer whose token names it); a comp only by an admin.
+    pub(super) fn check(
+        &self,
+        ctx: &crate::command::context::RequestContext,
+        entry: &CatalogEntry,
+    ) -> Result<(), HoldError> {
+        if let Some(channel) = &self.channel {
+            if !ctx.actor.may_sell_through(channel) {
+                return Err(HoldError::Forbidden);
+            }
+            if entry.show.channel(channel).is_none() {
+                return Err(HoldError::UnknownChannel(channel.clone()));
+            }
+        }
+        if self.comp && !ctx.actor.is_admin() {
+            return Err(HoldError::Forbidden);
+        }
+        Ok(())
+    }
+
+    /// Part of a request's identity for idempotency: nothing for a public
+    /// sale at price, so those hash as before channels were.
+    fn hash_into(&self, hasher: &mut Sha256) {
+        if let Some(channel) = &self.channel {
+            hasher.update(b"\tchannel:");
+            hasher.update(channel.as_str().as_bytes());
+        }
+        if self.comp {
+            hasher.update(b"\tcomp");
+        }
+    }
+}
 
 /// What a hold request asks for; a ticket type left out is the show's
 /// default.
@@ -138,8 +189,9 @@ impl HoldRequest {
     /// asks for (the same seats in another order are the same request).
     /// A ticket type asked for is part of it; a request naming none hashes
     /// as before ticket types were.
-    pub(super) fn hash(&self, show_id: &ShowId) -> String {
+    pub(super) fn hash(&self, show_id: &ShowId, sale: &Sale) -> String {
         let mut hasher = Sha256::new();
+        sale.hash_into(&mut hasher);
         match self {
             HoldRequest::Seats(seats) => {
                 let mut sorted: Vec<&SeatAsk> = seats.iter().collect();
@@ -327,8 +379,8 @@ mod tests {
     fn the_same_seats_in_another_order_are_the_same_request() {
         let show = ShowId::parse("s").unwrap();
         assert_eq!(
-            seats(&["A", "B"]).hash(&show),
-            seats(&["B", "A"]).hash(&show)
+            seats(&["A", "B"]).hash(&show, &Sale::default()),
+            seats(&["B", "A"]).hash(&show, &Sale::default())
         );
     }
 
@@ -336,15 +388,22 @@ mod tests {
     fn other_seats_another_show_or_a_pool_are_another_request() {
         let show = ShowId::parse("s").unwrap();
         let other = ShowId::parse("t").unwrap();
-        let ab = seats(&["A", "B"]).hash(&show);
-        assert_ne!(ab, seats(&["A", "C"]).hash(&show));
-        assert_ne!(ab, seats(&["A", "B"]).hash(&other));
+        let ab = seats(&["A", "B"]).hash(&show, &Sale::default());
+        assert_ne!(ab, seats(&["A", "C"]).hash(&show, &Sale::default()));
+        assert_ne!(ab, seats(&["A", "B"]).hash(&other, &Sale::default()));
+        let channel = Sale::through(Some(ChannelId::parse("partner-x").unwrap()));
+        assert_ne!(ab, seats(&["A", "B"]).hash(&show, &channel), "another channel");
+        let comp = Sale {
+            comp: true,
+            ..Sale::default()
+        };
+        assert_ne!(ab, seats(&["A", "B"]).hash(&show, &comp), "given away");
         let pool = |q| HoldRequest::Pool {
             pool_id: PoolId::parse("floor").unwrap(),
             quantity: q,
             ticket_type: None,
         };
-        assert_ne!(pool(2).hash(&show), pool(3).hash(&show));
+        assert_ne!(pool(2).hash(&show, &Sale::default()), pool(3).hash(&show, &Sale::default()));
     }
 
     fn best(quantity: u32, section: Option<&str>) -> HoldRequest {
@@ -361,11 +420,11 @@ mod tests {
     fn a_best_available_hash_covers_quantity_section_and_show() {
         let show = ShowId::parse("s").unwrap();
         let other = ShowId::parse("t").unwrap();
-        let a2 = best(2, Some("A")).hash(&show);
-        assert_eq!(a2, best(2, Some("A")).hash(&show));
-        assert_ne!(a2, best(3, Some("A")).hash(&show));
-        assert_ne!(a2, best(2, Some("B")).hash(&show));
-        assert_ne!(a2, best(2, None).hash(&show));
-        assert_ne!(a2, best(2, Some("A")).hash(&other));
+        let a2 = best(2, Some("A")).hash(&show, &Sale::default());
+        assert_eq!(a2, best(2, Some("A")).hash(&show, &Sale::default()));
+        assert_ne!(a2, best(3, Some("A")).hash(&show, &Sale::default()));
+        assert_ne!(a2, best(2, Some("B")).hash(&show, &Sale::default()));
+        assert_ne!(a2, best(2, None).hash(&show, &Sale::default()));
+        assert_ne!(a2, best(2, Some("A")).hash(&other, &Sale::default()));
     }
 }

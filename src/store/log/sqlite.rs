@@ -30,13 +30,15 @@ const CHECKPOINT: &str = "UPDATE projector_checkpoints \
 const SEAT_AVAILABILITY: &str = "UPDATE seat_availability AS a SET \
        status = u.value ->> 'status', hold_id = u.value ->> 'hold_id', buyer = u.value ->> 'buyer', \
        expires_at_us = u.value ->> 'expires_at_us', booking_id = u.value ->> 'booking_id', \
-       last_seq = u.value ->> 'last_seq' \
+       channel = u.value ->> 'channel', ticket_type = u.value ->> 'ticket_type', \
+       price_cents = u.value ->> 'price_cents', last_seq = u.value ->> 'last_seq' \
      FROM (SELECT value, max(value ->> 'last_seq') FROM json_each($1) \
            GROUP BY value ->> 'show_id', value ->> 'seat_id') u \
      WHERE a.show_id = u.value ->> 'show_id' AND a.seat_id = u.value ->> 'seat_id' \
        AND a.last_seq < u.value ->> 'last_seq'";
 const POOL_SHARDS: &str =
-    "UPDATE pool_shards AS s SET sold = u.value ->> 'sold', last_seq = u.value ->> 'last_seq' \
+    "UPDATE pool_shards AS s SET sold = u.value ->> 'sold', allocated = u.value ->> 'allocated', \
+       sales = u.value ->> 'sales', last_seq = u.value ->> 'last_seq' \
      FROM (SELECT value, max(value ->> 'last_seq') FROM json_each($1) \
            GROUP BY value ->> 'show_id', value ->> 'pool_id', value ->> 'shard') u \
      WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
@@ -57,9 +59,11 @@ const HOLDS: &str = "INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, 
           (SELECT value FROM json_each(holds.items) UNION SELECT value FROM json_each(excluded.items) \
            ORDER BY value)) \
      WHERE excluded.seat_ids <> '[]' OR excluded.items <> '[]'";
-const POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state) \
+const POOL_HOLDS: &str = "INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state, \
+                            channel, ticket_type, price_cents) \
      SELECT h.value ->> 'hold_id', h.value ->> 'show_id', h.value ->> 'pool_id', h.value ->> 'shard', \
-            h.value ->> 'quantity', h.value ->> 'expires_at_us', h.value ->> 'state' \
+            h.value ->> 'quantity', h.value ->> 'expires_at_us', h.value ->> 'state', \
+            h.value ->> 'channel', h.value ->> 'ticket_type', h.value ->> 'price_cents' \
      FROM json_each($1) h WHERE true ON CONFLICT DO NOTHING";
 /// A part's first row for each hold it names: a hold ends or converts once,
 /// and the first of a group's members to say so is the one that did (rows

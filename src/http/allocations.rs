@@ -1,0 +1,170 @@
+//! Sales channels' allocations (admin): `POST /v1/shows/{id}/allocations`,
+//! `POST /v1/shows/{id}/allocations/release`, `GET
+//! /v1/shows/{id}/allocations`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use domain::ids::{ChannelId, PoolId, SeatId};
+use serde::{Deserialize, Serialize};
+
+use super::extract::{Admin, JsonBody, PathParams};
+use super::problem::ApiError;
+use super::response::json_response;
+use super::AppState;
+use crate::command::allocations::{ChannelAllocation, Inventory};
+use crate::command::context::RequestContext;
+
+/// An allocation's body: up to MAX_SEATS_PER_ALLOCATION seat ids of about
+/// 20 bytes each in JSON, well inside this.
+pub const MAX_ALLOCATION_BODY_BYTES: usize = 1024 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/shows/{show_id}/allocations",
+            post(allocate).get(allocations),
+        )
+        .route("/v1/shows/{show_id}/allocations/release", post(release))
+}
+
+/// What moves: seats, or places of a pool; on a release, or everything of
+/// the channel not held or sold through it (`"unsold": true`). Exactly one
+/// of the three.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AllocationBody {
+    /// A sales channel the show lists.
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel_id: ChannelId,
+    /// 1..=MAX_SEATS_PER_ALLOCATION seats of the show, each once.
+    #[schema(value_type = Option<Vec<String>>, min_items = 1, max_items = 20000)]
+    seats: Option<Vec<SeatId>>,
+    /// A pool of the show, with `quantity`.
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    pool_id: Option<PoolId>,
+    /// 1..=the pool's capacity places.
+    #[schema(minimum = 1)]
+    quantity: Option<u32>,
+    /// (Release only) everything of the channel not held or sold through it.
+    unsold: Option<bool>,
+}
+
+impl AllocationBody {
+    fn inventory(self) -> Result<(ChannelId, Inventory), ApiError> {
+        let what = match (self.seats, self.pool_id, self.quantity, self.unsold) {
+            (Some(seats), None, None, None) => Inventory::Seats(seats),
+            (None, Some(pool_id), Some(quantity), None) => Inventory::Pool { pool_id, quantity },
+            (None, None, None, Some(true)) => Inventory::Unsold,
+            (None, None, None, Some(false)) => {
+                return Err(ApiError::Validation(
+                    "unsold: true, or leave it out and name seats or a pool".into(),
+                ))
+            }
+            _ => {
+                return Err(ApiError::Validation(
+                    "send exactly one of \"seats\", \"pool_id\" with \"quantity\", or (a release) \
+                     \"unsold\": true"
+                        .into(),
+                ))
+            }
+        };
+        Ok((self.channel_id, what))
+    }
+}
+
+/// Every channel's allocation.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct AllocationsView {
+    show_id: String,
+    channels: Vec<ChannelAllocation>,
+}
+
+fn respond<T: Serialize>(status: StatusCode, view: &T) -> Result<Response, ApiError> {
+    let json = serde_json::to_string(view).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json_response(status, json))
+}
+
+/// Moves free seats, or places of a pool, from public sale to a channel,
+/// all or nothing.
+#[utoipa::path(post, path = "/v1/shows/{show_id}/allocations", tag = "channels",
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    request_body = AllocationBody,
+    responses((status = 201, description = "The channel's allocation after it", body = ChannelAllocation),
+        (status = 409, description = "seat_taken (with `seats`: held, booked or another channel's), sold_out (with `available`)", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "unknown_channel, unknown_seat, unknown_pool, validation_failed", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::response::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn allocate(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    ctx: RequestContext,
+    PathParams(show_id): PathParams<String>,
+    JsonBody(body): JsonBody<AllocationBody, MAX_ALLOCATION_BODY_BYTES>,
+) -> Result<Response, ApiError> {
+    let entry = super::response::show_entry(&state, &show_id).await?;
+    let (channel, what) = body.inventory()?;
+    let allocation = state
+        .allocations
+        .allocate(&ctx, &entry, &channel, &what)
+        .await?;
+    respond(StatusCode::CREATED, &allocation)
+}
+
+/// Gives seats or places back from a channel to public sale (all or
+/// nothing), or everything of it unsold.
+#[utoipa::path(post, path = "/v1/shows/{show_id}/allocations/release", tag = "channels",
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    request_body = AllocationBody,
+    responses((status = 200, description = "The channel's allocation after it", body = ChannelAllocation),
+        (status = 409, description = "seat_taken (with `seats`: held or sold through the channel), sold_out (with `available`: the channel's free places)", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "unknown_channel, unknown_seat, unknown_pool, validation_failed", body = super::response::Problem, content_type = "application/problem+json"),
+        (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::response::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn release(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    ctx: RequestContext,
+    PathParams(show_id): PathParams<String>,
+    JsonBody(body): JsonBody<AllocationBody, MAX_ALLOCATION_BODY_BYTES>,
+) -> Result<Response, ApiError> {
+    let entry = super::response::show_entry(&state, &show_id).await?;
+    let (channel, what) = body.inventory()?;
+    let allocation = state
+        .allocations
+        .release(&ctx, &entry, &channel, &what)
+        .await?;
+    respond(StatusCode::OK, &allocation)
+}
+
+/// What each of the show's channels has allocated now.
+#[utoipa::path(get, path = "/v1/shows/{show_id}/allocations", tag = "channels",
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    responses((status = 200, body = AllocationsView),
+        (status = "4XX", description = "unauthorized, forbidden, show_not_found", body = super::response::Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub(super) async fn allocations(
+    State(state): State<AppState>,
+    Admin(_admin): Admin,
+    PathParams(show_id): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let entry = super::response::show_entry(&state, &show_id).await?;
+    let mut channels = Vec::with_capacity(entry.show.channels.len());
+    for channel in &entry.show.channels {
+        channels.push(
+            state
+                .allocations
+                .allocation(&entry, &channel.channel_id)
+                .await?,
+        );
+    }
+    respond(
+        StatusCode::OK,
+        &AllocationsView {
+            show_id: entry.show.show_id.to_string(),
+            channels,
+        },
+    )
+}
