@@ -2151,6 +2151,7 @@ mod tests {
                 order_id: OrderId::for_holds(&holds),
                 holds,
                 lines: vec![line(1, 1), line(2, 1), line(3, 2)],
+                sale: None,
             }
         }
 

@@ -13,6 +13,9 @@ pub const MAX_SEATS_PER_HOLD: usize = 50;
 /// MAX_EVENTS_PER_BATCH), and a body of about 20 bytes a seat id
 /// (MAX_ALLOCATION_BODY_BYTES).
 pub const MAX_SEATS_PER_ALLOCATION: usize = 20_000;
+/// A box-office clerk's note on a sale: a line or two ("paid by the
+/// promoter's card", "wheelchair companion"), kept in the order's event.
+pub const MAX_NOTE_CHARS: usize = 500;
 
 /// Places in one general-admission hold (quantity 1..=20): a hold is for one
 /// party, and the cap keeps one buyer from draining a pool in one request.

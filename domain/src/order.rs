@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CategoryId, HoldId, OrderId, PoolId, SeatId, TicketType};
+use crate::ids::{BuyerId, CategoryId, HoldId, OrderId, PoolId, SeatId, TicketType};
 
 /// A line's number within its order, from 1.
 pub type LineId = u32;
@@ -52,6 +52,42 @@ pub struct OrderTerms {
     /// In the order the buyer named them.
     pub holds: Vec<HoldId>,
     pub lines: Vec<OrderLine>,
+    /// A sale at the box office: who sold it and how it was paid, outside
+    /// any payment provider (absent: paid online).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sale: Option<BoxOfficeSale>,
+}
+
+/// How the box office was paid: nothing goes through a provider, and a
+/// refund is made at the counter (`offline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfflinePayment {
+    Cash,
+    CardPresent,
+    Invoice,
+    /// Given away: priced 0.
+    Comp,
+}
+
+impl OfflinePayment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OfflinePayment::Cash => "cash",
+            OfflinePayment::CardPresent => "card_present",
+            OfflinePayment::Invoice => "invoice",
+            OfflinePayment::Comp => "comp",
+        }
+    }
+}
+
+/// Who sold a box-office order and how it was paid, with the clerk's note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoxOfficeSale {
+    pub sold_by: BuyerId,
+    pub payment: OfflinePayment,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl OrderTerms {
@@ -220,6 +256,7 @@ mod tests {
             order_id: OrderId::for_holds(&holds),
             holds,
             lines: vec![line(1, 1, 1000), line(2, 1, 1000), line(3, 2, 500)],
+            sale: None,
         })
     }
 

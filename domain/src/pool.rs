@@ -209,9 +209,15 @@ pub enum PoolCommand {
         channel: Option<ChannelId>,
     },
     /// Move `quantity` places free for public sale to `channel`.
-    Allocate { channel: ChannelId, quantity: u32 },
+    Allocate {
+        channel: ChannelId,
+        quantity: u32,
+    },
     /// Give `quantity` of `channel`'s free places back to public sale.
-    Deallocate { channel: ChannelId, quantity: u32 },
+    Deallocate {
+        channel: ChannelId,
+        quantity: u32,
+    },
     ReleaseHold {
         hold_id: HoldId,
     },
@@ -278,9 +284,15 @@ pub enum PoolEvent {
         quantity: u32,
     },
     /// `quantity` places of this shard moved from public sale to `channel`.
-    PoolPlacesAllocated { channel: ChannelId, quantity: u32 },
+    PoolPlacesAllocated {
+        channel: ChannelId,
+        quantity: u32,
+    },
     /// `quantity` of `channel`'s free places went back to public sale.
-    PoolPlacesDeallocated { channel: ChannelId, quantity: u32 },
+    PoolPlacesDeallocated {
+        channel: ChannelId,
+        quantity: u32,
+    },
 }
 
 event_names!(PoolEvent {
@@ -846,21 +858,29 @@ mod tests {
         #[test]
         fn it_should_sell_a_channels_places_only_through_it_and_keep_sold_ones() {
             // Given 10 places, 6 allocated, 2 of them held through the channel
-            let shard = given(
-                10,
-                &[(allocate(6), 0), (through_channel(1, 2, 100), 1)],
-            );
+            let shard = given(10, &[(allocate(6), 0), (through_channel(1, 2, 100), 1)]);
             assert_eq!(shard.available_at(Some(&partner()), 10, t(2)), 4);
-            assert_eq!(shard.available_at(None, 10, t(2)), 4, "the public's are apart");
+            assert_eq!(
+                shard.available_at(None, 10, t(2)),
+                4,
+                "the public's are apart"
+            );
             // When the channel's hold is sold: the channel has 4 allocated
             // and unsold, 4 free
             let sold = given(
                 10,
-                &[(allocate(6), 0), (through_channel(1, 2, 100), 1), (convert(1), 2)],
+                &[
+                    (allocate(6), 0),
+                    (through_channel(1, 2, 100), 1),
+                    (convert(1), 2),
+                ],
             );
             assert_eq!(sold.sold, 2);
             assert_eq!(sold.allocated_to(&partner()), 4);
-            assert_eq!(sold.sales[&BookingId(Uuid::from_u128(101))][0].channel, Some(partner()));
+            assert_eq!(
+                sold.sales[&BookingId(Uuid::from_u128(101))][0].channel,
+                Some(partner())
+            );
             // When more is given back than is free through the channel
             assert_eq!(
                 decide(&sold, 10, &deallocate(5), t(3)),

@@ -28,7 +28,10 @@ use crate::store::{Shows, StoreError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inventory {
     Seats(Vec<SeatId>),
-    Pool { pool_id: PoolId, quantity: u32 },
+    Pool {
+        pool_id: PoolId,
+        quantity: u32,
+    },
     /// (Back from a channel only) every seat and place of the channel not
     /// held or sold through it.
     Unsold,
@@ -95,10 +98,14 @@ impl AllocationService {
     ) -> Result<ChannelAllocation, HoldError> {
         check(entry, channel, what)?;
         match what {
-            Inventory::Seats(seats) => self.seats(ctx, entry, channel, seats, Way::Allocate).await?,
+            Inventory::Seats(seats) => {
+                self.seats(ctx, entry, channel, seats, Way::Allocate)
+                    .await?
+            }
             Inventory::Pool { pool_id, quantity } => {
                 let pool = (pool_id, Some(*quantity));
-                self.places(ctx, entry, channel, pool, Way::Allocate).await?
+                self.places(ctx, entry, channel, pool, Way::Allocate)
+                    .await?
             }
             Inventory::Unsold => {
                 return Err(HoldError::Invalid(
@@ -165,9 +172,7 @@ impl AllocationService {
             BTreeMap::new()
         } else {
             let now_us = projections::time::to_micros(self.clock.now());
-            self.shows
-                .pool_figures(&entry.show.show_id, now_us)
-                .await?
+            self.shows.pool_figures(&entry.show.show_id, now_us).await?
         };
         let pools = (entry.show.pools.iter())
             .filter_map(|spec| {
@@ -344,7 +349,12 @@ impl Decides<PoolShard> for MovePlaces<'_> {
             Way::Release | Way::ReleaseUnsold => Some(self.channel),
         };
         let free: Vec<(u32, u32)> = (view.units.iter())
-            .map(|(shard, key)| (key.index, shard.placeable_at(from, key.capacity, view.now).0))
+            .map(|(shard, key)| {
+                (
+                    key.index,
+                    shard.placeable_at(from, key.capacity, view.now).0,
+                )
+            })
             .collect();
         let parts = match self.quantity {
             Some(quantity) => split(&free, quantity).ok_or_else(|| HoldError::SoldOut {
@@ -362,9 +372,8 @@ impl Decides<PoolShard> for MovePlaces<'_> {
                 Way::Allocate => PoolCommand::Allocate { channel, quantity },
                 Way::Release | Way::ReleaseUnsold => PoolCommand::Deallocate { channel, quantity },
             };
-            decided[i] = pool::decide(shard, key.capacity, &command, view.now).map_err(|e| {
-                HoldError::Bug(format!("allocating places of shard {index}: {e}"))
-            })?;
+            decided[i] = pool::decide(shard, key.capacity, &command, view.now)
+                .map_err(|e| HoldError::Bug(format!("allocating places of shard {index}: {e}")))?;
         }
         Ok(Decision::Append(Decided::units(decided), ()))
     }

@@ -13,6 +13,9 @@ use crate::store::StoreError;
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub actor: Actor,
+    /// The admin who acts for `actor` (the box office selling to a
+    /// walk-in buyer): recorded on every event beside the actor.
+    pub sold_by: Option<BuyerId>,
     pub request_id: String,
     pub idempotency_key: Option<IdempotencyKey>,
     /// Set once the command has begun the write that is its outcome: from
@@ -50,6 +53,7 @@ impl RequestContext {
                 role: Role::Admin,
                 channels: Vec::new(),
             },
+            sold_by: None,
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,
             outcome: OutcomeMark::default(),
@@ -60,10 +64,27 @@ impl RequestContext {
         let mut meta = serde_json::Map::new();
         meta.insert("actor".into(), self.actor.id.as_str().into());
         meta.insert("role".into(), self.actor.role.as_str().into());
+        if let Some(seller) = &self.sold_by {
+            meta.insert("sold_by".into(), seller.as_str().into());
+        }
         meta.insert("request_id".into(), self.request_id.clone().into());
         if let Some(key) = &self.idempotency_key {
             meta.insert("idempotency_key".into(), key.as_str().into());
         }
         serde_json::Value::Object(meta).to_string()
+    }
+
+    /// The same request made by an admin for `buyer` (the box office): the
+    /// buyer owns what it places, the admin is recorded as the seller.
+    pub fn selling_to(&self, buyer: BuyerId) -> Self {
+        Self {
+            actor: Actor {
+                id: buyer,
+                role: Role::Admin,
+                channels: Vec::new(),
+            },
+            sold_by: Some(self.actor.id.clone()),
+            ..self.clone()
+        }
     }
 }

@@ -17,9 +17,7 @@ use super::extract::{PathParams, QueryParams};
 use super::problem::ApiError;
 use super::AppState;
 use crate::catalog::CatalogEntry;
-use crate::query::availability::{
-    render_document, PoolAvailability, RenderError, Summary, Viewer,
-};
+use crate::query::availability::{render_document, PoolAvailability, RenderError, Summary, Viewer};
 use crate::query::rendered::Rendered;
 
 pub fn router() -> Router<AppState> {
@@ -114,8 +112,8 @@ fn channel_viewer(
         .keys
         .verify_header(authorization)
         .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-    let channel = ChannelId::parse(channel)
-        .map_err(|e| ApiError::Validation(format!("channel: {e}")))?;
+    let channel =
+        ChannelId::parse(channel).map_err(|e| ApiError::Validation(format!("channel: {e}")))?;
     if !actor.may_sell_through(&channel) {
         return Err(ApiError::Forbidden);
     }

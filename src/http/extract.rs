@@ -286,6 +286,7 @@ impl FromRequestParts<AppState> for RequestContext {
             .unwrap_or_default();
         Ok(RequestContext {
             actor,
+            sold_by: None,
             request_id,
             idempotency_key,
             outcome,

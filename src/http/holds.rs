@@ -50,7 +50,7 @@ pub(super) struct SeatsHold {
 
 /// One seat of a hold body: its id, or its id with a ticket type.
 #[derive(Debug)]
-struct SeatEntry(SeatAsk);
+pub(super) struct SeatEntry(pub(super) SeatAsk);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -141,7 +141,7 @@ pub(super) struct BestAvailableAsk {
 
 /// The schema of a hold's seats: each a seat id (`[A-Za-z0-9_.:-]{1,32}`)
 /// or `{"seat_id", "ticket_type"}`, 1..=50.
-fn seat_ids_schema() -> utoipa::openapi::schema::Array {
+pub(super) fn seat_ids_schema() -> utoipa::openapi::schema::Array {
     use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
     let id = || {
         ObjectBuilder::new()

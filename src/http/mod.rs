@@ -9,6 +9,7 @@ mod allocations;
 mod audit;
 mod availability;
 mod bookings;
+mod box_office;
 mod etag;
 mod holds;
 mod live;
@@ -96,6 +97,7 @@ pub fn router(
         .merge(holds::router())
         .merge(waiting_room::router())
         .merge(bookings::router())
+        .merge(box_office::router())
         .merge(orders::router())
         .merge(stripe::router())
         .merge(audit::router())

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::channel::ShowChannel;
 use super::{LiveHub, CHANNEL_LINGER, EXPIRY_MARGIN, RETRY_AFTER_ERROR};
-use crate::store::StoreResult;
 use crate::query::availability::Viewer;
+use crate::store::StoreResult;
 
 /// While a show is watched, the feed also reads the log this often on its
 /// own: a wake-up that never came (a notification lost with its

@@ -18,6 +18,7 @@
 //! [`stripe`] (PaymentIntents with manual capture).
 
 pub mod ledger;
+pub mod offline;
 pub mod simulator;
 pub mod stripe;
 

@@ -154,8 +154,7 @@ impl KeptSeat {
     /// The channel it is allocated to.
     pub fn channel<'a>(&self, entry: &'a CatalogEntry) -> Option<&'a ChannelId> {
         self.channel.map(|i| {
-            (entry.show.channels.get(usize::from(i)))
-                .map_or(&*UNLISTED, |c| &c.channel_id)
+            (entry.show.channels.get(usize::from(i))).map_or(&*UNLISTED, |c| &c.channel_id)
         })
     }
 }
@@ -790,8 +789,19 @@ pub(crate) mod tests {
     ) -> (String, Vec<Block>) {
         let seats = Part::of(entry, section).seats(entry);
         let part: Vec<SeatStatus> = seats.iter().map(|&n| statuses[n]).collect();
-        let (blocks, rendered) =
-            write_answer(entry, &seats, &part, &[PoolNow { held: 3, sold: 4, ..PoolNow::default() }], as_of, kept).unwrap();
+        let (blocks, rendered) = write_answer(
+            entry,
+            &seats,
+            &part,
+            &[PoolNow {
+                held: 3,
+                sold: 4,
+                ..PoolNow::default()
+            }],
+            as_of,
+            kept,
+        )
+        .unwrap();
         (String::from_utf8(rendered.joined()).unwrap(), blocks)
     }
 
@@ -804,8 +814,19 @@ pub(crate) mod tests {
         statuses[SEATS_PER_BLOCK * 3 + 16] = SeatStatus::Booked;
         for section in [None, Some("A"), Some("B"), Some("none")] {
             let (body, blocks) = from_blocks(&entry, section, &statuses, Vec::new(), as_of);
-            let document =
-                render_document(&entry, section, as_of, &statuses, &[PoolNow { held: 3, sold: 4, ..PoolNow::default() }], None).unwrap();
+            let document = render_document(
+                &entry,
+                section,
+                as_of,
+                &statuses,
+                &[PoolNow {
+                    held: 3,
+                    sold: 4,
+                    ..PoolNow::default()
+                }],
+                None,
+            )
+            .unwrap();
             assert_eq!(body, document, "section {section:?}");
             let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
             assert!(parsed["seats"].is_array());
@@ -825,7 +846,19 @@ pub(crate) mod tests {
         let (body, blocks) = from_blocks(&entry, None, &statuses, kept, as_of);
         assert_eq!(
             body,
-            render_document(&entry, None, as_of, &statuses, &[PoolNow { held: 3, sold: 4, ..PoolNow::default() }], None).unwrap()
+            render_document(
+                &entry,
+                None,
+                as_of,
+                &statuses,
+                &[PoolNow {
+                    held: 3,
+                    sold: 4,
+                    ..PoolNow::default()
+                }],
+                None
+            )
+            .unwrap()
         );
         let same: Vec<bool> = (blocks.iter().zip(&pieces))
             .map(|(block, piece)| Arc::ptr_eq(&block.piece, piece))

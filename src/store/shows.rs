@@ -203,7 +203,8 @@ const PG_SEATS: &str = concat!(
     pg_log_bound!(),
     "::text"
 );
-const SQLITE_SEAT_CHANGES: &str = "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL \
+const SQLITE_SEAT_CHANGES: &str =
+    "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL \
      FROM seat_availability WHERE show_id = $1 AND changed >= CAST($2 AS INTEGER) \
      UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, \
        CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
@@ -260,10 +261,18 @@ impl Shows {
                 (-1, _) => next = mark,
                 (ordinal, Some(status)) => {
                     let channel = channel
-                        .map(|c| parse_column("seat_availability.channel", c.as_str(), ChannelId::parse))
+                        .map(|c| {
+                            parse_column("seat_availability.channel", c.as_str(), ChannelId::parse)
+                        })
                         .transpose()?;
                     let ticket_type = ticket_type
-                        .map(|t| parse_column("seat_availability.ticket_type", t.as_str(), TicketType::parse))
+                        .map(|t| {
+                            parse_column(
+                                "seat_availability.ticket_type",
+                                t.as_str(),
+                                TicketType::parse,
+                            )
+                        })
                         .transpose()?;
                     changes.push(SeatChange {
                         ordinal: ordinal.max(0) as usize,

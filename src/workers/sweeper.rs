@@ -124,6 +124,7 @@ impl Sweeper {
                 role: Role::Admin,
                 channels: Vec::new(),
             },
+            sold_by: None,
             request_id: uuid::Uuid::new_v4().to_string(),
             idempotency_key: None,
             outcome: OutcomeMark::default(),

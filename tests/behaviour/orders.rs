@@ -838,7 +838,12 @@ async fn two_instances_make_one_order_and_refund_each_line_once(env: TestEnv) {
 
     // Overlapping cancellations on both instances: each line once.
     let admin = first.admin();
-    let asks = [json!({"lines": [1, 2]}), json!({"lines": [2, 3]}), json!({"lines": [3, 4]}), json!({})];
+    let asks = [
+        json!({"lines": [1, 2]}),
+        json!({"lines": [2, 3]}),
+        json!({"lines": [3, 4]}),
+        json!({}),
+    ];
     let calls = asks
         .iter()
         .enumerate()
@@ -865,7 +870,11 @@ async fn two_instances_make_one_order_and_refund_each_line_once(env: TestEnv) {
     assert_eq!(last.body["status"], "cancelled");
     assert_eq!(last.body["refunded_cents"], 3 * 5_000 + 2 * 3_000);
     let refunded = refunds(&first, &read.str("charge_id")).await;
-    assert_eq!(refunded.iter().map(|(_, a)| a).sum::<i64>(), 21_000, "each line once");
+    assert_eq!(
+        refunded.iter().map(|(_, a)| a).sum::<i64>(),
+        21_000,
+        "each line once"
+    );
     assert_eq!(
         refunded.len(),
         last.body["refunds"].as_array().map_or(0, Vec::len),

@@ -39,7 +39,7 @@ mod record;
 mod recover;
 mod waiting;
 
-pub use order::{LineView, OrderActionView, OrderView, Ordered, RefundView};
+pub use order::{LineView, OrderActionView, OrderView, Ordered, RefundView, SaleView};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use domain::checkout::{Checkout, CheckoutCommand, Phase};
 use domain::ids::{CategoryId, HoldId, OrderId, PoolId, SeatId, ShowId, TicketType};
 use domain::limits::MAX_HOLDS_PER_ORDER;
-use domain::order::{LineId, Order, OrderLine, OrderTerms};
+use domain::order::{BoxOfficeSale, LineId, Order, OrderLine, OrderTerms};
 use serde::Serialize;
 
 use super::{CheckoutError, CheckoutService, Driven, OrderSubject, Subject};
@@ -19,6 +19,7 @@ use crate::auth::Actor;
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
 use crate::command::holds::hold_items;
+use crate::payment::offline::offline_method;
 use crate::store::{HoldRecord, StoreError};
 
 /// An order as the API shows it.
@@ -37,6 +38,33 @@ pub struct OrderView {
     pub lines: Vec<LineView>,
     /// One per cancellation, in the order they were made.
     pub refunds: Vec<RefundView>,
+    /// A box-office sale: who sold it, how it was paid, the clerk's note
+    /// (absent: paid online).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sale: Option<SaleView>,
+    /// `offline` for a box-office sale: refunds are made at the counter,
+    /// nothing is sent to a provider (absent: refunds go to the provider).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refund: Option<&'static str>,
+}
+
+/// A box-office sale as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct SaleView {
+    pub sold_by: String,
+    /// `cash`, `card_present`, `invoice` or `comp`.
+    pub payment: &'static str,
+    pub note: Option<String>,
+}
+
+impl SaleView {
+    fn of(sale: &BoxOfficeSale) -> Self {
+        Self {
+            sold_by: sale.sold_by.to_string(),
+            payment: sale.payment.as_str(),
+            note: sale.note.clone(),
+        }
+    }
 }
 
 /// One line of an order: a seat, or one place of a pool.
@@ -127,6 +155,8 @@ impl OrderView {
                     lines: r.lines.clone(),
                 })
                 .collect(),
+            sale: order.terms.sale.as_ref().map(SaleView::of),
+            refund: order.terms.sale.as_ref().map(|_| "offline"),
         })
     }
 }
@@ -216,12 +246,38 @@ impl CheckoutService {
         self.payments
             .check_method(&payment_method)
             .map_err(|e| CheckoutError::Invalid(format!("payment_method: {e}")))?;
+        self.pay_order(ctx, holds, payment_method, None).await
+    }
+
+    /// A box-office sale: the order of `holds` (an admin's, placed for the
+    /// buyer), paid at the counter as `sale` says, outside any provider.
+    pub async fn place_box_office_order(
+        &self,
+        ctx: &RequestContext,
+        holds: Vec<HoldId>,
+        sale: BoxOfficeSale,
+    ) -> Result<Ordered, CheckoutError> {
+        check_holds(&holds)?;
+        let payment_method = offline_method(sale.payment);
+        self.pay_order(ctx, holds, payment_method, Some(sale)).await
+    }
+
+    /// The order of `holds`, paid with `payment_method` (checked): its
+    /// terms fixed, then driven to its end.
+    async fn pay_order(
+        &self,
+        ctx: &RequestContext,
+        holds: Vec<HoldId>,
+        payment_method: String,
+        sale: Option<BoxOfficeSale>,
+    ) -> Result<Ordered, CheckoutError> {
         let (records, entry) = self.order_holds(&ctx.actor, &holds).await?;
         let order_id = OrderId::for_holds(&holds);
         let terms = OrderTerms {
             order_id,
             holds: holds.clone(),
             lines: lines_of(&records, &entry)?,
+            sale,
         };
         let buyer = records[0].buyer.clone();
         let request = CheckoutCommand::RequestOrder {

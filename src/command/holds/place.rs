@@ -52,7 +52,11 @@ impl PlaceHandler {
         request.validate(&entry)?;
         sale.check(ctx, &entry)?;
         let request_hash = request.hash(show_id, &sale);
-        let admission = self.waiting_rooms.admission(&entry, &ctx.actor.id).await?;
+        // The box office sells at the door, not through the online queue.
+        let admission = match ctx.sold_by {
+            Some(_) => None,
+            None => self.waiting_rooms.admission(&entry, &ctx.actor.id).await?,
+        };
         let tickets = request.tickets();
         let placing = Placing {
             ctx,
@@ -183,11 +187,11 @@ impl PlaceHandler {
             .copied()
             .filter(|&i| {
                 let (id, key) = &shards[i];
-                let free = self
-                    .rounds
-                    .peek_shard(id, |shard| {
-                        shard.placeable_at(placement.sale.channel.as_ref(), key.capacity, now).0
-                    });
+                let free = self.rounds.peek_shard(id, |shard| {
+                    shard
+                        .placeable_at(placement.sale.channel.as_ref(), key.capacity, now)
+                        .0
+                });
                 free.is_none_or(|free| free >= quantity)
             })
             .collect();

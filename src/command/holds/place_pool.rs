@@ -101,7 +101,10 @@ impl PlaceInPool<'_> {
         for &i in &self.ring {
             let (shard, key) = shard(i)?;
             let channel = placement.sale.channel.as_ref();
-            free.push((key.index, shard.placeable_at(channel, key.capacity, view.now).0));
+            free.push((
+                key.index,
+                shard.placeable_at(channel, key.capacity, view.now).0,
+            ));
         }
         let Some(parts) = split(&free, quantity) else {
             let available = free.iter().map(|(_, n)| n).sum();

@@ -122,7 +122,10 @@ impl Placement<'_> {
     /// The availability this hold chooses from (best available): the
     /// public's, or its channel's.
     pub(super) fn viewer(&self) -> Viewer {
-        self.sale.channel.clone().map_or(Viewer::Public, Viewer::Channel)
+        self.sale
+            .channel
+            .clone()
+            .map_or(Viewer::Public, Viewer::Channel)
     }
 
     /// A price as this hold sells it: a comp is given away.

@@ -392,7 +392,11 @@ mod tests {
         assert_ne!(ab, seats(&["A", "C"]).hash(&show, &Sale::default()));
         assert_ne!(ab, seats(&["A", "B"]).hash(&other, &Sale::default()));
         let channel = Sale::through(Some(ChannelId::parse("partner-x").unwrap()));
-        assert_ne!(ab, seats(&["A", "B"]).hash(&show, &channel), "another channel");
+        assert_ne!(
+            ab,
+            seats(&["A", "B"]).hash(&show, &channel),
+            "another channel"
+        );
         let comp = Sale {
             comp: true,
             ..Sale::default()
@@ -403,7 +407,10 @@ mod tests {
             quantity: q,
             ticket_type: None,
         };
-        assert_ne!(pool(2).hash(&show, &Sale::default()), pool(3).hash(&show, &Sale::default()));
+        assert_ne!(
+            pool(2).hash(&show, &Sale::default()),
+            pool(3).hash(&show, &Sale::default())
+        );
     }
 
     fn best(quantity: u32, section: Option<&str>) -> HoldRequest {
