@@ -79,6 +79,8 @@ pub struct PoolHold {
 /// price, for reports and for giving a channel's places back to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sale {
+    /// The hold's buyer.
+    pub buyer: BuyerId,
     pub channel: Option<ChannelId>,
     pub price: Option<ItemPrice>,
     pub places: u32,
@@ -631,6 +633,7 @@ impl PoolShard {
                         *allocated = allocated.saturating_sub(hold.quantity);
                     }
                     self.sales.entry(*booking_id).or_default().push(Sale {
+                        buyer: hold.buyer,
                         channel: hold.channel,
                         price: hold.price,
                         places: hold.quantity,

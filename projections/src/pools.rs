@@ -60,6 +60,63 @@ impl PoolShardRow {
     }
 }
 
+/// Places held alike on a pool: through one channel, as one ticket type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPlaces {
+    pub channel: Option<ChannelId>,
+    pub ticket_type: Option<TicketType>,
+    pub places: u32,
+}
+
+/// What a report counts of one pool at an instant: its capacity, what is
+/// sold (by channel, ticket type and price), allocated to each channel and
+/// not sold, and held (by channel and ticket type).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolLedger {
+    pub capacity: u32,
+    pub sold: Vec<SoldPlaces>,
+    pub allocated: BTreeMap<ChannelId, u32>,
+    pub held: Vec<HeldPlaces>,
+}
+
+impl PoolLedger {
+    /// Adds a shard of `capacity` places as its stream is at `now` (a
+    /// report as of a past instant, folded from the log).
+    pub fn add_shard(
+        &mut self,
+        capacity: u32,
+        shard: &PoolShard,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        self.capacity += capacity;
+        self.add_rows(
+            sold_places(shard),
+            &shard.allocated,
+            (shard.holds.values())
+                .filter(|h| !domain::seat::has_expired(h.expires_at, now))
+                .map(|h| HeldPlaces {
+                    channel: h.channel.clone(),
+                    ticket_type: h.price.as_ref().map(|p| p.ticket_type.clone()),
+                    places: h.quantity,
+                }),
+        );
+    }
+
+    /// Adds a shard's sold places and allocations, and held places.
+    pub fn add_rows(
+        &mut self,
+        sold: Vec<SoldPlaces>,
+        allocated: &BTreeMap<ChannelId, u32>,
+        held: impl IntoIterator<Item = HeldPlaces>,
+    ) {
+        self.sold.extend(sold);
+        for (channel, places) in allocated {
+            *self.allocated.entry(channel.clone()).or_default() += places;
+        }
+        self.held.extend(held);
+    }
+}
+
 /// The shard's sales summed by channel, ticket type and price.
 fn sold_places(state: &PoolShard) -> Vec<SoldPlaces> {
     let mut sums: BTreeMap<SoldPlaces, u32> = BTreeMap::new();

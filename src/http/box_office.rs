@@ -27,7 +27,10 @@ use crate::command::context::RequestContext;
 use crate::command::holds::{HoldRequest, Placed, Sale};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/shows/{show_id}/bookings", post(book))
+    Router::new().route(
+        "/v1/shows/{show_id}/bookings",
+        post(book).get(super::report::bookings_export),
+    )
 }
 
 /// A sale at the counter: seats (each a seat id or `{"seat_id",

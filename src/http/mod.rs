@@ -18,6 +18,7 @@ mod ops;
 mod orders;
 pub mod page;
 mod rate_limit;
+mod report;
 mod shows;
 pub mod starting;
 mod stripe;
@@ -98,6 +99,7 @@ pub fn router(
         .merge(waiting_room::router())
         .merge(bookings::router())
         .merge(box_office::router())
+        .merge(report::router())
         .merge(orders::router())
         .merge(stripe::router())
         .merge(audit::router())

@@ -15,8 +15,8 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    allocations, audit, availability, bookings, box_office, holds, live, ops, orders, page, shows,
-    stripe, venues, waiting_room, webhooks, AppState,
+    allocations, audit, availability, bookings, box_office, holds, live, ops, orders, page, report,
+    shows, stripe, venues, waiting_room, webhooks, AppState,
 };
 
 struct Extras;
@@ -54,7 +54,7 @@ impl Modify for Extras {
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,
         orders::place_order, orders::get_order, orders::cancel_order,
         allocations::allocate, allocations::release, allocations::allocations,
-        box_office::book,
+        box_office::book, report::show_report, report::bookings_export,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
         webhooks::list_deliveries, webhooks::retry_delivery,

@@ -1,19 +1,17 @@
 //! The audit trail: history of a seat or a show from the log, and
 //! availability as it was at an instant, folded from the log up to then.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use cqrs_es::Aggregate;
 use domain::ids::{SeatId, ShowId};
-use domain::pool::{shard_stream_id, PoolEvent, PoolShard};
-use domain::seat::{Seat, SeatEvent, SeatStatus};
-use projections::time::{from_micros, to_micros};
+use domain::seat::{Seat, SeatStatus};
+use projections::time::from_micros;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::CatalogEntry;
 use crate::query::availability::{PoolNow, Viewer};
+use crate::query::report::ShowFold;
 use crate::store::{EventLog, LogEvent, LogFilter, StoreError};
 
 /// Events per page of show history at most (`limit` is 1..=this).
@@ -119,63 +117,21 @@ pub async fn availability_at(
     entry: &CatalogEntry,
     at: DateTime<Utc>,
 ) -> Result<PastAvailability, StoreError> {
-    let show = &entry.show;
-    let mut seats: HashMap<String, Seat> = HashMap::new();
-    let mut shards: HashMap<String, PoolShard> = HashMap::new();
-    for event in log
-        .show_log_until(show.show_id.as_str(), to_micros(at))
-        .await?
-    {
-        let corrupt =
-            |e: serde_json::Error| StoreError::Corrupt(format!("event {}: {e}", event.position));
-        match event.aggregate_type.as_str() {
-            kind if kind == Seat::TYPE => {
-                let decoded: SeatEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
-                seats
-                    .entry(event.aggregate_id.clone())
-                    .or_default()
-                    .apply_event(&decoded);
-            }
-            kind if kind == PoolShard::TYPE => {
-                let decoded: PoolEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
-                shards
-                    .entry(event.aggregate_id.clone())
-                    .or_default()
-                    .apply_event(&decoded);
-            }
-            _ => {}
-        }
-    }
-    let seat_statuses = show
-        .seats
-        .iter()
-        .map(|spec| {
-            let stream = domain::ids::seat_stream_id(&show.show_id, &spec.seat_id);
-            seats.get(&stream).map_or(SeatStatus::Available, |seat| {
-                Viewer::Public.sees(seat.status_at(at), seat.channel.as_ref())
-            })
+    let fold = ShowFold::at(log, entry, at).await?;
+    let seats = (fold.seats.iter())
+        .map(|seat| Viewer::Public.sees(seat.status_at(at), seat.channel.as_ref()))
+        .collect();
+    let pools = (fold.pools.iter())
+        .map(|shards| {
+            shards
+                .iter()
+                .fold(PoolNow::default(), |sum, shard| PoolNow {
+                    held: sum.held + shard.public_held_at(at),
+                    sold: sum.sold + shard.sold,
+                    allocated: sum.allocated + shard.allocated_total(),
+                    available: None,
+                })
         })
         .collect();
-    let pools = show
-        .pools
-        .iter()
-        .map(|pool| {
-            (0..pool.shards).fold(PoolNow::default(), |sum, index| {
-                let stream = shard_stream_id(&show.show_id, &pool.pool_id, index);
-                match shards.get(&stream) {
-                    Some(shard) => PoolNow {
-                        held: sum.held + shard.public_held_at(at),
-                        sold: sum.sold + shard.sold,
-                        allocated: sum.allocated + shard.allocated_total(),
-                        available: None,
-                    },
-                    None => sum,
-                }
-            })
-        })
-        .collect();
-    Ok(PastAvailability {
-        seats: seat_statuses,
-        pools,
-    })
+    Ok(PastAvailability { seats, pools })
 }

@@ -7,4 +7,5 @@ pub mod advice;
 pub mod audit;
 pub mod availability;
 pub mod rendered;
+pub mod report;
 pub mod waiting_room;

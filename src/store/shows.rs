@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use domain::ids::{ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::seat::SeatStatus;
+use projections::json_text::JsonText;
+use projections::pools::{HeldPlaces, PoolLedger, SoldPlaces};
 
 use super::holds::parse_column;
 use super::log::pg_log_bound;
@@ -61,8 +63,37 @@ const SELECT_POOLS: &str = "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity
      FROM pool_shards WHERE show_id = $1 \
      UNION ALL SELECT pool_id, -1, 0, CAST(SUM(quantity) AS BIGINT), NULL, channel FROM pool_holds \
      WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2 GROUP BY pool_id, channel";
+/// A show's shards with what they sold (JSON text), then (`shard` -1) its
+/// held places by pool, channel and ticket type, counted at `$2`.
+const SELECT_POOL_LEDGERS: &str =
+    "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), \
+       allocated, sales, NULL AS channel, NULL AS ticket_type \
+     FROM pool_shards WHERE show_id = $1 \
+     UNION ALL SELECT pool_id, -1, CAST(SUM(quantity) AS BIGINT), NULL, NULL, channel, ticket_type \
+     FROM pool_holds WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2 \
+     GROUP BY pool_id, channel, ticket_type";
+/// A row of [`SELECT_POOL_LEDGERS`].
+type LedgerRow = (
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 /// A row of [`SELECT_POOLS`].
 type PoolRow = (String, i64, i64, i64, Option<String>, Option<String>);
+
+/// A column of JSON text ([`JsonText`]), read back as its value.
+fn json_column<T: serde::de::DeserializeOwned>(
+    column: &str,
+    text: &str,
+) -> StoreResult<JsonText<T>> {
+    serde_json::from_str(text)
+        .map(JsonText)
+        .map_err(|e| StoreError::Corrupt(format!("{column} {text:?}: {e}")))
+}
 
 fn parse_status(value: &str) -> StoreResult<SeatStatus> {
     match value {
@@ -438,15 +469,63 @@ impl Shows {
             }
             figures.capacity += count(capacity);
             figures.sold += count(sold);
-            let allocated: BTreeMap<ChannelId, u32> = match allocated {
-                Some(text) => serde_json::from_str(&text).map_err(|e| {
-                    StoreError::Corrupt(format!("pool_shards.allocated {text:?}: {e}"))
-                })?,
-                None => BTreeMap::new(),
-            };
-            for (channel, places) in allocated {
+            let allocated: JsonText<BTreeMap<ChannelId, u32>> = json_column(
+                "pool_shards.allocated",
+                allocated.as_deref().unwrap_or("{}"),
+            )?;
+            for (channel, places) in allocated.0 {
                 *figures.allocated.entry(channel).or_default() += places;
             }
+        }
+        Ok(pools)
+    }
+
+    /// What a report counts of each pool of a show at `now_us` (held places
+    /// counted then).
+    pub async fn pool_ledgers(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+    ) -> StoreResult<BTreeMap<PoolId, PoolLedger>> {
+        let rows: Vec<LedgerRow> = on_store!(self, query pool => {
+            retry_read(move || async move {
+                sqlx::query_as(SELECT_POOL_LEDGERS)
+                    .bind(show_id.as_str())
+                    .bind(now_us)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+            .await?
+        });
+        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+        let mut pools: BTreeMap<PoolId, PoolLedger> = BTreeMap::new();
+        for (pool_id, shard, places, allocated, sales, channel, ticket_type) in rows {
+            let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
+            let ledger = pools.entry(pool_id).or_default();
+            if shard < 0 {
+                let held = HeldPlaces {
+                    channel: channel
+                        .map(|c| parse_column("pool_holds.channel", c.as_str(), ChannelId::parse))
+                        .transpose()?,
+                    ticket_type: ticket_type
+                        .map(|t| {
+                            parse_column("pool_holds.ticket_type", t.as_str(), TicketType::parse)
+                        })
+                        .transpose()?,
+                    places: count(places),
+                };
+                ledger.add_rows(Vec::new(), &BTreeMap::new(), [held]);
+                continue;
+            }
+            ledger.capacity += count(places);
+            let allocated: JsonText<BTreeMap<ChannelId, u32>> = json_column(
+                "pool_shards.allocated",
+                allocated.as_deref().unwrap_or("{}"),
+            )?;
+            let sold: JsonText<Vec<SoldPlaces>> =
+                json_column("pool_shards.sales", sales.as_deref().unwrap_or("[]"))?;
+            ledger.add_rows(sold.0, &allocated.0, []);
         }
         Ok(pools)
     }

@@ -1,0 +1,436 @@
+//! A show's sales report (issue #35): counts and revenue by section,
+//! category, ticket type, channel and status, and the export of its
+//! bookings.
+//!
+//! The report now is served from the read models the availability answer
+//! reads (the seat rows as this instance keeps them, brought up to date by
+//! the rows changed since its last look, and each pool's shards and held
+//! places): a 20,000-seat show's report costs what its availability costs,
+//! never a scan of the log. As of a past instant, and for the export, the
+//! show's events are folded from the log up to that instant ([`ShowFold`]),
+//! through the same aggregates the commands decide with.
+//!
+//! Statuses are the public's: a seat allocated to a channel and free is
+//! `not_for_sale` (with its channel); held and booked seats say which
+//! channel they were held or sold through (`None`: public sale). Revenue is
+//! what booked units were sold for; other rows carry 0. A pool's rows name
+//! the pool as their section.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use domain::ids::{BookingId, BuyerId, ChannelId, HoldId, PoolId, TicketType};
+use domain::pool::{shard_capacity, shard_stream_id, PoolEvent, PoolShard};
+use domain::seat::{Seat, SeatEvent, SeatState, SeatStatus};
+use projections::pools::PoolLedger;
+use projections::time::to_micros;
+use serde::Serialize;
+
+use crate::catalog::CatalogEntry;
+use crate::query::availability::{AvailabilityCache, Viewer};
+use crate::store::{EventLog, Shows, StoreError};
+
+/// One line of the report: units alike in all five, their count, and what
+/// the booked ones were sold for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ReportRow {
+    pub section: String,
+    pub category: Option<String>,
+    pub ticket_type: Option<String>,
+    /// The sales channel (`null`: public sale).
+    pub channel: Option<String>,
+    /// `available`, `held`, `booked` or `not_for_sale`.
+    pub status: String,
+    pub count: u64,
+    pub revenue_cents: i64,
+}
+
+/// The sums of a report's rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Totals {
+    pub available: u64,
+    pub held: u64,
+    pub booked: u64,
+    pub not_for_sale: u64,
+    pub revenue_cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Report {
+    pub show_id: String,
+    pub as_of: DateTime<Utc>,
+    pub rows: Vec<ReportRow>,
+    pub totals: Totals,
+}
+
+/// The columns of a row, in order: the CSV header.
+pub const REPORT_COLUMNS: [&str; 7] = [
+    "section",
+    "category",
+    "ticket_type",
+    "channel",
+    "status",
+    "count",
+    "revenue_cents",
+];
+
+/// What a row is keyed by.
+type Key = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    SeatStatus,
+);
+
+/// Units counted into rows.
+#[derive(Default)]
+struct Tally(BTreeMap<Key, (u64, i64)>);
+
+impl Tally {
+    fn add(&mut self, key: Key, count: u64, revenue_cents: i64) {
+        if count == 0 {
+            return;
+        }
+        let row = self.0.entry(key).or_default();
+        row.0 += count;
+        row.1 += revenue_cents;
+    }
+
+    /// A pool's units: sold, held, allocated and free.
+    fn pool(&mut self, entry: &CatalogEntry, pool_id: &PoolId, ledger: &PoolLedger) {
+        let Some(spec) = entry.show.pool(pool_id) else {
+            return;
+        };
+        let category = spec.category.as_ref().map(ToString::to_string);
+        let key = |ticket_type: Option<&TicketType>, channel: Option<&ChannelId>, status| {
+            (
+                pool_id.to_string(),
+                category.clone(),
+                ticket_type.map(ToString::to_string),
+                channel.map(ToString::to_string),
+                status,
+            )
+        };
+        let mut sold = 0u32;
+        for places in &ledger.sold {
+            sold += places.places;
+            let revenue = places.price_cents.unwrap_or(0) * i64::from(places.places);
+            let k = key(
+                places.ticket_type.as_ref(),
+                places.channel.as_ref(),
+                SeatStatus::Booked,
+            );
+            self.add(k, u64::from(places.places), revenue);
+        }
+        let mut held_by: HashMap<Option<&ChannelId>, u32> = HashMap::new();
+        for held in &ledger.held {
+            *held_by.entry(held.channel.as_ref()).or_default() += held.places;
+            let k = key(
+                held.ticket_type.as_ref(),
+                held.channel.as_ref(),
+                SeatStatus::Held,
+            );
+            self.add(k, u64::from(held.places), 0);
+        }
+        for (channel, allocated) in &ledger.allocated {
+            let held = held_by.get(&Some(channel)).copied().unwrap_or(0);
+            let free = allocated.saturating_sub(held);
+            self.add(
+                key(None, Some(channel), SeatStatus::NotForSale),
+                u64::from(free),
+                0,
+            );
+        }
+        let taken = sold
+            + ledger.allocated.values().sum::<u32>()
+            + held_by.get(&None).copied().unwrap_or(0);
+        let free = ledger.capacity.saturating_sub(taken);
+        self.add(key(None, None, SeatStatus::Available), u64::from(free), 0);
+    }
+
+    fn report(self, entry: &CatalogEntry, as_of: DateTime<Utc>) -> Report {
+        let mut totals = Totals::default();
+        let rows = (self.0.into_iter())
+            .map(
+                |((section, category, ticket_type, channel, status), (count, revenue))| {
+                    match status {
+                        SeatStatus::Available => totals.available += count,
+                        SeatStatus::Held => totals.held += count,
+                        SeatStatus::Booked => totals.booked += count,
+                        SeatStatus::NotForSale => totals.not_for_sale += count,
+                    }
+                    totals.revenue_cents += revenue;
+                    ReportRow {
+                        section,
+                        category,
+                        ticket_type,
+                        channel,
+                        status: status.as_str().to_owned(),
+                        count,
+                        revenue_cents: revenue,
+                    }
+                },
+            )
+            .collect();
+        Report {
+            show_id: entry.show.show_id.to_string(),
+            as_of,
+            rows,
+            totals,
+        }
+    }
+}
+
+/// A seat's key: its section and category, what it was sold as, its
+/// channel, and its status as the public sees it.
+fn seat_key(
+    entry: &CatalogEntry,
+    ordinal: usize,
+    status: SeatStatus,
+    channel: Option<&ChannelId>,
+    ticket_type: Option<&TicketType>,
+) -> Option<Key> {
+    let spec = entry.show.seats.get(ordinal)?;
+    let status = Viewer::Public.sees(status, channel);
+    // A held or booked seat's ticket type; a free one has none.
+    let ticket_type = match status {
+        SeatStatus::Held | SeatStatus::Booked => ticket_type.map(ToString::to_string),
+        SeatStatus::Available | SeatStatus::NotForSale => None,
+    };
+    Some((
+        spec.section.clone(),
+        spec.category.as_ref().map(ToString::to_string),
+        ticket_type,
+        channel.map(ToString::to_string),
+        status,
+    ))
+}
+
+/// The report at `now`, from the read models.
+pub async fn current(
+    availability: &AvailabilityCache,
+    shows: &Shows,
+    entry: &CatalogEntry,
+    now: DateTime<Utc>,
+) -> Result<Report, StoreError> {
+    let mut tally = availability
+        .with_rows(shows, entry, |rows| {
+            let mut tally = Tally::default();
+            for (ordinal, row) in rows.iter().enumerate() {
+                let status = row.status_at(now);
+                let sale = row.sale.as_deref();
+                let key = seat_key(
+                    entry,
+                    ordinal,
+                    status,
+                    row.channel(entry),
+                    sale.map(|(t, _)| t),
+                );
+                if let Some(key) = key {
+                    let revenue = match status {
+                        SeatStatus::Booked => sale.map_or(0, |(_, price)| *price),
+                        _ => 0,
+                    };
+                    tally.add(key, 1, revenue);
+                }
+            }
+            tally
+        })
+        .await?;
+    if !entry.show.pools.is_empty() {
+        let ledgers = shows
+            .pool_ledgers(&entry.show.show_id, to_micros(now))
+            .await?;
+        for (pool_id, ledger) in &ledgers {
+            tally.pool(entry, pool_id, ledger);
+        }
+    }
+    Ok(tally.report(entry, now))
+}
+
+/// A show's seats and pool shards as its events up to an instant leave
+/// them.
+pub struct ShowFold {
+    /// In show order.
+    pub seats: Vec<Seat>,
+    /// Each pool's shards, in index order, in show order.
+    pub pools: Vec<Vec<PoolShard>>,
+}
+
+impl ShowFold {
+    /// Folds the events of the show recorded at or before `at`.
+    pub async fn at(
+        log: &EventLog,
+        entry: &CatalogEntry,
+        at: DateTime<Utc>,
+    ) -> Result<Self, StoreError> {
+        let show = &entry.show;
+        let mut seats: HashMap<String, Seat> = HashMap::new();
+        let mut shards: HashMap<String, PoolShard> = HashMap::new();
+        let events = log
+            .show_log_until(show.show_id.as_str(), to_micros(at))
+            .await?;
+        for event in events {
+            let corrupt = |e: serde_json::Error| {
+                StoreError::Corrupt(format!("event {}: {e}", event.position))
+            };
+            if event.aggregate_type == <Seat as cqrs_es::Aggregate>::TYPE {
+                let decoded: SeatEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
+                (seats.entry(event.aggregate_id.clone()).or_default()).apply_event(&decoded);
+            } else if event.aggregate_type == <PoolShard as cqrs_es::Aggregate>::TYPE {
+                let decoded: PoolEvent = serde_json::from_str(&event.payload).map_err(corrupt)?;
+                (shards.entry(event.aggregate_id.clone()).or_default()).apply_event(&decoded);
+            }
+        }
+        let seats = (show.seats.iter())
+            .map(|spec| {
+                let stream = domain::ids::seat_stream_id(&show.show_id, &spec.seat_id);
+                seats.remove(&stream).unwrap_or_default()
+            })
+            .collect();
+        let pools = (show.pools.iter())
+            .map(|pool| {
+                (0..pool.shards)
+                    .map(|index| {
+                        let stream = shard_stream_id(&show.show_id, &pool.pool_id, index);
+                        shards.remove(&stream).unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self { seats, pools })
+    }
+
+    /// The report as of `at` (the instant folded to).
+    pub fn report(&self, entry: &CatalogEntry, at: DateTime<Utc>) -> Report {
+        let mut tally = Tally::default();
+        for (ordinal, seat) in self.seats.iter().enumerate() {
+            let status = seat.status_at(at);
+            let price = seat.price.as_ref();
+            let key = seat_key(
+                entry,
+                ordinal,
+                status,
+                seat.channel.as_ref(),
+                price.map(|p| &p.ticket_type),
+            );
+            if let Some(key) = key {
+                let revenue = match status {
+                    SeatStatus::Booked => price.map_or(0, |p| p.price_cents),
+                    _ => 0,
+                };
+                tally.add(key, 1, revenue);
+            }
+        }
+        for (spec, shards) in entry.show.pools.iter().zip(&self.pools) {
+            let mut ledger = PoolLedger::default();
+            for (index, shard) in (0u32..).zip(shards) {
+                let capacity = shard_capacity(spec.capacity, spec.shards, index);
+                ledger.add_shard(capacity, shard, at);
+            }
+            tally.pool(entry, &spec.pool_id, &ledger);
+        }
+        tally.report(entry, at)
+    }
+
+    /// One line per booked seat and per booked pool place, in show order.
+    pub fn bookings(&self, entry: &CatalogEntry) -> Vec<BookingLine> {
+        let mut lines = Vec::new();
+        for (spec, seat) in entry.show.seats.iter().zip(&self.seats) {
+            if let SeatState::Booked {
+                hold_id,
+                booking_id,
+                buyer,
+            } = &seat.state
+            {
+                lines.push(BookingLine {
+                    booking_id: *booking_id,
+                    hold_id: Some(*hold_id),
+                    buyer: buyer.clone(),
+                    seat_id: Some(spec.seat_id.to_string()),
+                    pool_id: None,
+                    section: spec.section.clone(),
+                    category: spec.category.as_ref().map(ToString::to_string),
+                    ticket_type: seat.price.as_ref().map(|p| p.ticket_type.clone()),
+                    channel: seat.channel.clone(),
+                    price_cents: seat.price.as_ref().map_or(0, |p| p.price_cents),
+                });
+            }
+        }
+        for (spec, shards) in entry.show.pools.iter().zip(&self.pools) {
+            for shard in shards {
+                for (booking_id, sales) in &shard.sales {
+                    for sale in sales {
+                        for _ in 0..sale.places {
+                            lines.push(BookingLine {
+                                booking_id: *booking_id,
+                                hold_id: None,
+                                buyer: sale.buyer.clone(),
+                                seat_id: None,
+                                pool_id: Some(spec.pool_id.to_string()),
+                                section: spec.pool_id.to_string(),
+                                category: spec.category.as_ref().map(ToString::to_string),
+                                ticket_type: sale.price.as_ref().map(|p| p.ticket_type.clone()),
+                                channel: sale.channel.clone(),
+                                price_cents: sale.price.as_ref().map_or(0, |p| p.price_cents),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        lines
+    }
+}
+
+/// One booked seat, or one booked place of a pool: who has it, through
+/// which channel, as what and for how much, in which booking (an order's
+/// booking id is its order id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct BookingLine {
+    #[schema(value_type = uuid::Uuid)]
+    pub booking_id: BookingId,
+    /// The seat's hold (a pool place: absent).
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub hold_id: Option<HoldId>,
+    #[schema(value_type = String)]
+    pub buyer: BuyerId,
+    pub seat_id: Option<String>,
+    pub pool_id: Option<String>,
+    pub section: String,
+    pub category: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub ticket_type: Option<TicketType>,
+    #[schema(value_type = Option<String>)]
+    pub channel: Option<ChannelId>,
+    pub price_cents: i64,
+}
+
+/// Rows as CSV with a header line (the `csv` crate quotes).
+pub fn to_csv<T: Serialize>(rows: &[T], header: &[&str]) -> Result<Vec<u8>, csv::Error> {
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    writer.write_record(header)?;
+    for row in rows {
+        writer.serialize(row)?;
+    }
+    writer
+        .into_inner()
+        .map_err(|e| csv::Error::from(std::io::Error::other(e.to_string())))
+}
+
+/// The columns of a booking line, in order.
+pub const BOOKING_COLUMNS: [&str; 10] = [
+    "booking_id",
+    "hold_id",
+    "buyer",
+    "seat_id",
+    "pool_id",
+    "section",
+    "category",
+    "ticket_type",
+    "channel",
+    "price_cents",
+];
