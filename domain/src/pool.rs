@@ -625,19 +625,7 @@ impl PoolShard {
                 booking_id,
             } => {
                 if let Some(hold) = self.holds.remove(hold_id) {
-                    self.sold += hold.quantity;
-                    // An order books several holds under its one booking id.
-                    *self.bookings.entry(*booking_id).or_default() += hold.quantity;
-                    if let Some(channel) = &hold.channel {
-                        let allocated = self.allocated.entry(channel.clone()).or_default();
-                        *allocated = allocated.saturating_sub(hold.quantity);
-                    }
-                    self.sales.entry(*booking_id).or_default().push(Sale {
-                        buyer: hold.buyer,
-                        channel: hold.channel,
-                        price: hold.price,
-                        places: hold.quantity,
-                    });
+                    self.sell(*booking_id, hold);
                 }
             }
             PoolEvent::PoolBookingCancelled { booking_id } => {
@@ -648,26 +636,50 @@ impl PoolShard {
             PoolEvent::PoolPlacesReturned {
                 booking_id,
                 quantity,
-            } => {
-                if let Some(booked) = self.bookings.get_mut(booking_id) {
-                    let returned = (*quantity).min(*booked);
-                    *booked -= returned;
-                    if *booked == 0 {
-                        self.bookings.remove(booking_id);
-                    }
-                    self.return_sold(booking_id, returned);
-                }
-            }
+            } => self.return_places(booking_id, *quantity),
             PoolEvent::PoolPlacesAllocated { channel, quantity } => {
                 *self.allocated.entry(channel.clone()).or_default() += quantity;
             }
             PoolEvent::PoolPlacesDeallocated { channel, quantity } => {
-                if let Some(allocated) = self.allocated.get_mut(channel) {
-                    *allocated = allocated.saturating_sub(*quantity);
-                    if *allocated == 0 {
-                        self.allocated.remove(channel);
-                    }
-                }
+                self.deallocate(channel, *quantity)
+            }
+        }
+    }
+
+    /// A hold's places sold to `booking_id` (an order books several holds
+    /// under its one booking id); a channel's come out of its allocation.
+    fn sell(&mut self, booking_id: BookingId, hold: PoolHold) {
+        self.sold += hold.quantity;
+        *self.bookings.entry(booking_id).or_default() += hold.quantity;
+        if let Some(channel) = &hold.channel {
+            let allocated = self.allocated.entry(channel.clone()).or_default();
+            *allocated = allocated.saturating_sub(hold.quantity);
+        }
+        self.sales.entry(booking_id).or_default().push(Sale {
+            buyer: hold.buyer,
+            channel: hold.channel,
+            price: hold.price,
+            places: hold.quantity,
+        });
+    }
+
+    /// At most `quantity` of the booking's places here are free again.
+    fn return_places(&mut self, booking_id: &BookingId, quantity: u32) {
+        if let Some(booked) = self.bookings.get_mut(booking_id) {
+            let returned = quantity.min(*booked);
+            *booked -= returned;
+            if *booked == 0 {
+                self.bookings.remove(booking_id);
+            }
+            self.return_sold(booking_id, returned);
+        }
+    }
+
+    fn deallocate(&mut self, channel: &ChannelId, quantity: u32) {
+        if let Some(allocated) = self.allocated.get_mut(channel) {
+            *allocated = allocated.saturating_sub(quantity);
+            if *allocated == 0 {
+                self.allocated.remove(channel);
             }
         }
     }

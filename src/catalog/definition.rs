@@ -356,11 +356,8 @@ impl ShowDefinition {
                 },
             ),
         };
-        let categories = chart
-            .categories
-            .iter()
-            .map(|c| c.category.clone())
-            .collect();
+        let categories = (chart.categories.iter()).map(|c| c.category.clone());
+        let categories = categories.collect();
         let ticket_types = self.ticket_type_specs();
         let table = PriceTable::new(
             self.prices
@@ -384,17 +381,18 @@ impl ShowDefinition {
         .with_max_hold_seconds(self.max_hold_seconds)?
         .with_currency(self.currency.unwrap_or(Currency::EUR))?
         .with_waiting_room(self.waiting_room.map(|w| w.settings()))?
-        .with_pricing(self.venue_id.clone(), chart, pricing)
-        .map(|show| show.with_buyer_cancellation_until(self.buyer_cancellation_until))?
-        .with_channels(
-            self.channels
-                .iter()
-                .map(|c| ChannelSpec {
-                    channel_id: c.channel_id.clone(),
-                    label: c.label.clone(),
-                })
-                .collect(),
-        )
+        .with_pricing(self.venue_id.clone(), chart, pricing)?
+        .with_buyer_cancellation_until(self.buyer_cancellation_until)
+        .with_channels(self.channel_specs())
+    }
+
+    fn channel_specs(&self) -> Vec<ChannelSpec> {
+        (self.channels.iter())
+            .map(|c| ChannelSpec {
+                channel_id: c.channel_id.clone(),
+                label: c.label.clone(),
+            })
+            .collect()
     }
 
     fn ticket_type_specs(&self) -> Vec<TicketTypeSpec> {

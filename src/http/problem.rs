@@ -420,13 +420,6 @@ impl ApiError {
             ShowExists => row(S::CONFLICT, "show_exists"),
             VenueNotFound => row(S::NOT_FOUND, "venue_not_found"),
             VenueExists => row(S::CONFLICT, "venue_exists"),
-            TicketTypeUnavailable(_) => row(S::UNPROCESSABLE_ENTITY, "ticket_type_unavailable"),
-            SeatTaken(_) => row(S::CONFLICT, "seat_taken"),
-            SeatNotForSale(_) => row(S::CONFLICT, "seat_not_for_sale"),
-            UnknownChannel(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_channel"),
-            SoldOut { .. } | SaleOver => row(S::CONFLICT, "sold_out"),
-            BuyerLimitReached { .. } => row(S::CONFLICT, "buyer_limit_reached"),
-            NoAdjacentSeats => row(S::CONFLICT, "no_adjacent_seats"),
             HoldConverted => row(S::CONFLICT, "hold_converted"),
             HoldExtensionLimit => row(S::CONFLICT, "hold_extension_limit"),
             HoldExpired { .. } => row(S::CONFLICT, "hold_expired"),
@@ -443,8 +436,6 @@ impl ApiError {
             PayloadTooLarge(_) | TooLarge => row(S::PAYLOAD_TOO_LARGE, "payload_too_large"),
             UnsupportedMediaType => row(S::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             Validation(_) => row(S::UNPROCESSABLE_ENTITY, "validation_failed"),
-            UnknownSeat(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_seat"),
-            UnknownPool(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_pool"),
             IdempotencyKeyReused => row(S::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
             WebhookUrlTooLong => row(S::UNPROCESSABLE_ENTITY, "webhook_url_too_long"),
             WebhookUrlCredentials => row(S::UNPROCESSABLE_ENTITY, "webhook_url_credentials"),
@@ -454,6 +445,28 @@ impl ApiError {
             PaymentUnavailable(_) => row(S::SERVICE_UNAVAILABLE, "payment_unavailable"),
             Busy => row(S::SERVICE_UNAVAILABLE, "busy"),
             NotReady(_) => row(S::SERVICE_UNAVAILABLE, "not_ready"),
+            // The inventory's refusals, each in its own row below.
+            _ => self.inventory_type(),
+        }
+    }
+
+    /// What a hold or an allocation asked for that the show does not have,
+    /// or cannot give: the row of each.
+    fn inventory_type(&self) -> &'static ProblemType {
+        use ApiError::*;
+        use StatusCode as S;
+        match self {
+            TicketTypeUnavailable(_) => row(S::UNPROCESSABLE_ENTITY, "ticket_type_unavailable"),
+            SeatTaken(_) => row(S::CONFLICT, "seat_taken"),
+            SeatNotForSale(_) => row(S::CONFLICT, "seat_not_for_sale"),
+            UnknownChannel(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_channel"),
+            SoldOut { .. } | SaleOver => row(S::CONFLICT, "sold_out"),
+            BuyerLimitReached { .. } => row(S::CONFLICT, "buyer_limit_reached"),
+            NoAdjacentSeats => row(S::CONFLICT, "no_adjacent_seats"),
+            UnknownSeat(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_seat"),
+            UnknownPool(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_pool"),
+            // Every other variant has its row in `problem_type`.
+            _ => row(S::INTERNAL_SERVER_ERROR, "internal_error"),
         }
     }
 

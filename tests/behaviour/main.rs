@@ -12,6 +12,7 @@ mod bad_input;
 mod best;
 mod browser;
 mod caching;
+mod channels;
 mod checkout;
 mod cluster;
 mod cqrs;
@@ -70,6 +71,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(limits::tests());
     all.extend(checkout::tests());
     all.extend(orders::tests());
+    all.extend(channels::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());
     all.extend(hostile::tests());

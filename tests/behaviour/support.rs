@@ -470,6 +470,17 @@ impl TestApp {
         self.token("ops", Role::Admin)
     }
 
+    /// A buyer whose token lets them hold from `channels` too.
+    pub fn channel_buyer(&self, sub: &str, channels: &[&str]) -> String {
+        let channels: Vec<domain::ids::ChannelId> = (channels.iter())
+            .map(|c| domain::ids::ChannelId::parse(c).expect("channel"))
+            .collect();
+        let sub = BuyerId::parse(sub).expect("sub");
+        (self.keys)
+            .issue_with_channels(&sub, Role::Buyer, &channels, chrono::Duration::hours(1))
+            .expect("token")
+    }
+
     /// Sends a request; `body` is sent as JSON when given.
     pub async fn call(
         &self,
