@@ -10,6 +10,7 @@
 //! Absolute times on a shared machine mean little; the ratios are the point.
 
 mod baseline;
+mod channels;
 mod external;
 mod failover;
 mod heap;
@@ -332,6 +333,9 @@ async fn run_store(
     }
     if wanted("orders") {
         results.extend(orders::orders(&target, args.concurrency, seconds).await?);
+    }
+    if wanted("channels") {
+        results.extend(channels::run(&target, args.concurrency, seconds).await?);
     }
     if wanted("ga") {
         results.push(scenarios::ga_storm(&target, None).await?);

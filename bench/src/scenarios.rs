@@ -704,7 +704,7 @@ fn get_worker(
 /// `concurrency` writers holding seats `S1..=S{seats}` of `show` one at a
 /// time, each seat once, for `duration` (the load the availability
 /// scenarios read under).
-async fn writers(
+pub(crate) async fn writers(
     target: Arc<Target>,
     show: String,
     seats: usize,

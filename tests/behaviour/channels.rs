@@ -267,6 +267,27 @@ async fn channel_buyers_reach_only_their_channels_inventory(env: TestEnv) {
         BTreeSet::from(["S1".into()])
     );
     assert_eq!(app.seat_statuses("reach").await["S2"], "available");
+    // Best available through the channel chooses among its seats only.
+    let more = allocate(
+        &app,
+        "reach",
+        json!({"channel_id": "partner-x", "seats": ["S5"]}),
+    )
+    .await;
+    assert_eq!(more.status, StatusCode::CREATED, "{}", more.body);
+    let best = hold(
+        &partner,
+        json!({"best_available": {"quantity": 1}, "channel": "partner-x"}),
+    )
+    .await;
+    assert_eq!(best.status, StatusCode::CREATED, "{}", best.body);
+    assert_eq!(best.body["seats"], json!(["S5"]));
+    hold(
+        &partner,
+        json!({"best_available": {"quantity": 1}, "channel": "partner-x"}),
+    )
+    .await
+    .expect_problem(409, "no_adjacent_seats");
     app.stop().await;
 }
 
