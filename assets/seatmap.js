@@ -148,7 +148,10 @@
   }
 
   function words(status) {
-    return { available: "available", selected: "chosen by you", held: "held", booked: "booked" }[status];
+    return {
+      available: "available", selected: "chosen by you", held: "held", booked: "booked",
+      not_for_sale: "not for sale here",
+    }[status];
   }
 
   function mine(seatId) {
@@ -254,7 +257,10 @@
     el.setAttribute("data-status", shown);
     el.setAttribute("data-mine", mine(seatId) ? "true" : "false");
     el.setAttribute("aria-checked", shown === "selected" ? "true" : "false");
-    el.setAttribute("aria-disabled", shown === "held" || shown === "booked" ? "true" : "false");
+    el.setAttribute("aria-disabled", shown === "available" || shown === "selected" ? "false" : "true");
+    // Seats kept for a sales channel (the box office, a partner) are shown,
+    // and the legend says what they are, only on a show that has some.
+    if (shown === "not_for_sale") $("[data-legend='not_for_sale']").hidden = false;
     el.setAttribute("aria-label", seatWords(seatId, seat.spec, shown));
     if (seat.label) {
       seat.label.dataset.status = shown;
@@ -346,7 +352,7 @@
     const seat = seats.get(seatId);
     if (!seat) return;
     if (seat.status !== "available") {
-      say(mine(seatId) ? `Seat ${seatId} is in your hold.` : `Seat ${seatId} is ${seat.status}.`);
+      say(mine(seatId) ? `Seat ${seatId} is in your hold.` : `Seat ${seatId} is ${words(seat.status)}.`);
       return;
     }
     if (selected.has(seatId)) {

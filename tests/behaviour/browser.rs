@@ -206,7 +206,9 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
         return;
     };
     let show = format!("map-{}", uuid::Uuid::new_v4().simple());
-    app.create_show(&show, 20, 120).await;
+    let mut body = crate::support::show_body(20, 120);
+    body["channels"] = json!([{"channel_id": "boxoffice", "label": "Box office"}]);
+    app.create_show_from(&show, &body).await;
     let token_a = app.buyer("map-buyer-a");
     let token_b = app.buyer("map-buyer-b");
 
@@ -322,6 +324,45 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+
+    // Seats kept for the box office: not for sale on the page, said in
+    // words, not choosable, and the legend says why.
+    assert_eq!(
+        attr(&a, "[data-legend=\"not_for_sale\"]", "hidden")
+            .await
+            .as_deref(),
+        Some("true")
+    );
+    let kept = app
+        .call(
+            Method::POST,
+            &format!("/v1/shows/{show}/allocations"),
+            Some(&app.admin()),
+            Some(&json!({"channel_id": "boxoffice", "seats": [seat_id(20)]})),
+            &[],
+        )
+        .await;
+    assert_eq!(kept.status, StatusCode::CREATED, "{}", kept.body);
+    wait_attr(&a, &seat(20), "data-status", LIVE_WITHIN, |v| {
+        v == "not_for_sale"
+    })
+    .await;
+    assert_eq!(
+        attr(&a, &seat(20), "aria-disabled").await.as_deref(),
+        Some("true")
+    );
+    let label = attr(&a, &seat(20), "aria-label").await.expect("a label");
+    assert!(label.contains("not for sale"), "{label}");
+    assert_eq!(
+        attr(&a, "[data-legend=\"not_for_sale\"]", "hidden").await,
+        None
+    );
+    click(&a, &seat(20)).await;
+    let message = text(&a, "#message").await;
+    assert!(
+        message.contains("not for sale"),
+        "told in words: {message:?}"
+    );
 
     // The screenshot of a live map (kept for the README in docs/).
     let png = a.screenshot().await.expect("a screenshot");
