@@ -11,7 +11,7 @@ use booking::auth::Role;
 use serde_json::json;
 
 use crate::report::Figures;
-use crate::scenarios::{for_duration, post, seat_show_body, writers};
+use crate::scenarios::{for_duration, post, seat_show_body, writers, Attempt};
 use crate::Target;
 
 /// The report's show: the 20,000 seats.
@@ -62,13 +62,7 @@ async fn put(
 fn reader(
     target: Arc<Target>,
     path: String,
-) -> impl Fn(
-    usize,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>>
-       + Clone
-       + Send
-       + Sync
-       + 'static {
+) -> impl Fn(usize) -> Attempt + Clone + Send + Sync + 'static {
     let token = target.token("bench-admin", Role::Admin);
     move |_| {
         let (target, path, token) = (target.clone(), path.clone(), token.clone());

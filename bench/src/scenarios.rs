@@ -670,7 +670,8 @@ pub async fn http_floor(
 }
 
 /// One request's answer, as a boxed future a worker returns.
-type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>>;
+pub(crate) type Attempt =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<(u16, Duration)>> + Send>>;
 
 /// A worker that GETs `path` and reads the whole body.
 fn get_worker(

@@ -74,6 +74,9 @@ pub struct HeldPlaces {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PoolLedger {
     pub capacity: u32,
+    /// Places sold (the shards' `sold`; `sold` below says as what, for
+    /// sales recorded since it did).
+    pub sold_places: u32,
     pub sold: Vec<SoldPlaces>,
     pub allocated: BTreeMap<ChannelId, u32>,
     pub held: Vec<HeldPlaces>,
@@ -89,6 +92,7 @@ impl PoolLedger {
         now: chrono::DateTime<chrono::Utc>,
     ) {
         self.capacity += capacity;
+        self.sold_places += shard.sold;
         self.add_rows(
             sold_places(shard),
             &shard.allocated,

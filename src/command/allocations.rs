@@ -96,24 +96,13 @@ impl AllocationService {
         channel: &ChannelId,
         what: &Inventory,
     ) -> Result<ChannelAllocation, HoldError> {
-        check(entry, channel, what)?;
-        match what {
-            Inventory::Seats(seats) => {
-                self.seats(ctx, entry, channel, seats, Way::Allocate)
-                    .await?
-            }
-            Inventory::Pool { pool_id, quantity } => {
-                let pool = (pool_id, Some(*quantity));
-                self.places(ctx, entry, channel, pool, Way::Allocate)
-                    .await?
-            }
-            Inventory::Unsold => {
-                return Err(HoldError::Invalid(
-                    "unsold: only a release gives back what is unsold".into(),
-                ))
-            }
+        if *what == Inventory::Unsold {
+            return Err(HoldError::Invalid(
+                "unsold: only a release gives back what is unsold".into(),
+            ));
         }
-        Ok(self.allocation(entry, channel).await?)
+        self.move_inventory(ctx, entry, channel, what, Way::Allocate)
+            .await
     }
 
     /// `POST /v1/shows/{id}/allocations/release`: `what` goes back from
@@ -126,12 +115,26 @@ impl AllocationService {
         channel: &ChannelId,
         what: &Inventory,
     ) -> Result<ChannelAllocation, HoldError> {
+        self.move_inventory(ctx, entry, channel, what, Way::Release)
+            .await
+    }
+
+    /// `what` moves `way` (a release of what is unsold: every seat of the
+    /// channel and every pool); then the channel's allocation.
+    async fn move_inventory(
+        &self,
+        ctx: &RequestContext,
+        entry: &CatalogEntry,
+        channel: &ChannelId,
+        what: &Inventory,
+        way: Way,
+    ) -> Result<ChannelAllocation, HoldError> {
         check(entry, channel, what)?;
         match what {
-            Inventory::Seats(seats) => self.seats(ctx, entry, channel, seats, Way::Release).await?,
+            Inventory::Seats(seats) => self.seats(ctx, entry, channel, seats, way).await?,
             Inventory::Pool { pool_id, quantity } => {
                 let pool = (pool_id, Some(*quantity));
-                self.places(ctx, entry, channel, pool, Way::Release).await?
+                self.places(ctx, entry, channel, pool, way).await?
             }
             Inventory::Unsold => {
                 let current = self.allocation(entry, channel).await?;

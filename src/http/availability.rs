@@ -97,6 +97,18 @@ pub(super) async fn availability(
     Ok(super::etag::answer(&headers, &rendered).await)
 }
 
+/// Who the token says the caller is (this public route takes tokens only
+/// for the reads that need one).
+fn actor_of(state: &AppState, headers: &HeaderMap) -> Result<crate::auth::Actor, ApiError> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    state
+        .keys
+        .verify_header(authorization)
+        .map_err(|e| ApiError::Unauthorized(e.to_string()))
+}
+
 /// A channel's view, for a caller whose token may sell through it (its
 /// `channels` claim names it, or an admin) on a show that lists it.
 fn channel_viewer(
@@ -105,13 +117,7 @@ fn channel_viewer(
     entry: &CatalogEntry,
     channel: &str,
 ) -> Result<Viewer, ApiError> {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or(""));
-    let actor = state
-        .keys
-        .verify_header(authorization)
-        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+    let actor = actor_of(state, headers)?;
     let channel =
         ChannelId::parse(channel).map_err(|e| ApiError::Validation(format!("channel: {e}")))?;
     if !actor.may_sell_through(&channel) {
@@ -133,13 +139,7 @@ fn admin_as_of(
     let as_of = DateTime::parse_from_rfc3339(as_of)
         .map(|at| at.with_timezone(&Utc))
         .map_err(|e| ApiError::Validation(format!("as_of must be an RFC 3339 time: {e}")))?;
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or(""));
-    let actor = state
-        .keys
-        .verify_header(authorization)
-        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+    let actor = actor_of(state, headers)?;
     if !actor.is_admin() {
         return Err(ApiError::Forbidden);
     }

@@ -142,7 +142,11 @@ impl Tally {
                 0,
             );
         }
-        let taken = sold
+        // Places sold before shards recorded as what (rows not yet
+        // rebuilt since): counted, as no ticket type, no revenue.
+        let unknown = ledger.sold_places.saturating_sub(sold);
+        self.add(key(None, None, SeatStatus::Booked), u64::from(unknown), 0);
+        let taken = ledger.sold_places.max(sold)
             + ledger.allocated.values().sum::<u32>()
             + held_by.get(&None).copied().unwrap_or(0);
         let free = ledger.capacity.saturating_sub(taken);

@@ -35,6 +35,21 @@ pub struct PoolFigures {
     pub allocated: BTreeMap<ChannelId, u32>,
 }
 
+impl PoolFigures {
+    fn of(ledger: &PoolLedger) -> Self {
+        let mut held: BTreeMap<Option<ChannelId>, u32> = BTreeMap::new();
+        for places in &ledger.held {
+            *held.entry(places.channel.clone()).or_default() += places.places;
+        }
+        Self {
+            capacity: ledger.capacity,
+            sold: ledger.sold_places,
+            held,
+            allocated: ledger.allocated.clone(),
+        }
+    }
+}
+
 const INSERT_SHOW: &str =
     "INSERT INTO shows (show_id, definition, created_at_us) VALUES ($1, $2, $3) \
      ON CONFLICT DO NOTHING";
@@ -56,20 +71,13 @@ const SQLITE_INSERT_SEAT: &str = "INSERT INTO seat_availability \
 const SQLITE_WHOLE_SHOW: &str = "-1";
 const INSERT_SHARD: &str =
     "INSERT INTO pool_shards (show_id, pool_id, shard, capacity) VALUES ($1, $2, $3, $4)";
-/// A show's shards (their allocations are JSON text, summed here), then
-/// its held places by pool and channel (`shard` -1), counted at `$2`.
-const SELECT_POOLS: &str = "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), \
-       CAST(sold AS BIGINT), allocated, NULL AS channel \
-     FROM pool_shards WHERE show_id = $1 \
-     UNION ALL SELECT pool_id, -1, 0, CAST(SUM(quantity) AS BIGINT), NULL, channel FROM pool_holds \
-     WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2 GROUP BY pool_id, channel";
 /// A show's shards with what they sold (JSON text), then (`shard` -1) its
 /// held places by pool, channel and ticket type, counted at `$2`.
 const SELECT_POOL_LEDGERS: &str =
-    "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), \
+    "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), CAST(sold AS BIGINT), \
        allocated, sales, NULL AS channel, NULL AS ticket_type \
      FROM pool_shards WHERE show_id = $1 \
-     UNION ALL SELECT pool_id, -1, CAST(SUM(quantity) AS BIGINT), NULL, NULL, channel, ticket_type \
+     UNION ALL SELECT pool_id, -1, CAST(SUM(quantity) AS BIGINT), 0, NULL, NULL, channel, ticket_type \
      FROM pool_holds WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2 \
      GROUP BY pool_id, channel, ticket_type";
 /// A row of [`SELECT_POOL_LEDGERS`].
@@ -77,13 +85,12 @@ type LedgerRow = (
     String,
     i64,
     i64,
+    i64,
     Option<String>,
     Option<String>,
     Option<String>,
     Option<String>,
 );
-/// A row of [`SELECT_POOLS`].
-type PoolRow = (String, i64, i64, i64, Option<String>, Option<String>);
 
 /// A column of JSON text ([`JsonText`]), read back as its value.
 fn json_column<T: serde::de::DeserializeOwned>(
@@ -444,40 +451,11 @@ impl Shows {
         show_id: &ShowId,
         now_us: i64,
     ) -> StoreResult<BTreeMap<PoolId, PoolFigures>> {
-        let rows: Vec<PoolRow> = on_store!(self, query pool => {
-            retry_read(move || async move {
-                sqlx::query_as(SELECT_POOLS)
-                    .bind(show_id.as_str())
-                    .bind(now_us)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-            .await?
-        });
-        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-        let mut pools: BTreeMap<PoolId, PoolFigures> = BTreeMap::new();
-        for (pool_id, shard, capacity, sold, allocated, channel) in rows {
-            let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
-            let figures = pools.entry(pool_id).or_default();
-            if shard < 0 {
-                let channel = channel
-                    .map(|c| parse_column("pool_holds.channel", c.as_str(), ChannelId::parse))
-                    .transpose()?;
-                *figures.held.entry(channel).or_default() += count(sold);
-                continue;
-            }
-            figures.capacity += count(capacity);
-            figures.sold += count(sold);
-            let allocated: JsonText<BTreeMap<ChannelId, u32>> = json_column(
-                "pool_shards.allocated",
-                allocated.as_deref().unwrap_or("{}"),
-            )?;
-            for (channel, places) in allocated.0 {
-                *figures.allocated.entry(channel).or_default() += places;
-            }
-        }
-        Ok(pools)
+        let ledgers = self.pool_ledgers(show_id, now_us).await?;
+        Ok(ledgers
+            .into_iter()
+            .map(|(pool_id, ledger)| (pool_id, PoolFigures::of(&ledger)))
+            .collect())
     }
 
     /// What a report counts of each pool of a show at `now_us` (held places
@@ -500,7 +478,7 @@ impl Shows {
         });
         let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
         let mut pools: BTreeMap<PoolId, PoolLedger> = BTreeMap::new();
-        for (pool_id, shard, places, allocated, sales, channel, ticket_type) in rows {
+        for (pool_id, shard, places, sold, allocated, sales, channel, ticket_type) in rows {
             let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
             let ledger = pools.entry(pool_id).or_default();
             if shard < 0 {
@@ -519,6 +497,7 @@ impl Shows {
                 continue;
             }
             ledger.capacity += count(places);
+            ledger.sold_places += count(sold);
             let allocated: JsonText<BTreeMap<ChannelId, u32>> = json_column(
                 "pool_shards.allocated",
                 allocated.as_deref().unwrap_or("{}"),
