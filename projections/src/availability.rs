@@ -118,4 +118,40 @@ mod tests {
         );
         assert_eq!(row.status_at(at), SeatStatus::Available);
     }
+
+    #[test]
+    fn a_row_says_the_seats_channel_and_what_its_hold_sold_it_as_until_it_is_free() {
+        use domain::ids::{ChannelId, TicketType};
+        use domain::pricing::ItemPrice;
+        let at = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let channel = ChannelId::parse("partner-x").unwrap();
+        let hold_id = HoldId(Uuid::from_u128(1));
+        let mut seat = Seat::default();
+        for event in [
+            SeatEvent::SeatAllocated {
+                channel: channel.clone(),
+            },
+            SeatEvent::HoldPlaced {
+                hold_id,
+                buyer: BuyerId::parse("a").unwrap(),
+                expires_at: at,
+                price: Some(ItemPrice {
+                    category: None,
+                    ticket_type: TicketType::parse("child").unwrap(),
+                    price_cents: 2_500,
+                }),
+            },
+        ] {
+            seat.apply_event(&event);
+        }
+        let (show, seat_id) = (ShowId::parse("s").unwrap(), SeatId::parse("A-1").unwrap());
+        let held = SeatAvailabilityRow::of(&show, &seat_id, 2, &seat);
+        assert_eq!(held.channel, Some(channel.clone()));
+        assert_eq!(held.ticket_type, Some(TicketType::parse("child").unwrap()));
+        assert_eq!(held.price_cents, Some(2_500));
+        seat.apply_event(&SeatEvent::HoldReleased { hold_id });
+        let free = SeatAvailabilityRow::of(&show, &seat_id, 3, &seat);
+        assert_eq!(free.channel, Some(channel), "still the channel's");
+        assert_eq!((free.ticket_type, free.price_cents), (None, None));
+    }
 }

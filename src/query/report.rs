@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use domain::ids::{BookingId, BuyerId, ChannelId, HoldId, PoolId, TicketType};
+use domain::ids::{BookingId, BuyerId, CategoryId, ChannelId, HoldId, PoolId, TicketType};
 use domain::pool::{shard_capacity, shard_stream_id, PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent, SeatState, SeatStatus};
 use projections::pools::PoolLedger;
@@ -186,29 +186,72 @@ impl Tally {
     }
 }
 
-/// A seat's key: its section and category, what it was sold as, its
-/// channel, and its status as the public sees it.
-fn seat_key(
-    entry: &CatalogEntry,
-    ordinal: usize,
+/// What a report needs of one seat at its instant: its status (expiry
+/// applied), its channel, and what its hold or booking sold it as.
+struct SeatFacts<'a> {
     status: SeatStatus,
-    channel: Option<&ChannelId>,
-    ticket_type: Option<&TicketType>,
-) -> Option<Key> {
-    let spec = entry.show.seats.get(ordinal)?;
-    let status = Viewer::Public.sees(status, channel);
-    // A held or booked seat's ticket type; a free one has none.
-    let ticket_type = match status {
-        SeatStatus::Held | SeatStatus::Booked => ticket_type.map(ToString::to_string),
-        SeatStatus::Available | SeatStatus::NotForSale => None,
-    };
-    Some((
-        spec.section.clone(),
-        spec.category.as_ref().map(ToString::to_string),
-        ticket_type,
-        channel.map(ToString::to_string),
-        status,
-    ))
+    channel: Option<&'a ChannelId>,
+    sale: Option<(&'a TicketType, i64)>,
+}
+
+/// The seats, in show order, counted by section and category, ticket type,
+/// channel and the status the public sees. Counted first on borrowed keys
+/// (a section and category by their place in the show), then made rows:
+/// 20,000 seats cost a hash of a few small values each, not a row's
+/// strings (the report of 20,000 seats under 64 writers spent 35 ms
+/// building strings).
+fn tally_seats<'a>(entry: &CatalogEntry, seats: impl Iterator<Item = SeatFacts<'a>>) -> Tally {
+    let mut groups: HashMap<(&str, Option<&CategoryId>), u32> = HashMap::new();
+    let group_of: Vec<u32> = (entry.show.seats.iter())
+        .map(|spec| {
+            let next = groups.len() as u32;
+            *groups
+                .entry((spec.section.as_str(), spec.category.as_ref()))
+                .or_insert(next)
+        })
+        .collect();
+    type Counted<'t> = HashMap<
+        (
+            u32,
+            Option<&'t TicketType>,
+            Option<&'t ChannelId>,
+            SeatStatus,
+        ),
+        (u64, i64),
+    >;
+    let mut counted: Counted<'a> = HashMap::new();
+    for (group, seat) in group_of.iter().zip(seats) {
+        let status = Viewer::Public.sees(seat.status, seat.channel);
+        let (ticket_type, revenue) = match (status, seat.sale) {
+            (SeatStatus::Booked, Some((ticket_type, price))) => (Some(ticket_type), price),
+            (SeatStatus::Held, Some((ticket_type, _))) => (Some(ticket_type), 0),
+            _ => (None, 0),
+        };
+        let row = counted
+            .entry((*group, ticket_type, seat.channel, status))
+            .or_default();
+        row.0 += 1;
+        row.1 += revenue;
+    }
+    let names: HashMap<u32, (&str, Option<&CategoryId>)> = groups
+        .into_iter()
+        .map(|(names, group)| (group, names))
+        .collect();
+    let mut tally = Tally::default();
+    for ((group, ticket_type, channel, status), (count, revenue)) in counted {
+        let Some((section, category)) = names.get(&group) else {
+            continue;
+        };
+        let key = (
+            (*section).to_owned(),
+            category.map(ToString::to_string),
+            ticket_type.map(ToString::to_string),
+            channel.map(ToString::to_string),
+            status,
+        );
+        tally.add(key, count, revenue);
+    }
+    tally
 }
 
 /// The report at `now`, from the read models.
@@ -220,26 +263,12 @@ pub async fn current(
 ) -> Result<Report, StoreError> {
     let mut tally = availability
         .with_rows(shows, entry, |rows| {
-            let mut tally = Tally::default();
-            for (ordinal, row) in rows.iter().enumerate() {
-                let status = row.status_at(now);
-                let sale = row.sale.as_deref();
-                let key = seat_key(
-                    entry,
-                    ordinal,
-                    status,
-                    row.channel(entry),
-                    sale.map(|(t, _)| t),
-                );
-                if let Some(key) = key {
-                    let revenue = match status {
-                        SeatStatus::Booked => sale.map_or(0, |(_, price)| *price),
-                        _ => 0,
-                    };
-                    tally.add(key, 1, revenue);
-                }
-            }
-            tally
+            let seats = rows.iter().map(|row| SeatFacts {
+                status: row.status_at(now),
+                channel: row.channel(entry),
+                sale: row.sale.as_deref().map(|(t, price)| (t, *price)),
+            });
+            tally_seats(entry, seats)
         })
         .await?;
     if !entry.show.pools.is_empty() {
@@ -308,25 +337,12 @@ impl ShowFold {
 
     /// The report as of `at` (the instant folded to).
     pub fn report(&self, entry: &CatalogEntry, at: DateTime<Utc>) -> Report {
-        let mut tally = Tally::default();
-        for (ordinal, seat) in self.seats.iter().enumerate() {
-            let status = seat.status_at(at);
-            let price = seat.price.as_ref();
-            let key = seat_key(
-                entry,
-                ordinal,
-                status,
-                seat.channel.as_ref(),
-                price.map(|p| &p.ticket_type),
-            );
-            if let Some(key) = key {
-                let revenue = match status {
-                    SeatStatus::Booked => price.map_or(0, |p| p.price_cents),
-                    _ => 0,
-                };
-                tally.add(key, 1, revenue);
-            }
-        }
+        let seats = self.seats.iter().map(|seat| SeatFacts {
+            status: seat.status_at(at),
+            channel: seat.channel.as_ref(),
+            sale: (seat.price.as_ref()).map(|p| (&p.ticket_type, p.price_cents)),
+        });
+        let mut tally = tally_seats(entry, seats);
         for (spec, shards) in entry.show.pools.iter().zip(&self.pools) {
             let mut ledger = PoolLedger::default();
             for (index, shard) in (0u32..).zip(shards) {
