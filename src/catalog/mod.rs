@@ -50,6 +50,35 @@ pub struct CatalogEntry {
     pub seat_order: SeatOrder,
     /// Its prices over time, as this instance has read them.
     pub prices: Arc<PriceCell>,
+    /// Each seat's section and category as one number, for reports.
+    pub seat_groups: SeatGroups,
+}
+
+/// The seats' sections and categories, numbered once per show: a report
+/// counts 20,000 seats by a number each rather than by their strings.
+#[derive(Debug, Clone, Default)]
+pub struct SeatGroups {
+    /// By seat ordinal.
+    pub of_seat: Vec<u32>,
+    /// By group: the section and category.
+    pub names: Vec<(String, Option<domain::ids::CategoryId>)>,
+}
+
+impl SeatGroups {
+    fn of(show: &Show) -> Self {
+        let mut numbers: HashMap<(&str, Option<&domain::ids::CategoryId>), u32> = HashMap::new();
+        let mut names = Vec::new();
+        let of_seat = (show.seats.iter())
+            .map(|seat| {
+                let key = (seat.section.as_str(), seat.category.as_ref());
+                *numbers.entry(key).or_insert_with(|| {
+                    names.push((seat.section.clone(), seat.category.clone()));
+                    (names.len() - 1) as u32
+                })
+            })
+            .collect();
+        Self { of_seat, names }
+    }
 }
 
 impl CatalogEntry {
@@ -85,6 +114,7 @@ impl CatalogEntry {
             // Its prices change over time: each answer says those in force.
             false => merged(&definition_json, None).unwrap_or_else(|_| definition_json.clone()),
         };
+        let seat_groups = SeatGroups::of(&show);
         Self {
             prices,
             show,
@@ -92,6 +122,7 @@ impl CatalogEntry {
             definition_json,
             seat_json_prefix,
             seat_order,
+            seat_groups,
         }
     }
 

@@ -151,6 +151,11 @@ impl KeptSeat {
         SeatStatus::at(self.status, self.expires_at_us.and_then(from_micros), now)
     }
 
+    /// The place in the show's list of the channel it is allocated to.
+    pub fn channel_slot(&self) -> Option<usize> {
+        self.channel.map(usize::from)
+    }
+
     /// The channel it is allocated to.
     pub fn channel<'a>(&self, entry: &'a CatalogEntry) -> Option<&'a ChannelId> {
         self.channel.map(|i| {
