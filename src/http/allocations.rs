@@ -30,29 +30,101 @@ pub fn router() -> Router<AppState> {
         .route("/v1/shows/{show_id}/allocations/release", post(release))
 }
 
-/// What moves: seats, or places of a pool; on a release, or everything of
-/// the channel not held or sold through it (`"unsold": true`). Exactly one
-/// of the three.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// What moves, as it is read: every field of the shapes, so that a body
+/// with two of them, or none, is refused naming the rule (the schema is
+/// [`AllocationBody`] and [`ReleaseBody`]).
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct AllocationBody {
-    /// A sales channel the show lists.
-    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+pub(super) struct AllocationFields {
     channel_id: ChannelId,
-    /// 1..=MAX_SEATS_PER_ALLOCATION seats of the show, each once.
-    #[schema(value_type = Option<Vec<String>>, min_items = 1, max_items = 20000)]
     seats: Option<Vec<SeatId>>,
-    /// A pool of the show, with `quantity`.
-    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     pool_id: Option<PoolId>,
-    /// 1..=the pool's capacity places.
-    #[schema(minimum = 1)]
     quantity: Option<u32>,
-    /// (Release only) everything of the channel not held or sold through it.
     unsold: Option<bool>,
 }
 
-impl AllocationBody {
+/// The body of an allocation: seats, or places of a pool.
+#[derive(Debug, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum AllocationBody {
+    Seats(SeatsMove),
+    Pool(PlacesMove),
+}
+
+/// The body of a release: seats, places of a pool, or everything of the
+/// channel not held or sold through it.
+#[derive(Debug, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum ReleaseBody {
+    Seats(SeatsMove),
+    Pool(PlacesMove),
+    Unsold(UnsoldMove),
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct SeatsMove {
+    /// A sales channel the show lists.
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel_id: String,
+    /// 1..=MAX_SEATS_PER_ALLOCATION seats of the show, each once.
+    #[schema(schema_with = seat_list_schema)]
+    seats: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct PlacesMove {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel_id: String,
+    /// A pool of the show.
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    pool_id: String,
+    /// 1..=the pool's capacity places.
+    #[schema(minimum = 1)]
+    quantity: u32,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct UnsoldMove {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel_id: String,
+    /// `true`: everything of the channel not held or sold through it.
+    #[schema(schema_with = true_only)]
+    unsold: bool,
+}
+
+/// Seat ids, 1..=MAX_SEATS_PER_ALLOCATION, each once.
+fn seat_list_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let id = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[A-Za-z0-9_.:-]{1,32}$"))
+        .min_length(Some(1))
+        .max_length(Some(32));
+    ArrayBuilder::new()
+        .items(id)
+        .min_items(Some(1))
+        .max_items(Some(domain::limits::MAX_SEATS_PER_ALLOCATION))
+        .unique_items(true)
+        .build()
+}
+
+/// The boolean `true` alone.
+fn true_only() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::Boolean)
+        .enum_values(Some([true]))
+        .build()
+}
+
+impl AllocationFields {
     fn inventory(self) -> Result<(ChannelId, Inventory), ApiError> {
         let what = match (self.seats, self.pool_id, self.quantity, self.unsold) {
             (Some(seats), None, None, None) => Inventory::Seats(seats),
@@ -102,7 +174,7 @@ pub(super) async fn allocate(
     Admin(_admin): Admin,
     ctx: RequestContext,
     PathParams(show_id): PathParams<String>,
-    JsonBody(body): JsonBody<AllocationBody, MAX_ALLOCATION_BODY_BYTES>,
+    JsonBody(body): JsonBody<AllocationFields, MAX_ALLOCATION_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
     let entry = super::response::show_entry(&state, &show_id).await?;
     let (channel, what) = body.inventory()?;
@@ -117,7 +189,7 @@ pub(super) async fn allocate(
 /// nothing), or everything of it unsold.
 #[utoipa::path(post, path = "/v1/shows/{show_id}/allocations/release", tag = "channels",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
-    request_body = AllocationBody,
+    request_body = ReleaseBody,
     responses((status = 200, description = "The channel's allocation after it", body = ChannelAllocation),
         (status = 409, description = "seat_taken (with `seats`: held or sold through the channel), sold_out (with `available`: the channel's free places)", body = super::response::Problem, content_type = "application/problem+json"),
         (status = 422, description = "unknown_channel, unknown_seat, unknown_pool, validation_failed", body = super::response::Problem, content_type = "application/problem+json"),
@@ -128,7 +200,7 @@ pub(super) async fn release(
     Admin(_admin): Admin,
     ctx: RequestContext,
     PathParams(show_id): PathParams<String>,
-    JsonBody(body): JsonBody<AllocationBody, MAX_ALLOCATION_BODY_BYTES>,
+    JsonBody(body): JsonBody<AllocationFields, MAX_ALLOCATION_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
     let entry = super::response::show_entry(&state, &show_id).await?;
     let (channel, what) = body.inventory()?;

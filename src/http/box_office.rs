@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use domain::ids::{BuyerId, ChannelId, PoolId, ShowId, TicketType};
+use domain::ids::{BuyerId, ChannelId, PoolId, TicketType};
 use domain::limits::MAX_NOTE_CHARS;
 use domain::order::{BoxOfficeSale, OfflinePayment};
 use serde::Deserialize;
@@ -33,31 +33,69 @@ pub fn router() -> Router<AppState> {
     )
 }
 
-/// A sale at the counter: seats (each a seat id or `{"seat_id",
-/// "ticket_type"}`) or `pool_id` with `quantity`, for `buyer`, paid as
-/// `payment`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// A sale at the counter as it is read: every field of both shapes, so
+/// that a body with both, or neither, is refused naming the rule (the
+/// schema is [`BoxOfficeBody`]).
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct BoxOfficeBody {
-    /// 1..=MAX_SEATS_PER_HOLD seats (or `pool_id` and `quantity`).
-    #[schema(schema_with = super::holds::seat_ids_schema)]
+pub(super) struct BoxOfficeFields {
     seats: Option<Vec<SeatEntry>>,
-    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     pool_id: Option<PoolId>,
-    /// 1..=MAX_POOL_HOLD_QUANTITY places of the pool.
-    #[schema(minimum = 1, maximum = 20)]
     quantity: Option<u32>,
-    /// The ticket type of the pool's places (seats name their own).
-    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     ticket_type: Option<TicketType>,
-    /// Sell from this channel's inventory (absent: public sale's).
-    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
     channel: Option<ChannelId>,
-    /// Who the tickets are for (`walk-in-17`): the order's buyer.
-    #[schema(value_type = String, pattern = "^[\\x21-\\x7E]{1,64}$")]
     buyer: BuyerId,
     payment: OfflinePaymentBody,
+    note: Option<String>,
+}
+
+/// A sale at the counter: seats, or places of a pool, for `buyer`, paid as
+/// `payment`.
+#[derive(Debug, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum BoxOfficeBody {
+    Seats(BoxOfficeSeats),
+    Places(BoxOfficePlaces),
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct BoxOfficeSeats {
+    /// 1..=MAX_SEATS_PER_HOLD seats, each a seat id or `{"seat_id",
+    /// "ticket_type"}`.
+    #[schema(schema_with = super::holds::seat_ids_schema)]
+    seats: Vec<serde_json::Value>,
+    /// Sell from this channel's inventory (absent: public sale's).
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel: Option<String>,
+    /// Who the tickets are for (`walk-in-17`): the order's buyer.
+    #[schema(value_type = String, pattern = "^[\\x21-\\x7E]{1,64}$")]
+    buyer: String,
+    payment: OfflinePaymentBody,
     /// The clerk's note, 1..=MAX_NOTE_CHARS characters.
+    #[schema(min_length = 1, max_length = 500)]
+    note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct BoxOfficePlaces {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    pool_id: String,
+    /// 1..=MAX_POOL_HOLD_QUANTITY places of the pool.
+    #[schema(minimum = 1, maximum = 20)]
+    quantity: u32,
+    /// The ticket type of every place (absent: the show's default).
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
+    ticket_type: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    channel: Option<String>,
+    #[schema(value_type = String, pattern = "^[\\x21-\\x7E]{1,64}$")]
+    buyer: String,
+    payment: OfflinePaymentBody,
     #[schema(min_length = 1, max_length = 500)]
     note: Option<String>,
 }
@@ -84,7 +122,7 @@ impl From<OfflinePaymentBody> for OfflinePayment {
     }
 }
 
-impl BoxOfficeBody {
+impl BoxOfficeFields {
     /// What the hold asks for, and from whose inventory at what price.
     fn hold(&mut self) -> Result<(HoldRequest, Sale), ApiError> {
         let request =
@@ -153,9 +191,10 @@ pub(super) async fn book(
     Admin(_admin): Admin,
     ctx: RequestContext,
     PathParams(show_id): PathParams<String>,
-    JsonBody(mut body): JsonBody<BoxOfficeBody>,
+    JsonBody(mut body): JsonBody<BoxOfficeFields>,
 ) -> Result<Response, ApiError> {
-    let show_id = ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
+    let entry = super::response::show_entry(&state, &show_id).await?;
+    let show_id = entry.show.show_id.clone();
     let (request, sale) = body.hold()?;
     let sale_record = BoxOfficeSale {
         sold_by: ctx.actor.id.clone(),

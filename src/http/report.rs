@@ -84,9 +84,9 @@ pub(super) async fn show_report(
     headers: HeaderMap,
     QueryParams(query): QueryParams<AsOfQuery>,
 ) -> Result<Response, ApiError> {
+    let entry = super::response::show_entry(&state, &show_id).await?;
     let now = state.clock.now();
     let as_of = query.instant(now)?;
-    let entry = super::response::show_entry(&state, &show_id).await?;
     let report: Report = match as_of {
         None => report::current(&state.availability, &state.shows, &entry, now).await?,
         Some(at) => ShowFold::at(&state.log, &entry, at)
@@ -123,9 +123,9 @@ pub(super) async fn bookings_export(
     headers: HeaderMap,
     QueryParams(query): QueryParams<AsOfQuery>,
 ) -> Result<Response, ApiError> {
+    let entry = super::response::show_entry(&state, &show_id).await?;
     let now = state.clock.now();
     let at = query.instant(now)?.unwrap_or(now);
-    let entry = super::response::show_entry(&state, &show_id).await?;
     let bookings = ShowFold::at(&state.log, &entry, at).await?.bookings(&entry);
     if wants_csv(&headers) {
         return csv_response(&bookings, &BOOKING_COLUMNS);
