@@ -154,6 +154,25 @@ pub(super) struct AllocationsView {
     channels: Vec<ChannelAllocation>,
 }
 
+/// The show a request names (looked up first: an unknown show is 404
+/// whatever the body), and the channel and inventory its body names.
+async fn named(
+    state: &AppState,
+    show_id: &str,
+    body: AllocationFields,
+) -> Result<
+    (
+        std::sync::Arc<crate::catalog::CatalogEntry>,
+        ChannelId,
+        Inventory,
+    ),
+    ApiError,
+> {
+    let entry = super::response::show_entry(state, show_id).await?;
+    let (channel, what) = body.inventory()?;
+    Ok((entry, channel, what))
+}
+
 fn respond<T: Serialize>(status: StatusCode, view: &T) -> Result<Response, ApiError> {
     let json = serde_json::to_string(view).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(json_response(status, json))
@@ -176,12 +195,9 @@ pub(super) async fn allocate(
     PathParams(show_id): PathParams<String>,
     JsonBody(body): JsonBody<AllocationFields, MAX_ALLOCATION_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
-    let entry = super::response::show_entry(&state, &show_id).await?;
-    let (channel, what) = body.inventory()?;
-    let allocation = state
-        .allocations
-        .allocate(&ctx, &entry, &channel, &what)
-        .await?;
+    let (entry, channel, what) = named(&state, &show_id, body).await?;
+    let allocations = &state.allocations;
+    let allocation = allocations.allocate(&ctx, &entry, &channel, &what).await?;
     respond(StatusCode::CREATED, &allocation)
 }
 
@@ -202,12 +218,9 @@ pub(super) async fn release(
     PathParams(show_id): PathParams<String>,
     JsonBody(body): JsonBody<AllocationFields, MAX_ALLOCATION_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
-    let entry = super::response::show_entry(&state, &show_id).await?;
-    let (channel, what) = body.inventory()?;
-    let allocation = state
-        .allocations
-        .release(&ctx, &entry, &channel, &what)
-        .await?;
+    let (entry, channel, what) = named(&state, &show_id, body).await?;
+    let allocations = &state.allocations;
+    let allocation = allocations.release(&ctx, &entry, &channel, &what).await?;
     respond(StatusCode::OK, &allocation)
 }
 
