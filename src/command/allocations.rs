@@ -137,10 +137,7 @@ impl AllocationService {
                 self.places(ctx, entry, channel, pool, way).await?
             }
             Inventory::Unsold => {
-                let current = self.allocation(entry, channel).await?;
-                let seats = (current.seats.iter())
-                    .filter_map(|s| SeatId::parse(s).ok())
-                    .collect::<Vec<_>>();
+                let seats = self.channel_seats(entry, channel).await?;
                 if !seats.is_empty() {
                     self.seats(ctx, entry, channel, &seats, Way::ReleaseUnsold)
                         .await?;
@@ -162,15 +159,8 @@ impl AllocationService {
         entry: &CatalogEntry,
         channel: &ChannelId,
     ) -> Result<ChannelAllocation, StoreError> {
-        let seats = self
-            .availability
-            .with_rows(&self.shows, entry, |rows| {
-                (entry.show.seats.iter().zip(rows))
-                    .filter(|(_, row)| row.channel(entry) == Some(channel))
-                    .map(|(spec, _)| spec.seat_id.to_string())
-                    .collect()
-            })
-            .await?;
+        let seats = self.channel_seats(entry, channel).await?;
+        let seats = seats.iter().map(ToString::to_string).collect();
         let pools = if entry.show.pools.is_empty() {
             BTreeMap::new()
         } else {
@@ -191,6 +181,23 @@ impl AllocationService {
             seats,
             pools,
         })
+    }
+
+    /// The seats allocated to `channel` (any state), from the availability
+    /// read model.
+    async fn channel_seats(
+        &self,
+        entry: &CatalogEntry,
+        channel: &ChannelId,
+    ) -> Result<Vec<SeatId>, StoreError> {
+        self.availability
+            .with_rows(&self.shows, entry, |rows| {
+                (entry.show.seats.iter().zip(rows))
+                    .filter(|(_, row)| row.channel(entry) == Some(channel))
+                    .map(|(spec, _)| spec.seat_id.clone())
+                    .collect()
+            })
+            .await
     }
 
     async fn seats(

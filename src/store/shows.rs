@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use domain::ids::{ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::seat::SeatStatus;
-use projections::json_text::JsonText;
 use projections::pools::{HeldPlaces, PoolLedger, SoldPlaces};
 
 use super::holds::parse_column;
@@ -92,14 +91,10 @@ type LedgerRow = (
     Option<String>,
 );
 
-/// A column of JSON text ([`JsonText`]), read back as its value.
-fn json_column<T: serde::de::DeserializeOwned>(
-    column: &str,
-    text: &str,
-) -> StoreResult<JsonText<T>> {
-    serde_json::from_str(text)
-        .map(JsonText)
-        .map_err(|e| StoreError::Corrupt(format!("{column} {text:?}: {e}")))
+/// A column of JSON text (a `JsonText` field of its row), read back as
+/// its value.
+fn json_column<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{column} {text:?}: {e}")))
 }
 
 fn parse_status(value: &str) -> StoreResult<SeatStatus> {
@@ -493,18 +488,18 @@ impl Shows {
                         .transpose()?,
                     places: count(places),
                 };
-                ledger.add_rows(Vec::new(), &BTreeMap::new(), [held]);
+                ledger.held.push(held);
                 continue;
             }
             ledger.capacity += count(places);
             ledger.sold_places += count(sold);
-            let allocated: JsonText<BTreeMap<ChannelId, u32>> = json_column(
+            let allocated: BTreeMap<ChannelId, u32> = json_column(
                 "pool_shards.allocated",
                 allocated.as_deref().unwrap_or("{}"),
             )?;
-            let sold: JsonText<Vec<SoldPlaces>> =
+            let sold: Vec<SoldPlaces> =
                 json_column("pool_shards.sales", sales.as_deref().unwrap_or("[]"))?;
-            ledger.add_rows(sold.0, &allocated.0, []);
+            ledger.add_rows(sold, &allocated, []);
         }
         Ok(pools)
     }
