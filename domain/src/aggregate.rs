@@ -146,6 +146,7 @@ mod tests {
             buyer: buyer("alice"),
             expires_at: t(480),
             price: None,
+            line: false,
         };
         TestFramework::<Seat>::with(())
             .given(vec![placed.clone()])
@@ -163,6 +164,7 @@ mod tests {
                     expires_at: t(960),
                     price: None,
                     channel: None,
+                    line: crate::seat::Line::None,
                 },
                 now: t(5),
             })

@@ -393,3 +393,29 @@ mod tests {
         assert_eq!(parse_seat_stream_id(&stream), Some((show, seat)));
     }
 }
+
+/// A buyer's entry in a show's waiting list. Its UUID is also the id of
+/// the hold the list offers it ([`EntryId::offer_hold`]): an entry is
+/// offered once, so the offer's hold id is fixed by the entry, on every
+/// instance that might make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EntryId(pub Uuid);
+
+impl EntryId {
+    /// A new entry id (time-ordered, like a hold's: [`HoldId::random`]).
+    pub fn random() -> Self {
+        Self(HoldId::random().0)
+    }
+
+    /// The hold this entry is offered as.
+    pub fn offer_hold(&self) -> HoldId {
+        HoldId(self.0)
+    }
+}
+
+impl std::fmt::Display for EntryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}

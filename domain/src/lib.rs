@@ -18,6 +18,8 @@
 //! - [`pool`]: general-admission pool shards and their conditional decrement.
 //! - [`waiting_room`]: the waiting room of an onsale: queue numbers, the
 //!   admission schedule, the room's stream and a buyer's queue entry.
+//! - [`waitlist`]: the Waitlist stream: a show's waiting list for freed
+//!   inventory, its offers and what it passes on to sale.
 //! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
 //!   events, errors and the pure `decide` function.
 //!
@@ -39,6 +41,7 @@ pub mod seat;
 pub mod show;
 pub mod venue;
 pub mod waiting_room;
+pub mod waitlist;
 
 /// The version written beside every event we emit. Events are forever: a
 /// change of an event's shape gets a new version and an upcaster, never an

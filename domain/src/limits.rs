@@ -142,3 +142,19 @@ pub const MAX_HOLDS_PER_ORDER: usize = 20;
 
 /// Lines one order may have: twenty holds of at most fifty seats each.
 pub const MAX_LINES_PER_ORDER: usize = MAX_HOLDS_PER_ORDER * MAX_SEATS_PER_HOLD;
+
+/// How long a waiting list's offer lasts (`waitlist.offer_seconds`):
+/// a minute at least (a buyer must be told and reach the checkout), a day
+/// at most (a returned seat must not sit unsold through a whole onsale).
+pub const MIN_OFFER_SECONDS: u32 = 60;
+pub const MAX_OFFER_SECONDS: u32 = 86_400;
+
+/// Units one waiting-list entry asks for: as many as best available
+/// chooses side by side (a party), and the offer is one hold.
+pub const MAX_WAITLIST_QUANTITY: u32 = 10;
+
+/// Entries one show's waiting list takes (every entry ever joined counts,
+/// left ones too): the list is one stream, kept in memory and folded to
+/// answer each buyer's place, so its length is bounded; a hundred
+/// thousand is more buyers than any sold-out show has seats to return.
+pub const MAX_WAITLIST_ENTRIES: usize = 100_000;

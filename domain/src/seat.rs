@@ -81,6 +81,11 @@ pub struct SeatHold {
     /// The `expires_at` the hold was placed with (extensions never move it):
     /// what the extension cap is measured from ([`extension_cap`]).
     pub placed_expires_at: DateTime<Utc>,
+    /// Its end (release, expiry, cancellation of its booking) returns the
+    /// seat to the show's waiting list ([`SeatState::Returned`]) rather
+    /// than to sale.
+    #[serde(default)]
+    pub line: bool,
 }
 
 impl SeatHold {
@@ -102,7 +107,38 @@ pub enum SeatState {
         hold_id: HoldId,
         booking_id: BookingId,
         buyer: BuyerId,
+        /// Its cancellation returns the seat to the waiting list.
+        #[serde(default)]
+        line: bool,
     },
+    /// Freed on a show with a waiting list: owed to the line until the line
+    /// offers it to an entry (a hold placed with [`Line::Offer`]) or passes
+    /// it on to sale ([`SeatEvent::SeatPassed`]). A buyer's hold is refused
+    /// it; a reader sees it held.
+    Returned,
+}
+
+/// How a hold meets the show's waiting list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Line {
+    /// The show keeps none, or the hold is a sales channel's (whose freed
+    /// seats stay the channel's): a freed seat is for sale at once.
+    #[default]
+    None,
+    /// A buyer's hold on a show with a waiting list: it may not take a seat
+    /// owed to the line (returned, or held by a line hold that has expired
+    /// and whose expiry is not yet judged), and its end returns the seat.
+    Buyer,
+    /// The line's offer to its entry: it takes a seat owed to the line; its
+    /// end returns the seat again (to the next entry).
+    Offer,
+}
+
+impl Line {
+    /// Whether a hold so placed returns its seat to the line when it ends.
+    pub fn returns(self) -> bool {
+        self != Line::None
+    }
 }
 
 /// What a reader sees at an instant.
@@ -158,21 +194,38 @@ pub struct Seat {
 }
 
 impl Seat {
-    /// The status the stream records, before expiry is applied.
+    /// The status the stream records, before expiry is applied. A seat
+    /// owed to the waiting list reads held: it is not for sale.
     pub fn recorded_status(&self) -> SeatStatus {
         match &self.state {
             SeatState::Available => SeatStatus::Available,
-            SeatState::Held(_) => SeatStatus::Held,
+            SeatState::Held(_) | SeatState::Returned => SeatStatus::Held,
             SeatState::Booked { .. } => SeatStatus::Booked,
         }
     }
 
-    pub fn status_at(&self, now: DateTime<Utc>) -> SeatStatus {
-        let expires_at = match &self.state {
-            SeatState::Held(hold) => Some(hold.expires_at),
+    /// When the seat frees by itself at read time: its hold's `expires_at`,
+    /// unless the hold's end returns the seat to the waiting list (then the
+    /// seat reads held past it, until the line judges it).
+    pub fn frees_at(&self) -> Option<DateTime<Utc>> {
+        match &self.state {
+            SeatState::Held(hold) if !hold.line => Some(hold.expires_at),
             _ => None,
-        };
-        SeatStatus::at(self.recorded_status(), expires_at, now)
+        }
+    }
+
+    pub fn status_at(&self, now: DateTime<Utc>) -> SeatStatus {
+        SeatStatus::at(self.recorded_status(), self.frees_at(), now)
+    }
+
+    /// Whether the seat is owed to the waiting list at `now`: returned, or
+    /// held by a line hold that has expired.
+    pub fn is_owed_to_line(&self, now: DateTime<Utc>) -> bool {
+        match &self.state {
+            SeatState::Returned => true,
+            SeatState::Held(hold) => hold.line && !hold.is_active_at(now),
+            _ => false,
+        }
     }
 
     /// The hold that holds this seat at `now`, if any.
@@ -194,12 +247,17 @@ pub enum SeatCommand {
         expires_at: DateTime<Utc>,
         price: Option<ItemPrice>,
         channel: Option<ChannelId>,
+        line: Line,
     },
     /// Move the seat, free now, to `channel`: off public sale.
     Allocate { channel: ChannelId },
     /// Give the seat back to public sale from `channel`, unless it is held
-    /// or booked through the channel.
-    Deallocate { channel: ChannelId },
+    /// or booked through the channel; on a show with a waiting list
+    /// (`line`), to the line first.
+    Deallocate { channel: ChannelId, line: bool },
+    /// The waiting list wants the seat it is owed no more (no entry it
+    /// satisfies): back to sale. Nothing on a seat not owed to the line.
+    Pass,
     /// The buyer gives the seat back.
     ReleaseHold { hold_id: HoldId },
     /// Record that the hold has expired (the sweeper, or a release after expiry).
@@ -231,6 +289,9 @@ pub enum SeatEvent {
         /// events recorded before prices were: the show's seat price).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         price: Option<ItemPrice>,
+        /// Its end returns the seat to the show's waiting list.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        line: bool,
     },
     HoldReleased {
         hold_id: HoldId,
@@ -255,7 +316,12 @@ pub enum SeatEvent {
     },
     SeatDeallocated {
         channel: ChannelId,
+        /// Given back to the show's waiting list first.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        line: bool,
     },
+    /// Owed to the waiting list, which wanted it not: for sale again.
+    SeatPassed,
 }
 
 event_names!(SeatEvent {
@@ -267,6 +333,7 @@ event_names!(SeatEvent {
     HoldExtended => "HoldExtended",
     SeatAllocated => "SeatAllocated",
     SeatDeallocated => "SeatDeallocated",
+    SeatPassed => "SeatPassed",
 });
 
 /// Why a seat refuses a command. Compared by value in tests; mapped to an
@@ -307,14 +374,23 @@ pub fn decide(
             expires_at,
             price,
             channel,
+            line,
         } => {
             if seat.channel != *channel && !is_retry(seat, *hold_id, now) {
                 return Err(SeatError::NotForSale);
             }
-            place_hold(seat, *hold_id, buyer, *expires_at, price.as_ref(), now)
+            let placing = Placing {
+                hold_id: *hold_id,
+                buyer,
+                expires_at: *expires_at,
+                price: price.as_ref(),
+                line: *line,
+            };
+            place_hold(seat, &placing, now)
         }
         SeatCommand::Allocate { channel } => allocate(seat, channel, now),
-        SeatCommand::Deallocate { channel } => deallocate(seat, channel, now),
+        SeatCommand::Deallocate { channel, line } => deallocate(seat, channel, *line, now),
+        SeatCommand::Pass => Ok(pass(seat, now)),
         SeatCommand::ReleaseHold { hold_id } => release_hold(seat, *hold_id, now),
         SeatCommand::ExpireHold { hold_id } => Ok(expire_hold(seat, *hold_id, now)),
         SeatCommand::ConvertHold {
@@ -359,6 +435,7 @@ fn allocate(
 fn deallocate(
     seat: &Seat,
     channel: &ChannelId,
+    line: bool,
     now: DateTime<Utc>,
 ) -> Result<Vec<SeatEvent>, SeatError> {
     if seat.channel.as_ref() != Some(channel) {
@@ -367,13 +444,33 @@ fn deallocate(
     let mut events = free_at(seat, now)?;
     events.push(SeatEvent::SeatDeallocated {
         channel: channel.clone(),
+        line,
     });
     Ok(events)
 }
 
+/// The line passes on a seat it is owed (its expiry recorded first, if a
+/// line hold's): for sale again. Nothing on any other seat.
+fn pass(seat: &Seat, now: DateTime<Utc>) -> Vec<SeatEvent> {
+    match &seat.state {
+        SeatState::Returned => vec![SeatEvent::SeatPassed],
+        SeatState::Held(hold) if seat.is_owed_to_line(now) => vec![
+            SeatEvent::HoldExpired {
+                hold_id: hold.hold_id,
+            },
+            SeatEvent::SeatPassed,
+        ],
+        _ => vec![],
+    }
+}
+
 /// What makes the seat free at `now`: nothing, or the expiry of a hold past
-/// its `expires_at`; a seat held or booked is not free.
+/// its `expires_at`; a seat held or booked is not free, nor one owed to the
+/// waiting list (the line decides where it goes).
 fn free_at(seat: &Seat, now: DateTime<Utc>) -> Result<Vec<SeatEvent>, SeatError> {
+    if seat.is_owed_to_line(now) {
+        return Err(SeatError::HeldByAnother);
+    }
     match &seat.state {
         SeatState::Available => Ok(vec![]),
         SeatState::Held(hold) if hold.is_active_at(now) => Err(SeatError::HeldByAnother),
@@ -381,19 +478,34 @@ fn free_at(seat: &Seat, now: DateTime<Utc>) -> Result<Vec<SeatEvent>, SeatError>
             hold_id: expired.hold_id,
         }]),
         SeatState::Booked { .. } => Err(SeatError::Booked),
+        SeatState::Returned => Err(SeatError::HeldByAnother),
     }
 }
 
+/// A hold as [`SeatCommand::PlaceHold`] asks for it.
+struct Placing<'a> {
+    hold_id: HoldId,
+    buyer: &'a BuyerId,
+    expires_at: DateTime<Utc>,
+    price: Option<&'a ItemPrice>,
+    line: Line,
+}
+
 /// Holds an available seat, or one whose last hold has expired (that
-/// expiry is recorded first).
+/// expiry is recorded first). A seat owed to the waiting list is taken by
+/// the line's offer alone.
 fn place_hold(
     seat: &Seat,
-    hold_id: HoldId,
-    buyer: &BuyerId,
-    expires_at: DateTime<Utc>,
-    price: Option<&ItemPrice>,
+    placing: &Placing<'_>,
     now: DateTime<Utc>,
 ) -> Result<Vec<SeatEvent>, SeatError> {
+    let Placing {
+        hold_id,
+        buyer,
+        expires_at,
+        price,
+        line,
+    } = *placing;
     if expires_at <= now {
         return Err(SeatError::ExpiryNotInFuture);
     }
@@ -402,9 +514,13 @@ fn place_hold(
         buyer: buyer.clone(),
         expires_at,
         price: price.cloned(),
+        line: line.returns(),
     };
+    if seat.is_owed_to_line(now) && line != Line::Offer {
+        return Err(SeatError::HeldByAnother);
+    }
     match &seat.state {
-        SeatState::Available => Ok(vec![placed]),
+        SeatState::Available | SeatState::Returned => Ok(vec![placed]),
         // The same hold asking again (a retried request): nothing to do.
         SeatState::Held(current) if current.hold_id == hold_id && current.is_active_at(now) => {
             Ok(vec![])
@@ -535,6 +651,7 @@ impl Seat {
                 buyer,
                 expires_at,
                 price,
+                line,
             } => {
                 self.price = price.clone();
                 self.state = SeatState::Held(SeatHold {
@@ -542,6 +659,7 @@ impl Seat {
                     buyer: buyer.clone(),
                     expires_at: *expires_at,
                     placed_expires_at: *expires_at,
+                    line: *line,
                 });
             }
             SeatEvent::HoldExtended {
@@ -555,8 +673,11 @@ impl Seat {
                 }
             }
             SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
-                if matches!(&self.state, SeatState::Held(h) if h.hold_id == *hold_id) {
-                    self.state = SeatState::Available;
+                if let SeatState::Held(h) = &self.state {
+                    if h.hold_id != *hold_id {
+                        return;
+                    }
+                    self.state = freed(h.line);
                     self.price = None;
                 }
             }
@@ -570,20 +691,47 @@ impl Seat {
                             hold_id: *hold_id,
                             booking_id: *booking_id,
                             buyer: hold.buyer.clone(),
+                            line: hold.line,
                         };
                     }
                 }
             }
             SeatEvent::BookingCancelled { booking_id } => {
-                if matches!(&self.state, SeatState::Booked { booking_id: b, .. } if b == booking_id)
+                if let SeatState::Booked {
+                    booking_id: b,
+                    line,
+                    ..
+                } = &self.state
                 {
-                    self.state = SeatState::Available;
-                    self.price = None;
+                    if b == booking_id {
+                        self.state = freed(*line);
+                        self.price = None;
+                    }
                 }
             }
             SeatEvent::SeatAllocated { channel } => self.channel = Some(channel.clone()),
-            SeatEvent::SeatDeallocated { .. } => self.channel = None,
+            SeatEvent::SeatDeallocated { line, .. } => {
+                self.channel = None;
+                if *line && self.state == SeatState::Available {
+                    self.state = SeatState::Returned;
+                }
+            }
+            SeatEvent::SeatPassed => {
+                if self.state == SeatState::Returned {
+                    self.state = SeatState::Available;
+                }
+            }
         }
+    }
+}
+
+/// What a seat is once its hold or booking ends: owed to the waiting list
+/// if the hold was placed so, else free.
+fn freed(line: bool) -> SeatState {
+    if line {
+        SeatState::Returned
+    } else {
+        SeatState::Available
     }
 }
 
@@ -634,6 +782,7 @@ pub(crate) mod tests {
             buyer: buyer(who),
             expires_at: t(until),
             price: None,
+            line: false,
         }
     }
     fn place(n: u128, who: &str, until: i64) -> SeatCommand {
@@ -643,6 +792,7 @@ pub(crate) mod tests {
             expires_at: t(until),
             price: None,
             channel: None,
+            line: Line::None,
         }
     }
 
@@ -653,6 +803,114 @@ pub(crate) mod tests {
             seat.apply_event(e);
         }
         seat
+    }
+
+    mod waiting_list {
+        use super::*;
+
+        fn place_as(n: u128, who: &str, until: i64, line: Line) -> SeatCommand {
+            SeatCommand::PlaceHold {
+                hold_id: hold(n),
+                buyer: buyer(who),
+                expires_at: t(until),
+                price: None,
+                channel: None,
+                line,
+            }
+        }
+
+        fn held_on_line(n: u128, until: i64) -> Seat {
+            let mut seat = given(&[]);
+            for event in decide(&seat, &place_as(n, "alice", until, Line::Buyer), t(0)).unwrap() {
+                seat.apply_event(&event);
+            }
+            seat
+        }
+
+        fn after(mut seat: Seat, events: Vec<SeatEvent>) -> Seat {
+            for event in &events {
+                seat.apply_event(event);
+            }
+            seat
+        }
+
+        #[test]
+        fn a_released_line_hold_owes_the_seat_to_the_line_and_a_buyer_is_refused_it() {
+            let held = held_on_line(1, 480);
+            let released = after(
+                held.clone(),
+                decide(&held, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(10)).unwrap(),
+            );
+            assert_eq!(released.state, SeatState::Returned);
+            assert_eq!(released.status_at(t(10)), SeatStatus::Held);
+            let bob = place_as(2, "bob", 900, Line::Buyer);
+            assert_eq!(decide(&released, &bob, t(11)), Err(SeatError::HeldByAnother));
+            let offer = place_as(3, "carol", 900, Line::Offer);
+            assert!(matches!(
+                decide(&released, &offer, t(11)).as_deref(),
+                Ok([SeatEvent::HoldPlaced { line: true, .. }])
+            ));
+        }
+
+        #[test]
+        fn at_the_instant_a_line_hold_expires_the_seat_is_owed_to_the_line_not_for_sale() {
+            let held = held_on_line(1, 480);
+            assert_eq!(held.status_at(t(480)), SeatStatus::Held, "read time");
+            assert!(held.is_owed_to_line(t(480)));
+            let bob = place_as(2, "bob", 900, Line::Buyer);
+            assert_eq!(decide(&held, &bob, t(480)), Err(SeatError::HeldByAnother));
+            let allocate = SeatCommand::Allocate {
+                channel: ChannelId::parse("partner-x").unwrap(),
+            };
+            assert_eq!(decide(&held, &allocate, t(480)), Err(SeatError::HeldByAnother));
+            let offer = place_as(3, "carol", 900, Line::Offer);
+            assert_eq!(
+                decide(&held, &offer, t(480)).unwrap()[0],
+                SeatEvent::HoldExpired { hold_id: hold(1) }
+            );
+        }
+
+        #[test]
+        fn a_passed_seat_is_for_sale_again_and_a_hold_without_a_line_frees_it_at_once() {
+            let held = held_on_line(1, 480);
+            let passed = after(held.clone(), decide(&held, &SeatCommand::Pass, t(480)).unwrap());
+            assert_eq!(passed.state, SeatState::Available);
+            assert_eq!(decide(&passed, &SeatCommand::Pass, t(481)), Ok(vec![]));
+            let bob = place_as(2, "bob", 900, Line::Buyer);
+            assert!(decide(&passed, &bob, t(481)).is_ok());
+            assert_eq!(decide(&held, &SeatCommand::Pass, t(10)), Ok(vec![]), "still held");
+            let mut plain = given(&[]);
+            for event in decide(&plain, &place_as(1, "alice", 480, Line::None), t(0)).unwrap() {
+                plain.apply_event(&event);
+            }
+            assert_eq!(plain.status_at(t(480)), SeatStatus::Available);
+            assert!(decide(&plain, &bob, t(480)).is_ok());
+        }
+
+        #[test]
+        fn a_cancelled_line_booking_and_a_channel_give_back_owe_the_seat_to_the_line() {
+            let held = held_on_line(1, 480);
+            let convert = SeatCommand::ConvertHold {
+                hold_id: hold(1),
+                booking_id: BookingId(uuid::Uuid::from_u128(9)),
+            };
+            let booked = after(held.clone(), decide(&held, &convert, t(10)).unwrap());
+            let cancel = SeatCommand::CancelBooking {
+                booking_id: BookingId(uuid::Uuid::from_u128(9)),
+            };
+            let cancelled = after(booked.clone(), decide(&booked, &cancel, t(20)).unwrap());
+            assert_eq!(cancelled.state, SeatState::Returned);
+            let channel = ChannelId::parse("partner-x").unwrap();
+            let allocated = given(&[SeatEvent::SeatAllocated {
+                channel: channel.clone(),
+            }]);
+            let back = SeatCommand::Deallocate {
+                channel,
+                line: true,
+            };
+            let given_back = after(allocated.clone(), decide(&allocated, &back, t(0)).unwrap());
+            assert_eq!((given_back.state, given_back.channel), (SeatState::Returned, None));
+        }
     }
 
     mod channels {
@@ -685,6 +943,7 @@ pub(crate) mod tests {
                 expires_at,
                 price,
                 channel: name.map(channel),
+                line: Line::None,
             }
         }
 
@@ -757,12 +1016,14 @@ pub(crate) mod tests {
         fn it_should_give_back_a_free_seat_but_not_one_sold_through_the_channel() {
             let back = SeatCommand::Deallocate {
                 channel: channel("partner-x"),
+                line: false,
             };
             let seat = given(&[allocated("partner-x")]);
             assert_eq!(
                 decide(&seat, &back, t(0)),
                 Ok(vec![SeatEvent::SeatDeallocated {
-                    channel: channel("partner-x")
+                    channel: channel("partner-x"),
+                    line: false,
                 }])
             );
             let mut held = seat.clone();
@@ -783,6 +1044,7 @@ pub(crate) mod tests {
             let mut returned = seat;
             returned.apply_event(&SeatEvent::SeatDeallocated {
                 channel: channel("partner-x"),
+                line: false,
             });
             assert!(
                 decide(&returned, &place_from(2, None), t(0)).is_ok(),

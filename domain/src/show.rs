@@ -17,6 +17,7 @@ use crate::money::{Currency, MoneyError};
 use crate::pricing::{PriceError, Pricing};
 use crate::venue::{categories_in_use, Area, Chart, Position};
 use crate::waiting_room::{RoomSettingsError, WaitingRoomSettings};
+use crate::waitlist::{WaitlistSettings, WaitlistSettingsError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeatSpec {
@@ -100,6 +101,8 @@ pub enum ShowError {
     Money { field: String, error: MoneyError },
     #[error(transparent)]
     WaitingRoom(#[from] RoomSettingsError),
+    #[error(transparent)]
+    Waitlist(#[from] WaitlistSettingsError),
     #[error("{field}: at most {max}")]
     TooMany { field: String, max: usize },
     #[error("{field} must be a colour #rrggbb")]
@@ -153,6 +156,10 @@ pub struct Show {
     /// The sales channels inventory may be allocated to. Set with
     /// [`Show::with_channels`].
     pub channels: Vec<ChannelSpec>,
+    /// The waiting list freed inventory is offered to first. Set with
+    /// [`Show::with_waitlist`]; like everything else of a show, fixed once
+    /// created (every hold of the show is placed knowing it).
+    pub waitlist: Option<WaitlistSettings>,
     seat_index: HashMap<SeatId, usize>,
 }
 
@@ -292,6 +299,7 @@ impl Show {
             pricing: Pricing::default(),
             buyer_cancellation_until: None,
             channels: Vec::new(),
+            waitlist: None,
             seat_index,
         })
     }
@@ -343,6 +351,25 @@ impl Show {
     /// The categories some seat or pool of the show is in.
     pub fn categories_in_use(&self) -> std::collections::HashSet<CategoryId> {
         categories_in_use(&self.seats, &self.pools)
+    }
+
+    /// The waiting list freed inventory goes to first, its settings in range.
+    pub fn with_waitlist(mut self, waitlist: Option<WaitlistSettings>) -> Result<Self, ShowError> {
+        if let Some(waitlist) = &waitlist {
+            waitlist.check()?;
+        }
+        self.waitlist = waitlist;
+        Ok(self)
+    }
+
+    /// How a hold from `channel` (`None`: public sale) meets the show's
+    /// waiting list: a channel's freed seats stay the channel's.
+    pub fn line_for(&self, channel: Option<&crate::ids::ChannelId>) -> crate::seat::Line {
+        if self.waitlist.is_some() && channel.is_none() {
+            crate::seat::Line::Buyer
+        } else {
+            crate::seat::Line::None
+        }
     }
 
     /// The waiting room the sale opens through, its settings in range.
