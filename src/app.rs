@@ -38,6 +38,8 @@ use crate::workers::recovery::Recovery;
 use crate::workers::runner::every;
 use crate::workers::sweeper::Sweeper;
 use crate::workers::waiting_room::WaitingRoomKeeper;
+use crate::workers::waitlist::WaitlistJudge;
+use crate::command::waitlist::WaitlistService;
 use domain::money::Currency;
 
 /// Pending connections the kernel queues before we accept them. An onsale
@@ -56,6 +58,8 @@ pub struct Workers {
     pub webhooks: Option<Duration>,
     /// The room keeper of waiting rooms (`workers::room`).
     pub waiting_rooms: Option<Duration>,
+    /// The waiting lists' judge (`workers::waitlist`).
+    pub waitlists: Option<Duration>,
 }
 
 impl Workers {
@@ -65,6 +69,7 @@ impl Workers {
         sweeper: None,
         webhooks: None,
         waiting_rooms: None,
+        waitlists: None,
     };
 }
 
@@ -114,6 +119,7 @@ pub struct Application {
     projector: Projector,
     sweeper: Sweeper,
     waiting_rooms: WaitingRoomKeeper,
+    waitlists: WaitlistJudge,
     webhooks: Webhooks,
     workers: Workers,
     shutdown_grace: Duration,
@@ -132,6 +138,7 @@ struct Wings {
     allocations: Arc<AllocationService>,
     checkout: Arc<CheckoutService>,
     prices: Arc<PriceService>,
+    waitlists: Arc<WaitlistService>,
     /// Stripe, when the service pays through it.
     stripe: Option<Arc<Stripe>>,
 }
@@ -167,6 +174,14 @@ impl Wings {
             waiting_rooms.clone(),
         ));
         let prices = Arc::new(PriceService::new(catalog.clone(), rounds.clone()));
+        let waitlists = Arc::new(WaitlistService::new(
+            catalog.clone(),
+            rounds.clone(),
+            holds.clone(),
+            store.shows(),
+            availability.clone(),
+            clock.clone(),
+        ));
         let allocations = Arc::new(AllocationService::new(
             rounds.clone(),
             availability.clone(),
@@ -194,6 +209,7 @@ impl Wings {
             allocations,
             checkout,
             prices,
+            waitlists,
             stripe,
         })
     }
@@ -246,6 +262,12 @@ impl Wings {
             allocations: self.allocations,
             checkout: self.checkout,
             prices: self.prices,
+            waitlists: self.waitlists,
+            lines: Arc::new(crate::query::waitlist::LineBook::new(
+                store.log(),
+                store.holds(),
+                clock.clone(),
+            )),
             projector,
             availability: self.availability,
             webhooks: endpoints,
@@ -369,6 +391,7 @@ impl Application {
             wings.waiting_rooms.clone(),
             clock.clone(),
         );
+        let waitlists = WaitlistJudge::new(store.shows(), wings.waitlists.clone(), clock.clone());
         let webhooks = wings.webhooks(&store, &settings, &clock)?;
         finish_previous_run(&projector, &recovery).await?;
         let state = wings.services(&store, &settings, clock, projector.clone());
@@ -389,6 +412,7 @@ impl Application {
             projector,
             sweeper,
             waiting_rooms,
+            waitlists,
             webhooks,
             workers: settings.workers,
             shutdown_grace: settings.shutdown_grace,
@@ -431,6 +455,10 @@ impl Application {
         &self.waiting_rooms
     }
 
+    pub fn waitlists(&self) -> &WaitlistJudge {
+        &self.waitlists
+    }
+
     pub fn webhooks(&self) -> &Webhooks {
         &self.webhooks
     }
@@ -471,6 +499,13 @@ impl Application {
             workers.spawn(every("rooms", interval, stopped(), move || {
                 let rooms = rooms.clone();
                 async move { rooms.run_once().await }
+            }));
+        }
+        if let Some(interval) = self.workers.waitlists {
+            let judge = self.waitlists.clone();
+            workers.spawn(every("waitlists", interval, stopped(), move || {
+                let judge = judge.clone();
+                async move { judge.run_once().await }
             }));
         }
         // Live availability: runs until the shutdown signal closes it.

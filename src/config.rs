@@ -125,6 +125,12 @@ pub struct ServeArgs {
           default_value_t = crate::workers::waiting_room::DEFAULT_ROOM_INTERVAL.as_millis() as u64,
           value_parser = interval_parser(100, 60_000))]
     pub room_interval_ms: u64,
+    /// Milliseconds between passes of the waiting lists' judge (offers of
+    /// freed seats, the rest back on sale; 0: off; else 100..=60000).
+    #[arg(long, env = "BOOKING_WAITLIST_INTERVAL_MS",
+          default_value_t = crate::workers::waitlist::DEFAULT_WAITLIST_INTERVAL.as_millis() as u64,
+          value_parser = interval_parser(100, 60_000))]
+    pub waitlist_interval_ms: u64,
     /// Seconds a connection may take to send a full request head (1..=300).
     #[arg(long, env = "BOOKING_HEADER_TIMEOUT_SECONDS", default_value_t = crate::edge::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=MAX_HEADER_TIMEOUT_SECONDS))]

@@ -89,6 +89,7 @@ fn settings_from(args: ServeArgs) -> anyhow::Result<Settings> {
             sweeper: nonzero(Duration::from_secs(args.sweeper_interval_seconds)),
             webhooks: nonzero(Duration::from_millis(args.webhook_interval_ms)),
             waiting_rooms: nonzero(Duration::from_millis(args.room_interval_ms)),
+            waitlists: nonzero(Duration::from_millis(args.waitlist_interval_ms)),
         },
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         edge: EdgeSettings {

@@ -205,6 +205,7 @@ async fn start_paying(
             sweeper: Some(booking::workers::sweeper::DEFAULT_SWEEP_INTERVAL),
             webhooks: Some(booking::webhooks::DEFAULT_INTERVAL),
             waiting_rooms: Some(booking::workers::waiting_room::DEFAULT_ROOM_INTERVAL),
+            waitlists: Some(booking::workers::waitlist::DEFAULT_WAITLIST_INTERVAL),
         },
         shutdown_grace: booking::app::DEFAULT_SHUTDOWN_GRACE,
         edge: booking::edge::EdgeSettings {

@@ -58,16 +58,21 @@ impl SeatAvailabilityRow {
         }
         match &seat.state {
             SeatState::Available => {}
+            // Owed to the waiting list: held (by the line), no hold's.
+            SeatState::Returned => row.status = SeatStatus::Held,
             SeatState::Held(hold) => {
                 row.status = SeatStatus::Held;
                 row.hold_id = Some(hold.hold_id);
                 row.buyer = Some(hold.buyer.clone());
-                row.expires_at_us = Some(to_micros(hold.expires_at));
+                // A line hold's seat does not free by itself at read time:
+                // the line judges it once the hold has expired.
+                row.expires_at_us = seat.frees_at().map(to_micros);
             }
             SeatState::Booked {
                 hold_id,
                 booking_id,
                 buyer,
+                ..
             } => {
                 row.status = SeatStatus::Booked;
                 row.hold_id = Some(*hold_id);

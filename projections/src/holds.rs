@@ -315,6 +315,7 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             buyer,
             expires_at,
             price,
+            ..
         } => HoldChange::Placed {
             hold: Box::new(held(
                 *hold_id,
@@ -344,7 +345,8 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
         },
         SeatEvent::BookingCancelled { .. }
         | SeatEvent::SeatAllocated { .. }
-        | SeatEvent::SeatDeallocated { .. } => return None,
+        | SeatEvent::SeatDeallocated { .. }
+        | SeatEvent::SeatPassed => return None,
         SeatEvent::HoldExtended {
             hold_id,
             expires_at,

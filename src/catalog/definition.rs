@@ -11,6 +11,7 @@ use domain::pricing::{PriceTable, Pricing, TicketTypeSpec};
 use domain::show::{ChannelSpec, PoolSpec, SeatSpec, Show, ShowError};
 use domain::venue::{Area, CategorySpec, Chart, Position, SectionSpec, Stage, Venue};
 use domain::waiting_room::WaitingRoomSettings;
+use domain::waitlist::WaitlistSettings;
 use serde::{Deserialize, Serialize};
 
 /// A show definition as it travels: the body of `PUT /v1/shows/{id}`, and
@@ -83,6 +84,20 @@ pub struct ShowDefinition {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(max_items = 32)]
     pub channels: Vec<ChannelDefinition>,
+    /// Keep a waiting list: seats that free (released, expired, cancelled,
+    /// given back) are offered to its entries in turn before anyone else
+    /// may hold them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waitlist: Option<WaitlistDefinition>,
+}
+
+/// A show's waiting list.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitlistDefinition {
+    /// How long an offer's hold lasts: MIN_OFFER_SECONDS..=MAX_OFFER_SECONDS.
+    #[schema(minimum = 60, maximum = 86400)]
+    pub offer_seconds: u32,
 }
 
 /// A sales channel of a show.
@@ -240,6 +255,7 @@ pub struct ShowView {
     prices: Vec<PriceDefinition>,
     buyer_cancellation_until: Option<DateTime<Utc>>,
     channels: Vec<ChannelDefinition>,
+    waitlist: Option<WaitlistDefinition>,
 }
 
 /// A venue as `PUT` and `GET /v1/venues/{id}` answer it: the definition
@@ -383,7 +399,10 @@ impl ShowDefinition {
         .with_waiting_room(self.waiting_room.map(|w| w.settings()))?
         .with_pricing(self.venue_id.clone(), chart, pricing)?
         .with_buyer_cancellation_until(self.buyer_cancellation_until)
-        .with_channels(self.channel_specs())
+        .with_channels(self.channel_specs())?
+        .with_waitlist(self.waitlist.map(|w| WaitlistSettings {
+            offer_seconds: w.offer_seconds,
+        }))
     }
 
     fn channel_specs(&self) -> Vec<ChannelSpec> {

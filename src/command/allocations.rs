@@ -212,7 +212,8 @@ impl AllocationService {
         let units: Vec<(String, SeatKey)> = (seats.iter())
             .map(|seat_id| SeatKey::unit(show_id, seat_id))
             .collect();
-        let mut decision = MoveSeats { channel, way };
+        let line = entry.show.waitlist.is_some();
+        let mut decision = MoveSeats { channel, way, line };
         let round = Round::new(way.command(), ctx).assuming_new();
         self.rounds.run(round, units, &mut decision).await?;
         Ok(())
@@ -300,6 +301,8 @@ fn check(entry: &CatalogEntry, channel: &ChannelId, what: &Inventory) -> Result<
 struct MoveSeats<'a> {
     channel: &'a ChannelId,
     way: Way,
+    /// The show keeps a waiting list: seats given back go to it first.
+    line: bool,
 }
 
 impl Decides<Seat> for MoveSeats<'_> {
@@ -310,7 +313,10 @@ impl Decides<Seat> for MoveSeats<'_> {
         let channel = self.channel.clone();
         let command = match self.way {
             Way::Allocate => SeatCommand::Allocate { channel },
-            Way::Release | Way::ReleaseUnsold => SeatCommand::Deallocate { channel },
+            Way::Release | Way::ReleaseUnsold => SeatCommand::Deallocate {
+                channel,
+                line: self.line,
+            },
         };
         let mut decided = Vec::with_capacity(view.units.len());
         let mut taken = Vec::new();

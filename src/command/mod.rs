@@ -20,3 +20,4 @@ pub mod round;
 pub mod streams;
 pub mod units;
 pub mod waiting_room;
+pub mod waitlist;

@@ -40,6 +40,7 @@ use domain::ids::{BuyerId, HoldId, ShowId};
 use domain::pool::PoolShard;
 use domain::seat::Seat;
 use domain::show::Show;
+use domain::waitlist::{Waitlist, WaitlistEvent};
 use projections::rows::Rows;
 use projections::time::to_micros;
 
@@ -61,6 +62,10 @@ pub const MAX_DECIDE_ROUNDS: usize = 5;
 
 /// A checkout locked by the request (or recovery) driving it.
 pub type CheckoutLock = LockedStream<Checkout>;
+
+/// A show's waiting list, locked by the judge offering its freed
+/// inventory across several rounds (first in the lock order).
+pub type LineLock = LockedStream<Waitlist>;
 
 /// What a command's error must be able to say about a round.
 pub trait RoundError: From<StoreError> + Send {
@@ -113,6 +118,7 @@ pub struct Round<'a> {
     /// Marked before an append that is the command's outcome.
     outcome: OutcomeMark,
     checkout: Option<&'a mut CheckoutLock>,
+    line: Option<&'a mut LineLock>,
     limit: Option<BuyerLimit>,
     read: Read,
 }
@@ -124,9 +130,17 @@ impl<'a> Round<'a> {
             metadata: ctx.metadata(),
             outcome: ctx.outcome.clone(),
             checkout: None,
+            line: None,
             limit: None,
             read: Read::All,
         }
+    }
+
+    /// Decides and appends the show's waiting list (held by the caller)
+    /// with the units: an offer, or what the line passes on.
+    pub fn with_line(mut self, line: &'a mut LineLock) -> Self {
+        self.line = Some(line);
+        self
     }
 
     /// Counts against the buyer's limit, if there is one: the allowance is
@@ -155,6 +169,8 @@ pub struct View<'v, U: Stream> {
     pub now: DateTime<Utc>,
     /// The checkout, if the round has one.
     pub checkout: Option<&'v Checkout>,
+    /// The show's waiting list, if the round has it.
+    pub line: Option<&'v Waitlist>,
     allowance: Option<(&'v Allowance, u32)>,
     /// Each unit with its key, in lock order.
     pub units: Vec<(&'v U, &'v U::Key)>,
@@ -187,6 +203,7 @@ pub struct Decided<U: Stream> {
     pub units: Vec<Vec<U::Event>>,
     pub allowance: Vec<AllowanceEvent>,
     pub checkout: Vec<CheckoutEvent>,
+    pub line: Vec<WaitlistEvent>,
     /// The buyer's idempotency key, written with the events.
     pub idempotency: Option<IdempotencyKeyRow>,
 }
@@ -197,6 +214,7 @@ impl<U: Stream> Decided<U> {
             units,
             allowance: Vec::new(),
             checkout: Vec::new(),
+            line: Vec::new(),
             idempotency: None,
         }
     }
@@ -205,6 +223,7 @@ impl<U: Stream> Decided<U> {
         self.units.iter().all(Vec::is_empty)
             && self.allowance.is_empty()
             && self.checkout.is_empty()
+            && self.line.is_empty()
     }
 }
 
@@ -391,6 +410,17 @@ impl Rounds {
             .ok_or_else(|| StoreError::Corrupt(format!("checkout {hold_id} was not locked")))
     }
 
+    /// Locks a show's waiting list (first in the order) and brings it up
+    /// to date: the judge holds it across the rounds of one judgement.
+    pub async fn lock_line(&self, show_id: &ShowId) -> Result<LineLock, StoreError> {
+        let id = domain::waitlist::waitlist_stream_id(show_id);
+        let mut locked = self.inventory.lines.lock(std::slice::from_ref(&id)).await;
+        refresh_all(&self.log, &mut locked).await?;
+        locked
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt(format!("waiting list {id} was not locked")))
+    }
+
     /// A checkout as the log has it now, without locking it (what a read
     /// answers: an order, while a request may be driving it).
     pub async fn read_checkout(&self, id: HoldId) -> Result<(Checkout, usize), StoreError> {
@@ -574,6 +604,9 @@ impl Rounds {
         if let Some(checkout) = round.checkout.as_deref_mut() {
             self.refresh_checkout(checkout).await?;
         }
+        if let Some(line) = round.line.as_deref_mut() {
+            refresh_all(&self.log, std::slice::from_mut(line)).await?;
+        }
         Ok(Locked { streams, allowance })
     }
 
@@ -593,6 +626,7 @@ impl Rounds {
             let view = View {
                 now,
                 checkout: round.checkout.as_deref().map(LockedStream::aggregate),
+                line: round.line.as_deref().map(LockedStream::aggregate),
                 allowance: locked.allowance.as_ref().map(|a| a.aggregate()).zip(limit),
                 units: locked
                     .streams
@@ -630,7 +664,7 @@ impl Rounds {
         // From here the write may land whatever happens to this future:
         // a command's outcome is then awaited by the request timer, not cut
         // (a checkout's step is finished by recovery instead).
-        if streams.checkout.is_none() {
+        if streams.checkout.is_none() && streams.line.is_none() {
             outcome_mark.begin();
         }
         let log: &EventLog = &self.log;
@@ -651,8 +685,8 @@ struct Locked<U: Stream> {
 }
 
 /// The batch of a decision: the events of every stream at the versions they
-/// were decided on, in the order allowance, units, checkout, and the rows
-/// they produce.
+/// were decided on, in the order line, allowance, units, checkout, and the
+/// rows they produce.
 fn batch<U: Stream>(
     round: &Round<'_>,
     units: &[(String, U::Key)],
@@ -663,6 +697,18 @@ fn batch<U: Stream>(
     let metadata = &round.metadata;
     let mut batch = AppendBatch::new(now);
     batch.idempotency = decided.idempotency.clone();
+    if let Some(line) = round.line.as_deref() {
+        // The line is one per show: its stream id is the show's.
+        let show_id = ShowId::parse(line.id())
+            .map_err(|e| StoreError::Corrupt(format!("waiting list {}: {e}", line.id())))?;
+        batch.push_events::<Waitlist>(
+            line.id(),
+            line.version(),
+            &decided.line,
+            metadata,
+            Some(&show_id),
+        )?;
+    }
     if let (Some(stream), Some(limit)) = (&locked.allowance, &round.limit) {
         batch.push_events::<Allowance>(
             stream.id(),
@@ -702,6 +748,7 @@ struct Tracked<'r, U: Stream> {
     units: &'r mut [LockedStream<U>],
     allowance: Option<&'r mut LockedStream<Allowance>>,
     checkout: Option<&'r mut CheckoutLock>,
+    line: Option<&'r mut LineLock>,
 }
 
 impl<'r, U: Stream> Tracked<'r, U> {
@@ -710,6 +757,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
             units: &mut locked.streams,
             allowance: locked.allowance.as_mut(),
             checkout: round.checkout.as_deref_mut(),
+            line: round.line.as_deref_mut(),
         }
     }
 
@@ -717,6 +765,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
         self.units.iter_mut().for_each(LockedStream::before_append);
         self.allowance.iter_mut().for_each(|s| s.before_append());
         self.checkout.iter_mut().for_each(|s| s.before_append());
+        self.line.iter_mut().for_each(|s| s.before_append());
     }
 
     /// Refused, or the outcome unknown: reload next time.
@@ -724,6 +773,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
         self.units.iter_mut().for_each(LockedStream::invalidate);
         self.allowance.iter_mut().for_each(|s| s.invalidate());
         self.checkout.iter_mut().for_each(|s| s.invalidate());
+        self.line.iter_mut().for_each(|s| s.invalidate());
     }
 
     /// Appended: fold the events into the caches.
@@ -737,6 +787,9 @@ impl<'r, U: Stream> Tracked<'r, U> {
         if let Some(stream) = self.checkout {
             stream.appended(decided.checkout);
         }
+        if let Some(stream) = self.line {
+            stream.appended(decided.line);
+        }
     }
 }
 
@@ -748,6 +801,7 @@ impl<'v, U: Stream> View<'v, U> {
         Self {
             now,
             checkout: None,
+            line: None,
             allowance: None,
             units,
             assumed_new: false,

@@ -74,6 +74,7 @@ pub struct Inventory {
     pub(super) rooms: StreamCache<WaitingRoom>,
     pub(super) queue_entries: StreamCache<QueueEntry>,
     pub(super) prices: StreamCache<ShowPrices>,
+    pub(super) lines: StreamCache<domain::waitlist::Waitlist>,
 }
 
 /// A stream type a command round (`command::round`) locks and appends to:

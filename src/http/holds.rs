@@ -339,8 +339,25 @@ pub(super) async fn get_hold(
     PathParams(hold_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let hold_id = parse_hold_id(&hold_id)?;
-    let view = state.holds.get(&actor, &hold_id).await?;
+    let mut view = state.holds.get(&actor, &hold_id).await?;
+    view.offer = is_offer(&state, &view).await?;
     hold_response(StatusCode::OK, &view)
+}
+
+/// Whether a hold is a waiting list's offer: its show keeps one whose
+/// entry has the hold's id.
+async fn is_offer(state: &AppState, view: &HoldView) -> Result<bool, ApiError> {
+    let Ok(show_id) = domain::ids::ShowId::parse(&view.show_id) else {
+        return Ok(false);
+    };
+    if state.waitlists.show(&show_id).await.is_err() {
+        return Ok(false);
+    }
+    let entry = crate::query::waitlist::EntryRef {
+        show_id,
+        entry_id: domain::ids::EntryId(view.hold_id.0),
+    };
+    Ok(state.lines.entry(&entry).await?.is_some())
 }
 
 /// Releases a hold; releasing again, or an expired hold, is also 204.

@@ -25,6 +25,7 @@ mod stripe;
 mod timeout;
 mod venues;
 mod waiting_room;
+mod waitlist;
 mod webhooks;
 
 use std::sync::Arc;
@@ -69,6 +70,10 @@ pub struct Services {
     pub stripe: Option<Arc<crate::payment::stripe::Stripe>>,
     /// The seat map page, made once for the payment provider.
     pub seat_map: page::Page,
+    /// Waiting lists: joining, leaving (and the judge's offers).
+    pub waitlists: Arc<crate::command::waitlist::WaitlistService>,
+    /// Waiting lists as readers see them.
+    pub lines: Arc<crate::query::waitlist::LineBook>,
     /// Waiting rooms: joining, standing, the operator's view.
     pub waiting_rooms: Arc<crate::command::waiting_room::WaitingRoomService>,
 }
@@ -97,6 +102,7 @@ pub fn router(
         .merge(allocations::router())
         .merge(holds::router())
         .merge(waiting_room::router())
+        .merge(waitlist::router())
         .merge(bookings::router())
         .merge(box_office::router())
         .merge(report::router())

@@ -16,7 +16,7 @@ use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
     allocations, audit, availability, bookings, box_office, holds, live, ops, orders, page, report,
-    shows, stripe, venues, waiting_room, webhooks, AppState,
+    shows, stripe, venues, waiting_room, waitlist, webhooks, AppState,
 };
 
 struct Extras;
@@ -55,6 +55,7 @@ impl Modify for Extras {
         orders::place_order, orders::get_order, orders::cancel_order,
         allocations::allocate, allocations::release, allocations::allocations,
         box_office::book, report::show_report, report::bookings_export,
+        waitlist::join, waitlist::line, waitlist::entry, waitlist::leave,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
         webhooks::list_deliveries, webhooks::retry_delivery,

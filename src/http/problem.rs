@@ -110,6 +110,16 @@ pub enum ApiError {
     WaitingRoomNotFound,
     /// 404: the buyer has not joined the show's queue.
     QueueEntryNotFound,
+    /// 409: the show keeps no waiting list.
+    NoWaitlist,
+    /// 409: what the entry asks for can be held now.
+    AvailableNow,
+    /// 409: the buyer waits already, for something else (`entry_id`).
+    WaitlistEntryExists { entry_id: String },
+    /// 409: the waiting list has taken all the entries it takes.
+    WaitlistFull,
+    /// 404: no such entry.
+    WaitlistEntryNotFound,
     /// 429: past the buyer's or the client's request rate; retry after
     /// `retry_after_seconds` (at least 1).
     RateLimited { retry_after_seconds: u64 },
@@ -211,6 +221,19 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         StatusCode::NOT_FOUND,
         "queue_entry_not_found",
         "Not in the queue",
+    ),
+    problem(StatusCode::CONFLICT, "no_waitlist", "No waiting list"),
+    problem(StatusCode::CONFLICT, "available_now", "Available now"),
+    problem(
+        StatusCode::CONFLICT,
+        "waitlist_entry_exists",
+        "Waiting already",
+    ),
+    problem(StatusCode::CONFLICT, "waitlist_full", "Waiting list full"),
+    problem(
+        StatusCode::NOT_FOUND,
+        "waitlist_entry_not_found",
+        "Waiting-list entry not found",
     ),
     problem(
         StatusCode::NOT_FOUND,
@@ -407,6 +430,11 @@ impl ApiError {
             AdmissionRequired { .. } => row(S::FORBIDDEN, "admission_required"),
             WaitingRoomNotFound => row(S::NOT_FOUND, "waiting_room_not_found"),
             QueueEntryNotFound => row(S::NOT_FOUND, "queue_entry_not_found"),
+            NoWaitlist => row(S::CONFLICT, "no_waitlist"),
+            AvailableNow => row(S::CONFLICT, "available_now"),
+            WaitlistEntryExists { .. } => row(S::CONFLICT, "waitlist_entry_exists"),
+            WaitlistFull => row(S::CONFLICT, "waitlist_full"),
+            WaitlistEntryNotFound => row(S::NOT_FOUND, "waitlist_entry_not_found"),
             RateLimited { .. } => row(S::TOO_MANY_REQUESTS, "rate_limited"),
             NotFound => row(S::NOT_FOUND, "not_found"),
             ShowNotFound => row(S::NOT_FOUND, "show_not_found"),
@@ -512,6 +540,11 @@ impl ApiError {
             AdmissionRequired { .. } | WaitingRoomNotFound | QueueEntryNotFound => {
                 self.waiting_room_detail()
             }
+            NoWaitlist
+            | AvailableNow
+            | WaitlistEntryExists { .. }
+            | WaitlistFull
+            | WaitlistEntryNotFound => self.waitlist_detail(),
             WebhookNotFound
             | DeliveryNotFound
             | WebhookUrlTooLong
@@ -684,6 +717,27 @@ impl ApiError {
         }
     }
 
+    /// A waiting list's refusals.
+    fn waitlist_detail(&self) -> String {
+        use ApiError::*;
+        match self {
+            NoWaitlist => "this show keeps no waiting list; nothing was joined".into(),
+            AvailableNow => "what you ask for is available now: hold it instead; nothing \
+                 was joined"
+                .into(),
+            WaitlistEntryExists { .. } => "you wait already on this show for something else \
+                 (entry_id): leave that entry first; nothing was joined"
+                .into(),
+            WaitlistFull => format!(
+                "the waiting list has taken {} entries (MAX_WAITLIST_ENTRIES); nothing was \
+                 joined",
+                domain::limits::MAX_WAITLIST_ENTRIES
+            ),
+            WaitlistEntryNotFound => "no waiting-list entry has this id".into(),
+            _ => UNEXPECTED_DETAIL.into(),
+        }
+    }
+
     /// A webhook endpoint or delivery: unknown, or a registration refused.
     fn webhook_detail(&self) -> String {
         use ApiError::*;
@@ -747,6 +801,9 @@ impl ApiError {
             }
             ApiError::AdmissionRequired { show_id } => {
                 extra.insert("queue".into(), json!(format!("/v1/shows/{show_id}/queue")));
+            }
+            ApiError::WaitlistEntryExists { entry_id } => {
+                extra.insert("entry_id".into(), json!(entry_id));
             }
             ApiError::PaymentNotCaptured { booking_id } => {
                 extra.insert("booking_id".into(), json!(booking_id));
@@ -852,6 +909,7 @@ impl From<HoldError> for ApiError {
                 ApiError::SeatNotForSale(seats.iter().map(ToString::to_string).collect())
             }
             HoldError::UnknownChannel(channel) => ApiError::UnknownChannel(channel.to_string()),
+            HoldError::OfferGone => ApiError::Internal("an offer outside the waiting list".into()),
             HoldError::IdempotencyKeyReused => ApiError::IdempotencyKeyReused,
             HoldError::TicketTypeUnavailable(why) => ApiError::TicketTypeUnavailable(why),
             HoldError::SoldOut { available } => ApiError::SoldOut { available },
@@ -1031,6 +1089,13 @@ mod tests {
             },
             ApiError::WaitingRoomNotFound,
             ApiError::QueueEntryNotFound,
+            ApiError::NoWaitlist,
+            ApiError::AvailableNow,
+            ApiError::WaitlistEntryExists {
+                entry_id: String::new(),
+            },
+            ApiError::WaitlistFull,
+            ApiError::WaitlistEntryNotFound,
             ApiError::RateLimited {
                 retry_after_seconds: 1,
             },

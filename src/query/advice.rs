@@ -217,7 +217,8 @@ fn add_seat_event(holds: &mut HashMap<HoldId, HoldFacts>, event: SeatEvent, at: 
         SeatEvent::HoldExpired { .. }
         | SeatEvent::BookingCancelled { .. }
         | SeatEvent::SeatAllocated { .. }
-        | SeatEvent::SeatDeallocated { .. } => {}
+        | SeatEvent::SeatDeallocated { .. }
+        | SeatEvent::SeatPassed => {}
     }
 }
 

@@ -9,3 +9,4 @@ pub mod availability;
 pub mod rendered;
 pub mod report;
 pub mod waiting_room;
+pub mod waitlist;

@@ -401,6 +401,7 @@ impl ShowFold {
                 hold_id,
                 booking_id,
                 buyer,
+                ..
             } = &seat.state
             {
                 lines.push(BookingLine {

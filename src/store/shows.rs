@@ -527,3 +527,71 @@ impl Shows {
         })
     }
 }
+
+/// Seats owed to a show's waiting list: returned (held, by no hold), or
+/// held by a line hold whose `expires_at` has passed (its seat row names
+/// no expiry: the hold's record does).
+const OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
+     WHERE show_id = $1 AND status = 'held' AND hold_id IS NULL AND booking_id IS NULL \
+     UNION ALL \
+     SELECT j.value FROM holds AS h, json_each(h.seat_ids) AS j \
+     WHERE h.state = 'held' AND h.expires_at_us <= $2 AND h.show_id = $1 AND h.pool_id IS NULL";
+const PG_OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
+     WHERE show_id = $1 AND status = 'held' AND hold_id IS NULL AND booking_id IS NULL \
+     UNION ALL \
+     SELECT j FROM holds AS h, jsonb_array_elements_text(h.seat_ids::jsonb) AS j \
+     WHERE h.state = 'held' AND h.expires_at_us <= $2 AND h.show_id = $1 AND h.pool_id IS NULL";
+
+/// Shows whose definition may keep a waiting list (the catalog says for
+/// sure): the text match only narrows the shows read.
+const WAITLIST_SHOWS: &str =
+    "SELECT show_id FROM shows WHERE definition LIKE '%\"waitlist\":{%' ORDER BY show_id";
+
+impl Shows {
+    /// The seats a show's waiting list is owed at `now_us` (see
+    /// [`OWED_SEATS`]): candidates for the line's judgement, whose seat
+    /// streams decide. An expired hold that was not a line hold is among
+    /// them too: its seat is free and the line passes it over.
+    pub async fn owed_seats(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<SeatId>> {
+        let ids: Vec<String> = retry_read(move || async move {
+            match self.backend() {
+                Backend::Postgres(s) => sqlx::query_scalar(PG_OWED_SEATS)
+                    .bind(show_id.as_str())
+                    .bind(now_us)
+                    .fetch_all(&s.query)
+                    .await
+                    .map_err(StoreError::classify),
+                Backend::Sqlite(s) => sqlx::query_scalar(OWED_SEATS)
+                    .bind(show_id.as_str())
+                    .bind(now_us)
+                    .fetch_all(&s.read)
+                    .await
+                    .map_err(StoreError::classify),
+            }
+        })
+        .await?;
+        let mut seats = ids
+            .iter()
+            .map(|id| parse_column("seat_availability.seat_id", id.as_str(), SeatId::parse))
+            .collect::<StoreResult<Vec<_>>>()?;
+        seats.sort();
+        seats.dedup();
+        Ok(seats)
+    }
+
+    /// The shows that may keep a waiting list (see [`WAITLIST_SHOWS`]).
+    pub async fn waitlist_shows(&self) -> StoreResult<Vec<ShowId>> {
+        let ids: Vec<String> = retry_read(move || async move {
+            on_store!(self, read pool => {
+                sqlx::query_scalar(WAITLIST_SHOWS)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+        })
+        .await?;
+        ids.iter()
+            .map(|id| parse_column("shows.show_id", id.as_str(), ShowId::parse))
+            .collect()
+    }
+}

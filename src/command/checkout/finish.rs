@@ -100,6 +100,7 @@ impl Decide for Finishing {
             units,
             allowance,
             checkout,
+            line: Vec::new(),
             idempotency: None,
         };
         Ok(Decision::Append(decided, Finished::Done))

@@ -20,6 +20,7 @@
 mod best;
 mod claims;
 pub(crate) mod extend;
+mod offer;
 mod place;
 mod place_pool;
 mod place_seats;
@@ -51,6 +52,7 @@ use read::HoldReader;
 use release::ReleaseHandler;
 
 pub use best::MAX_CHOOSE_ROUNDS;
+pub use offer::WAITLIST_ACTOR;
 pub use read::{hold_amount, hold_items};
 pub use request::{HoldRequest, Sale, SeatAsk};
 
@@ -106,6 +108,10 @@ pub enum HoldError {
     /// admitted at the hold's instant.
     #[error("the buyer is not admitted from the show's waiting room")]
     AdmissionRequired(ShowId),
+    /// The waiting-list entry an offer was for is no longer waiting
+    /// (offered by another instance, or left).
+    #[error("the entry is no longer waiting")]
+    OfferGone,
     #[error("contention did not settle")]
     Busy,
     #[error(transparent)]
@@ -138,6 +144,10 @@ pub struct HoldView {
     pub items: Vec<ItemView>,
     /// What a purchase of the hold charges: the items' sum.
     pub amount_cents: i64,
+    /// The hold is a waiting list's offer to its buyer (its id is the
+    /// entry's).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub offer: bool,
 }
 
 /// One line of a hold: a seat, or places of a pool, with its price.
@@ -235,6 +245,20 @@ impl HoldService {
     ) -> Result<Placed, HoldError> {
         let placing: &PlaceHandler = &self.placing;
         placing.place(ctx, show_id, request, sale).await
+    }
+
+    /// The waiting list's offer of `seats` to `offered` (see `offer`):
+    /// until when it lasts.
+    pub async fn offer(
+        &self,
+        line: &mut crate::command::round::LineLock,
+        entry: &crate::catalog::CatalogEntry,
+        offered: &domain::waitlist::Entry,
+        seats: &[SeatId],
+    ) -> Result<DateTime<Utc>, HoldError> {
+        let placing: &PlaceHandler = &self.placing;
+        let held = placing.offer(line, entry, offered, seats).await?;
+        Ok(held.expires_at)
     }
 
     /// `DELETE /v1/holds/{id}` (see `release`).

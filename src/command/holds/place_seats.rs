@@ -45,6 +45,7 @@ pub(super) fn hold_seats(
             expires_at,
             price: Some(price),
             channel: placement.sale.channel.clone(),
+            line: placement.line(),
         };
         match seat::decide(seat, &command, view.now) {
             Ok(events) => decided.push(events),

@@ -6,7 +6,9 @@
 
 use chrono::{DateTime, Utc};
 use domain::allowance::{AllowanceCommand, AllowanceError};
-use domain::ids::{HoldId, PoolId, SeatId};
+use domain::ids::{EntryId, HoldId, PoolId, SeatId};
+use domain::seat::Line;
+use domain::waitlist::{self, WaitlistCommand, WaitlistEvent};
 use domain::pool::PoolCommand;
 use std::sync::Arc;
 
@@ -37,6 +39,10 @@ pub(super) struct Placement<'a> {
     pub(super) tickets: &'a Tickets,
     /// Whose inventory it takes, and whether it is given away.
     pub(super) sale: &'a Sale,
+    /// The waiting-list entry this hold is the offer to (the round holds
+    /// the show's line): it takes seats owed to the line, lasts the list's
+    /// `offer_seconds`, and is recorded on the line in the same append.
+    pub(super) offer: Option<EntryId>,
 }
 
 /// Who places a hold on which show, and what admits them (a waiting room).
@@ -69,6 +75,7 @@ impl<'a> Placing<'a> {
             admission: self.admission,
             tickets: self.tickets,
             sale: self.sale,
+            offer: None,
         }
     }
 }
@@ -98,9 +105,45 @@ impl Placement<'_> {
         }
     }
 
-    /// Until when a hold placed at `now` lasts.
+    /// Until when a hold placed at `now` lasts (an offer: the waiting
+    /// list's `offer_seconds`).
     pub(super) fn expires_at(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        now + self.entry.show.hold_ttl()
+        match (&self.offer, &self.entry.show.waitlist) {
+            (Some(_), Some(waitlist)) => now + waitlist.offer_ttl(),
+            _ => now + self.entry.show.hold_ttl(),
+        }
+    }
+
+    /// How the hold meets the show's waiting list.
+    pub(super) fn line(&self) -> Line {
+        match self.offer {
+            Some(_) => Line::Offer,
+            None => self.entry.show.line_for(self.sale.channel.as_ref()),
+        }
+    }
+
+    /// An offer's record on the line (nothing for any other hold): refused
+    /// if the entry is no longer waiting (another instance offered it, or
+    /// the buyer left).
+    fn line_events<U: Unit>(
+        &self,
+        view: &View<'_, U>,
+        held: &Held,
+    ) -> Result<Vec<WaitlistEvent>, HoldError> {
+        let Some(entry_id) = self.offer else {
+            return Ok(Vec::new());
+        };
+        let line = view
+            .line
+            .ok_or_else(|| HoldError::Bug("an offer without its waiting list".into()))?;
+        let places = held.parts.iter().map(|&(_, q)| q).sum::<u32>();
+        let command = WaitlistCommand::Offer {
+            entry_id,
+            expires_at: held.expires_at,
+            seats: held.seats.clone(),
+            places: (places > 0).then_some(places),
+        };
+        waitlist::decide(line, &command, view.now).map_err(|_| HoldError::OfferGone)
     }
 
     pub(super) fn pool_command(
@@ -231,10 +274,12 @@ impl Placement<'_> {
                 hold_id: self.hold_id,
                 created_at_us: to_micros(view.now),
             });
+        let line = self.line_events(view, &held)?;
         let decided = Decided {
             units,
             allowance,
             checkout: Vec::new(),
+            line,
             idempotency,
         };
         Ok(Decision::Append(decided, held))
@@ -299,6 +344,7 @@ pub(super) mod fixtures {
             admission: None,
             tickets: &NO_TICKETS,
             sale: &PUBLIC,
+            offer: None,
         }
     }
 }

@@ -42,6 +42,7 @@ impl HoldView {
             expires_at: record.expires_at,
             status: HoldStatus::at(record.state, record.expires_at, now),
             booking_id,
+            offer: false,
         }
     }
 }

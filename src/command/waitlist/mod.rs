@@ -1,0 +1,301 @@
+//! A show's waiting list: joining, leaving, and the judge that offers the
+//! inventory owed to the line (`judge`).
+//!
+//! The line is one stream per show (`domain::waitlist`). Joining and
+//! leaving are rounds on it alone; an offer is a hold's round with the line
+//! locked beside it (`Round::with_line`), and so is passing seats on to
+//! sale. Whether what an entry asks for is available now is advice read
+//! from availability before the join (409 `available_now`): the line's
+//! promise is about inventory that frees after.
+
+mod judge;
+
+use std::sync::Arc;
+
+use domain::ids::{BuyerId, EntryId, ShowId};
+use domain::seat::{SeatStatus, Timed};
+use domain::show::SeatSpec;
+use domain::waitlist::{
+    self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistError,
+    WaitlistEvent,
+};
+use projections::rows::Rows;
+
+use crate::catalog::{CatalogEntry, ShowCatalog};
+use crate::clock::Clock;
+use crate::command::context::RequestContext;
+use crate::command::holds::{HoldError, HoldService};
+use crate::command::round::{Decided, Decides, Decision, Round, RoundError, Rounds, Settled, View};
+use crate::command::streams::{Inventory, Stream, StreamCache};
+use crate::query::availability::{AvailabilityCache, Viewer};
+use crate::store::{Shows, StoreError};
+
+pub use judge::Judged;
+
+/// A show's line, as a round locks it.
+#[derive(Debug, Clone)]
+pub struct LineKey {
+    pub show_id: ShowId,
+}
+
+impl Stream for Waitlist {
+    type Key = LineKey;
+
+    fn show_id(key: &LineKey) -> &ShowId {
+        &key.show_id
+    }
+
+    /// The line has no read model: readers fold its stream
+    /// (`query::waitlist`).
+    fn rows(_: &mut Rows, _: &LineKey, _: &Self, _: usize, _: &[WaitlistEvent]) {}
+
+    fn cache(inventory: &Inventory) -> &StreamCache<Self> {
+        &inventory.lines
+    }
+
+    fn sort(streams: &mut [(String, LineKey)]) {
+        streams.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("show not found")]
+    ShowNotFound,
+    /// The show keeps no waiting list (409 `no_waitlist`).
+    #[error("the show keeps no waiting list")]
+    NoWaitlist,
+    /// 422 `validation_failed`, naming the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// What the entry asks for can be held now (409 `available_now`).
+    #[error("what the entry asks for is available now: hold it")]
+    AvailableNow,
+    /// The buyer waits already, for something else (409
+    /// `waitlist_entry_exists`).
+    #[error("the buyer has an entry in this waiting list already")]
+    EntryExists(EntryId),
+    #[error("the waiting list is full")]
+    Full,
+    #[error("entry not found")]
+    EntryNotFound,
+    #[error("not your entry")]
+    Forbidden,
+    #[error("{0}")]
+    Bug(String),
+    #[error("contention did not settle")]
+    Busy,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl RoundError for LineError {
+    fn contended() -> Self {
+        LineError::Busy
+    }
+
+    fn bug(what: String) -> Self {
+        LineError::Bug(what)
+    }
+}
+
+impl From<HoldError> for LineError {
+    fn from(e: HoldError) -> Self {
+        match e {
+            HoldError::Store(e) => LineError::Store(e),
+            HoldError::Busy => LineError::Busy,
+            other => LineError::Bug(format!("an offer: {other}")),
+        }
+    }
+}
+
+/// A command on the line alone (join, leave), at the round's `now`.
+struct OnLine<'a> {
+    command: &'a WaitlistCommand,
+}
+
+impl Decides<Waitlist> for OnLine<'_> {
+    type Output = ();
+    type Error = LineError;
+
+    fn decide(&mut self, view: &View<'_, Waitlist>) -> Result<Decision<Waitlist, ()>, LineError> {
+        let Some(&(line, _)) = view.units.first() else {
+            return Err(LineError::Bug("a line command without its line".into()));
+        };
+        let command = Timed {
+            command: self.command.clone(),
+            now: view.now,
+        };
+        match waitlist::decide(line, &command.command, command.now) {
+            Ok(events) => Ok(Decision::Append(Decided::units(vec![events]), ())),
+            Err(WaitlistError::EntryExists(id)) => Err(LineError::EntryExists(id)),
+            Err(WaitlistError::Full) => Err(LineError::Full),
+            Err(WaitlistError::UnknownEntry) => Err(LineError::EntryNotFound),
+            Err(e @ WaitlistError::NotWaiting) => Err(LineError::Bug(e.to_string())),
+        }
+    }
+}
+
+/// The waiting lists' commands.
+pub struct WaitlistService {
+    catalog: Arc<ShowCatalog>,
+    rounds: Arc<Rounds>,
+    holds: Arc<HoldService>,
+    shows: Shows,
+    availability: Arc<AvailabilityCache>,
+    clock: Arc<dyn Clock>,
+}
+
+impl WaitlistService {
+    pub fn new(
+        catalog: Arc<ShowCatalog>,
+        rounds: Arc<Rounds>,
+        holds: Arc<HoldService>,
+        shows: Shows,
+        availability: Arc<AvailabilityCache>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            catalog,
+            rounds,
+            holds,
+            shows,
+            availability,
+            clock,
+        }
+    }
+
+    /// The show, if it keeps a waiting list.
+    pub async fn show(&self, show_id: &ShowId) -> Result<Arc<CatalogEntry>, LineError> {
+        let entry = self
+            .catalog
+            .get(show_id)
+            .await?
+            .ok_or(LineError::ShowNotFound)?;
+        if entry.show.waitlist.is_none() {
+            return Err(LineError::NoWaitlist);
+        }
+        Ok(entry)
+    }
+
+    /// `POST /v1/shows/{id}/waitlist`: the buyer's entry, and whether this
+    /// request made it (`false`: the same ask again, the same entry).
+    pub async fn join(
+        &self,
+        ctx: &RequestContext,
+        show_id: &ShowId,
+        ask: Ask,
+    ) -> Result<(EntryId, bool), LineError> {
+        let entry = self.show(show_id).await?;
+        check_ask(&entry, &ask)?;
+        if self.available_now(&entry, &ask).await? {
+            return Err(LineError::AvailableNow);
+        }
+        let entry_id = EntryId::random();
+        let command = WaitlistCommand::Join {
+            entry_id,
+            buyer: ctx.actor.id.clone(),
+            ask,
+        };
+        let settled = self.on_line(ctx, show_id, "waitlist_join", &command).await?;
+        Ok(match settled {
+            Settled::Appended(()) => (entry_id, true),
+            _ => {
+                let line = self.rounds.lock_line(show_id).await?;
+                let existing = line
+                    .aggregate()
+                    .entry_of(&ctx.actor.id)
+                    .ok_or_else(|| LineError::Bug("a join that wrote nothing".into()))?;
+                (existing.entry_id, false)
+            }
+        })
+    }
+
+    /// `DELETE /v1/waitlist/{id}`: the entry leaves the line (an offer
+    /// made to it stays the buyer's hold, to buy or release).
+    pub async fn leave(
+        &self,
+        ctx: &RequestContext,
+        show_id: &ShowId,
+        entry_id: EntryId,
+        owner: &BuyerId,
+    ) -> Result<(), LineError> {
+        self.show(show_id).await?;
+        if owner != &ctx.actor.id && !ctx.actor.is_admin() {
+            return Err(LineError::Forbidden);
+        }
+        let command = WaitlistCommand::Leave { entry_id };
+        self.on_line(ctx, show_id, "waitlist_leave", &command)
+            .await?;
+        Ok(())
+    }
+
+    async fn on_line(
+        &self,
+        ctx: &RequestContext,
+        show_id: &ShowId,
+        name: &'static str,
+        command: &WaitlistCommand,
+    ) -> Result<Settled<()>, LineError> {
+        let key = LineKey {
+            show_id: show_id.clone(),
+        };
+        let units = vec![(waitlist_stream_id(show_id), key)];
+        let rounds: &Rounds = &self.rounds;
+        rounds
+            .run(Round::new(name, ctx), units, &mut OnLine { command })
+            .await
+    }
+
+    /// Whether the public could hold what `ask` asks for now (advice).
+    async fn available_now(&self, entry: &CatalogEntry, ask: &Ask) -> Result<bool, LineError> {
+        let now = self.clock.now();
+        let current = self
+            .availability
+            .current(&self.shows, entry, &Viewer::Public, now)
+            .await?;
+        let free: Vec<&SeatSpec> = (entry.show.seats.iter())
+            .zip(&current.statuses)
+            .filter(|(_, status)| **status == SeatStatus::Available)
+            .map(|(seat, _)| seat)
+            .collect();
+        Ok(ask.choose(&free).is_some())
+    }
+}
+
+/// The ask against the show: its own rules, and a category, section or
+/// pool the show has.
+fn check_ask(entry: &CatalogEntry, ask: &Ask) -> Result<(), LineError> {
+    ask.check().map_err(|e| LineError::Invalid(e.to_string()))?;
+    let show = &entry.show;
+    if let Some(category) = &ask.category {
+        if !show.categories_in_use().contains(category) {
+            return Err(LineError::Invalid(format!(
+                "category: the show has no seats of category {category}"
+            )));
+        }
+    }
+    if let Some(section) = &ask.section {
+        if !show.seats.iter().any(|s| &s.section == section) {
+            return Err(LineError::Invalid(format!(
+                "section: the show has no section {section}"
+            )));
+        }
+    }
+    match &ask.pool_id {
+        Some(pool_id) if show.pool(pool_id).is_none() => Err(LineError::Invalid(format!(
+            "pool_id: the show has no pool {pool_id}"
+        ))),
+        // Not built yet: a pool's returned places are not owed to the line
+        // (its shards free them for sale at once), so such an entry would
+        // wait for nothing. Refused rather than accepted to wait forever.
+        Some(_) => Err(LineError::Invalid(
+            "pool_id: the waiting list offers seats; places of a pool are not offered yet".into(),
+        )),
+        None if show.seats.is_empty() => Err(LineError::Invalid(
+            "pool_id: the show has no seats, only pools".into(),
+        )),
+        None => Ok(()),
+    }
+}
+

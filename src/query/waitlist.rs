@@ -1,0 +1,242 @@
+//! A show's waiting list as readers see it: its stream folded from the
+//! log, kept per show and brought up to date by the events since (the line
+//! has no read model; 10,000 entries fold once, then a few events a read).
+//! An entry's offer is told by its hold: offered while the hold holds,
+//! `booked` once bought, `lapsed` once it expired or was released.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use domain::ids::{EntryId, HoldId, ShowId};
+use domain::waitlist::{waitlist_stream_id, Entry, EntryStatus, Waitlist, WaitlistEvent};
+use projections::holds::HoldState;
+use serde::Serialize;
+use tokio::sync::Mutex;
+
+use crate::clock::Clock;
+use crate::store::log::EventLog;
+use crate::store::{Holds, StoreError};
+
+/// An entry as the API names it: its show and its id (`show.uuid`), so
+/// that `GET /v1/waitlist/{entry_id}` finds its line without an index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryRef {
+    pub show_id: ShowId,
+    pub entry_id: EntryId,
+}
+
+impl EntryRef {
+    pub fn parse(text: &str) -> Option<Self> {
+        let (show, id) = text.rsplit_once('.')?;
+        Some(Self {
+            show_id: ShowId::parse(show).ok()?,
+            entry_id: EntryId(uuid::Uuid::parse_str(id).ok()?),
+        })
+    }
+}
+
+impl std::fmt::Display for EntryRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.show_id, self.entry_id)
+    }
+}
+
+/// An entry as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct EntryView {
+    /// `{show_id}.{uuid}`.
+    pub entry_id: String,
+    pub show_id: String,
+    #[schema(value_type = String)]
+    pub buyer: String,
+    /// `waiting`, `offered`, `booked` (the offer was bought), `lapsed`
+    /// (it expired or was released) or `left`.
+    pub status: &'static str,
+    /// While waiting: its place among those waiting (1: offered next).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    /// Its number in the line: the order it joined in.
+    pub number: usize,
+    pub quantity: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    pub adjacent: bool,
+    pub joined_at: DateTime<Utc>,
+    /// Once offered: the hold, until when, which seats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub hold_id: Option<HoldId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seats: Vec<String>,
+}
+
+/// The operator's view of a line: counts by status and the entries in
+/// line order.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct LineView {
+    pub show_id: String,
+    pub counts: HashMap<&'static str, usize>,
+    pub entries: Vec<EntryView>,
+}
+
+/// Waiting lists folded from the log, one per show read.
+pub struct LineBook {
+    log: EventLog,
+    holds: Holds,
+    clock: Arc<dyn Clock>,
+    lines: Mutex<HashMap<ShowId, Arc<Mutex<(Waitlist, usize)>>>>,
+}
+
+impl LineBook {
+    pub fn new(log: EventLog, holds: Holds, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            log,
+            holds,
+            clock,
+            lines: Mutex::default(),
+        }
+    }
+
+    /// Runs `read` on `show_id`'s line as the log has it now.
+    async fn with_line<R>(
+        &self,
+        show_id: &ShowId,
+        read: impl FnOnce(&Waitlist) -> R,
+    ) -> Result<R, StoreError> {
+        let slot = self.lines.lock().await.entry(show_id.clone()).or_default().clone();
+        let mut slot = slot.lock().await;
+        let (line, version) = &mut *slot;
+        let id = waitlist_stream_id(show_id);
+        for event in self.log.stream_events::<Waitlist>(&id, *version).await? {
+            let payload: WaitlistEvent = serde_json::from_value(event.payload)
+                .map_err(|e| StoreError::Corrupt(format!("waiting list {id}#{}: {e}", event.sequence)))?;
+            line.apply_event(&payload);
+            *version = event.sequence;
+        }
+        Ok(read(line))
+    }
+
+    /// One entry, if the line has it.
+    pub async fn entry(&self, entry: &EntryRef) -> Result<Option<EntryView>, StoreError> {
+        let found = self
+            .with_line(&entry.show_id, |line| {
+                line.entry(&entry.entry_id)
+                    .map(|e| (e.clone(), line.place(&e.entry_id)))
+            })
+            .await?;
+        match found {
+            Some((e, place)) => Ok(Some(self.view(&entry.show_id, &e, place).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The buyer's entry on the show (not one they left), if any.
+    pub async fn entry_of(
+        &self,
+        show_id: &ShowId,
+        buyer: &domain::ids::BuyerId,
+    ) -> Result<Option<EntryView>, StoreError> {
+        let found = self
+            .with_line(show_id, |line| {
+                line.entry_of(buyer)
+                    .map(|e| (e.clone(), line.place(&e.entry_id)))
+            })
+            .await?;
+        match found {
+            Some((e, place)) => Ok(Some(self.view(show_id, &e, place).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The whole line, in order (admin).
+    pub async fn line(&self, show_id: &ShowId) -> Result<LineView, StoreError> {
+        let entries = self
+            .with_line(show_id, |line| {
+                let mut waiting = 0;
+                (line.entries.iter())
+                    .map(|e| {
+                        let place = (e.status == EntryStatus::Waiting).then(|| {
+                            waiting += 1;
+                            waiting
+                        });
+                        (e.clone(), place)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+        let mut views = Vec::with_capacity(entries.len());
+        let mut counts: HashMap<&'static str, usize> = HashMap::new();
+        for (e, place) in &entries {
+            let view = self.view(show_id, e, *place).await?;
+            *counts.entry(view.status).or_default() += 1;
+            views.push(view);
+        }
+        Ok(LineView {
+            show_id: show_id.to_string(),
+            counts,
+            entries: views,
+        })
+    }
+
+    async fn view(
+        &self,
+        show_id: &ShowId,
+        entry: &Entry,
+        position: Option<usize>,
+    ) -> Result<EntryView, StoreError> {
+        let mut view = EntryView {
+            entry_id: EntryRef {
+                show_id: show_id.clone(),
+                entry_id: entry.entry_id,
+            }
+            .to_string(),
+            show_id: show_id.to_string(),
+            buyer: entry.buyer.to_string(),
+            status: "waiting",
+            position,
+            number: entry.number,
+            quantity: entry.ask.quantity,
+            category: entry.ask.category.as_ref().map(ToString::to_string),
+            section: entry.ask.section.clone(),
+            adjacent: entry.ask.adjacent,
+            joined_at: entry.joined_at,
+            hold_id: None,
+            expires_at: None,
+            seats: Vec::new(),
+        };
+        match &entry.status {
+            EntryStatus::Waiting => {}
+            EntryStatus::Left => view.status = "left",
+            EntryStatus::Offered {
+                hold_id,
+                expires_at,
+                seats,
+                ..
+            } => {
+                view.hold_id = Some(*hold_id);
+                view.expires_at = Some(*expires_at);
+                view.seats = seats.iter().map(ToString::to_string).collect();
+                let hold = self.holds.hold(hold_id).await?;
+                let now = self.clock.now();
+                view.status = match hold.map(|h| (h.state, h.expires_at)) {
+                    Some((HoldState::Converted, _)) => "booked",
+                    Some((HoldState::Held, until)) if until > now => {
+                        // As extended, if it was.
+                        view.expires_at = Some(until);
+                        "offered"
+                    }
+                    // Not yet in the hold records counts as offered; an
+                    // ended hold (expired, released) as lapsed.
+                    None => "offered",
+                    Some(_) => "lapsed",
+                };
+            }
+        }
+        Ok(view)
+    }
+}
