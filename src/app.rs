@@ -19,6 +19,7 @@ use crate::command::holds::{HoldReads, HoldService};
 use crate::command::prices::PriceService;
 use crate::command::round::Rounds;
 use crate::command::waiting_room::WaitingRoomService;
+use crate::command::waitlist::WaitlistService;
 use crate::edge::EdgeSettings;
 use crate::http::{router, AppState, Services};
 use crate::payment::ledger::Ledger;
@@ -39,7 +40,6 @@ use crate::workers::runner::every;
 use crate::workers::sweeper::Sweeper;
 use crate::workers::waiting_room::WaitingRoomKeeper;
 use crate::workers::waitlist::WaitlistJudge;
-use crate::command::waitlist::WaitlistService;
 use domain::money::Currency;
 
 /// Pending connections the kernel queues before we accept them. An onsale

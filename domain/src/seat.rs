@@ -844,7 +844,10 @@ pub(crate) mod tests {
             assert_eq!(released.state, SeatState::Returned);
             assert_eq!(released.status_at(t(10)), SeatStatus::Held);
             let bob = place_as(2, "bob", 900, Line::Buyer);
-            assert_eq!(decide(&released, &bob, t(11)), Err(SeatError::HeldByAnother));
+            assert_eq!(
+                decide(&released, &bob, t(11)),
+                Err(SeatError::HeldByAnother)
+            );
             let offer = place_as(3, "carol", 900, Line::Offer);
             assert!(matches!(
                 decide(&released, &offer, t(11)).as_deref(),
@@ -862,7 +865,10 @@ pub(crate) mod tests {
             let allocate = SeatCommand::Allocate {
                 channel: ChannelId::parse("partner-x").unwrap(),
             };
-            assert_eq!(decide(&held, &allocate, t(480)), Err(SeatError::HeldByAnother));
+            assert_eq!(
+                decide(&held, &allocate, t(480)),
+                Err(SeatError::HeldByAnother)
+            );
             let offer = place_as(3, "carol", 900, Line::Offer);
             assert_eq!(
                 decide(&held, &offer, t(480)).unwrap()[0],
@@ -873,12 +879,19 @@ pub(crate) mod tests {
         #[test]
         fn a_passed_seat_is_for_sale_again_and_a_hold_without_a_line_frees_it_at_once() {
             let held = held_on_line(1, 480);
-            let passed = after(held.clone(), decide(&held, &SeatCommand::Pass, t(480)).unwrap());
+            let passed = after(
+                held.clone(),
+                decide(&held, &SeatCommand::Pass, t(480)).unwrap(),
+            );
             assert_eq!(passed.state, SeatState::Available);
             assert_eq!(decide(&passed, &SeatCommand::Pass, t(481)), Ok(vec![]));
             let bob = place_as(2, "bob", 900, Line::Buyer);
             assert!(decide(&passed, &bob, t(481)).is_ok());
-            assert_eq!(decide(&held, &SeatCommand::Pass, t(10)), Ok(vec![]), "still held");
+            assert_eq!(
+                decide(&held, &SeatCommand::Pass, t(10)),
+                Ok(vec![]),
+                "still held"
+            );
             let mut plain = given(&[]);
             for event in decide(&plain, &place_as(1, "alice", 480, Line::None), t(0)).unwrap() {
                 plain.apply_event(&event);
@@ -909,7 +922,10 @@ pub(crate) mod tests {
                 line: true,
             };
             let given_back = after(allocated.clone(), decide(&allocated, &back, t(0)).unwrap());
-            assert_eq!((given_back.state, given_back.channel), (SeatState::Returned, None));
+            assert_eq!(
+                (given_back.state, given_back.channel),
+                (SeatState::Returned, None)
+            );
         }
     }
 

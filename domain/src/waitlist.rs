@@ -102,7 +102,10 @@ impl Ask {
     /// aside).
     pub fn wants_seat(&self, seat: &SeatSpec) -> bool {
         self.pool_id.is_none()
-            && self.category.as_ref().is_none_or(|c| seat.category.as_ref() == Some(c))
+            && self
+                .category
+                .as_ref()
+                .is_none_or(|c| seat.category.as_ref() == Some(c))
             && self.section.as_ref().is_none_or(|s| &seat.section == s)
     }
 
@@ -606,7 +609,10 @@ mod tests {
     #[test]
     fn it_should_refuse_asks_out_of_range() {
         assert_eq!(ask(0).check(), Err(AskError::Quantity));
-        assert_eq!(ask(MAX_WAITLIST_QUANTITY + 1).check(), Err(AskError::Quantity));
+        assert_eq!(
+            ask(MAX_WAITLIST_QUANTITY + 1).check(),
+            Err(AskError::Quantity)
+        );
         let mut pool = ask(2);
         pool.pool_id = Some(PoolId::parse("floor").unwrap());
         pool.adjacent = true;

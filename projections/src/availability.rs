@@ -104,6 +104,7 @@ mod tests {
             buyer: BuyerId::parse("a").unwrap(),
             expires_at: at,
             price: None,
+            line: false,
         });
         let show = ShowId::parse("s").unwrap();
         let seat_id = SeatId::parse("A-1").unwrap();
@@ -115,6 +116,7 @@ mod tests {
                 buyer: BuyerId::parse("a").unwrap(),
                 expires_at: at,
                 placed_expires_at: at,
+                line: false,
             })
         );
         assert_eq!(
@@ -145,6 +147,7 @@ mod tests {
                     ticket_type: TicketType::parse("child").unwrap(),
                     price_cents: 2_500,
                 }),
+                line: false,
             },
         ] {
             seat.apply_event(&event);

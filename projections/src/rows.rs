@@ -149,6 +149,7 @@ mod tests {
                 buyer: BuyerId::parse("a").unwrap(),
                 expires_at: at(),
                 price: None,
+                line: false,
             },
             SeatEvent::HoldReleased { hold_id },
         ];

@@ -418,6 +418,7 @@ pub(crate) mod fixtures {
             expires_at: now() + Duration::minutes(10),
             price: None,
             channel: None,
+            line: domain::seat::Line::None,
         };
         for event in seat::decide(&seat, &command, now()).expect("a free seat is held") {
             cqrs_es::Aggregate::apply(&mut seat, event);

@@ -97,8 +97,8 @@ pub(super) async fn join(
         pool_id: body.pool_id,
         adjacent: body.adjacent,
     };
-    let (entry_id, new) = (state.waitlists.join(&ctx, &show_id, ask).await)
-        .map_err(|e| refused(&show_id, e))?;
+    let (entry_id, new) =
+        (state.waitlists.join(&ctx, &show_id, ask).await).map_err(|e| refused(&show_id, e))?;
     if new {
         metrics::counter!("waitlist_joins_total").increment(1);
     }
@@ -133,10 +133,14 @@ pub(super) async fn line(
 /// The buyer's entry (to its buyer, or an admin).
 async fn owned(state: &AppState, ctx: &RequestContext, raw: &str) -> Result<EntryView, ApiError> {
     let found = entry_ref(raw)?;
-    state.waitlists.show(&found.show_id).await.map_err(|e| match e {
-        LineError::ShowNotFound | LineError::NoWaitlist => ApiError::WaitlistEntryNotFound,
-        other => other.into(),
-    })?;
+    state
+        .waitlists
+        .show(&found.show_id)
+        .await
+        .map_err(|e| match e {
+            LineError::ShowNotFound | LineError::NoWaitlist => ApiError::WaitlistEntryNotFound,
+            other => other.into(),
+        })?;
     let view = (state.lines.entry(&found).await?).ok_or(ApiError::WaitlistEntryNotFound)?;
     if view.buyer != ctx.actor.id.as_str() && !ctx.actor.is_admin() {
         // Another buyer's entry is not theirs to know of.
@@ -180,7 +184,10 @@ pub(super) async fn leave(
     let found = entry_ref(&entry_id)?;
     let owner = domain::ids::BuyerId::parse(&view.buyer)
         .map_err(|e| ApiError::Internal(format!("an entry's buyer: {e}")))?;
-    (state.waitlists.leave(&ctx, &found.show_id, found.entry_id, &owner).await)
+    (state
+        .waitlists
+        .leave(&ctx, &found.show_id, found.entry_id, &owner)
+        .await)
         .map_err(|e| refused(&found.show_id, e))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

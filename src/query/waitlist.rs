@@ -89,8 +89,11 @@ pub struct LineBook {
     log: EventLog,
     holds: Holds,
     clock: Arc<dyn Clock>,
-    lines: Mutex<HashMap<ShowId, Arc<Mutex<(Waitlist, usize)>>>>,
+    lines: Mutex<HashMap<ShowId, Arc<Mutex<Folded>>>>,
 }
+
+/// A line folded from the log, and the stream sequence it is folded to.
+type Folded = (Waitlist, usize);
 
 impl LineBook {
     pub fn new(log: EventLog, holds: Holds, clock: Arc<dyn Clock>) -> Self {
@@ -108,13 +111,20 @@ impl LineBook {
         show_id: &ShowId,
         read: impl FnOnce(&Waitlist) -> R,
     ) -> Result<R, StoreError> {
-        let slot = self.lines.lock().await.entry(show_id.clone()).or_default().clone();
+        let slot = self
+            .lines
+            .lock()
+            .await
+            .entry(show_id.clone())
+            .or_default()
+            .clone();
         let mut slot = slot.lock().await;
         let (line, version) = &mut *slot;
         let id = waitlist_stream_id(show_id);
         for event in self.log.stream_events::<Waitlist>(&id, *version).await? {
-            let payload: WaitlistEvent = serde_json::from_value(event.payload)
-                .map_err(|e| StoreError::Corrupt(format!("waiting list {id}#{}: {e}", event.sequence)))?;
+            let payload: WaitlistEvent = serde_json::from_value(event.payload).map_err(|e| {
+                StoreError::Corrupt(format!("waiting list {id}#{}: {e}", event.sequence))
+            })?;
             line.apply_event(&payload);
             *version = event.sequence;
         }

@@ -32,8 +32,11 @@ pub struct WaitlistJudge {
     shows: Shows,
     waitlists: Arc<WaitlistService>,
     clock: Arc<dyn Clock>,
-    known: Arc<Mutex<Option<(Instant, Vec<ShowId>)>>>,
+    known: Arc<Mutex<Option<Known>>>,
 }
+
+/// The shows with a waiting list, and when they were read.
+type Known = (Instant, Vec<ShowId>);
 
 impl WaitlistJudge {
     pub fn new(shows: Shows, waitlists: Arc<WaitlistService>, clock: Arc<dyn Clock>) -> Self {

@@ -222,6 +222,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             hold_id: bought_hold_id,
             booking_id: booking,
             buyer: alice_id.clone(),
+            line: false,
         }
     );
     let held_seat = db.load::<Seat>(&held_stream).await;
@@ -232,6 +233,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             buyer: alice_id.clone(),
             expires_at: instant(&held, "expires_at"),
             placed_expires_at: instant(&held, "expires_at"),
+            line: false,
         })
     );
 
@@ -336,6 +338,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at,
             price: None,
             channel: None,
+            line: domain::seat::Line::None,
         },
         now,
     };
@@ -356,6 +359,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at: instant(&held, "expires_at"),
             price: None,
             channel: None,
+            line: domain::seat::Line::None,
         },
         now,
     };

@@ -41,6 +41,7 @@ mod store;
 mod streams;
 mod venues;
 mod waiting_room;
+mod waitlist;
 mod webhooks;
 
 use std::future::Future;
@@ -72,6 +73,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(checkout::tests());
     all.extend(orders::tests());
     all.extend(channels::tests());
+    all.extend(waitlist::tests());
     all.extend(crash::tests());
     all.extend(bad_input::tests());
     all.extend(hostile::tests());

@@ -356,6 +356,7 @@ async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv
                     buyer: BuyerId::parse("b").unwrap(),
                     expires_at,
                     price: None,
+                    line: false,
                 };
                 batch
                     .rows

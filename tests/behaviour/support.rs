@@ -279,6 +279,8 @@ pub struct TestApp {
     pub sweeper: Sweeper,
     /// The room keeper of waiting rooms, one pass at a time.
     pub waiting_rooms: booking::workers::waiting_room::WaitingRoomKeeper,
+    /// The waiting lists' judge, one pass at a time.
+    pub waitlists: booking::workers::waitlist::WaitlistJudge,
     pub live: Arc<booking::live::LiveHub>,
     pub webhooks: booking::webhooks::Webhooks,
     pub database_url: String,
@@ -405,6 +407,7 @@ impl TestApp {
         let projector = app.projector().clone();
         let sweeper = app.sweeper().clone();
         let waiting_rooms = app.waiting_rooms().clone();
+        let waitlists = app.waitlists().clone();
         let live = app.state().live.clone();
         let webhooks = app.webhooks().clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -429,6 +432,7 @@ impl TestApp {
             projector,
             sweeper,
             waiting_rooms,
+            waitlists,
             live,
             webhooks,
             database_url: url_for_tools,

@@ -165,6 +165,7 @@ pub(super) mod tests {
                 expires_at: now() + chrono::Duration::hours(1),
                 price: None,
                 channel: None,
+                line: domain::seat::Line::None,
             },
             now(),
         )

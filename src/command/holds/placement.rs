@@ -7,9 +7,9 @@
 use chrono::{DateTime, Utc};
 use domain::allowance::{AllowanceCommand, AllowanceError};
 use domain::ids::{EntryId, HoldId, PoolId, SeatId};
+use domain::pool::PoolCommand;
 use domain::seat::Line;
 use domain::waitlist::{self, WaitlistCommand, WaitlistEvent};
-use domain::pool::PoolCommand;
 use std::sync::Arc;
 
 use domain::pricing::{ItemPrice, Pricing};

@@ -82,10 +82,13 @@ impl WaitlistService {
         if owed_ids.is_empty() {
             return Ok(Judged::default());
         }
-        let mut owed: Vec<&SeatSpec> = (owed_ids.iter())
+        // In the show's order: an entry is offered the first seats that
+        // satisfy it, as the show lists them.
+        let mut owed: Vec<(usize, &SeatSpec)> = (owed_ids.iter())
             .filter_map(|id| entry.show.seat(id))
-            .map(|(_, spec)| spec)
             .collect();
+        owed.sort_by_key(|(ordinal, _)| *ordinal);
+        let mut owed: Vec<&SeatSpec> = owed.into_iter().map(|(_, spec)| spec).collect();
         let mut line = self.rounds.lock_line(show_id).await?;
         let mut judged = Judged::default();
         let mut skip: Vec<EntryId> = Vec::new();

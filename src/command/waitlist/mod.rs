@@ -16,8 +16,7 @@ use domain::ids::{BuyerId, EntryId, ShowId};
 use domain::seat::{SeatStatus, Timed};
 use domain::show::SeatSpec;
 use domain::waitlist::{
-    self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistError,
-    WaitlistEvent,
+    self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistError, WaitlistEvent,
 };
 use projections::rows::Rows;
 
@@ -197,7 +196,9 @@ impl WaitlistService {
             buyer: ctx.actor.id.clone(),
             ask,
         };
-        let settled = self.on_line(ctx, show_id, "waitlist_join", &command).await?;
+        let settled = self
+            .on_line(ctx, show_id, "waitlist_join", &command)
+            .await?;
         Ok(match settled {
             Settled::Appended(()) => (entry_id, true),
             _ => {
@@ -298,4 +299,3 @@ fn check_ask(entry: &CatalogEntry, ask: &Ask) -> Result<(), LineError> {
         None => Ok(()),
     }
 }
-

@@ -1,0 +1,434 @@
+//! Waiting lists over HTTP (issue #36): a freed seat goes to the first
+//! entry it satisfies before any public buyer can take it (released,
+//! expired at its instant, cancelled), two instances never offer a seat
+//! twice nor skip an entry, an offer lapses and passes on, and the line
+//! survives replay.
+
+use std::collections::BTreeSet;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::checkout::hold_for;
+use crate::support::{seat_id, show_body, Answer, TestApp, TestEnv};
+use crate::tests;
+
+pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
+    tests![
+        a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants,
+        two_instances_never_offer_one_seat_twice_nor_skip_an_entry,
+        an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered,
+        the_line_and_its_offers_are_the_same_after_replay,
+        bad_waitlist_bodies_are_refused_naming_the_field,
+    ]
+}
+
+/// How long the tests' offers last.
+const OFFER_SECONDS: i64 = 60;
+
+/// A show of `seats` seats (ten a section) keeping a waiting list.
+async fn show_with_line(app: &TestApp, show: &str, seats: usize, ttl: u32) {
+    let mut body = show_body(seats, ttl);
+    body["waitlist"] = json!({"offer_seconds": OFFER_SECONDS});
+    app.create_show_from(show, &body).await;
+}
+
+async fn join(app: &TestApp, token: &str, show: &str, body: Value) -> Answer {
+    app.call(
+        Method::POST,
+        &format!("/v1/shows/{show}/waitlist"),
+        Some(token),
+        Some(&body),
+        &[],
+    )
+    .await
+}
+
+async fn line(app: &TestApp, show: &str) -> Value {
+    let answer = app
+        .call(
+            Method::GET,
+            &format!("/v1/shows/{show}/waitlist"),
+            Some(&app.admin()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    answer.body
+}
+
+async fn entry(app: &TestApp, token: &str, entry_id: &str) -> Answer {
+    app.call(
+        Method::GET,
+        &format!("/v1/waitlist/{entry_id}"),
+        Some(token),
+        None,
+        &[],
+    )
+    .await
+}
+
+/// Holds every seat of the show, one buyer a seat: `h{n}` holds `S{n}`.
+async fn sell_out(app: &TestApp, show: &str, seats: usize) -> Vec<(String, String)> {
+    let mut holds = Vec::new();
+    for n in 1..=seats {
+        let token = app.buyer(&format!("h{n}"));
+        let hold_id = hold_for(app, &token, show, &[&seat_id(n)]).await;
+        holds.push((token, hold_id));
+    }
+    holds
+}
+
+/// `w{n}` joins for one seat, in order; their entry ids.
+async fn join_in_order(app: &TestApp, show: &str, count: usize) -> Vec<String> {
+    let mut entries = Vec::new();
+    for n in 1..=count {
+        let joined = join(
+            app,
+            &app.buyer(&format!("w{n}")),
+            show,
+            json!({"quantity": 1}),
+        )
+        .await;
+        assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.body);
+        assert_eq!(joined.body["position"], json!(n));
+        entries.push(joined.str("entry_id"));
+    }
+    entries
+}
+
+/// A public buyer's hold of `seat` is refused: the line is owed it.
+async fn public_is_refused(app: &TestApp, show: &str, seat: &str) {
+    // A buyer of its own for each seat: one buyer at machine speed would
+    // meet the per-buyer rate limit, not the line.
+    let public = app.buyer(&format!("sniper-{seat}"));
+    let seats = [seat];
+    let (tried, judged) = tokio::join!(
+        app.hold(&public, show, &seats, None),
+        app.waitlists.run_once()
+    );
+    judged.expect("judged");
+    tried.expect_problem(409, "seat_taken");
+}
+
+/// Every entry of `entries` offered exactly the seat it is paired with.
+async fn offered(app: &TestApp, entries: &[(String, String)]) {
+    for (entry_id, seat) in entries {
+        let found = entry(app, &app.admin(), entry_id).await;
+        assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+        assert_eq!(found.body["status"], "offered", "{}", found.body);
+        assert_eq!(found.body["seats"], json!([seat]), "{}", found.body);
+    }
+}
+
+async fn a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants(env: TestEnv) {
+    const SEATS: usize = 99;
+    let app = env.spawn().await;
+    // Holds last less than offers: the holds' expiry below leaves the
+    // offers made before it standing.
+    show_with_line(&app, "race", SEATS, 30).await;
+    let holds = sell_out(&app, "race", SEATS).await;
+    let entries = join_in_order(&app, "race", SEATS).await;
+    // Released: seats 1..=33, one at a time, each raced by a public buyer
+    // while the line is judged.
+    let mut expected = Vec::new();
+    for n in 1..=33 {
+        let (token, hold_id) = &holds[n - 1];
+        let released = app
+            .call(
+                Method::DELETE,
+                &format!("/v1/holds/{hold_id}"),
+                Some(token),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
+        public_is_refused(&app, "race", &seat_id(n)).await;
+        expected.push((entries[n - 1].clone(), seat_id(n)));
+    }
+    // Cancelled: seats 34..=66 bought, then their bookings cancelled.
+    for n in 34..=66 {
+        let (token, hold_id) = &holds[n - 1];
+        let bought = app.purchase(token, hold_id, "pm_sim_ok").await;
+        assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+        let path = format!("/v1/bookings/{}/cancel", bought.str("booking_id"));
+        let cancelled = app.call(Method::POST, &path, Some(token), None, &[]).await;
+        assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.body);
+        public_is_refused(&app, "race", &seat_id(n)).await;
+        expected.push((entries[n - 1].clone(), seat_id(n)));
+    }
+    // Expired: the rest, at the instant of their expiry (no event yet).
+    app.clock.advance(chrono::Duration::seconds(30));
+    for n in 67..=SEATS {
+        let public = app.buyer(&format!("early-{n}"));
+        app.hold(&public, "race", &[&seat_id(n)], None)
+            .await
+            .expect_problem(409, "seat_taken");
+        let statuses = app.seat_statuses("race").await;
+        assert_eq!(
+            statuses[&seat_id(n)],
+            "held",
+            "owed to the line, never available"
+        );
+    }
+    app.waitlists.run_once().await.expect("judged");
+    for n in 67..=SEATS {
+        public_is_refused(&app, "race", &seat_id(n)).await;
+        expected.push((entries[n - 1].clone(), seat_id(n)));
+    }
+    offered(&app, &expected).await;
+    let counts = &line(&app, "race").await["counts"];
+    assert_eq!(counts["offered"], json!(SEATS), "{counts}");
+    app.stop().await;
+}
+
+async fn two_instances_never_offer_one_seat_twice_nor_skip_an_entry(env: TestEnv) {
+    const SEATS: usize = 20;
+    let (a, b) = env.spawn_pair().await;
+    show_with_line(&a, "pair", SEATS, 600).await;
+    let holds = sell_out(&a, "pair", SEATS).await;
+    let entries = join_in_order(&b, "pair", SEATS).await;
+    for (n, (token, hold_id)) in holds.iter().enumerate() {
+        let app = if n % 2 == 0 { &a } else { &b };
+        let released = app
+            .call(
+                Method::DELETE,
+                &format!("/v1/holds/{hold_id}"),
+                Some(token),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
+    }
+    // Both judge at once, several times over.
+    for _ in 0..3 {
+        let (x, y) = tokio::join!(a.waitlists.run_once(), b.waitlists.run_once());
+        for judged in [x, y] {
+            match judged {
+                Ok(_) | Err(booking::command::waitlist::LineError::Busy) => {}
+                Err(other) => panic!("judged: {other}"),
+            }
+        }
+    }
+    let body = line(&a, "pair").await;
+    let mut seats = BTreeSet::new();
+    for (n, listed) in body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(listed["entry_id"], json!(entries[n]));
+        assert_eq!(listed["status"], "offered", "no entry skipped: {listed}");
+        let offered = listed["seats"].as_array().expect("seats");
+        assert_eq!(offered.len(), 1);
+        assert!(
+            seats.insert(offered[0].to_string()),
+            "offered twice: {listed}"
+        );
+        // The offer is a hold in the buyer's name.
+        let token = a.buyer(&format!("w{}", n + 1));
+        let hold = a
+            .call(
+                Method::GET,
+                &format!("/v1/holds/{}", listed.str_at("hold_id")),
+                Some(&token),
+                None,
+                &[],
+            )
+            .await;
+        assert_eq!(hold.status, StatusCode::OK, "{}", hold.body);
+        assert_eq!(
+            (hold.body["offer"].clone(), hold.body["status"].clone()),
+            (json!(true), json!("held"))
+        );
+    }
+    assert_eq!(seats.len(), SEATS);
+    a.stop().await;
+    b.stop().await;
+}
+
+trait StrAt {
+    fn str_at(&self, field: &str) -> String;
+}
+
+impl StrAt for Value {
+    fn str_at(&self, field: &str) -> String {
+        self[field].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+async fn an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered(env: TestEnv) {
+    let app = env.spawn().await;
+    show_with_line(&app, "lapse", 2, 600).await;
+    let holds = sell_out(&app, "lapse", 2).await;
+    let entries = join_in_order(&app, "lapse", 3).await;
+    // While everything is held, joining again with the same body is the
+    // same entry; another ask is refused naming the entry.
+    let w1 = app.buyer("w1");
+    let again = join(&app, &w1, "lapse", json!({"quantity": 1})).await;
+    assert_eq!(
+        (again.status, again.str("entry_id")),
+        (StatusCode::OK, entries[0].clone())
+    );
+    join(&app, &w1, "lapse", json!({"quantity": 2}))
+        .await
+        .expect_problem(409, "waitlist_entry_exists");
+    // w2 leaves: never offered. Another buyer may not read or remove w3's.
+    let w2 = app.buyer("w2");
+    let left = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/waitlist/{}", entries[1]),
+            Some(&w2),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(left.status, StatusCode::NO_CONTENT, "{}", left.body);
+    entry(&app, &w2, &entries[2])
+        .await
+        .expect_problem(404, "waitlist_entry_not_found");
+    // S1 freed: w1 is offered it.
+    let (h1, hold1) = &holds[0];
+    app.call(
+        Method::DELETE,
+        &format!("/v1/holds/{hold1}"),
+        Some(h1),
+        None,
+        &[],
+    )
+    .await;
+    app.waitlists.run_once().await.expect("judged");
+    let first = entry(&app, &w1, &entries[0]).await;
+    assert_eq!(
+        (first.body["status"].clone(), first.body["seats"].clone()),
+        (json!("offered"), json!(["S1"]))
+    );
+    // The offer lapses: S1 passes to w3 (w2 left), w1 reads lapsed.
+    app.clock.advance(chrono::Duration::seconds(OFFER_SECONDS));
+    app.waitlists.run_once().await.expect("judged");
+    assert_eq!(entry(&app, &w1, &entries[0]).await.body["status"], "lapsed");
+    assert_eq!(entry(&app, &w2, &entries[1]).await.body["status"], "left");
+    let w3 = app.buyer("w3");
+    let third = entry(&app, &w3, &entries[2]).await;
+    assert_eq!(
+        (third.body["status"].clone(), third.body["seats"].clone()),
+        (json!("offered"), json!(["S1"]))
+    );
+    // w3 buys it: booked. S2 freed with nobody left waiting: back on sale.
+    let bought = app.purchase(&w3, &third.str("hold_id"), "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    assert_eq!(entry(&app, &w3, &entries[2]).await.body["status"], "booked");
+    let (h2, hold2) = &holds[1];
+    app.call(
+        Method::DELETE,
+        &format!("/v1/holds/{hold2}"),
+        Some(h2),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(
+        app.seat_statuses("lapse").await["S2"],
+        "held",
+        "owed until judged"
+    );
+    app.waitlists.run_once().await.expect("judged");
+    assert_eq!(app.seat_statuses("lapse").await["S2"], "available");
+    // Now S2 is available: a join for one seat is told to hold it.
+    join(&app, &app.buyer("late"), "lapse", json!({"quantity": 1}))
+        .await
+        .expect_problem(409, "available_now");
+    app.stop().await;
+}
+
+async fn the_line_and_its_offers_are_the_same_after_replay(env: TestEnv) {
+    use booking::catalog::ShowCatalog;
+    use booking::rebuild::replay::replay;
+    use booking::store::Projection;
+    let app = env.spawn().await;
+    show_with_line(&app, "again", 4, 600).await;
+    let holds = sell_out(&app, "again", 4).await;
+    join_in_order(&app, "again", 3).await;
+    for (token, hold_id) in &holds[..2] {
+        app.call(
+            Method::DELETE,
+            &format!("/v1/holds/{hold_id}"),
+            Some(token),
+            None,
+            &[],
+        )
+        .await;
+    }
+    app.waitlists.run_once().await.expect("judged");
+    app.settle().await;
+    let before = line(&app, "again").await;
+    assert_eq!(before["counts"]["offered"], json!(2), "{before}");
+    let catalog = ShowCatalog::new(domain::money::Currency::EUR, app.store.shows());
+    replay(
+        &app.store.log(),
+        &app.store.projections(),
+        &catalog,
+        &Projection::ALL,
+    )
+    .await
+    .expect("replay");
+    let fresh = env.spawn_at(app.database_url.clone()).await;
+    assert_eq!(line(&fresh, "again").await, before, "the same after replay");
+    fresh.stop().await;
+    app.stop().await;
+}
+
+async fn bad_waitlist_bodies_are_refused_naming_the_field(env: TestEnv) {
+    let app = env.spawn().await;
+    show_with_line(&app, "bad", 2, 600).await;
+    sell_out(&app, "bad", 2).await;
+    let buyer = app.buyer("b");
+    for (body, field) in [
+        (json!({}), "quantity"),
+        (json!({"quantity": 0}), "quantity"),
+        (json!({"quantity": 11}), "quantity"),
+        (json!({"quantity": "two"}), "quantity"),
+        (json!({"quantity": 1, "section": "Z"}), "section"),
+        (json!({"quantity": 1, "category": "nope"}), "category"),
+        (json!({"quantity": 1, "pool_id": "nope"}), "pool_id"),
+        (
+            json!({"quantity": 1, "pool_id": "floor", "adjacent": true}),
+            "pool_id",
+        ),
+        (json!({"quantity": 1, "adjacent": "yes"}), "adjacent"),
+        (json!({"quantity": 1, "colour": "red"}), "colour"),
+    ] {
+        let answer = join(&app, &buyer, "bad", body.clone()).await;
+        answer.expect_problem(422, "validation_failed");
+        assert!(
+            answer.str("detail").contains(field),
+            "{body}: {}",
+            answer.body
+        );
+    }
+    assert_eq!(
+        line(&app, "bad").await["entries"],
+        json!([]),
+        "nothing joined"
+    );
+    // A show without a waiting list; an entry that is not one.
+    app.create_show("plain", 1, 600).await;
+    join(&app, &buyer, "plain", json!({"quantity": 1}))
+        .await
+        .expect_problem(409, "no_waitlist");
+    for id in [
+        "nope",
+        "bad.not-a-uuid",
+        "bad.00000000-0000-0000-0000-000000000000",
+    ] {
+        entry(&app, &buyer, id)
+            .await
+            .expect_problem(404, "waitlist_entry_not_found");
+    }
+    app.stop().await;
+}
