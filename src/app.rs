@@ -174,13 +174,12 @@ impl Wings {
             waiting_rooms.clone(),
         ));
         let prices = Arc::new(PriceService::new(catalog.clone(), rounds.clone()));
+        let line_parts = (catalog.clone(), rounds.clone(), holds.clone());
         let waitlists = Arc::new(WaitlistService::new(
-            catalog.clone(),
-            rounds.clone(),
-            holds.clone(),
+            line_parts,
             store.shows(),
-            availability.clone(),
-            clock.clone(),
+            &availability,
+            clock,
         ));
         let allocations = Arc::new(AllocationService::new(
             rounds.clone(),
@@ -188,19 +187,7 @@ impl Wings {
             store.shows(),
             clock.clone(),
         ));
-        let (payments, stripe) = payment_provider(store, settings, clock)?;
-        // The box office pays beside the provider, never through it.
-        let payments: Arc<dyn PaymentProvider> =
-            Arc::new(crate::payment::offline::WithOffline::new(payments));
-        let checkout = Arc::new(CheckoutService::new(
-            store.holds(),
-            store.checkouts(),
-            catalog.clone(),
-            clock.clone(),
-            payments,
-            rounds,
-            settings.payment_timeout,
-        ));
+        let (checkout, stripe) = checkout_service(store, settings, clock, &catalog, rounds)?;
         Ok(Self {
             catalog,
             availability,
@@ -278,6 +265,30 @@ impl Wings {
             stripe: self.stripe,
         })
     }
+}
+
+/// Purchases and orders through the configured provider (the box office
+/// beside it, never through it), and Stripe's client when it is Stripe.
+fn checkout_service(
+    store: &Store,
+    settings: &Settings,
+    clock: &Arc<dyn Clock>,
+    catalog: &Arc<ShowCatalog>,
+    rounds: Arc<Rounds>,
+) -> anyhow::Result<(Arc<CheckoutService>, Option<Arc<Stripe>>)> {
+    let (payments, stripe) = payment_provider(store, settings, clock)?;
+    let payments: Arc<dyn PaymentProvider> =
+        Arc::new(crate::payment::offline::WithOffline::new(payments));
+    let checkout = Arc::new(CheckoutService::new(
+        store.holds(),
+        store.checkouts(),
+        catalog.clone(),
+        clock.clone(),
+        payments,
+        rounds,
+        settings.payment_timeout,
+    ));
+    Ok((checkout, stripe))
 }
 
 /// A payment provider, and Stripe's client when it is Stripe.

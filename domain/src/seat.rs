@@ -674,11 +674,7 @@ impl Seat {
             }
             SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
                 if let SeatState::Held(h) = &self.state {
-                    if h.hold_id != *hold_id {
-                        return;
-                    }
-                    self.state = freed(h.line);
-                    self.price = None;
+                    self.end_hold(*hold_id == h.hold_id, h.line);
                 }
             }
             SeatEvent::HoldConverted {
@@ -696,30 +692,46 @@ impl Seat {
                     }
                 }
             }
-            SeatEvent::BookingCancelled { booking_id } => {
-                if let SeatState::Booked {
-                    booking_id: b,
-                    line,
-                    ..
-                } = &self.state
-                {
-                    if b == booking_id {
-                        self.state = freed(*line);
-                        self.price = None;
-                    }
-                }
-            }
+            SeatEvent::BookingCancelled { booking_id } => self.cancelled(*booking_id),
             SeatEvent::SeatAllocated { channel } => self.channel = Some(channel.clone()),
             SeatEvent::SeatDeallocated { line, .. } => {
                 self.channel = None;
-                if *line && self.state == SeatState::Available {
-                    self.state = SeatState::Returned;
-                }
+                self.returned_if(*line && self.state == SeatState::Available);
             }
-            SeatEvent::SeatPassed => {
-                if self.state == SeatState::Returned {
-                    self.state = SeatState::Available;
-                }
+            SeatEvent::SeatPassed if self.state == SeatState::Returned => {
+                self.state = SeatState::Available
+            }
+            SeatEvent::SeatPassed => {}
+        }
+    }
+
+    /// Owes the free seat to the waiting list, if `owed`.
+    fn returned_if(&mut self, owed: bool) {
+        if owed {
+            self.state = SeatState::Returned;
+        }
+    }
+
+    /// The hold ended (released, expired), if it was the seat's.
+    fn end_hold(&mut self, its: bool, line: bool) {
+        if its {
+            self.state = freed(line);
+            self.price = None;
+        }
+    }
+
+    /// The booking `booking_id` was cancelled: the seat is freed, if it
+    /// is that booking's.
+    fn cancelled(&mut self, booking_id: BookingId) {
+        if let SeatState::Booked {
+            booking_id: b,
+            line,
+            ..
+        } = &self.state
+        {
+            if *b == booking_id {
+                self.state = freed(*line);
+                self.price = None;
             }
         }
     }

@@ -100,6 +100,14 @@ pub struct WaitlistDefinition {
     pub offer_seconds: u32,
 }
 
+impl WaitlistDefinition {
+    fn settings(self) -> WaitlistSettings {
+        WaitlistSettings {
+            offer_seconds: self.offer_seconds,
+        }
+    }
+}
+
 /// A sales channel of a show.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -400,9 +408,7 @@ impl ShowDefinition {
         .with_pricing(self.venue_id.clone(), chart, pricing)?
         .with_buyer_cancellation_until(self.buyer_cancellation_until)
         .with_channels(self.channel_specs())?
-        .with_waitlist(self.waitlist.map(|w| WaitlistSettings {
-            offer_seconds: w.offer_seconds,
-        }))
+        .with_waitlist(self.waitlist.map(WaitlistDefinition::settings))
     }
 
     fn channel_specs(&self) -> Vec<ChannelSpec> {

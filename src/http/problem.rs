@@ -500,6 +500,9 @@ impl ApiError {
 
     fn detail(&self) -> String {
         use ApiError::*;
+        if let Some(detail) = self.waitlist_detail() {
+            return detail;
+        }
         match self {
             MalformedJson(d)
             | BadPath(d)
@@ -540,11 +543,6 @@ impl ApiError {
             AdmissionRequired { .. } | WaitingRoomNotFound | QueueEntryNotFound => {
                 self.waiting_room_detail()
             }
-            NoWaitlist
-            | AvailableNow
-            | WaitlistEntryExists { .. }
-            | WaitlistFull
-            | WaitlistEntryNotFound => self.waitlist_detail(),
             WebhookNotFound
             | DeliveryNotFound
             | WebhookUrlTooLong
@@ -552,11 +550,8 @@ impl ApiError {
             | WebhookUrlInvalid(_)
             | UnknownEventType(_)
             | WebhookLimitReached => self.webhook_detail(),
-            OrderNotFound
-            | OrderHoldsLost { .. }
-            | UnknownLine(_)
-            | OrderNotConfirmed
-            | CancellationClosed => self.order_detail(),
+            // An order's (the waiting list's are answered above).
+            _ => self.order_detail(),
         }
     }
 
@@ -717,10 +712,10 @@ impl ApiError {
         }
     }
 
-    /// A waiting list's refusals.
-    fn waitlist_detail(&self) -> String {
+    /// A waiting list's refusals (`None`: not one).
+    fn waitlist_detail(&self) -> Option<String> {
         use ApiError::*;
-        match self {
+        Some(match self {
             NoWaitlist => "this show keeps no waiting list; nothing was joined".into(),
             AvailableNow => "what you ask for is available now: hold it instead; nothing \
                  was joined"
@@ -734,8 +729,8 @@ impl ApiError {
                 domain::limits::MAX_WAITLIST_ENTRIES
             ),
             WaitlistEntryNotFound => "no waiting-list entry has this id".into(),
-            _ => UNEXPECTED_DETAIL.into(),
-        }
+            _ => return None,
+        })
     }
 
     /// A webhook endpoint or delivery: unknown, or a registration refused.

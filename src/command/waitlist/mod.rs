@@ -146,21 +146,21 @@ pub struct WaitlistService {
 }
 
 impl WaitlistService {
+    /// The line's commands over the catalog, the command rounds and the
+    /// holds that make its offers.
     pub fn new(
-        catalog: Arc<ShowCatalog>,
-        rounds: Arc<Rounds>,
-        holds: Arc<HoldService>,
+        (catalog, rounds, holds): (Arc<ShowCatalog>, Arc<Rounds>, Arc<HoldService>),
         shows: Shows,
-        availability: Arc<AvailabilityCache>,
-        clock: Arc<dyn Clock>,
+        availability: &Arc<AvailabilityCache>,
+        clock: &Arc<dyn Clock>,
     ) -> Self {
         Self {
             catalog,
             rounds,
             holds,
             shows,
-            availability,
-            clock,
+            availability: availability.clone(),
+            clock: clock.clone(),
         }
     }
 
