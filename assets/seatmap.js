@@ -132,6 +132,12 @@
         return "That ticket type is not sold for one of the seats you chose. Choose another ticket type.";
       case "admission_required":
         return "This sale opens through a waiting room: join the queue, and choose seats once you are let in.";
+      case "available_now":
+        return "What you ask for is free right now: choose it on the map instead.";
+      case "waitlist_entry_exists":
+        return "You are on this show's waiting list already, for something else. Leave it first to ask again.";
+      case "no_waitlist":
+        return "This show keeps no waiting list.";
       case "rate_limited":
         return "Too many requests at once. Wait a moment and try again.";
       case "unauthorized":
@@ -1465,6 +1471,82 @@
     followQueue();
   });
 
+  // The waiting list (docs/api.md, "Waiting list"): when nothing is free,
+  // a buyer joins; seats that come back are offered in turn, as a hold in
+  // the buyer's name, which lands in the basket to pay for.
+  let line = null; // the show's waitlist settings, if it keeps one
+  let entry = null; // the buyer's entry, as last read
+  let lineRead = 0; // when it was last read (ms)
+  const LINE_EVERY_MS = 2000;
+
+  function soldOut() {
+    for (const seat of seats.values()) if (seat.status === "available") return false;
+    return seats.size > 0;
+  }
+
+  function showLine() {
+    const panel = $("#waitlist");
+    const status = entry ? entry.status : "";
+    panel.hidden = !line || (!entry && !soldOut());
+    panel.dataset.waitlistOpen = String(!panel.hidden);
+    panel.dataset.waitlistStatus = status;
+    $("#waitlist-join").hidden = Boolean(entry) && status !== "left" && status !== "lapsed";
+    document.querySelector('[data-action="waitlist-leave"]').hidden = status !== "waiting";
+    const what = $("#waitlist-what");
+    switch (status) {
+      case "waiting":
+        what.textContent = `You are number ${entry.position} on the waiting list for ${entry.quantity} seat${entry.quantity > 1 ? "s" : ""}. Seats that come back are offered in turn.`;
+        break;
+      case "offered":
+        what.textContent = `Seats came back for you: ${list(entry.seats)}, held in your name until ${new Date(entry.expires_at).toLocaleTimeString()}. Pay below.`;
+        break;
+      case "booked":
+        what.textContent = "You booked the seats the waiting list offered you.";
+        break;
+      case "lapsed":
+        what.textContent = "The seats offered to you were not bought in time and went to the next in line.";
+        break;
+      default:
+        what.textContent = "Sold out. Join the waiting list: seats that come back are offered in turn, before anyone else can take them.";
+    }
+  }
+
+  async function followLine(force) {
+    if (!line || !tokenInput.value.trim()) return showLine();
+    if (!force && Date.now() - lineRead < LINE_EVERY_MS) return showLine();
+    lineRead = Date.now();
+    const mine = await api("GET", `/v1/shows/${encodeURIComponent(showId)}/waitlist/me`);
+    const before = entry;
+    entry = mine.ok ? mine.data : null;
+    if (entry && entry.status === "offered" && !(before && before.status === "offered")) {
+      const hold = await api("GET", `/v1/holds/${entry.hold_id}`);
+      if (hold.ok) {
+        setHold(hold.data);
+        say("Seats came back for you from the waiting list. Pay before the countdown ends.", "ok");
+      }
+    }
+    showLine();
+  }
+
+  bind("waitlist-join", async () => {
+    const quantity = Number($("#waitlist-quantity").value);
+    const body = { quantity, adjacent: $("#waitlist-adjacent").checked && quantity > 1 };
+    const answer = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/waitlist`, body);
+    if (!answer.ok) return say(explain(answer.problem));
+    entry = answer.data;
+    say("You are on the waiting list. Keep this page open: an offer lands in your basket.", "ok");
+    showLine();
+  });
+
+  bind("waitlist-leave", async () => {
+    if (!entry) return;
+    const answer = await api("DELETE", `/v1/waitlist/${encodeURIComponent(entry.entry_id)}`);
+    if (!answer.ok) return say(explain(answer.problem));
+    entry = null;
+    say("You left the waiting list.", "ok");
+    showLine();
+  });
+
   async function start() {
     const answer = await api("GET", `/v1/shows/${encodeURIComponent(showId)}`);
     if (!answer.ok) {
@@ -1474,6 +1556,11 @@
     draw(answer.data);
     showSelection();
     room = answer.data.waiting_room || null;
+    line = answer.data.waitlist || null;
+    if (line) {
+      tokenInput.addEventListener("change", () => followLine(true));
+      setInterval(() => followLine(false), 500);
+    }
     if (room) {
       followQueue();
       tokenInput.addEventListener("change", followQueue);

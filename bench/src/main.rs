@@ -21,6 +21,7 @@ mod report;
 mod scenarios;
 mod seatmap;
 mod stripe;
+mod waitlist;
 mod wal;
 
 use std::sync::Arc;
@@ -337,6 +338,9 @@ async fn run_store(
     }
     if wanted("channels") {
         results.extend(channels::run(&target, args.concurrency, seconds).await?);
+    }
+    if wanted("waitlist") {
+        results.extend(waitlist::run(&target, args.concurrency, seconds).await?);
     }
     if wanted("ga") {
         results.push(scenarios::ga_storm(&target, None).await?);

@@ -55,7 +55,7 @@ impl Modify for Extras {
         orders::place_order, orders::get_order, orders::cancel_order,
         allocations::allocate, allocations::release, allocations::allocations,
         box_office::book, report::show_report, report::bookings_export,
-        waitlist::join, waitlist::line, waitlist::entry, waitlist::leave,
+        waitlist::join, waitlist::line, waitlist::mine, waitlist::entry, waitlist::leave,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
         webhooks::list_deliveries, webhooks::retry_delivery,

@@ -749,8 +749,8 @@ impl ApiError {
             WebhookUrlInvalid(why) => format!("url {why}; nothing was registered"),
             UnknownEventType(name) => format!(
                 "{name:?} is not an event type (booking.confirmed, booking.cancelled, \
-                 refund.issued, hold.expired, order.confirmed, order.cancelled); nothing was \
-                 registered"
+                 refund.issued, hold.expired, order.confirmed, order.cancelled, waitlist.offered); \
+                 nothing was registered"
             ),
             WebhookLimitReached => format!(
                 "{} endpoints are registered (MAX_ENDPOINTS); delete one first",

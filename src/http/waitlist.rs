@@ -23,6 +23,7 @@ use crate::query::waitlist::{EntryRef, EntryView, LineView};
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/shows/{show_id}/waitlist", get(line).post(join))
+        .route("/v1/shows/{show_id}/waitlist/me", get(mine))
         .route("/v1/waitlist/{entry_id}", get(entry).delete(leave))
 }
 
@@ -128,6 +129,27 @@ pub(super) async fn line(
     let show_id = show_id(&show_id_raw)?;
     state.waitlists.show(&show_id).await?;
     json_body(StatusCode::OK, &state.lines.line(&show_id).await?)
+}
+
+/// The buyer's own entry on the show (not one they left): what the seat
+/// map follows.
+#[utoipa::path(get, path = "/v1/shows/{show_id}/waitlist/me", tag = "waitlist",
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    responses(
+        (status = 200, description = "The buyer's entry", body = EntryView),
+        (status = "4XX", description = "unauthorized, show_not_found, no_waitlist, waitlist_entry_not_found", body = super::response::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub(super) async fn mine(
+    State(state): State<AppState>,
+    ctx: RequestContext,
+    PathParams(show_id_raw): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let show_id = show_id(&show_id_raw)?;
+    state.waitlists.show(&show_id).await?;
+    let view = (state.lines.entry_of(&show_id, &ctx.actor.id).await?)
+        .ok_or(ApiError::WaitlistEntryNotFound)?;
+    json_body(StatusCode::OK, &view)
 }
 
 /// The buyer's entry (to its buyer, or an admin).

@@ -46,6 +46,8 @@ pub(super) enum WebhookEventName {
     OrderConfirmed,
     #[serde(rename = "order.cancelled")]
     OrderCancelled,
+    #[serde(rename = "waitlist.offered")]
+    WaitlistOffered,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

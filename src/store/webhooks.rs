@@ -54,16 +54,18 @@ pub enum WebhookEventType {
     HoldExpired,
     OrderConfirmed,
     OrderCancelled,
+    WaitlistOffered,
 }
 
 impl WebhookEventType {
-    pub const ALL: [WebhookEventType; 6] = [
+    pub const ALL: [WebhookEventType; 7] = [
         WebhookEventType::BookingConfirmed,
         WebhookEventType::BookingCancelled,
         WebhookEventType::RefundIssued,
         WebhookEventType::HoldExpired,
         WebhookEventType::OrderConfirmed,
         WebhookEventType::OrderCancelled,
+        WebhookEventType::WaitlistOffered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +76,7 @@ impl WebhookEventType {
             WebhookEventType::HoldExpired => "hold.expired",
             WebhookEventType::OrderConfirmed => "order.confirmed",
             WebhookEventType::OrderCancelled => "order.cancelled",
+            WebhookEventType::WaitlistOffered => "waitlist.offered",
         }
     }
 }

@@ -10,6 +10,7 @@
 //! | `PoolHoldExpired` | PoolShard | `hold.expired` (the hold) |
 //! | `CheckoutCompleted` of an order | Checkout | `order.confirmed` (the order) |
 //! | `LinesCancelled` | Checkout | `order.cancelled` (the order, and that cancellation's refund) |
+//! | `EntryOffered` | Waitlist | `waitlist.offered` (the entry, its buyer and the offer's hold) |
 //!
 //! Expiry is decided at read time, without an event; `hold.expired` follows
 //! the expiry the sweeper (or a later command) records, so it comes up to
@@ -24,6 +25,7 @@ use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{BookingId, HoldId, OrderId};
 use domain::pool::{PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
+use domain::waitlist::{Waitlist, WaitlistEvent};
 use projections::checkouts::CheckoutRow;
 use projections::time::from_micros;
 use serde::Serialize;
@@ -74,6 +76,7 @@ pub fn types_of(event: &LogEvent) -> &'static [WebhookEventType] {
         (kind, "BookingReversed") if kind == Checkout::TYPE => &[BookingCancelled],
         (kind, "HoldExpired") if kind == Seat::TYPE => &[HoldExpired],
         (kind, "PoolHoldExpired") if kind == PoolShard::TYPE => &[HoldExpired],
+        (kind, "EntryOffered") if kind == Waitlist::TYPE => &[WaitlistOffered],
         _ => &[],
     }
 }
@@ -197,6 +200,9 @@ impl Payloads {
     ) -> Result<Vec<Found>, StoreError> {
         if event.aggregate_type == Checkout::TYPE {
             return self.checkout_data(event, types).await;
+        }
+        if event.aggregate_type == Waitlist::TYPE {
+            return Ok(vec![self.waitlist_offered(event).await?]);
         }
         match expired_hold(event)? {
             Some(hold_id) => Ok(vec![self.hold_expired(event, hold_id).await?]),
@@ -401,6 +407,34 @@ impl Payloads {
             booking_id.to_string(),
             view,
         ))
+    }
+
+    /// `waitlist.offered`: the entry (`{show_id}.{uuid}`), its buyer (the
+    /// offer's actor, as the event's metadata records it) and the offer's
+    /// hold as the API shows it.
+    async fn waitlist_offered(&self, event: &LogEvent) -> Result<Found, StoreError> {
+        let WaitlistEvent::EntryOffered {
+            entry_id, hold_id, ..
+        } = decode(event)?
+        else {
+            return Err(corrupt(event, "not an offer"));
+        };
+        let metadata: Value = serde_json::from_str(&event.metadata)
+            .map_err(|e| corrupt(event, format!("metadata: {e}")))?;
+        let hold = self
+            .holds
+            .view_any(&hold_id)
+            .await
+            .map_err(from_hold)?
+            .ok_or_else(|| corrupt(event, "the offer's hold is missing"))?;
+        let entry = format!("{}.{entry_id}", event.aggregate_id);
+        let data = json!({
+            "entry_id": entry,
+            "show_id": event.aggregate_id,
+            "buyer": metadata["actor"],
+            "hold": to_value(event, &hold)?,
+        });
+        Ok((WebhookEventType::WaitlistOffered, entry, data))
     }
 
     /// `hold.expired`: the hold as the API shows it.

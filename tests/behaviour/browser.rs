@@ -22,6 +22,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         two_buyers_see_each_other_on_the_seat_map,
         a_buyer_waits_in_the_queue_on_the_page_then_holds,
+        a_buyer_joins_the_waiting_list_on_the_page_and_is_offered_a_seat,
         a_buyer_chooses_ticket_types_on_the_venue_map_and_pays_the_hold_amount,
         another_buyers_hold_repaints_the_venue_map_live,
         a_family_pays_seats_and_places_at_once_on_the_page,
@@ -498,6 +499,86 @@ async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
 
 /// Waits until `check` holds, within `PATIENCE`.
 /// The booking the page says it made, read through the API: confirmed.
+async fn a_buyer_joins_the_waiting_list_on_the_page_and_is_offered_a_seat(env: TestEnv) {
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let Some((app, _cluster)) = map_app(&env).await else {
+        return;
+    };
+    let show = format!("line-{}", uuid::Uuid::new_v4().simple());
+    let mut body = crate::support::show_body(2, 600);
+    body["waitlist"] = json!({"offer_seconds": 300});
+    app.create_show_from(&show, &body).await;
+    let holder = app.buyer("line-holder");
+    let held = app.hold(&holder, &show, &["S1", "S2"], None).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("line")).await;
+    let token = app.buyer("line-browser");
+    open_map(&page, &app, &show, &token).await;
+    // Sold out: the page offers the waiting list.
+    wait_attr(&page, "#waitlist", "data-waitlist-open", PATIENCE, |v| {
+        v == "true"
+    })
+    .await;
+    assert_eq!(
+        attr(&page, "#waitlist", "data-waitlist-status")
+            .await
+            .as_deref(),
+        Some("")
+    );
+    run(
+        &page,
+        "document.querySelector('#waitlist-quantity').value = '1'; return true",
+    )
+    .await;
+    click(&page, "[data-action=\"waitlist-join\"]").await;
+    wait_attr(&page, "#waitlist", "data-waitlist-status", PATIENCE, |v| {
+        v == "waiting"
+    })
+    .await;
+    assert!(text(&page, "#waitlist-what").await.contains("number 1"));
+    // A seat comes back: the line offers it, and the offer lands in the
+    // buyer's basket on the page.
+    let released = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/holds/{}", held.str("hold_id")),
+            Some(&holder),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(released.status, StatusCode::NO_CONTENT);
+    app.waitlists.run_once().await.expect("judged");
+    wait_attr(&page, "#waitlist", "data-waitlist-status", PATIENCE, |v| {
+        v == "offered"
+    })
+    .await;
+    assert_eq!(
+        attr(&page, "#hold", "hidden").await,
+        None,
+        "the offer is in the basket"
+    );
+    let mine = app
+        .call(
+            Method::GET,
+            &format!("/v1/shows/{show}/waitlist/me"),
+            Some(&token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(mine.body["seats"], json!(["S1"]), "{}", mine.body);
+    assert_eq!(
+        attr(&page, "#hold-what li", "data-hold-id").await,
+        Some(mine.str("hold_id"))
+    );
+    page.close().await.expect("close");
+    app.stop().await;
+}
+
 async fn confirmed_booking(app: &TestApp, page: &Client, token: &str) -> Answer {
     let booking_id = wait_attr(page, "#booking", "data-booking-id", PATIENCE, |v| {
         !v.is_empty()

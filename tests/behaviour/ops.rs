@@ -415,6 +415,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/shows/{show_id}/bookings"),
     ("get", "/v1/shows/{show_id}/bookings"),
     ("get", "/v1/shows/{show_id}/report"),
+    ("post", "/v1/shows/{show_id}/waitlist"),
+    ("get", "/v1/shows/{show_id}/waitlist"),
+    ("get", "/v1/shows/{show_id}/waitlist/me"),
+    ("get", "/v1/waitlist/{entry_id}"),
+    ("delete", "/v1/waitlist/{entry_id}"),
     ("get", "/v1/shows/{show_id}/seats/{seat_id}/history"),
     ("get", "/v1/shows/{show_id}/history"),
     ("get", "/v1/shows/{show_id}/hold-ttl-advice"),
@@ -454,7 +459,8 @@ async fn the_openapi_document_covers_every_route_and_problem_code(env: TestEnv) 
                     .replace("{seat_id}", "y")
                     .replace("{hold_id}", &uuid::Uuid::nil().to_string())
                     .replace("{booking_id}", &uuid::Uuid::nil().to_string())
-                    .replace("{order_id}", &uuid::Uuid::nil().to_string()),
+                    .replace("{order_id}", &uuid::Uuid::nil().to_string())
+                    .replace("{entry_id}", "x.00000000-0000-0000-0000-000000000000"),
                 None,
                 None,
                 &[],

@@ -19,6 +19,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         two_instances_never_offer_one_seat_twice_nor_skip_an_entry,
         an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered,
         the_line_and_its_offers_are_the_same_after_replay,
+        an_offer_is_told_to_a_webhook_as_waitlist_offered,
         bad_waitlist_bodies_are_refused_naming_the_field,
     ]
 }
@@ -380,6 +381,37 @@ async fn the_line_and_its_offers_are_the_same_after_replay(env: TestEnv) {
     let fresh = env.spawn_at(app.database_url.clone()).await;
     assert_eq!(line(&fresh, "again").await, before, "the same after replay");
     fresh.stop().await;
+    app.stop().await;
+}
+
+async fn an_offer_is_told_to_a_webhook_as_waitlist_offered(env: TestEnv) {
+    use crate::receiver::{Mode, Receiver};
+    use crate::webhooks::{quick, register, WAIT};
+    let receiver = Receiver::start(Mode::Answer(204)).await;
+    let app = env.spawn_with_webhooks(quick()).await;
+    register(&app, &receiver.url, &["waitlist.offered"]).await;
+    show_with_line(&app, "told", 1, 600).await;
+    let holds = sell_out(&app, "told", 1).await;
+    let entries = join_in_order(&app, "told", 1).await;
+    let (token, hold_id) = &holds[0];
+    app.call(
+        Method::DELETE,
+        &format!("/v1/holds/{hold_id}"),
+        Some(token),
+        None,
+        &[],
+    )
+    .await;
+    app.waitlists.run_once().await.expect("judged");
+    let requests = receiver
+        .wait_for("waitlist.offered", WAIT, |r| !r.is_empty())
+        .await;
+    let event = requests[0].json();
+    assert_eq!(event["type"], "waitlist.offered");
+    assert_eq!(event["data"]["entry_id"], json!(entries[0]));
+    assert_eq!(event["data"]["buyer"], "w1");
+    assert_eq!(event["data"]["hold"]["seats"], json!(["S1"]));
+    assert_eq!(event["data"]["hold"]["status"], "held");
     app.stop().await;
 }
 
