@@ -15,38 +15,18 @@ use domain::pricing::{
     prices_stream_id, PriceEntry, PricesCommand, PricesCommandError, PricesEvent, ShowPrices,
 };
 use domain::seat::Timed;
-use projections::rows::Rows;
 
 use crate::catalog::ShowCatalog;
 use crate::command::context::RequestContext;
 use crate::command::round::{Decided, Decides, Decision, Round, RoundError, Rounds, Settled, View};
-use crate::command::streams::{Inventory, Stream, StreamCache};
+use crate::command::streams::{show_stream, ShowKey};
 use crate::store::StoreError;
 
 /// A show's price stream, as a round locks it.
-#[derive(Debug, Clone)]
-pub struct PricesKey {
-    pub show_id: ShowId,
-}
+pub type PricesKey = ShowKey;
 
-impl Stream for ShowPrices {
-    type Key = PricesKey;
-
-    fn show_id(key: &PricesKey) -> &ShowId {
-        &key.show_id
-    }
-
-    /// Prices have no read model: the catalog reads the stream.
-    fn rows(_: &mut Rows, _: &PricesKey, _: &Self, _: usize, _: &[PricesEvent]) {}
-
-    fn cache(inventory: &Inventory) -> &StreamCache<Self> {
-        &inventory.prices
-    }
-
-    fn sort(streams: &mut [(String, PricesKey)]) {
-        streams.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-}
+// Prices have no read model: the catalog reads the stream.
+show_stream!(ShowPrices, PricesEvent, prices);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PriceChangeError {

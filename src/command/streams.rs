@@ -313,3 +313,45 @@ pub async fn refresh_all<A: Aggregate>(
     futures::future::try_join_all(pending).await?;
     Ok(())
 }
+
+/// The key of a stream a show has one of and that has no read model (its
+/// prices, its waiting list): the show.
+#[derive(Debug, Clone)]
+pub struct ShowKey {
+    pub show_id: ShowId,
+}
+
+/// Implements [`Stream`] for a stream of one per show keyed by
+/// [`ShowKey`], without rows (readers fold it from the log), cached in
+/// `Inventory::$cache`.
+macro_rules! show_stream {
+    ($stream:ty, $event:ty, $cache:ident) => {
+        impl $crate::command::streams::Stream for $stream {
+            type Key = $crate::command::streams::ShowKey;
+
+            fn show_id(key: &Self::Key) -> &domain::ids::ShowId {
+                &key.show_id
+            }
+
+            fn rows(
+                _: &mut projections::rows::Rows,
+                _: &Self::Key,
+                _: &Self,
+                _: usize,
+                _: &[$event],
+            ) {
+            }
+
+            fn cache(
+                inventory: &$crate::command::streams::Inventory,
+            ) -> &$crate::command::streams::StreamCache<Self> {
+                &inventory.$cache
+            }
+
+            fn sort(streams: &mut [(String, Self::Key)]) {
+                streams.sort_by(|a, b| a.0.cmp(&b.0));
+            }
+        }
+    };
+}
+pub(crate) use show_stream;

@@ -81,6 +81,15 @@ async fn sell_out(app: &TestApp, show: &str, seats: usize) -> Vec<(String, Strin
     holds
 }
 
+/// The holder releases its hold (204).
+async fn release(app: &TestApp, token: &str, hold_id: &str) {
+    let path = format!("/v1/holds/{hold_id}");
+    let released = app
+        .call(Method::DELETE, &path, Some(token), None, &[])
+        .await;
+    assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
+}
+
 /// `w{n}` joins for one seat, in order; their entry ids.
 async fn join_in_order(app: &TestApp, show: &str, count: usize) -> Vec<String> {
     let mut entries = Vec::new();
@@ -136,16 +145,7 @@ async fn a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants(en
     let mut expected = Vec::new();
     for n in 1..=33 {
         let (token, hold_id) = &holds[n - 1];
-        let released = app
-            .call(
-                Method::DELETE,
-                &format!("/v1/holds/{hold_id}"),
-                Some(token),
-                None,
-                &[],
-            )
-            .await;
-        assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
+        release(&app, token, hold_id).await;
         public_is_refused(&app, "race", &seat_id(n)).await;
         expected.push((entries[n - 1].clone(), seat_id(n)));
     }
@@ -193,16 +193,7 @@ async fn two_instances_never_offer_one_seat_twice_nor_skip_an_entry(env: TestEnv
     let entries = join_in_order(&b, "pair", SEATS).await;
     for (n, (token, hold_id)) in holds.iter().enumerate() {
         let app = if n % 2 == 0 { &a } else { &b };
-        let released = app
-            .call(
-                Method::DELETE,
-                &format!("/v1/holds/{hold_id}"),
-                Some(token),
-                None,
-                &[],
-            )
-            .await;
-        assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
+        release(app, token, hold_id).await;
     }
     // Both judge at once, several times over.
     for _ in 0..3 {
@@ -295,14 +286,7 @@ async fn an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered(e
         .expect_problem(404, "waitlist_entry_not_found");
     // S1 freed: w1 is offered it.
     let (h1, hold1) = &holds[0];
-    app.call(
-        Method::DELETE,
-        &format!("/v1/holds/{hold1}"),
-        Some(h1),
-        None,
-        &[],
-    )
-    .await;
+    release(&app, h1, hold1).await;
     app.waitlists.run_once().await.expect("judged");
     let first = entry(&app, &w1, &entries[0]).await;
     assert_eq!(
@@ -325,14 +309,7 @@ async fn an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered(e
     assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
     assert_eq!(entry(&app, &w3, &entries[2]).await.body["status"], "booked");
     let (h2, hold2) = &holds[1];
-    app.call(
-        Method::DELETE,
-        &format!("/v1/holds/{hold2}"),
-        Some(h2),
-        None,
-        &[],
-    )
-    .await;
+    release(&app, h2, hold2).await;
     assert_eq!(
         app.seat_statuses("lapse").await["S2"],
         "held",
@@ -356,14 +333,7 @@ async fn the_line_and_its_offers_are_the_same_after_replay(env: TestEnv) {
     let holds = sell_out(&app, "again", 4).await;
     join_in_order(&app, "again", 3).await;
     for (token, hold_id) in &holds[..2] {
-        app.call(
-            Method::DELETE,
-            &format!("/v1/holds/{hold_id}"),
-            Some(token),
-            None,
-            &[],
-        )
-        .await;
+        release(&app, token, hold_id).await;
     }
     app.waitlists.run_once().await.expect("judged");
     app.settle().await;
@@ -394,14 +364,7 @@ async fn an_offer_is_told_to_a_webhook_as_waitlist_offered(env: TestEnv) {
     let holds = sell_out(&app, "told", 1).await;
     let entries = join_in_order(&app, "told", 1).await;
     let (token, hold_id) = &holds[0];
-    app.call(
-        Method::DELETE,
-        &format!("/v1/holds/{hold_id}"),
-        Some(token),
-        None,
-        &[],
-    )
-    .await;
+    release(&app, token, hold_id).await;
     app.waitlists.run_once().await.expect("judged");
     let requests = receiver
         .wait_for("waitlist.offered", WAIT, |r| !r.is_empty())

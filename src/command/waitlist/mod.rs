@@ -18,44 +18,23 @@ use domain::show::SeatSpec;
 use domain::waitlist::{
     self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistError, WaitlistEvent,
 };
-use projections::rows::Rows;
 
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
 use crate::command::holds::{HoldError, HoldService};
 use crate::command::round::{Decided, Decides, Decision, Round, RoundError, Rounds, Settled, View};
-use crate::command::streams::{Inventory, Stream, StreamCache};
+use crate::command::streams::{show_stream, ShowKey};
 use crate::query::availability::{AvailabilityCache, Viewer};
 use crate::store::{Shows, StoreError};
 
 pub use judge::Judged;
 
 /// A show's line, as a round locks it.
-#[derive(Debug, Clone)]
-pub struct LineKey {
-    pub show_id: ShowId,
-}
+pub type LineKey = ShowKey;
 
-impl Stream for Waitlist {
-    type Key = LineKey;
-
-    fn show_id(key: &LineKey) -> &ShowId {
-        &key.show_id
-    }
-
-    /// The line has no read model: readers fold its stream
-    /// (`query::waitlist`).
-    fn rows(_: &mut Rows, _: &LineKey, _: &Self, _: usize, _: &[WaitlistEvent]) {}
-
-    fn cache(inventory: &Inventory) -> &StreamCache<Self> {
-        &inventory.lines
-    }
-
-    fn sort(streams: &mut [(String, LineKey)]) {
-        streams.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-}
+// The line has no read model: readers fold its stream (`query::waitlist`).
+show_stream!(Waitlist, WaitlistEvent, lines);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LineError {
