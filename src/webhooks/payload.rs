@@ -421,12 +421,13 @@ impl Payloads {
         };
         let metadata: Value = serde_json::from_str(&event.metadata)
             .map_err(|e| corrupt(event, format!("metadata: {e}")))?;
-        let hold = self
+        let mut hold = self
             .holds
             .view_any(&hold_id)
             .await
             .map_err(from_hold)?
             .ok_or_else(|| corrupt(event, "the offer's hold is missing"))?;
+        hold.offer = true;
         let entry = format!("{}.{entry_id}", event.aggregate_id);
         let data = json!({
             "entry_id": entry,

@@ -20,6 +20,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered,
         the_line_and_its_offers_are_the_same_after_replay,
         an_offer_is_told_to_a_webhook_as_waitlist_offered,
+        an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered,
         bad_waitlist_bodies_are_refused_naming_the_field,
     ]
 }
@@ -375,6 +376,33 @@ async fn an_offer_is_told_to_a_webhook_as_waitlist_offered(env: TestEnv) {
     assert_eq!(event["data"]["buyer"], "w1");
     assert_eq!(event["data"]["hold"]["seats"], json!(["S1"]));
     assert_eq!(event["data"]["hold"]["status"], "held");
+    assert_eq!(event["data"]["hold"]["offer"], true);
+    app.stop().await;
+}
+
+async fn an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered(env: TestEnv) {
+    let app = env.spawn().await;
+    let mut body = show_body(2, 600);
+    body["waitlist"] = json!({"offer_seconds": OFFER_SECONDS});
+    body["max_seats_per_buyer"] = json!(1);
+    app.create_show_from("limit", &body).await;
+    // w1 holds S2 (its limit), h1 holds S1; both w1 and w2 wait.
+    let (h1, w1) = (app.buyer("h1"), app.buyer("w1"));
+    let hold1 = hold_for(&app, &h1, "limit", &["S1"]).await;
+    hold_for(&app, &w1, "limit", &["S2"]).await;
+    let entries = join_in_order(&app, "limit", 2).await;
+    release(&app, &h1, &hold1).await;
+    app.waitlists.run_once().await.expect("judged");
+    let first = entry(&app, &w1, &entries[0]).await;
+    assert_eq!(
+        (first.body["status"].clone(), first.body["position"].clone()),
+        (json!("waiting"), json!(1))
+    );
+    let second = entry(&app, &app.buyer("w2"), &entries[1]).await;
+    assert_eq!(
+        (second.body["status"].clone(), second.body["seats"].clone()),
+        (json!("offered"), json!(["S1"]))
+    );
     app.stop().await;
 }
 
