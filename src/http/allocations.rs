@@ -221,6 +221,7 @@ pub(super) async fn release(
     let (entry, channel, what) = named(&state, &show_id, body).await?;
     let allocations = &state.allocations;
     let allocation = allocations.release(&ctx, &entry, &channel, &what).await?;
+    state.waitlists.judge_freed(&entry.show.show_id).await;
     respond(StatusCode::OK, &allocation)
 }
 

@@ -113,5 +113,14 @@ pub(super) async fn cancel_booking(
 ) -> Result<Response, ApiError> {
     let booking_id = parse_booking_id(&booking_id)?;
     let view = state.checkout.cancel(&ctx, booking_id).await?;
+    judge_freed(&state, &view.show_id).await;
     booking_response(StatusCode::OK, &view)
+}
+
+/// The line of a show whose seats a request freed, judged before the
+/// answer (`WaitlistService::judge_freed`).
+pub(super) async fn judge_freed(state: &AppState, show_id: &str) {
+    if let Ok(show_id) = domain::ids::ShowId::parse(show_id) {
+        state.waitlists.judge_freed(&show_id).await;
+    }
 }

@@ -372,7 +372,8 @@ pub(super) async fn release_hold(
     PathParams(hold_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let hold_id = parse_hold_id(&hold_id)?;
-    state.holds.release(&ctx, &hold_id).await?;
+    let show_id = state.holds.release(&ctx, &hold_id).await?;
+    state.waitlists.judge_freed(&show_id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

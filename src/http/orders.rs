@@ -136,5 +136,6 @@ pub(super) async fn cancel_order(
         .checkout
         .cancel_order_lines(&ctx, order_id, body.lines)
         .await?;
+    super::bookings::judge_freed(&state, &view.show_id).await;
     respond(StatusCode::OK, &view)
 }

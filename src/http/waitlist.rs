@@ -30,7 +30,7 @@ pub fn router() -> Router<AppState> {
 /// The body of `POST /v1/shows/{id}/waitlist`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct JoinBody {
+pub(super) struct WaitlistJoin {
     /// Seats (or places) wanted, 1..=MAX_WAITLIST_QUANTITY.
     #[schema(minimum = 1, maximum = 10)]
     quantity: u32,
@@ -41,7 +41,7 @@ pub(super) struct JoinBody {
     #[schema(min_length = 1, max_length = 200)]
     section: Option<String>,
     /// Places of this pool (not offered yet: 422).
-    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9_.:-]{1,32}$")]
     pool_id: Option<PoolId>,
     /// Seats in one row with consecutive numbers.
     #[serde(default)]
@@ -75,7 +75,7 @@ fn refused(show_id: &ShowId, e: LineError) -> ApiError {
 /// same entry.
 #[utoipa::path(post, path = "/v1/shows/{show_id}/waitlist", tag = "waitlist",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
-    request_body = JoinBody,
+    request_body = WaitlistJoin,
     responses(
         (status = 201, description = "Joined", body = EntryView),
         (status = 200, description = "The buyer's entry for the same ask", body = EntryView),
@@ -88,7 +88,7 @@ pub(super) async fn join(
     State(state): State<AppState>,
     ctx: RequestContext,
     PathParams(show_id_raw): PathParams<String>,
-    JsonBody(body): JsonBody<JoinBody>,
+    JsonBody(body): JsonBody<WaitlistJoin>,
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
     let ask = Ask {

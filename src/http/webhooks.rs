@@ -61,7 +61,7 @@ pub(super) struct RegisterWebhook {
     )]
     url: String,
     /// The event types to deliver, each once.
-    #[schema(value_type = Vec<WebhookEventName>, min_items = 1, max_items = 6)]
+    #[schema(value_type = Vec<WebhookEventName>, min_items = 1, max_items = 7)]
     events: Vec<String>,
 }
 

@@ -261,8 +261,12 @@ impl HoldService {
         Ok(held.expires_at)
     }
 
-    /// `DELETE /v1/holds/{id}` (see `release`).
-    pub async fn release(&self, ctx: &RequestContext, hold_id: &HoldId) -> Result<(), HoldError> {
+    /// `DELETE /v1/holds/{id}` (see `release`): the hold's show.
+    pub async fn release(
+        &self,
+        ctx: &RequestContext,
+        hold_id: &HoldId,
+    ) -> Result<ShowId, HoldError> {
         let releasing: &ReleaseHandler = &self.releasing;
         releasing.release(ctx, hold_id).await
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use domain::allowance::AllowanceCommand;
-use domain::ids::HoldId;
+use domain::ids::{HoldId, ShowId};
 use projections::holds::HoldState;
 
 use super::read::HoldReader;
@@ -79,14 +79,16 @@ impl ReleaseHandler {
         &self,
         ctx: &RequestContext,
         hold_id: &HoldId,
-    ) -> Result<(), HoldError> {
+    ) -> Result<ShowId, HoldError> {
         let record = self.reader.owned_record(&ctx.actor, hold_id).await?;
+        let show_id = record.show_id.clone();
         match record.state {
             HoldState::Held => {}
             HoldState::Converted => return Err(HoldError::HoldConverted),
-            HoldState::Released | HoldState::Expired => return Ok(()),
+            HoldState::Released | HoldState::Expired => return Ok(show_id),
         }
-        self.end(ctx, record, End::Release).await
+        self.end(ctx, record, End::Release).await?;
+        Ok(show_id)
     }
 
     /// Records `HoldExpired` on every unit of a hold past its expiry (the

@@ -156,6 +156,20 @@ impl WaitlistService {
         Ok(entry)
     }
 
+    /// After a request freed seats of `show_id` (a release, a cancellation,
+    /// a channel's give-back): the line judged at once, so that what no
+    /// entry wants is on sale again when the request is answered, as on a
+    /// show without a list. Nothing on a show without one; a judgement
+    /// that fails now is left to the worker's next pass (logged).
+    pub async fn judge_freed(&self, show_id: &ShowId) {
+        match self.judge(show_id).await {
+            Ok(_) | Err(LineError::NoWaitlist | LineError::ShowNotFound) => {}
+            Err(error) => {
+                tracing::debug!(%error, show_id = show_id.as_str(), "waiting list: left to the next pass")
+            }
+        }
+    }
+
     /// `POST /v1/shows/{id}/waitlist`: the buyer's entry, and whether this
     /// request made it (`false`: the same ask again, the same entry).
     pub async fn join(
