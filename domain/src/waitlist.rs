@@ -332,6 +332,65 @@ pub fn decide(
     }
 }
 
+/// One buyer's join in a batch ([`join_all`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joining {
+    pub entry_id: EntryId,
+    pub buyer: BuyerId,
+    pub ask: Ask,
+}
+
+/// Several joins decided at once, in order, as if each were decided after
+/// the ones before it (a buyer twice in one batch: the second is the
+/// first's entry, or refused for another ask): the events of all, and for
+/// each its entry and whether it joined now.
+#[allow(clippy::type_complexity)]
+pub fn join_all(
+    line: &Waitlist,
+    joins: &[Joining],
+    now: DateTime<Utc>,
+) -> (
+    Vec<WaitlistEvent>,
+    Vec<Result<(EntryId, bool), WaitlistError>>,
+) {
+    let mut events = Vec::new();
+    let mut joined: HashMap<&BuyerId, (EntryId, &Ask)> = HashMap::new();
+    let mut answers = Vec::with_capacity(joins.len());
+    for join in joins {
+        if let Some((entry_id, ask)) = joined.get(&join.buyer) {
+            answers.push(if *ask == &join.ask {
+                Ok((*entry_id, false))
+            } else {
+                Err(WaitlistError::EntryExists(*entry_id))
+            });
+            continue;
+        }
+        if line.entries.len() + events.len() >= MAX_WAITLIST_ENTRIES
+            && line.entry_of(&join.buyer).is_none()
+        {
+            answers.push(Err(WaitlistError::Full));
+            continue;
+        }
+        answers.push(
+            match self::join(line, join.entry_id, &join.buyer, &join.ask, now) {
+                Ok(new) if new.is_empty() => {
+                    let existing = line.entry_of(&join.buyer).map(|e| e.entry_id);
+                    existing
+                        .map(|id| (id, false))
+                        .ok_or(WaitlistError::UnknownEntry)
+                }
+                Ok(new) => {
+                    events.extend(new);
+                    joined.insert(&join.buyer, (join.entry_id, &join.ask));
+                    Ok((join.entry_id, true))
+                }
+                Err(e) => Err(e),
+            },
+        );
+    }
+    (events, answers)
+}
+
 /// A buyer joins once: the same ask again is the same entry (nothing to
 /// write), another is refused while the first stands.
 fn join(
@@ -603,6 +662,35 @@ mod tests {
                 seats: vec![a1.seat_id],
                 places: None,
             })
+        );
+    }
+
+    #[test]
+    fn a_batch_of_joins_is_decided_as_one_after_the_other() {
+        let line = given(&[ask(1)]);
+        let joining = |n: u128, who: &str, quantity: u32| Joining {
+            entry_id: entry(n),
+            buyer: BuyerId::parse(who).unwrap(),
+            ask: ask(quantity),
+        };
+        let batch = [
+            joining(10, "c", 1),
+            joining(11, "b1", 1),
+            joining(12, "c", 1),
+            joining(13, "c", 2),
+            joining(14, "d", 3),
+        ];
+        let (events, answers) = join_all(&line, &batch, t(9));
+        assert_eq!(events.len(), 2, "c and d join");
+        assert_eq!(
+            answers,
+            vec![
+                Ok((entry(10), true)),
+                Ok((entry(1), false)),
+                Ok((entry(10), false)),
+                Err(WaitlistError::EntryExists(entry(10))),
+                Ok((entry(14), true)),
+            ]
         );
     }
 

@@ -21,6 +21,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         the_line_and_its_offers_are_the_same_after_replay,
         an_offer_is_told_to_a_webhook_as_waitlist_offered,
         an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered,
+        buyers_joining_at_once_each_get_one_number,
         bad_waitlist_bodies_are_refused_naming_the_field,
     ]
 }
@@ -404,6 +405,52 @@ async fn an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered(en
         (json!("offered"), json!(["S1"]))
     );
     app.stop().await;
+}
+
+async fn buyers_joining_at_once_each_get_one_number(env: TestEnv) {
+    const BUYERS: usize = 60;
+    let app = std::sync::Arc::new(env.spawn().await);
+    show_with_line(&app, "crowd", 1, 600).await;
+    sell_out(&app, "crowd", 1).await;
+    // Each buyer joins twice at once (the same body), and one asks twice
+    // differently.
+    let mut calls = Vec::new();
+    for n in 0..BUYERS * 2 + 1 {
+        let app = app.clone();
+        let quantity = if n == BUYERS * 2 { 2 } else { 1 };
+        let buyer = format!("c{}", n % BUYERS);
+        calls.push(async move {
+            let token = app.buyer(&buyer);
+            join(&app, &token, "crowd", json!({"quantity": quantity})).await
+        });
+    }
+    let answers = crate::support::fire_at_once(calls).await;
+    let mut numbers = BTreeSet::new();
+    let mut ids: std::collections::HashMap<String, String> = Default::default();
+    let mut refused = 0;
+    for (n, answer) in answers.iter().enumerate() {
+        if answer.status == StatusCode::CONFLICT {
+            // Only c0 asked two ways: whichever came first stands.
+            assert_eq!(n % BUYERS, 0, "{}", answer.body);
+            answer.expect_problem(409, "waitlist_entry_exists");
+            refused += 1;
+            continue;
+        }
+        assert!(
+            matches!(answer.status, StatusCode::CREATED | StatusCode::OK),
+            "{}",
+            answer.body
+        );
+        let id = answer.str("entry_id");
+        if let Some(first) = ids.insert(format!("c{}", n % BUYERS), id.clone()) {
+            assert_eq!(first, id, "one entry per buyer");
+        }
+        numbers.insert(answer.body["number"].as_u64().unwrap_or_default());
+    }
+    assert!((1..=2).contains(&refused), "{refused} refused");
+    assert_eq!(numbers, (1..=BUYERS as u64).collect::<BTreeSet<_>>());
+    let listed = line(&app, "crowd").await;
+    assert_eq!(listed["counts"]["waiting"], json!(BUYERS));
 }
 
 async fn bad_waitlist_bodies_are_refused_naming_the_field(env: TestEnv) {

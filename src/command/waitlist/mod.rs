@@ -8,6 +8,7 @@
 //! from availability before the join (409 `available_now`): the line's
 //! promise is about inventory that frees after.
 
+mod joins;
 mod judge;
 
 use std::sync::Arc;
@@ -122,6 +123,8 @@ pub struct WaitlistService {
     shows: Shows,
     availability: Arc<AvailabilityCache>,
     clock: Arc<dyn Clock>,
+    /// Joins waiting for the next append of their show's line.
+    joins: joins::JoinQueue,
 }
 
 impl WaitlistService {
@@ -140,6 +143,7 @@ impl WaitlistService {
             shows,
             availability: availability.clone(),
             clock: clock.clone(),
+            joins: joins::JoinQueue::default(),
         }
     }
 
@@ -183,26 +187,7 @@ impl WaitlistService {
         if self.available_now(&entry, &ask).await? {
             return Err(LineError::AvailableNow);
         }
-        let entry_id = EntryId::random();
-        let command = WaitlistCommand::Join {
-            entry_id,
-            buyer: ctx.actor.id.clone(),
-            ask,
-        };
-        let settled = self
-            .on_line(ctx, show_id, "waitlist_join", &command)
-            .await?;
-        Ok(match settled {
-            Settled::Appended(()) => (entry_id, true),
-            _ => {
-                let line = self.rounds.lock_line(show_id).await?;
-                let existing = line
-                    .aggregate()
-                    .entry_of(&ctx.actor.id)
-                    .ok_or_else(|| LineError::Bug("a join that wrote nothing".into()))?;
-                (existing.entry_id, false)
-            }
-        })
+        self.join_queued(show_id, &ctx.actor.id, ask).await
     }
 
     /// `DELETE /v1/waitlist/{id}`: the entry leaves the line (an offer
