@@ -249,6 +249,8 @@ pub enum WaitlistEvent {
     },
     EntryOffered {
         entry_id: EntryId,
+        /// The entry's buyer, whose hold the offer is.
+        buyer: BuyerId,
         hold_id: HoldId,
         expires_at: DateTime<Utc>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -312,8 +314,9 @@ pub fn decide(
         } => match line.entry(entry_id) {
             None => Err(WaitlistError::UnknownEntry),
             Some(entry) if entry.status != EntryStatus::Waiting => Err(WaitlistError::NotWaiting),
-            Some(_) => Ok(vec![WaitlistEvent::EntryOffered {
+            Some(entry) => Ok(vec![WaitlistEvent::EntryOffered {
                 entry_id: *entry_id,
+                buyer: entry.buyer.clone(),
                 hold_id: entry_id.offer_hold(),
                 expires_at: *expires_at,
                 seats: seats.clone(),
@@ -450,6 +453,7 @@ impl Waitlist {
                 expires_at,
                 seats,
                 places,
+                ..
             } => {
                 let offered = EntryStatus::Offered {
                     hold_id: *hold_id,

@@ -409,18 +409,18 @@ impl Payloads {
         ))
     }
 
-    /// `waitlist.offered`: the entry (`{show_id}.{uuid}`), its buyer (the
-    /// offer's actor, as the event's metadata records it) and the offer's
-    /// hold as the API shows it.
+    /// `waitlist.offered`: the entry (`{show_id}.{uuid}`), its buyer and
+    /// the offer's hold as the API shows it.
     async fn waitlist_offered(&self, event: &LogEvent) -> Result<Found, StoreError> {
         let WaitlistEvent::EntryOffered {
-            entry_id, hold_id, ..
+            entry_id,
+            hold_id,
+            buyer,
+            ..
         } = decode(event)?
         else {
             return Err(corrupt(event, "not an offer"));
         };
-        let metadata: Value = serde_json::from_str(&event.metadata)
-            .map_err(|e| corrupt(event, format!("metadata: {e}")))?;
         let mut hold = self
             .holds
             .view_any(&hold_id)
@@ -432,7 +432,7 @@ impl Payloads {
         let data = json!({
             "entry_id": entry,
             "show_id": event.aggregate_id,
-            "buyer": metadata["actor"],
+            "buyer": buyer,
             "hold": to_value(event, &hold)?,
         });
         Ok((WebhookEventType::WaitlistOffered, entry, data))

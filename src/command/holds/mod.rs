@@ -247,18 +247,15 @@ impl HoldService {
         placing.place(ctx, show_id, request, sale).await
     }
 
-    /// The waiting list's offer of `seats` to `offered` (see `offer`):
-    /// until when it lasts.
+    /// The waiting list's offers, each entry its seats (see `offer`).
     pub async fn offer(
         &self,
         line: &mut crate::command::round::LineLock,
         entry: &crate::catalog::CatalogEntry,
-        offered: &domain::waitlist::Entry,
-        seats: &[SeatId],
-    ) -> Result<DateTime<Utc>, HoldError> {
+        offers: &[(domain::waitlist::Entry, Vec<SeatId>)],
+    ) -> Result<(), HoldError> {
         let placing: &PlaceHandler = &self.placing;
-        let held = placing.offer(line, entry, offered, seats).await?;
-        Ok(held.expires_at)
+        placing.offer(line, entry, offers).await
     }
 
     /// `DELETE /v1/holds/{id}` (see `release`): the hold's show.

@@ -1,60 +1,169 @@
-//! The waiting list's offer: a hold placed for the entry's buyer on seats
-//! owed to the line, decided by `PlaceSeats` like any hold of listed seats
-//! (prices, the buyer's limit, all or nothing), with the entry's
-//! `EntryOffered` on the show's line in the same append (the line is
-//! locked by the judge, `command::waitlist`, and handed to the round).
+//! The waiting list's offers: holds placed for entries' buyers on seats
+//! owed to the line, with each entry's `EntryOffered` on the show's line in
+//! the same append (the line is locked by the judge, `command::waitlist`,
+//! and handed to the round).
+//!
+//! On a show with a per-buyer limit an offer is `PlaceSeats` for its
+//! buyer, one round each: the round counts one buyer's allowance. On a
+//! show without one, every offer of a judgement is one round
+//! (`OfferAll`): a burst of freed seats is offered in one append, not one
+//! commit an entry.
+
+use std::collections::HashMap;
 
 use domain::ids::SeatId;
-use domain::waitlist::Entry;
+use domain::seat::{self, Line, Seat, SeatCommand, SeatError};
+use domain::waitlist::{self, Entry, WaitlistCommand};
 
 use super::place::PlaceHandler;
 use super::place_seats::PlaceSeats;
-use super::placement::{Held, Placement};
+use super::placement::Placement;
 use super::request::{Sale, Tickets};
 use super::HoldError;
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::command::round::{LineLock, Rounds, Settled};
+use crate::command::round::{Decided, Decides, Decision, LineLock, Round, Rounds, Settled, View};
 use crate::command::units::SeatKey;
 
 /// Who the offers are recorded as made by (the entry's buyer owns them).
 pub const WAITLIST_ACTOR: &str = "system:waitlist";
 
+/// Every offer of a judgement, on a show without a per-buyer limit.
+struct OfferAll<'a> {
+    offers: &'a [(Placement<'a>, &'a [SeatId])],
+}
+
+impl Decides<Seat> for OfferAll<'_> {
+    type Output = ();
+    type Error = HoldError;
+
+    async fn prepare(&mut self) -> Result<(), HoldError> {
+        match self.offers.first() {
+            Some((placement, _)) => placement.read_prices().await,
+            None => Ok(()),
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, ()>, HoldError> {
+        let line = (view.line).ok_or_else(|| HoldError::Bug("offers without their line".into()))?;
+        let whose: HashMap<&SeatId, &Placement<'_>> = (self.offers.iter())
+            .flat_map(|(placement, seats)| seats.iter().map(move |s| (s, placement)))
+            .collect();
+        let (mut units, mut taken) = (Vec::with_capacity(view.units.len()), Vec::new());
+        for (seat, key) in &view.units {
+            let placement = whose
+                .get(&key.seat_id)
+                .ok_or_else(|| HoldError::Bug(format!("{} offered to nobody", key.seat_id)))?;
+            let prices = placement.prices();
+            let price = placement.seat_price(&prices.pricing, &key.seat_id, view.now)?;
+            let command = SeatCommand::PlaceHold {
+                hold_id: placement.hold_id,
+                buyer: placement.ctx.actor.id.clone(),
+                expires_at: placement.expires_at(view.now),
+                price: Some(price),
+                channel: None,
+                line: Line::Offer,
+            };
+            match seat::decide(seat, &command, view.now) {
+                Ok(events) => units.push(events),
+                Err(SeatError::HeldByAnother | SeatError::Booked | SeatError::NotForSale) => {
+                    taken.push(key.seat_id.clone())
+                }
+                Err(other) => {
+                    return Err(HoldError::Bug(format!("offering {}: {other}", key.seat_id)))
+                }
+            }
+        }
+        if !taken.is_empty() {
+            return Err(HoldError::SeatsTaken(taken));
+        }
+        let mut offered = Vec::new();
+        for (placement, seats) in self.offers {
+            let entry_id = placement
+                .offer
+                .ok_or_else(|| HoldError::Bug("an offer without its entry".into()))?;
+            let command = WaitlistCommand::Offer {
+                entry_id,
+                expires_at: placement.expires_at(view.now),
+                seats: seats.to_vec(),
+                places: None,
+            };
+            offered.extend(
+                waitlist::decide(line, &command, view.now).map_err(|_| HoldError::OfferGone)?,
+            );
+        }
+        let decided = Decided {
+            line: offered,
+            ..Decided::units(units)
+        };
+        Ok(Decision::Append(decided, ()))
+    }
+}
+
 impl PlaceHandler {
-    /// Offers `seats` to `offered` as its hold (id: the entry's), lasting
-    /// the list's `offer_seconds`; `line` is the show's, locked.
+    /// Offers each entry its seats as its hold (id: the entry's), lasting
+    /// the list's `offer_seconds`; `line` is the show's, locked. On a show
+    /// with a per-buyer limit, give one offer at a time.
     pub(super) async fn offer(
         &self,
         line: &mut LineLock,
         entry: &CatalogEntry,
-        offered: &Entry,
-        seats: &[SeatId],
-    ) -> Result<Held, HoldError> {
-        let ctx = RequestContext::system(WAITLIST_ACTOR)?.selling_to(offered.buyer.clone());
+        offers: &[(Entry, Vec<SeatId>)],
+    ) -> Result<(), HoldError> {
+        let contexts = (offers.iter())
+            .map(|(offered, _)| {
+                Ok(RequestContext::system(WAITLIST_ACTOR)?.selling_to(offered.buyer.clone()))
+            })
+            .collect::<Result<Vec<_>, HoldError>>()?;
         let (tickets, sale) = (Tickets::default(), Sale::default());
-        let placement = Placement {
-            ctx: &ctx,
-            entry,
-            hold_id: offered.entry_id.offer_hold(),
-            request_hash: String::new(),
-            admission: None,
-            tickets: &tickets,
-            sale: &sale,
-            offer: Some(offered.entry_id),
-        };
-        let show_id = &entry.show.show_id;
-        let units = (seats.iter())
-            .map(|seat_id| SeatKey::unit(show_id, seat_id))
+        let placements: Vec<(Placement<'_>, &[SeatId])> = (offers.iter().zip(&contexts))
+            .map(|((offered, seats), ctx)| {
+                let placement = Placement {
+                    ctx,
+                    entry,
+                    hold_id: offered.entry_id.offer_hold(),
+                    request_hash: String::new(),
+                    admission: None,
+                    tickets: &tickets,
+                    sale: &sale,
+                    offer: Some(offered.entry_id),
+                };
+                (placement, seats.as_slice())
+            })
             .collect();
-        let round = placement.round().with_line(line);
-        let mut decision = PlaceSeats {
-            placement: &placement,
-            seats,
-        };
+        let show_id = &entry.show.show_id;
+        let units = (placements.iter())
+            .flat_map(|(_, seats)| seats.iter().map(|seat_id| SeatKey::unit(show_id, seat_id)))
+            .collect();
         let rounds: &Rounds = &self.rounds;
-        match rounds.run(round, units, &mut decision).await? {
-            Settled::Appended(held) | Settled::Answered(held) => Ok(held),
-            Settled::KeyTaken => Err(HoldError::Bug("an offer has no idempotency key".into())),
+        match placements.as_slice() {
+            [(placement, seats)] if entry.show.max_seats_per_buyer.is_some() => {
+                let round = placement.round().with_line(line);
+                let mut decision = PlaceSeats { placement, seats };
+                match rounds.run(round, units, &mut decision).await? {
+                    Settled::Appended(_) | Settled::Answered(_) => Ok(()),
+                    Settled::KeyTaken => {
+                        Err(HoldError::Bug("an offer has no idempotency key".into()))
+                    }
+                }
+            }
+            _ if entry.show.max_seats_per_buyer.is_some() => Err(HoldError::Bug(
+                "offers on a show with a limit go one at a time".into(),
+            )),
+            _ => {
+                let ctx = RequestContext::system(WAITLIST_ACTOR)?;
+                let round = Round::new("waitlist_offer", &ctx).with_line(line);
+                rounds
+                    .run(
+                        round,
+                        units,
+                        &mut OfferAll {
+                            offers: &placements,
+                        },
+                    )
+                    .await?;
+                Ok(())
+            }
         }
     }
 }

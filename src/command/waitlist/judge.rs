@@ -14,7 +14,7 @@
 use domain::ids::{EntryId, SeatId, ShowId};
 use domain::seat::{self, Seat, SeatCommand};
 use domain::show::SeatSpec;
-use domain::waitlist::{self, WaitlistCommand};
+use domain::waitlist::{self, Entry, WaitlistCommand};
 use projections::time::to_micros;
 
 use super::{LineError, WaitlistService};
@@ -25,7 +25,12 @@ use crate::command::units::SeatKey;
 
 /// Offers one judgement makes at most before it lets the line go (the
 /// next pass goes on): bounds how long one show holds its line locked.
-pub const MAX_OFFERS_PER_JUDGEMENT: usize = 64;
+pub const MAX_OFFERS_PER_JUDGEMENT: usize = 1_000;
+
+/// Offers appended in one round on a show without a per-buyer limit: at
+/// most `MAX_WAITLIST_QUANTITY` seats each, so one round's batch stays far
+/// below `MAX_EVENTS_PER_BATCH`.
+pub const MAX_OFFERS_PER_ROUND: usize = 100;
 
 /// What one judgement did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -92,23 +97,39 @@ impl WaitlistService {
         let mut line = self.rounds.lock_line(show_id).await?;
         let mut judged = Judged::default();
         let mut skip: Vec<EntryId> = Vec::new();
+        // With a per-buyer limit, one offer a round (each counts its buyer's
+        // allowance); without, the judgement's offers together.
+        let per_round = match entry.show.max_seats_per_buyer {
+            Some(_) => 1,
+            None => MAX_OFFERS_PER_ROUND,
+        };
         while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
             let judgement = waitlist::judge(line.aggregate(), &owed, &skip);
-            let Some((entry_id, seats)) = judgement.offers.into_iter().next() else {
+            if judgement.offers.is_empty() {
                 judged.passed = self.pass(&mut line, show_id, &judgement.passed).await?;
                 break;
-            };
-            let offered = (line.aggregate().entry(&entry_id).cloned())
-                .ok_or_else(|| LineError::Bug(format!("entry {entry_id} left the judgement")))?;
-            match self.holds.offer(&mut line, &entry, &offered, &seats).await {
-                Ok(expires_at) => {
-                    tracing::info!(show_id = show_id.as_str(), %entry_id, %expires_at, seats = seats.len(), "waiting list: offered");
-                    judged.offered += 1;
-                    owed.retain(|s| !seats.contains(&s.seat_id));
+            }
+            let offers: Vec<(Entry, Vec<SeatId>)> = (judgement.offers.into_iter())
+                .take(per_round)
+                .filter_map(|(entry_id, seats)| {
+                    Some((line.aggregate().entry(&entry_id)?.clone(), seats))
+                })
+                .collect();
+            match self.holds.offer(&mut line, &entry, &offers).await {
+                Ok(()) => {
+                    tracing::debug!(
+                        show_id = show_id.as_str(),
+                        offers = offers.len(),
+                        "waiting list: offered"
+                    );
+                    judged.offered += offers.len();
+                    owed.retain(|s| !offers.iter().any(|(_, seats)| seats.contains(&s.seat_id)));
                 }
-                // The buyer may not hold more now: the next entry is
-                // judged; this one keeps its place.
-                Err(HoldError::BuyerLimitReached { .. }) => skip.push(entry_id),
+                // The buyer may not hold more now (one offer a round): the
+                // next entry is judged; this one keeps its place.
+                Err(HoldError::BuyerLimitReached { .. }) => {
+                    skip.extend(offers.iter().map(|(e, _)| e.entry_id))
+                }
                 // No longer owed (passed, or taken, by another instance
                 // since the candidates were read): judged without them.
                 Err(HoldError::SeatsTaken(gone) | HoldError::NotForSale(gone)) => {
