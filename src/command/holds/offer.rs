@@ -100,6 +100,25 @@ impl Decides<Seat> for OfferAll<'_> {
     }
 }
 
+/// The placement of `offered`'s offer: its buyer's hold, the entry's id.
+fn offer_placement<'a>(
+    ctx: &'a RequestContext,
+    entry: &'a CatalogEntry,
+    offered: &Entry,
+    (tickets, sale): (&'a Tickets, &'a Sale),
+) -> Placement<'a> {
+    Placement {
+        ctx,
+        entry,
+        hold_id: offered.entry_id.offer_hold(),
+        request_hash: String::new(),
+        admission: None,
+        tickets,
+        sale,
+        offer: Some(offered.entry_id),
+    }
+}
+
 impl PlaceHandler {
     /// Offers each entry its seats as its hold (id: the entry's), lasting
     /// the list's `offer_seconds`; `line` is the show's, locked. On a show
@@ -118,16 +137,7 @@ impl PlaceHandler {
         let (tickets, sale) = (Tickets::default(), Sale::default());
         let placements: Vec<(Placement<'_>, &[SeatId])> = (offers.iter().zip(&contexts))
             .map(|((offered, seats), ctx)| {
-                let placement = Placement {
-                    ctx,
-                    entry,
-                    hold_id: offered.entry_id.offer_hold(),
-                    request_hash: String::new(),
-                    admission: None,
-                    tickets: &tickets,
-                    sale: &sale,
-                    offer: Some(offered.entry_id),
-                };
+                let placement = offer_placement(ctx, entry, offered, (&tickets, &sale));
                 (placement, seats.as_slice())
             })
             .collect();

@@ -77,23 +77,26 @@ impl Decides<Seat> for PassSeats {
     }
 }
 
+/// The specs of `seats`, in the show's order: an entry is offered the
+/// first seats that satisfy it, as the show lists them.
+fn in_show_order<'s>(show: &'s domain::show::Show, seats: &[SeatId]) -> Vec<&'s SeatSpec> {
+    let mut owed: Vec<(usize, &SeatSpec)> = seats.iter().filter_map(|id| show.seat(id)).collect();
+    owed.sort_by_key(|(ordinal, _)| *ordinal);
+    owed.into_iter().map(|(_, spec)| spec).collect()
+}
+
 impl WaitlistService {
     /// One judgement of `show_id`'s line at this instant (the worker's
     /// pass, `workers::waitlist`).
     pub async fn judge(&self, show_id: &ShowId) -> Result<Judged, LineError> {
         let entry = self.show(show_id).await?;
-        let now = self.clock.now();
-        let owed_ids = self.shows.owed_seats(show_id, to_micros(now)).await?;
+        let owed_ids = (self.shows)
+            .owed_seats(show_id, to_micros(self.clock.now()))
+            .await?;
         if owed_ids.is_empty() {
             return Ok(Judged::default());
         }
-        // In the show's order: an entry is offered the first seats that
-        // satisfy it, as the show lists them.
-        let mut owed: Vec<(usize, &SeatSpec)> = (owed_ids.iter())
-            .filter_map(|id| entry.show.seat(id))
-            .collect();
-        owed.sort_by_key(|(ordinal, _)| *ordinal);
-        let mut owed: Vec<&SeatSpec> = owed.into_iter().map(|(_, spec)| spec).collect();
+        let mut owed = in_show_order(&entry.show, &owed_ids);
         let mut line = self.rounds.lock_line(show_id).await?;
         let mut judged = Judged::default();
         let mut skip: Vec<EntryId> = Vec::new();
