@@ -8,6 +8,7 @@
 //! from availability before the join (409 `available_now`): the line's
 //! promise is about inventory that frees after.
 
+mod freed;
 mod joins;
 mod judge;
 
@@ -125,6 +126,8 @@ pub struct WaitlistService {
     clock: Arc<dyn Clock>,
     /// Joins waiting for the next append of their show's line.
     joins: joins::JoinQueue,
+    /// Judgements asked for by requests that freed seats, shared.
+    judgements: freed::Judgements,
 }
 
 impl WaitlistService {
@@ -144,6 +147,7 @@ impl WaitlistService {
             availability: availability.clone(),
             clock: clock.clone(),
             joins: joins::JoinQueue::default(),
+            judgements: freed::Judgements::default(),
         }
     }
 
@@ -158,20 +162,6 @@ impl WaitlistService {
             return Err(LineError::NoWaitlist);
         }
         Ok(entry)
-    }
-
-    /// After a request freed seats of `show_id` (a release, a cancellation,
-    /// a channel's give-back): the line judged at once, so that what no
-    /// entry wants is on sale again when the request is answered, as on a
-    /// show without a list. Nothing on a show without one; a judgement
-    /// that fails now is left to the worker's next pass (logged).
-    pub async fn judge_freed(&self, show_id: &ShowId) {
-        match self.judge(show_id).await {
-            Ok(_) | Err(LineError::NoWaitlist | LineError::ShowNotFound) => {}
-            Err(error) => {
-                tracing::debug!(%error, show_id = show_id.as_str(), "waiting list: left to the next pass")
-            }
-        }
     }
 
     /// `POST /v1/shows/{id}/waitlist`: the buyer's entry, and whether this
