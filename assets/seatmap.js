@@ -1477,7 +1477,8 @@
   let line = null; // the show's waitlist settings, if it keeps one
   let entry = null; // the buyer's entry, as last read
   let lineRead = 0; // when it was last read (ms)
-  const LINE_EVERY_MS = 2000;
+  const LINE_EVERY_MS = 2000; // how often the buyer's entry is read again
+  const LINE_TICK_MS = 500; // how often the panel is looked at (sold out yet?)
 
   function soldOut() {
     for (const seat of seats.values()) if (seat.status === "available") return false;
@@ -1559,7 +1560,7 @@
     line = answer.data.waitlist || null;
     if (line) {
       tokenInput.addEventListener("change", () => followLine(true));
-      setInterval(() => followLine(false), 500);
+      setInterval(() => followLine(false), LINE_TICK_MS);
     }
     if (room) {
       followQueue();

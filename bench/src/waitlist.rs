@@ -30,6 +30,15 @@ const EXPIRING_TTL_SECONDS: i64 = 60;
 const OFFER_SECONDS: i64 = 600;
 /// Buyers buying the offers, in line order.
 const PAYERS: usize = 8;
+/// How long a setup load (selling out, joining) may run: a bound for a
+/// broken build, never reached on this machine (seconds in practice).
+const SETUP_BOUND: Duration = Duration::from_secs(600);
+/// How long after the last release (or expiry) the offers are read: the
+/// judge's pass (250 ms) and a judgement, with room to spare; an offer
+/// made later still counts, with its true latency.
+const JUDGED_WITHIN: Duration = Duration::from_secs(2);
+/// How often a payer looks whether its entry has been offered.
+const POLL_EVERY: Duration = Duration::from_millis(50);
 
 pub async fn run(
     target: &Target,
@@ -81,7 +90,7 @@ async fn sold_out(
     put_show(target, show, body).await?;
     let held = Arc::new(Mutex::new(Vec::with_capacity(seats)));
     let next = Arc::new(AtomicUsize::new(0));
-    for_duration(concurrency, Duration::from_secs(600), {
+    for_duration(concurrency, SETUP_BOUND, {
         let (target, show, held) = (target.clone(), show.to_owned(), held.clone());
         move |_| {
             let (target, show, held, next) =
@@ -127,7 +136,7 @@ async fn join(
 ) -> anyhow::Result<(Figures, Vec<(String, String)>)> {
     let entries = Arc::new(Mutex::new(Vec::with_capacity(ENTRIES)));
     let next = Arc::new(AtomicUsize::new(0));
-    let (wall, answers) = for_duration(concurrency, Duration::from_secs(600), {
+    let (wall, answers) = for_duration(concurrency, SETUP_BOUND, {
         let (target, show, entries) = (target.clone(), show.to_owned(), entries.clone());
         move |_| {
             let (target, show, entries, next) =
@@ -286,7 +295,7 @@ async fn after_releases(
         bought += paid.unwrap_or(0);
     }
     // The last releases' offers: one judgement later at most.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(JUDGED_WITHIN).await;
     let freed = freed
         .lock()
         .map_err(|_| anyhow::anyhow!("poisoned"))?
@@ -335,7 +344,7 @@ async fn pay_offers(
             };
             match entry["hold_id"].as_str() {
                 Some(id) => break id.to_owned(),
-                None => tokio::time::sleep(Duration::from_millis(50)).await,
+                None => tokio::time::sleep(POLL_EVERY).await,
             }
         };
         let path = format!("/v1/holds/{hold_id}/purchase");
@@ -364,7 +373,7 @@ async fn after_expiry(target: &Arc<Target>, concurrency: usize) -> anyhow::Resul
         .map(|(_, _, until)| *until)
         .max()
         .unwrap_or_else(Utc::now);
-    let wait = (last - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(2);
+    let wait = (last - Utc::now()).to_std().unwrap_or_default() + JUDGED_WITHIN;
     tokio::time::sleep(wait).await;
     let freed: Vec<(String, DateTime<Utc>)> = held
         .iter()

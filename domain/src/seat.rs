@@ -798,13 +798,16 @@ pub(crate) mod tests {
         }
     }
     fn place(n: u128, who: &str, until: i64) -> SeatCommand {
+        place_as(n, who, until, Line::None)
+    }
+    fn place_as(n: u128, who: &str, until: i64, line: Line) -> SeatCommand {
         SeatCommand::PlaceHold {
             hold_id: hold(n),
             buyer: buyer(who),
             expires_at: t(until),
             price: None,
             channel: None,
-            line: Line::None,
+            line,
         }
     }
 
@@ -819,17 +822,6 @@ pub(crate) mod tests {
 
     mod waiting_list {
         use super::*;
-
-        fn place_as(n: u128, who: &str, until: i64, line: Line) -> SeatCommand {
-            SeatCommand::PlaceHold {
-                hold_id: hold(n),
-                buyer: buyer(who),
-                expires_at: t(until),
-                price: None,
-                channel: None,
-                line,
-            }
-        }
 
         fn held_on_line(n: u128, until: i64) -> Seat {
             let mut seat = given(&[]);

@@ -177,8 +177,6 @@ pub struct Waitlist {
     index: HashMap<EntryId, usize>,
     /// Each buyer's entry (the last one, if they left and joined again).
     by_buyer: HashMap<BuyerId, usize>,
-    /// Entries still waiting (what the line owes its freed inventory to).
-    pub waiting: usize,
 }
 
 impl Waitlist {
@@ -442,7 +440,6 @@ impl Waitlist {
                 });
                 self.index.insert(*entry_id, at);
                 self.by_buyer.insert(buyer.clone(), at);
-                self.waiting += 1;
             }
             WaitlistEvent::EntryLeft { entry_id } => {
                 self.set_status(entry_id, EntryStatus::Left);
@@ -468,17 +465,9 @@ impl Waitlist {
     }
 
     fn set_status(&mut self, entry_id: &EntryId, status: EntryStatus) {
-        let Some(&at) = self.index.get(entry_id) else {
-            return;
-        };
-        let entry = &mut self.entries[at];
-        if entry.status == EntryStatus::Waiting {
-            self.waiting -= 1;
+        if let Some(&at) = self.index.get(entry_id) {
+            self.entries[at].status = status;
         }
-        if status == EntryStatus::Waiting {
-            self.waiting += 1;
-        }
-        entry.status = status;
     }
 }
 
@@ -655,7 +644,7 @@ mod tests {
         for event in decide(&line, &leave, t(12)).unwrap() {
             line.apply_event(&event);
         }
-        assert_eq!(line.waiting, 0);
+        assert_eq!(line.waiting().count(), 0);
         let a1 = seat("A-1", "A", "1", 1);
         assert_eq!(judge(&line, &[&a1], &[]).passed, vec![a1.seat_id.clone()]);
         assert_eq!(

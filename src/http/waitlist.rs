@@ -56,21 +56,6 @@ fn entry_ref(raw: &str) -> Result<EntryRef, ApiError> {
     EntryRef::parse(raw).ok_or(ApiError::WaitlistEntryNotFound)
 }
 
-/// A line's refusal as the API answers it (an existing entry named as the
-/// API names entries).
-fn refused(show_id: &ShowId, e: LineError) -> ApiError {
-    match e {
-        LineError::EntryExists(entry_id) => ApiError::WaitlistEntryExists {
-            entry_id: EntryRef {
-                show_id: show_id.clone(),
-                entry_id,
-            }
-            .to_string(),
-        },
-        other => other.into(),
-    }
-}
-
 /// Joins the show's waiting list, once: the same body again answers the
 /// same entry.
 #[utoipa::path(post, path = "/v1/shows/{show_id}/waitlist", tag = "waitlist",
@@ -98,8 +83,7 @@ pub(super) async fn join(
         pool_id: body.pool_id,
         adjacent: body.adjacent,
     };
-    let (entry_id, new) =
-        (state.waitlists.join(&ctx, &show_id, ask).await).map_err(|e| refused(&show_id, e))?;
+    let (entry_id, new) = state.waitlists.join(&ctx, &show_id, ask).await?;
     if new {
         metrics::counter!("waitlist_joins_total").increment(1);
     }
@@ -152,6 +136,15 @@ pub(super) async fn mine(
     json_body(StatusCode::OK, &view)
 }
 
+/// A line's refusal where an entry is named: a show without a list, or
+/// none at all, has no such entry.
+fn hidden_line(e: LineError) -> ApiError {
+    match e {
+        LineError::ShowNotFound | LineError::NoWaitlist => ApiError::WaitlistEntryNotFound,
+        other => other.into(),
+    }
+}
+
 /// The buyer's entry (to its buyer, or an admin).
 async fn owned(state: &AppState, ctx: &RequestContext, raw: &str) -> Result<EntryView, ApiError> {
     let found = entry_ref(raw)?;
@@ -159,10 +152,7 @@ async fn owned(state: &AppState, ctx: &RequestContext, raw: &str) -> Result<Entr
         .waitlists
         .show(&found.show_id)
         .await
-        .map_err(|e| match e {
-            LineError::ShowNotFound | LineError::NoWaitlist => ApiError::WaitlistEntryNotFound,
-            other => other.into(),
-        })?;
+        .map_err(hidden_line)?;
     let view = (state.lines.entry(&found).await?).ok_or(ApiError::WaitlistEntryNotFound)?;
     if view.buyer != ctx.actor.id.as_str() && !ctx.actor.is_admin() {
         // Another buyer's entry is not theirs to know of.
@@ -202,15 +192,12 @@ pub(super) async fn leave(
     ctx: RequestContext,
     PathParams(entry_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
-    let view = owned(&state, &ctx, &entry_id).await?;
     let found = entry_ref(&entry_id)?;
-    let owner = domain::ids::BuyerId::parse(&view.buyer)
-        .map_err(|e| ApiError::Internal(format!("an entry's buyer: {e}")))?;
     (state
         .waitlists
-        .leave(&ctx, &found.show_id, found.entry_id, &owner)
+        .leave(&ctx, &found.show_id, found.entry_id)
         .await)
-        .map_err(|e| refused(&found.show_id, e))?;
+        .map_err(hidden_line)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -221,12 +208,11 @@ impl From<LineError> for ApiError {
             LineError::NoWaitlist => ApiError::NoWaitlist,
             LineError::Invalid(detail) => ApiError::Validation(detail),
             LineError::AvailableNow => ApiError::AvailableNow,
-            LineError::EntryExists(entry_id) => ApiError::WaitlistEntryExists {
-                entry_id: entry_id.to_string(),
+            LineError::EntryExists(show_id, entry_id) => ApiError::WaitlistEntryExists {
+                entry_id: EntryRef { show_id, entry_id }.to_string(),
             },
             LineError::Full => ApiError::WaitlistFull,
             LineError::EntryNotFound => ApiError::WaitlistEntryNotFound,
-            LineError::Forbidden => ApiError::Forbidden,
             LineError::Bug(what) => ApiError::Internal(what),
             LineError::Busy => ApiError::Busy,
             LineError::Store(e) => e.into(),

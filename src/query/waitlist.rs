@@ -133,16 +133,8 @@ impl LineBook {
 
     /// One entry, if the line has it.
     pub async fn entry(&self, entry: &EntryRef) -> Result<Option<EntryView>, StoreError> {
-        let found = self
-            .with_line(&entry.show_id, |line| {
-                line.entry(&entry.entry_id)
-                    .map(|e| (e.clone(), line.place(&e.entry_id)))
-            })
-            .await?;
-        match found {
-            Some((e, place)) => Ok(Some(self.view(&entry.show_id, &e, place).await?)),
-            None => Ok(None),
-        }
+        self.found(&entry.show_id, |line| line.entry(&entry.entry_id))
+            .await
     }
 
     /// The buyer's entry on the show (not one they left), if any.
@@ -151,10 +143,18 @@ impl LineBook {
         show_id: &ShowId,
         buyer: &domain::ids::BuyerId,
     ) -> Result<Option<EntryView>, StoreError> {
+        self.found(show_id, |line| line.entry_of(buyer)).await
+    }
+
+    /// The entry `find` finds in `show_id`'s line, as the API shows it.
+    async fn found(
+        &self,
+        show_id: &ShowId,
+        find: impl FnOnce(&Waitlist) -> Option<&Entry>,
+    ) -> Result<Option<EntryView>, StoreError> {
         let found = self
             .with_line(show_id, |line| {
-                line.entry_of(buyer)
-                    .map(|e| (e.clone(), line.place(&e.entry_id)))
+                find(line).map(|e| (e.clone(), line.place(&e.entry_id)))
             })
             .await?;
         match found {

@@ -5,6 +5,7 @@
 //! until it starts, and the requests it covers are answered by it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use domain::ids::ShowId;
@@ -18,7 +19,7 @@ pub(super) struct Judgements(Mutex<HashMap<ShowId, Arc<Turn>>>);
 
 #[derive(Default)]
 struct Turn {
-    asked: Mutex<u64>,
+    asked: AtomicU64,
     covered: tokio::sync::Mutex<u64>,
 }
 
@@ -26,23 +27,6 @@ impl Judgements {
     fn turn(&self, show_id: &ShowId) -> Option<Arc<Turn>> {
         let mut turns = self.0.lock().ok()?;
         Some(turns.entry(show_id.clone()).or_default().clone())
-    }
-}
-
-impl Turn {
-    /// A ticket for a judgement that starts after now.
-    fn ask(&self) -> u64 {
-        match self.asked.lock() {
-            Ok(mut asked) => {
-                *asked += 1;
-                *asked
-            }
-            Err(_) => u64::MAX,
-        }
-    }
-
-    fn asked(&self) -> u64 {
-        self.asked.lock().map(|a| *a).unwrap_or(u64::MAX)
     }
 }
 
@@ -60,13 +44,14 @@ impl WaitlistService {
         let Some(turn) = self.judgements.turn(show_id) else {
             return;
         };
-        let ticket = turn.ask();
+        // A ticket for a judgement that starts after this request's write.
+        let ticket = turn.asked.fetch_add(1, Ordering::AcqRel) + 1;
         let mut covered = turn.covered.lock().await;
         if *covered >= ticket {
             // A judgement that started after this request's write is done.
             return;
         }
-        let upto = turn.asked();
+        let upto = turn.asked.load(Ordering::Acquire);
         match self.judge(show_id).await {
             Ok(_) => *covered = upto,
             Err(LineError::NoWaitlist | LineError::ShowNotFound) => *covered = upto,

@@ -114,9 +114,10 @@ impl WaitlistService {
             .run(Round::new("waitlist_join", &ctx), units, &mut decision)
             .await;
         let answers = match settled {
-            Ok(Settled::Appended(answers) | Settled::Answered(answers)) => {
-                answers.into_iter().map(|a| a.map_err(refusal)).collect()
-            }
+            Ok(Settled::Appended(answers) | Settled::Answered(answers)) => answers
+                .into_iter()
+                .map(|a| a.map_err(|e| refusal(show_id, e)))
+                .collect(),
             Ok(Settled::KeyTaken) => vec![],
             Err(error) => {
                 tracing::debug!(%error, "waiting list: a batch of joins not appended");
@@ -134,9 +135,9 @@ impl WaitlistService {
     }
 }
 
-fn refusal(e: WaitlistError) -> LineError {
+fn refusal(show_id: &ShowId, e: WaitlistError) -> LineError {
     match e {
-        WaitlistError::EntryExists(id) => LineError::EntryExists(id),
+        WaitlistError::EntryExists(id) => LineError::EntryExists(show_id.clone(), id),
         WaitlistError::Full => LineError::Full,
         other => LineError::Bug(other.to_string()),
     }

@@ -14,18 +14,17 @@ mod judge;
 
 use std::sync::Arc;
 
-use domain::ids::{BuyerId, EntryId, ShowId};
-use domain::seat::{SeatStatus, Timed};
+use domain::ids::{EntryId, ShowId};
+use domain::seat::SeatStatus;
 use domain::show::SeatSpec;
-use domain::waitlist::{
-    self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistError, WaitlistEvent,
-};
+use domain::waitlist::{self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistEvent};
 
+use crate::auth::Actor;
 use crate::catalog::{CatalogEntry, ShowCatalog};
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
 use crate::command::holds::{HoldError, HoldService};
-use crate::command::round::{Decided, Decides, Decision, Round, RoundError, Rounds, Settled, View};
+use crate::command::round::{Decided, Decides, Decision, Round, RoundError, Rounds, View};
 use crate::command::streams::{show_stream, ShowKey};
 use crate::query::availability::{AvailabilityCache, Viewer};
 use crate::store::{Shows, StoreError};
@@ -51,16 +50,14 @@ pub enum LineError {
     /// What the entry asks for can be held now (409 `available_now`).
     #[error("what the entry asks for is available now: hold it")]
     AvailableNow,
-    /// The buyer waits already, for something else (409
+    /// The buyer waits already on this show, for something else (409
     /// `waitlist_entry_exists`).
     #[error("the buyer has an entry in this waiting list already")]
-    EntryExists(EntryId),
+    EntryExists(ShowId, EntryId),
     #[error("the waiting list is full")]
     Full,
     #[error("entry not found")]
     EntryNotFound,
-    #[error("not your entry")]
-    Forbidden,
     #[error("{0}")]
     Bug(String),
     #[error("contention did not settle")]
@@ -89,29 +86,31 @@ impl From<HoldError> for LineError {
     }
 }
 
-/// A command on the line alone (join, leave), at the round's `now`.
-struct OnLine<'a> {
-    command: &'a WaitlistCommand,
+/// An entry leaving the line, decided on the line as locked: only its
+/// buyer (or an admin) may take it out; to anyone else it does not exist.
+struct Leaving<'a> {
+    entry_id: EntryId,
+    actor: &'a Actor,
 }
 
-impl Decides<Waitlist> for OnLine<'_> {
+impl Decides<Waitlist> for Leaving<'_> {
     type Output = ();
     type Error = LineError;
 
     fn decide(&mut self, view: &View<'_, Waitlist>) -> Result<Decision<Waitlist, ()>, LineError> {
         let Some(&(line, _)) = view.units.first() else {
-            return Err(LineError::Bug("a line command without its line".into()));
+            return Err(LineError::Bug("a leave without its line".into()));
         };
-        let command = Timed {
-            command: self.command.clone(),
-            now: view.now,
+        match line.entry(&self.entry_id) {
+            Some(entry) if entry.buyer == self.actor.id || self.actor.is_admin() => {}
+            _ => return Err(LineError::EntryNotFound),
+        }
+        let command = WaitlistCommand::Leave {
+            entry_id: self.entry_id,
         };
-        match waitlist::decide(line, &command.command, command.now) {
+        match waitlist::decide(line, &command, view.now) {
             Ok(events) => Ok(Decision::Append(Decided::units(vec![events]), ())),
-            Err(WaitlistError::EntryExists(id)) => Err(LineError::EntryExists(id)),
-            Err(WaitlistError::Full) => Err(LineError::Full),
-            Err(WaitlistError::UnknownEntry) => Err(LineError::EntryNotFound),
-            Err(e @ WaitlistError::NotWaiting) => Err(LineError::Bug(e.to_string())),
+            Err(e) => Err(LineError::Bug(format!("leaving: {e}"))),
         }
     }
 }
@@ -187,33 +186,21 @@ impl WaitlistService {
         ctx: &RequestContext,
         show_id: &ShowId,
         entry_id: EntryId,
-        owner: &BuyerId,
     ) -> Result<(), LineError> {
         self.show(show_id).await?;
-        if owner != &ctx.actor.id && !ctx.actor.is_admin() {
-            return Err(LineError::Forbidden);
-        }
-        let command = WaitlistCommand::Leave { entry_id };
-        self.on_line(ctx, show_id, "waitlist_leave", &command)
-            .await?;
-        Ok(())
-    }
-
-    async fn on_line(
-        &self,
-        ctx: &RequestContext,
-        show_id: &ShowId,
-        name: &'static str,
-        command: &WaitlistCommand,
-    ) -> Result<Settled<()>, LineError> {
         let key = LineKey {
             show_id: show_id.clone(),
         };
         let units = vec![(waitlist_stream_id(show_id), key)];
+        let mut leaving = Leaving {
+            entry_id,
+            actor: &ctx.actor,
+        };
         let rounds: &Rounds = &self.rounds;
         rounds
-            .run(Round::new(name, ctx), units, &mut OnLine { command })
-            .await
+            .run(Round::new("waitlist_leave", ctx), units, &mut leaving)
+            .await?;
+        Ok(())
     }
 
     /// Whether the public could hold what `ask` asks for now (advice).
