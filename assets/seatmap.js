@@ -1031,8 +1031,17 @@
         placeHold(body);
       });
       block.appendChild(button);
+      // Sold out on a show with a waiting list: join it for these places.
+      const join = document.createElement("button");
+      join.type = "button";
+      join.dataset.action = "waitlist-join-pool";
+      join.hidden = true;
+      join.textContent = `Join the waiting list for ${called}`;
+      join.addEventListener("click", () =>
+        joinLine({ pool_id: spec.pool_id, quantity: Math.min(10, Number(quantity.value)) }));
+      block.appendChild(join);
       $("#pools").appendChild(block);
-      pools.set(spec.pool_id, { spec, el: block, count });
+      pools.set(spec.pool_id, { spec, el: block, count, join, available: spec.capacity });
       setPool({ pool_id: spec.pool_id, capacity: spec.capacity, available: spec.capacity, held: 0, sold: 0 });
     }
   }
@@ -1041,6 +1050,8 @@
     const pool = pools.get(figures.pool_id);
     if (!pool) return;
     pool.el.dataset.available = String(figures.available);
+    pool.available = figures.available;
+    showPoolJoins();
     pool.count.textContent = `${figures.available} of ${figures.capacity} places available (${figures.held} held, ${figures.sold} sold)`;
   }
 
@@ -1485,7 +1496,26 @@
     return seats.size > 0;
   }
 
+  // A sold-out pool offers its own join while the buyer has no entry.
+  function showPoolJoins() {
+    const waiting = entry && entry.status !== "left" && entry.status !== "lapsed";
+    for (const pool of pools.values()) {
+      pool.join.hidden = !line || Boolean(waiting) || pool.available > 0;
+      pool.el.dataset.waitlistJoin = String(!pool.join.hidden);
+    }
+  }
+
+  // What an entry waits for, in words: "2 seats", "3 places in Floor".
+  function asked(e, quantity) {
+    const pool = e.pool_id && pools.get(e.pool_id);
+    const name = pool ? pool.spec.label || pool.spec.pool_id : e.pool_id;
+    return e.pool_id
+      ? `${quantity} place${quantity > 1 ? "s" : ""} in ${name}`
+      : `${quantity} seat${quantity > 1 ? "s" : ""}`;
+  }
+
   function showLine() {
+    showPoolJoins();
     const panel = $("#waitlist");
     const status = entry ? entry.status : "";
     panel.hidden = !line || (!entry && !soldOut());
@@ -1496,16 +1526,18 @@
     const what = $("#waitlist-what");
     switch (status) {
       case "waiting":
-        what.textContent = `You are number ${entry.position} on the waiting list for ${entry.quantity} seat${entry.quantity > 1 ? "s" : ""}. Seats that come back are offered in turn.`;
+        what.textContent = `You are number ${entry.position} on the waiting list for ${asked(entry, entry.quantity)}. What comes back is offered in turn.`;
         break;
-      case "offered":
-        what.textContent = `Seats came back for you: ${list(entry.seats)}, held in your name until ${new Date(entry.expires_at).toLocaleTimeString()}. Pay below.`;
+      case "offered": {
+        const offered = entry.places ? asked(entry, entry.places) : list(entry.seats);
+        what.textContent = `Tickets came back for you: ${offered}, held in your name until ${new Date(entry.expires_at).toLocaleTimeString()}. Pay below.`;
         break;
+      }
       case "booked":
-        what.textContent = "You booked the seats the waiting list offered you.";
+        what.textContent = "You booked what the waiting list offered you.";
         break;
       case "lapsed":
-        what.textContent = "The seats offered to you were not bought in time and went to the next in line.";
+        what.textContent = "What was offered to you was not bought in time and went to the next in line.";
         break;
       default:
         what.textContent = "Sold out. Join the waiting list: seats that come back are offered in turn, before anyone else can take them.";
@@ -1523,20 +1555,23 @@
       const hold = await api("GET", `/v1/holds/${entry.hold_id}`);
       if (hold.ok) {
         setHold(hold.data);
-        say("Seats came back for you from the waiting list. Pay before the countdown ends.", "ok");
+        say("Tickets came back for you from the waiting list. Pay before the countdown ends.", "ok");
       }
     }
     showLine();
   }
 
-  bind("waitlist-join", async () => {
-    const quantity = Number($("#waitlist-quantity").value);
-    const body = { quantity, adjacent: $("#waitlist-adjacent").checked && quantity > 1 };
+  async function joinLine(body) {
     const answer = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/waitlist`, body);
     if (!answer.ok) return say(explain(answer.problem));
     entry = answer.data;
     say("You are on the waiting list. Keep this page open: an offer lands in your basket.", "ok");
     showLine();
+  }
+
+  bind("waitlist-join", () => {
+    const quantity = Number($("#waitlist-quantity").value);
+    return joinLine({ quantity, adjacent: $("#waitlist-adjacent").checked && quantity > 1 });
   });
 
   bind("waitlist-leave", async () => {

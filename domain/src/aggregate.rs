@@ -180,6 +180,7 @@ mod tests {
             expires_at: t(480),
             price: None,
             channel: None,
+            line: crate::seat::Line::None,
         };
         TestFramework::<PoolShard>::with(())
             .given_no_previous_events()
@@ -195,6 +196,8 @@ mod tests {
                 expires_at: t(480),
                 price: None,
                 channel: None,
+                line: false,
+                offer: false,
             }]);
     }
 

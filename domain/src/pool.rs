@@ -10,6 +10,15 @@
 //!
 //! A hold may span shards (the service splits it); each shard decides its
 //! part, and the parts are appended together or not at all.
+//!
+//! On a show with a waiting list, public holds are line holds: the places
+//! their end frees (a release, a recorded expiry, a cancelled sale, a
+//! channel's give-back) are `returned`, owed to the line; so are the places
+//! of a line hold past its `expires_at` whose expiry is not recorded yet,
+//! with no event, at the instant of expiry. Owed places are off public
+//! sale; only the line's offer takes them, or the line passes them on
+//! (`PoolPlacesPassed`), the same rule as a seat's
+//! ([`crate::seat::Seat::is_owed_to_line`]).
 
 use std::collections::BTreeMap;
 
@@ -20,7 +29,7 @@ use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, ChannelId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::pricing::ItemPrice;
-use crate::seat::{extended_expiry, has_expired, ExtensionRefusal};
+use crate::seat::{extended_expiry, has_expired, ExtensionRefusal, Line};
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
 /// bound keeps one buyer's append small. Places of expired holds beyond it
@@ -73,6 +82,9 @@ pub struct PoolHold {
     /// What one place costs it.
     #[serde(default)]
     pub price: Option<ItemPrice>,
+    /// A line hold (see the module): its end owes its places to the line.
+    #[serde(default)]
+    pub line: bool,
 }
 
 /// Places a booking took from a shard through one hold: its channel and
@@ -84,6 +96,9 @@ pub struct Sale {
     pub channel: Option<ChannelId>,
     pub price: Option<ItemPrice>,
     pub places: u32,
+    /// Sold through a line hold: given back, the places are owed to the line.
+    #[serde(default)]
+    pub line: bool,
 }
 
 /// One shard of a pool: its capacity is not in the stream (it comes from
@@ -104,6 +119,10 @@ pub struct PoolShard {
     /// in `bookings`, split by the holds that took them).
     #[serde(default)]
     pub sales: BTreeMap<BookingId, Vec<Sale>>,
+    /// Places freed by the end of line holds and owed to the waiting list
+    /// (off public sale until offered or passed on).
+    #[serde(default)]
+    pub returned: u32,
 }
 
 impl PoolShard {
@@ -116,7 +135,8 @@ impl PoolShard {
     }
 
     /// Places free at `now` in a shard of `capacity` places, for public
-    /// sale (`None`) or for `channel`'s buyers.
+    /// sale (`None`) or for `channel`'s buyers. Places owed to the waiting
+    /// list are not free to either.
     pub fn available_at(
         &self,
         channel: Option<&ChannelId>,
@@ -130,9 +150,22 @@ impl PoolShard {
             .map(|h| h.quantity)
             .sum();
         match channel {
-            None => capacity.saturating_sub(self.sold + self.allocated_total() + held),
+            None => capacity
+                .saturating_sub(self.sold + self.allocated_total() + held + self.owed_at(now)),
             Some(channel) => self.allocated_to(channel).saturating_sub(held),
         }
+    }
+
+    /// Places owed to the waiting list at `now`: returned, or held by a
+    /// line hold past its `expires_at` (no event needed).
+    pub fn owed_at(&self, now: DateTime<Utc>) -> u32 {
+        self.returned
+            + self
+                .holds
+                .values()
+                .filter(|h| h.line && has_expired(h.expires_at, now))
+                .map(|h| h.quantity)
+                .sum::<u32>()
     }
 
     /// Places held for public sale at `now` (a channel's holds are inside
@@ -163,9 +196,12 @@ impl PoolShard {
     /// holds this decision cannot record (beyond `MAX_EXPIRIES_PER_COMMAND`)
     /// count as taken.
     /// Only the holds of the same inventory (public, or `channel`'s) count.
+    /// The line's offer (`Line::Offer`) takes the places owed to the line
+    /// instead (a recorded line expiry owes them), and nothing else.
     pub fn placeable_at(
         &self,
         channel: Option<&ChannelId>,
+        line: Line,
         capacity: u32,
         now: DateTime<Utc>,
     ) -> (u32, Vec<HoldId>) {
@@ -174,9 +210,13 @@ impl PoolShard {
             .iter()
             .filter(|(_, h)| h.channel.as_ref() == channel && has_expired(h.expires_at, now))
             .collect();
+        let offer = line == Line::Offer;
+        // The unrecorded expired holds of what this hold takes from: a line
+        // hold's places are owed (never free), any other's free.
         let unrecorded: u32 = expired
             .iter()
             .skip(MAX_EXPIRIES_PER_COMMAND)
+            .filter(|(_, h)| h.line == offer)
             .map(|(_, h)| h.quantity)
             .sum();
         let recorded = expired
@@ -184,11 +224,11 @@ impl PoolShard {
             .take(MAX_EXPIRIES_PER_COMMAND)
             .map(|(id, _)| **id)
             .collect();
-        (
-            self.available_at(channel, capacity, now)
-                .saturating_sub(unrecorded),
-            recorded,
-        )
+        let placeable = match line {
+            Line::Offer => self.owed_at(now),
+            Line::None | Line::Buyer => self.available_at(channel, capacity, now),
+        };
+        (placeable.saturating_sub(unrecorded), recorded)
     }
 
     fn active(&self, hold_id: &HoldId, now: DateTime<Utc>) -> Option<&PoolHold> {
@@ -209,15 +249,24 @@ pub enum PoolCommand {
         price: Option<ItemPrice>,
         /// Whose inventory it takes (`None`: public sale).
         channel: Option<ChannelId>,
+        /// How it meets the show's waiting list.
+        line: Line,
     },
     /// Move `quantity` places free for public sale to `channel`.
     Allocate {
         channel: ChannelId,
         quantity: u32,
     },
-    /// Give `quantity` of `channel`'s free places back to public sale.
+    /// Give `quantity` of `channel`'s free places back to public sale
+    /// (`line`: to the show's waiting list first).
     Deallocate {
         channel: ChannelId,
+        quantity: u32,
+        line: bool,
+    },
+    /// The waiting list wants up to `quantity` of the places it is owed no
+    /// more (no entry they satisfy): back to sale.
+    Pass {
         quantity: u32,
     },
     ReleaseHold {
@@ -261,6 +310,12 @@ pub enum PoolEvent {
         /// The channel whose places it takes (absent: public sale).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         channel: Option<ChannelId>,
+        /// A line hold: its end owes its places to the waiting list.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        line: bool,
+        /// The line's offer: its places are owed ones (they leave `returned`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        offer: bool,
     },
     PoolHoldReleased {
         hold_id: HoldId,
@@ -290,9 +345,17 @@ pub enum PoolEvent {
         channel: ChannelId,
         quantity: u32,
     },
-    /// `quantity` of `channel`'s free places went back to public sale.
+    /// `quantity` of `channel`'s free places went back to public sale
+    /// (`line`: owed to the show's waiting list first).
     PoolPlacesDeallocated {
         channel: ChannelId,
+        quantity: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        line: bool,
+    },
+    /// `quantity` places owed to the waiting list, which wanted them not:
+    /// for sale again.
+    PoolPlacesPassed {
         quantity: u32,
     },
 }
@@ -307,6 +370,7 @@ event_names!(PoolEvent {
     PoolPlacesReturned => "PoolPlacesReturned",
     PoolPlacesAllocated => "PoolPlacesAllocated",
     PoolPlacesDeallocated => "PoolPlacesDeallocated",
+    PoolPlacesPassed => "PoolPlacesPassed",
 });
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -343,6 +407,7 @@ pub fn decide(
             expires_at,
             price,
             channel,
+            line,
         } => place_hold(
             shard,
             capacity,
@@ -353,15 +418,19 @@ pub fn decide(
                 expires_at: *expires_at,
                 price: price.as_ref(),
                 channel: channel.as_ref(),
+                line: *line,
             },
             now,
         ),
         PoolCommand::Allocate { channel, quantity } => {
             allocate(shard, capacity, channel, *quantity, now)
         }
-        PoolCommand::Deallocate { channel, quantity } => {
-            deallocate(shard, capacity, channel, *quantity, now)
-        }
+        PoolCommand::Deallocate {
+            channel,
+            quantity,
+            line,
+        } => deallocate(shard, capacity, channel, (*quantity, *line), now),
+        PoolCommand::Pass { quantity } => Ok(pass(shard, capacity, *quantity, now)),
         PoolCommand::ReleaseHold { hold_id } => release_hold(shard, *hold_id, now),
         PoolCommand::ExpireHold { hold_id } => Ok(expire_hold(shard, *hold_id, now)),
         PoolCommand::ConvertHold {
@@ -392,6 +461,7 @@ struct Placing<'a> {
     expires_at: DateTime<Utc>,
     price: Option<&'a ItemPrice>,
     channel: Option<&'a ChannelId>,
+    line: Line,
 }
 
 /// `quantity` places free for public sale at `now` move to `channel`, all
@@ -406,7 +476,7 @@ fn allocate(
     if quantity == 0 {
         return Err(PoolError::ZeroQuantity);
     }
-    let mut events = take_free(shard, None, capacity, quantity, now)?;
+    let mut events = take_free(shard, (None, Line::None), capacity, quantity, now)?;
     events.push(PoolEvent::PoolPlacesAllocated {
         channel: channel.clone(),
         quantity,
@@ -414,35 +484,53 @@ fn allocate(
     Ok(events)
 }
 
-/// `quantity` of `channel`'s places, free at `now`, go back to public sale.
+/// `quantity` of `channel`'s places, free at `now`, go back to public sale
+/// (`line`: owed to the waiting list first).
 fn deallocate(
     shard: &PoolShard,
     capacity: u32,
     channel: &ChannelId,
-    quantity: u32,
+    (quantity, line): (u32, bool),
     now: DateTime<Utc>,
 ) -> Result<Vec<PoolEvent>, PoolError> {
     if quantity == 0 {
         return Ok(vec![]);
     }
-    let mut events = take_free(shard, Some(channel), capacity, quantity, now)?;
+    let mut events = take_free(shard, (Some(channel), Line::None), capacity, quantity, now)?;
     events.push(PoolEvent::PoolPlacesDeallocated {
         channel: channel.clone(),
         quantity,
+        line,
     });
     Ok(events)
 }
 
-/// The expiries to record for `quantity` places of one inventory to be
-/// free at `now`, or how many are.
+/// The line passes on up to `quantity` of the places it is owed (the
+/// expiries of line holds that owe them recorded first): for sale again.
+fn pass(shard: &PoolShard, capacity: u32, quantity: u32, now: DateTime<Utc>) -> Vec<PoolEvent> {
+    let (owed, expiring) = shard.placeable_at(None, Line::Offer, capacity, now);
+    let quantity = quantity.min(owed);
+    if quantity == 0 {
+        return vec![];
+    }
+    let mut events: Vec<PoolEvent> = expiring
+        .into_iter()
+        .map(|hold_id| PoolEvent::PoolHoldExpired { hold_id })
+        .collect();
+    events.push(PoolEvent::PoolPlacesPassed { quantity });
+    events
+}
+
+/// The expiries to record for `quantity` places of one inventory (for a
+/// hold meeting the line as `line`) to be free at `now`, or how many are.
 fn take_free(
     shard: &PoolShard,
-    channel: Option<&ChannelId>,
+    (channel, line): (Option<&ChannelId>, Line),
     capacity: u32,
     quantity: u32,
     now: DateTime<Utc>,
 ) -> Result<Vec<PoolEvent>, PoolError> {
-    let (available, expiring) = shard.placeable_at(channel, capacity, now);
+    let (available, expiring) = shard.placeable_at(channel, line, capacity, now);
     if available < quantity {
         return Err(PoolError::NotEnough { available });
     }
@@ -465,6 +553,7 @@ fn place_hold(
         expires_at,
         price,
         channel,
+        line,
     } = placing;
     if quantity == 0 {
         return Err(PoolError::ZeroQuantity);
@@ -476,7 +565,7 @@ fn place_hold(
         // The same hold asking again (a retried request).
         return Ok(vec![]);
     }
-    let mut events = take_free(shard, channel, capacity, quantity, now)?;
+    let mut events = take_free(shard, (channel, line), capacity, quantity, now)?;
     events.push(PoolEvent::PoolHoldPlaced {
         hold_id,
         buyer: buyer.clone(),
@@ -484,6 +573,8 @@ fn place_hold(
         expires_at,
         price: price.cloned(),
         channel: channel.cloned(),
+        line: line.returns(),
+        offer: line == Line::Offer,
     });
     Ok(events)
 }
@@ -596,7 +687,12 @@ impl PoolShard {
                 expires_at,
                 price,
                 channel,
+                line,
+                offer,
             } => {
+                if *offer {
+                    self.returned = self.returned.saturating_sub(*quantity);
+                }
                 self.holds.insert(
                     *hold_id,
                     PoolHold {
@@ -606,6 +702,7 @@ impl PoolShard {
                         placed_expires_at: *expires_at,
                         channel: channel.clone(),
                         price: price.clone(),
+                        line: *line,
                     },
                 );
             }
@@ -618,7 +715,9 @@ impl PoolShard {
                 }
             }
             PoolEvent::PoolHoldReleased { hold_id } | PoolEvent::PoolHoldExpired { hold_id } => {
-                self.holds.remove(hold_id);
+                if let Some(hold) = self.holds.remove(hold_id) {
+                    self.returned += if hold.line { hold.quantity } else { 0 };
+                }
             }
             PoolEvent::PoolHoldConverted {
                 hold_id,
@@ -640,8 +739,16 @@ impl PoolShard {
             PoolEvent::PoolPlacesAllocated { channel, quantity } => {
                 *self.allocated.entry(channel.clone()).or_default() += quantity;
             }
-            PoolEvent::PoolPlacesDeallocated { channel, quantity } => {
-                self.deallocate(channel, *quantity)
+            PoolEvent::PoolPlacesDeallocated {
+                channel,
+                quantity,
+                line,
+            } => {
+                self.deallocate(channel, *quantity);
+                self.returned += if *line { *quantity } else { 0 };
+            }
+            PoolEvent::PoolPlacesPassed { quantity } => {
+                self.returned = self.returned.saturating_sub(*quantity);
             }
         }
     }
@@ -660,6 +767,7 @@ impl PoolShard {
             channel: hold.channel,
             price: hold.price,
             places: hold.quantity,
+            line: hold.line,
         });
     }
 
@@ -685,7 +793,8 @@ impl PoolShard {
     }
 
     /// `quantity` of a booking's sold places are free again: the latest
-    /// sales first, a channel's places back to its allocation.
+    /// sales first, a channel's places back to its allocation, a line
+    /// hold's owed to the waiting list.
     fn return_sold(&mut self, booking_id: &BookingId, quantity: u32) {
         self.sold = self.sold.saturating_sub(quantity);
         let Some(sales) = self.sales.get_mut(booking_id) else {
@@ -699,6 +808,8 @@ impl PoolShard {
             left -= taken;
             if let Some(channel) = &sale.channel {
                 *self.allocated.entry(channel.clone()).or_default() += taken;
+            } else if sale.line {
+                self.returned += taken;
             }
             if sale.places == 0 {
                 sales.pop();
@@ -779,6 +890,7 @@ mod tests {
             expires_at: t(until),
             price: None,
             channel: None,
+            line: Line::None,
         }
     }
     fn given(capacity: u32, commands: &[(PoolCommand, i64)]) -> PoolShard {
@@ -789,6 +901,170 @@ mod tests {
             }
         }
         shard
+    }
+
+    /// A show with a waiting list: public holds are line holds, and the
+    /// places their end frees are owed to the line.
+    mod waitlist {
+        use super::*;
+
+        fn as_line(command: PoolCommand, line: Line) -> PoolCommand {
+            match command {
+                PoolCommand::PlaceHold {
+                    hold_id,
+                    buyer,
+                    quantity,
+                    expires_at,
+                    price,
+                    channel,
+                    ..
+                } => PoolCommand::PlaceHold {
+                    hold_id,
+                    buyer,
+                    quantity,
+                    expires_at,
+                    price,
+                    channel,
+                    line,
+                },
+                other => other,
+            }
+        }
+        fn line_hold(n: u128, quantity: u32, until: i64) -> PoolCommand {
+            as_line(place(n, quantity, until), Line::Buyer)
+        }
+        fn offer(n: u128, quantity: u32, until: i64) -> PoolCommand {
+            as_line(place(n, quantity, until), Line::Offer)
+        }
+        fn free_and_owed(shard: &PoolShard, at: i64) -> (u32, u32) {
+            (shard.available_at(None, 5, t(at)), shard.owed_at(t(at)))
+        }
+
+        #[test]
+        fn released_line_places_are_owed_to_the_line_and_refused_to_a_buyer() {
+            let shard = given(
+                5,
+                &[
+                    (line_hold(1, 5, 480), 0),
+                    (PoolCommand::ReleaseHold { hold_id: hold(1) }, 10),
+                ],
+            );
+            assert_eq!(free_and_owed(&shard, 11), (0, 5));
+            assert_eq!(
+                decide(&shard, 5, &line_hold(2, 1, 600), t(11)),
+                Err(PoolError::NotEnough { available: 0 })
+            );
+            // The line's offer takes them, and they are owed no more.
+            let events = decide(&shard, 5, &offer(3, 2, 600), t(11)).unwrap();
+            assert!(matches!(
+                events.as_slice(),
+                [PoolEvent::PoolHoldPlaced {
+                    line: true,
+                    offer: true,
+                    ..
+                }]
+            ));
+            let mut offered = shard.clone();
+            events.iter().for_each(|e| offered.apply_event(e));
+            assert_eq!(free_and_owed(&offered, 11), (0, 3));
+        }
+
+        #[test]
+        fn at_the_instant_a_line_hold_expires_its_places_are_owed_not_for_sale() {
+            let shard = given(5, &[(line_hold(1, 4, 480), 0)]);
+            assert_eq!(free_and_owed(&shard, 479), (1, 0));
+            assert_eq!(free_and_owed(&shard, 480), (1, 4));
+            assert_eq!(
+                decide(&shard, 5, &line_hold(2, 2, 600), t(480)),
+                Err(PoolError::NotEnough { available: 1 })
+            );
+            // The offer records the expiry that owes them, then takes them.
+            let events = decide(&shard, 5, &offer(3, 4, 900), t(480)).unwrap();
+            assert!(matches!(
+                events.as_slice(),
+                [
+                    PoolEvent::PoolHoldExpired { .. },
+                    PoolEvent::PoolHoldPlaced { offer: true, .. }
+                ]
+            ));
+        }
+
+        #[test]
+        fn an_offer_takes_only_owed_places_and_passed_ones_are_for_sale_again() {
+            let shard = given(5, &[(line_hold(1, 2, 480), 0)]);
+            // Three places free for sale, none owed: nothing to offer.
+            assert_eq!(
+                decide(&shard, 5, &offer(3, 1, 900), t(10)),
+                Err(PoolError::NotEnough { available: 0 })
+            );
+            let passed = given(
+                5,
+                &[
+                    (line_hold(1, 2, 480), 0),
+                    (PoolCommand::Pass { quantity: 9 }, 500),
+                ],
+            );
+            assert_eq!(free_and_owed(&passed, 500), (5, 0));
+            assert!(
+                decide(&passed, 5, &PoolCommand::Pass { quantity: 1 }, t(500))
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+
+        #[test]
+        fn a_cancelled_line_sale_and_a_channel_give_back_owe_places_to_the_line() {
+            let partner = ChannelId::parse("partner-x").unwrap();
+            let shard = given(
+                5,
+                &[
+                    (line_hold(1, 2, 480), 0),
+                    (
+                        PoolCommand::ConvertHold {
+                            hold_id: hold(1),
+                            booking_id: BookingId(Uuid::from_u128(101)),
+                        },
+                        10,
+                    ),
+                    (
+                        PoolCommand::Allocate {
+                            channel: partner.clone(),
+                            quantity: 2,
+                        },
+                        10,
+                    ),
+                    (
+                        PoolCommand::ReturnPlaces {
+                            booking_id: BookingId(Uuid::from_u128(101)),
+                            quantity: 1,
+                        },
+                        20,
+                    ),
+                    (
+                        PoolCommand::Deallocate {
+                            channel: partner,
+                            quantity: 2,
+                            line: true,
+                        },
+                        20,
+                    ),
+                ],
+            );
+            assert_eq!(shard.sold, 1);
+            assert_eq!(free_and_owed(&shard, 21), (1, 3));
+        }
+
+        #[test]
+        fn a_hold_without_a_line_frees_its_places_at_once() {
+            let shard = given(
+                5,
+                &[
+                    (place(1, 5, 480), 0),
+                    (PoolCommand::ReleaseHold { hold_id: hold(1) }, 10),
+                ],
+            );
+            assert_eq!(free_and_owed(&shard, 11), (5, 0));
+        }
     }
 
     mod channels {
@@ -807,6 +1083,7 @@ mod tests {
             PoolCommand::Deallocate {
                 channel: partner(),
                 quantity,
+                line: false,
             }
         }
         fn through_channel(n: u128, quantity: u32, until: i64) -> PoolCommand {
@@ -825,6 +1102,7 @@ mod tests {
                     expires_at,
                     price,
                     channel: Some(partner()),
+                    line: Line::None,
                 },
                 other => other,
             }
@@ -1026,6 +1304,8 @@ mod tests {
                     expires_at: t(200),
                     price: None,
                     channel: None,
+                    line: false,
+                    offer: false,
                 }
             ]
         );

@@ -505,6 +505,42 @@ pub fn judge(line: &Waitlist, owed: &[&SeatSpec], skip: &[EntryId]) -> Judgement
     judgement
 }
 
+/// What the line does with places of one pool it is owed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlacesJudgement {
+    /// Each entry offered, with how many places, in line order.
+    pub offers: Vec<(EntryId, u32)>,
+    /// Places no waiting entry wants: for sale again.
+    pub passed: u32,
+}
+
+/// Walks the waiting entries asking for `pool_id` in line order and offers
+/// each its quantity while that many of the `owed` places are left (an
+/// entry asking for more than are left waits; a later one asking for fewer
+/// is offered them: the first entry they satisfy); what no entry wants is
+/// passed on. Entries in `skip` are passed over, as in [`judge`].
+pub fn judge_places(
+    line: &Waitlist,
+    pool_id: &PoolId,
+    owed: u32,
+    skip: &[EntryId],
+) -> PlacesJudgement {
+    let mut left = owed;
+    let mut judgement = PlacesJudgement::default();
+    for entry in line.waiting() {
+        if left == 0 {
+            break;
+        }
+        let wants = entry.ask.pool_id.as_ref() == Some(pool_id) && entry.ask.quantity <= left;
+        if wants && !skip.contains(&entry.entry_id) {
+            left -= entry.ask.quantity;
+            judgement.offers.push((entry.entry_id, entry.ask.quantity));
+        }
+    }
+    judgement.passed = left;
+    judgement
+}
+
 /// A command with the instant it is decided at.
 #[derive(Debug, Clone)]
 pub struct TimedWaitlist {
@@ -625,6 +661,42 @@ mod tests {
         assert_eq!(judged.passed, vec![a3.seat_id.clone()]);
         let skipped = judge(&line, &[&a1], &[entry(3)]);
         assert_eq!((skipped.offers, skipped.passed), (vec![], vec![a1.seat_id]));
+    }
+
+    #[test]
+    fn it_should_offer_owed_places_in_line_order_to_the_entries_they_satisfy() {
+        let (floor, balcony) = (
+            PoolId::parse("floor").unwrap(),
+            PoolId::parse("balcony").unwrap(),
+        );
+        let of = |pool: &PoolId, quantity: u32| Ask {
+            pool_id: Some(pool.clone()),
+            ..ask(quantity)
+        };
+        let line = given(&[
+            of(&floor, 4),
+            of(&balcony, 1),
+            ask(1),
+            of(&floor, 2),
+            of(&floor, 1),
+        ]);
+        // Three places: entry 1 wants four and waits; 4 and 5 are offered.
+        assert_eq!(
+            judge_places(&line, &floor, 3, &[]),
+            PlacesJudgement {
+                offers: vec![(entry(4), 2), (entry(5), 1)],
+                passed: 0,
+            }
+        );
+        assert_eq!(
+            judge_places(&line, &floor, 7, &[entry(4)]),
+            PlacesJudgement {
+                offers: vec![(entry(1), 4), (entry(5), 1)],
+                passed: 2,
+            }
+        );
+        let nobody = PoolId::parse("terrace").unwrap();
+        assert_eq!(judge_places(&line, &nobody, 2, &[]).passed, 2);
     }
 
     #[test]

@@ -371,6 +371,7 @@ fn pool_placed(
         expires_at,
         price,
         channel,
+        ..
     } = event
     else {
         return None;
@@ -431,7 +432,8 @@ pub fn pool_hold_change(
         PoolEvent::PoolBookingCancelled { .. }
         | PoolEvent::PoolPlacesReturned { .. }
         | PoolEvent::PoolPlacesAllocated { .. }
-        | PoolEvent::PoolPlacesDeallocated { .. } => return None,
+        | PoolEvent::PoolPlacesDeallocated { .. }
+        | PoolEvent::PoolPlacesPassed { .. } => return None,
         PoolEvent::PoolHoldExtended {
             hold_id,
             expires_at,

@@ -36,6 +36,8 @@ pub struct PoolShardRow {
     pub allocated: JsonText<BTreeMap<ChannelId, u32>>,
     /// The sold places by channel, ticket type and price (JSON text).
     pub sales: JsonText<Vec<SoldPlaces>>,
+    /// Places owed to the show's waiting list (`PoolShard::returned`).
+    pub returned: u32,
     /// The stream sequence this row is the fold of.
     pub last_seq: i64,
 }
@@ -55,6 +57,7 @@ impl PoolShardRow {
             sold: state.sold,
             allocated: JsonText(state.allocated.clone()),
             sales: JsonText(sold_places(state)),
+            returned: state.returned,
             last_seq,
         }
     }
@@ -93,16 +96,24 @@ impl PoolLedger {
     ) {
         self.capacity += capacity;
         self.sold_places += shard.sold;
+        // Places owed to the waiting list read as held (by the line): a
+        // line hold past its expiry still holds them.
+        let owed = HeldPlaces {
+            channel: None,
+            ticket_type: None,
+            places: shard.returned,
+        };
         self.add_rows(
             sold_places(shard),
             &shard.allocated,
             (shard.holds.values())
-                .filter(|h| !domain::seat::has_expired(h.expires_at, now))
+                .filter(|h| h.line || !domain::seat::has_expired(h.expires_at, now))
                 .map(|h| HeldPlaces {
                     channel: h.channel.clone(),
                     ticket_type: h.price.as_ref().map(|p| p.ticket_type.clone()),
                     places: h.quantity,
-                }),
+                })
+                .chain((owed.places > 0).then_some(owed)),
         );
     }
 

@@ -154,11 +154,13 @@ BEGIN
     IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards')
         LOOP
-            UPDATE pool_shards SET sold = r.sold, allocated = r.allocated, sales = r.sales, last_seq = r.last_seq
+            UPDATE pool_shards SET sold = r.sold, allocated = r.allocated, sales = r.sales, returned = r.returned,
+                                   last_seq = r.last_seq
             WHERE show_id = r.show_id AND pool_id = r.pool_id AND shard = r.shard AND last_seq < r.last_seq;
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'pool_shards') > row_by_row_max THEN
-        UPDATE pool_shards s SET sold = u.sold, allocated = u.allocated, sales = u.sales, last_seq = u.last_seq
+        UPDATE pool_shards s SET sold = u.sold, allocated = u.allocated, sales = u.sales, returned = u.returned,
+                                  last_seq = u.last_seq
         FROM jsonb_populate_recordset(NULL::pool_shards, batch -> 'pool_shards') AS u
         WHERE s.show_id = u.show_id AND s.pool_id = u.pool_id AND s.shard = u.shard AND s.last_seq < u.last_seq;
     END IF;

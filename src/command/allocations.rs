@@ -12,7 +12,7 @@ use std::sync::Arc;
 use domain::ids::{ChannelId, PoolId, SeatId};
 use domain::limits::MAX_SEATS_PER_ALLOCATION;
 use domain::pool::{self, split, PoolCommand, PoolShard};
-use domain::seat::{self, Seat, SeatCommand, SeatError};
+use domain::seat::{self, Line, Seat, SeatCommand, SeatError};
 use serde::Serialize;
 
 use crate::catalog::CatalogEntry;
@@ -165,7 +165,7 @@ impl AllocationService {
             BTreeMap::new()
         } else {
             let now_us = projections::time::to_micros(self.clock.now());
-            self.shows.pool_figures(&entry.show.show_id, now_us).await?
+            self.shows.pool_figures(&entry.show, now_us).await?
         };
         let pools = (entry.show.pools.iter())
             .filter_map(|spec| {
@@ -238,6 +238,7 @@ impl AllocationService {
             channel,
             quantity,
             way,
+            line: show.waitlist.is_some(),
         };
         let round = Round::new(way.command(), ctx);
         self.rounds.run(round, units, &mut decision).await?;
@@ -353,6 +354,8 @@ struct MovePlaces<'a> {
     channel: &'a ChannelId,
     quantity: Option<u32>,
     way: Way,
+    /// The show keeps a waiting list: places given back go to it first.
+    line: bool,
 }
 
 impl Decides<PoolShard> for MovePlaces<'_> {
@@ -368,7 +371,9 @@ impl Decides<PoolShard> for MovePlaces<'_> {
             .map(|(shard, key)| {
                 (
                     key.index,
-                    shard.placeable_at(from, key.capacity, view.now).0,
+                    shard
+                        .placeable_at(from, Line::None, key.capacity, view.now)
+                        .0,
                 )
             })
             .collect();
@@ -386,7 +391,11 @@ impl Decides<PoolShard> for MovePlaces<'_> {
             let channel = self.channel.clone();
             let command = match self.way {
                 Way::Allocate => PoolCommand::Allocate { channel, quantity },
-                Way::Release | Way::ReleaseUnsold => PoolCommand::Deallocate { channel, quantity },
+                Way::Release | Way::ReleaseUnsold => PoolCommand::Deallocate {
+                    channel,
+                    quantity,
+                    line: self.line,
+                },
             };
             decided[i] = pool::decide(shard, key.capacity, &command, view.now)
                 .map_err(|e| HoldError::Bug(format!("allocating places of shard {index}: {e}")))?;

@@ -248,7 +248,8 @@ fn add_pool_event(holds: &mut HashMap<HoldId, HoldFacts>, event: PoolEvent, at: 
         | PoolEvent::PoolBookingCancelled { .. }
         | PoolEvent::PoolPlacesReturned { .. }
         | PoolEvent::PoolPlacesAllocated { .. }
-        | PoolEvent::PoolPlacesDeallocated { .. } => {}
+        | PoolEvent::PoolPlacesDeallocated { .. }
+        | PoolEvent::PoolPlacesPassed { .. } => {}
     }
 }
 

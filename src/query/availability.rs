@@ -471,7 +471,7 @@ impl AvailabilityCache {
         }
         let show_id = &entry.show.show_id;
         let now_us = to_micros(now);
-        let figures = shows.pool_figures(show_id, now_us).await?;
+        let figures = shows.pool_figures(&entry.show, now_us).await?;
         let pools_next = shows.next_pool_expiry(show_id, now_us).await?;
         let pools = entry
             .show

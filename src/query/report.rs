@@ -305,9 +305,7 @@ pub async fn current(
         })
         .await?;
     if !entry.show.pools.is_empty() {
-        let ledgers = shows
-            .pool_ledgers(&entry.show.show_id, to_micros(now))
-            .await?;
+        let ledgers = shows.pool_ledgers(&entry.show, to_micros(now)).await?;
         for (pool_id, ledger) in &ledgers {
             tally.pool(entry, pool_id, ledger);
         }

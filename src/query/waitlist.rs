@@ -63,6 +63,9 @@ pub struct EntryView {
     pub category: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
+    /// The pool asked for (places, not seats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_id: Option<String>,
     pub adjacent: bool,
     pub joined_at: DateTime<Utc>,
     /// Once offered: the hold, until when, which seats.
@@ -73,6 +76,9 @@ pub struct EntryView {
     pub expires_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub seats: Vec<String>,
+    /// Once offered places of its pool: how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub places: Option<u32>,
 }
 
 /// The operator's view of a line: counts by status and the entries in
@@ -213,11 +219,13 @@ impl LineBook {
             quantity: entry.ask.quantity,
             category: entry.ask.category.as_ref().map(ToString::to_string),
             section: entry.ask.section.clone(),
+            pool_id: entry.ask.pool_id.as_ref().map(ToString::to_string),
             adjacent: entry.ask.adjacent,
             joined_at: entry.joined_at,
             hold_id: None,
             expires_at: None,
             seats: Vec::new(),
+            places: None,
         };
         match &entry.status {
             EntryStatus::Waiting => {}
@@ -226,11 +234,12 @@ impl LineBook {
                 hold_id,
                 expires_at,
                 seats,
-                ..
+                places,
             } => {
                 view.hold_id = Some(*hold_id);
                 view.expires_at = Some(*expires_at);
                 view.seats = seats.iter().map(ToString::to_string).collect();
+                view.places = *places;
                 let hold = self.holds.hold(hold_id).await?;
                 let now = self.clock.now();
                 view.status = match hold.map(|h| (h.state, h.expires_at)) {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use domain::ids::{ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::seat::SeatStatus;
+use domain::show::Show;
 use projections::pools::{HeldPlaces, PoolLedger, SoldPlaces};
 
 use super::holds::parse_column;
@@ -70,14 +71,18 @@ const SQLITE_INSERT_SEAT: &str = "INSERT INTO seat_availability \
 const SQLITE_WHOLE_SHOW: &str = "-1";
 const INSERT_SHARD: &str =
     "INSERT INTO pool_shards (show_id, pool_id, shard, capacity) VALUES ($1, $2, $3, $4)";
-/// A show's shards with what they sold (JSON text), then (`shard` -1) its
-/// held places by pool, channel and ticket type, counted at `$2`.
+/// A show's shards with what they sold (JSON text) and owe the waiting
+/// list, then (`shard` -1) its held places by pool, channel and ticket
+/// type, counted at `$2`; public holds counted against `$3` instead (on a
+/// show with a waiting list, the minimum: a line hold past its expiry
+/// still holds its places, owed to the line).
 const SELECT_POOL_LEDGERS: &str =
     "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), CAST(sold AS BIGINT), \
-       allocated, sales, NULL AS channel, NULL AS ticket_type \
+       allocated, sales, NULL AS channel, NULL AS ticket_type, CAST(returned AS BIGINT) \
      FROM pool_shards WHERE show_id = $1 \
-     UNION ALL SELECT pool_id, -1, CAST(SUM(quantity) AS BIGINT), 0, NULL, NULL, channel, ticket_type \
-     FROM pool_holds WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2 \
+     UNION ALL SELECT pool_id, -1, CAST(SUM(quantity) AS BIGINT), 0, NULL, NULL, channel, ticket_type, 0 \
+     FROM pool_holds WHERE show_id = $1 AND state = 'held' \
+       AND expires_at_us > (CASE WHEN channel IS NULL THEN $3 ELSE $2 END) \
      GROUP BY pool_id, channel, ticket_type";
 /// A row of [`SELECT_POOL_LEDGERS`].
 type LedgerRow = (
@@ -89,6 +94,7 @@ type LedgerRow = (
     Option<String>,
     Option<String>,
     Option<String>,
+    i64,
 );
 
 /// A column of JSON text (a `JsonText` field of its row), read back as
@@ -440,13 +446,14 @@ impl Shows {
     }
 
     /// Capacity, sold, held (by channel) and allocated places of each pool
-    /// of a show, held counted at `now_us`.
+    /// of a show, held counted at `now_us` (places owed to its waiting list
+    /// read as held).
     pub async fn pool_figures(
         &self,
-        show_id: &ShowId,
+        show: &Show,
         now_us: i64,
     ) -> StoreResult<BTreeMap<PoolId, PoolFigures>> {
-        let ledgers = self.pool_ledgers(show_id, now_us).await?;
+        let ledgers = self.pool_ledgers(show, now_us).await?;
         Ok(ledgers
             .into_iter()
             .map(|(pool_id, ledger)| (pool_id, PoolFigures::of(&ledger)))
@@ -454,17 +461,23 @@ impl Shows {
     }
 
     /// What a report counts of each pool of a show at `now_us` (held places
-    /// counted then).
+    /// counted then; places owed to its waiting list as held by the line).
     pub async fn pool_ledgers(
         &self,
-        show_id: &ShowId,
+        show: &Show,
         now_us: i64,
     ) -> StoreResult<BTreeMap<PoolId, PoolLedger>> {
+        let show_id = &show.show_id;
+        let public_us = match show.waitlist {
+            Some(_) => i64::MIN,
+            None => now_us,
+        };
         let rows: Vec<LedgerRow> = on_store!(self, query pool => {
             retry_read(move || async move {
                 sqlx::query_as(SELECT_POOL_LEDGERS)
                     .bind(show_id.as_str())
                     .bind(now_us)
+                    .bind(public_us)
                     .fetch_all(pool)
                     .await
                     .map_err(StoreError::classify)
@@ -473,7 +486,8 @@ impl Shows {
         });
         let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
         let mut pools: BTreeMap<PoolId, PoolLedger> = BTreeMap::new();
-        for (pool_id, shard, places, sold, allocated, sales, channel, ticket_type) in rows {
+        for (pool_id, shard, places, sold, allocated, sales, channel, ticket_type, returned) in rows
+        {
             let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
             let ledger = pools.entry(pool_id).or_default();
             if shard < 0 {
@@ -499,7 +513,12 @@ impl Shows {
             )?;
             let sold: Vec<SoldPlaces> =
                 json_column("pool_shards.sales", sales.as_deref().unwrap_or("[]"))?;
-            ledger.add_rows(sold, &allocated, []);
+            let owed = HeldPlaces {
+                channel: None,
+                ticket_type: None,
+                places: count(returned),
+            };
+            ledger.add_rows(sold, &allocated, (owed.places > 0).then_some(owed));
         }
         Ok(pools)
     }
@@ -542,6 +561,14 @@ const PG_OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
      SELECT j FROM holds AS h, jsonb_array_elements_text(h.seat_ids::jsonb) AS j \
      WHERE h.state = 'held' AND h.expires_at_us <= $2 AND h.show_id = $1 AND h.pool_id IS NULL";
 
+/// Places owed to a show's waiting list by pool: its shards' returned
+/// places, and the public (line) holds past their `expires_at`.
+const OWED_PLACES: &str = "SELECT pool_id, CAST(returned AS BIGINT) FROM pool_shards \
+     WHERE show_id = $1 AND returned > 0 \
+     UNION ALL \
+     SELECT pool_id, CAST(quantity AS BIGINT) FROM pool_holds \
+     WHERE show_id = $1 AND state = 'held' AND channel IS NULL AND expires_at_us <= $2";
+
 /// Shows whose definition may keep a waiting list (the catalog says for
 /// sure): the text match only narrows the shows read.
 const WAITLIST_SHOWS: &str =
@@ -577,6 +604,32 @@ impl Shows {
         seats.sort();
         seats.dedup();
         Ok(seats)
+    }
+
+    /// The places of each pool a show's waiting list is owed at `now_us`
+    /// (see [`OWED_PLACES`]): candidates, whose shards decide.
+    pub async fn owed_places(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+    ) -> StoreResult<BTreeMap<PoolId, u32>> {
+        let rows: Vec<(String, i64)> = on_store!(self, query pool => {
+            retry_read(move || async move {
+                sqlx::query_as(OWED_PLACES)
+                    .bind(show_id.as_str())
+                    .bind(now_us)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(StoreError::classify)
+            })
+            .await?
+        });
+        let mut owed: BTreeMap<PoolId, u32> = BTreeMap::new();
+        for (pool_id, places) in rows {
+            let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
+            *owed.entry(pool_id).or_default() += u32::try_from(places.max(0)).unwrap_or(u32::MAX);
+        }
+        Ok(owed)
     }
 
     /// The shows that may keep a waiting list (see [`WAITLIST_SHOWS`]).

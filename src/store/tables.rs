@@ -43,6 +43,7 @@ pub const POOL_SHARD_COLUMNS: &[&str] = &[
     "sold",
     "allocated",
     "sales",
+    "returned",
     "last_seq",
 ];
 pub const HOLD_COLUMNS: &[&str] = &[
@@ -333,7 +334,8 @@ impl Projection {
                 "UPDATE seat_availability SET status = 'available', hold_id = NULL, buyer = NULL, \
                  expires_at_us = NULL, booking_id = NULL, channel = NULL, ticket_type = NULL, \
                  price_cents = NULL, last_seq = 0",
-                "UPDATE pool_shards SET sold = 0, allocated = '{}', sales = '[]', last_seq = 0",
+                "UPDATE pool_shards SET sold = 0, allocated = '{}', sales = '[]', returned = 0, \
+                 last_seq = 0",
             ],
             Projection::Holds => &["DELETE FROM pool_holds", "DELETE FROM holds"],
             Projection::Checkouts => &["DELETE FROM checkouts"],
@@ -510,6 +512,7 @@ mod tests {
             sold: 0,
             allocated: Default::default(),
             sales: Default::default(),
+            returned: 0,
             last_seq: 1,
         };
         assert_eq!(sorted(POOL_SHARD_COLUMNS), field_names(&shard));

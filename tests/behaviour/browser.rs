@@ -23,6 +23,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         two_buyers_see_each_other_on_the_seat_map,
         a_buyer_waits_in_the_queue_on_the_page_then_holds,
         a_buyer_joins_the_waiting_list_on_the_page_and_is_offered_a_seat,
+        a_buyer_joins_a_sold_out_pools_waiting_list_on_the_page_and_is_offered_places,
         a_buyer_chooses_ticket_types_on_the_venue_map_and_pays_the_hold_amount,
         another_buyers_hold_repaints_the_venue_map_live,
         a_family_pays_seats_and_places_at_once_on_the_page,
@@ -1108,5 +1109,84 @@ async fn the_seat_maps_have_no_serious_accessibility_violation(env: TestEnv) {
     .await;
     assert_accessible(&page, &axe, "grid").await;
     page.close().await.expect("session closes");
+    app.stop().await;
+}
+
+async fn a_buyer_joins_a_sold_out_pools_waiting_list_on_the_page_and_is_offered_places(
+    env: TestEnv,
+) {
+    let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
+    let Some((app, _cluster)) = map_app(&env).await else {
+        return;
+    };
+    let show = format!("ga-line-{}", uuid::Uuid::new_v4().simple());
+    let body = json!({
+        "name": "Festival", "starts_at": "2026-12-31T20:00:00Z", "hold_ttl_seconds": 600,
+        "pools": [{"pool_id": "floor", "capacity": 2, "price_cents": 3000}],
+        "waitlist": {"offer_seconds": 300}
+    });
+    app.create_show_from(&show, &body).await;
+    let holder = app.buyer("ga-holder");
+    let held = app
+        .hold_call(
+            holder.clone(),
+            &show,
+            json!({"pool_id": "floor", "quantity": 2}),
+        )
+        .await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+
+    let driver = start_driver().await;
+    let profiles = tempfile::tempdir().expect("profiles");
+    let page = browser(&driver, &profiles.path().join("ga-line")).await;
+    let token = app.buyer("ga-line-browser");
+    open_map(&page, &app, &show, &token).await;
+    // The pool is sold out: it offers its waiting list; the buyer joins
+    // for two places.
+    let floor = ".pool[data-pool-id=\"floor\"]";
+    wait_attr(&page, floor, "data-waitlist-join", PATIENCE, |v| {
+        v == "true"
+    })
+    .await;
+    click(&page, "[data-action=\"waitlist-join-pool\"]").await;
+    wait_attr(&page, "#waitlist", "data-waitlist-status", PATIENCE, |v| {
+        v == "waiting"
+    })
+    .await;
+    assert!(text(&page, "#waitlist-what").await.contains("2 places in"));
+    assert_eq!(
+        attr(&page, floor, "data-waitlist-join").await.as_deref(),
+        Some("false")
+    );
+    // The places come back: offered, and the offer lands in the basket.
+    let released = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/holds/{}", held.str("hold_id")),
+            Some(&holder),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(released.status, StatusCode::NO_CONTENT);
+    wait_attr(&page, "#waitlist", "data-waitlist-status", PATIENCE, |v| {
+        v == "offered"
+    })
+    .await;
+    let mine = app
+        .call(
+            Method::GET,
+            &format!("/v1/shows/{show}/waitlist/me"),
+            Some(&token),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(mine.body["places"], json!(2), "{}", mine.body);
+    assert_eq!(
+        attr(&page, "#hold-what li", "data-hold-id").await,
+        Some(mine.str("hold_id"))
+    );
+    page.close().await.expect("close");
     app.stop().await;
 }

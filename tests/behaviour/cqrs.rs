@@ -395,6 +395,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
                 expires_at,
                 price: Some(place_price.clone()),
                 channel: None,
+                line: domain::seat::Line::None,
             },
             capacity,
             now,
@@ -413,6 +414,8 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at,
             price: Some(place_price.clone()),
             channel: None,
+            line: false,
+            offer: false,
         }])
     );
 
@@ -494,6 +497,8 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at: instant(&placed, "expires_at"),
             price: Some(place_price),
             channel: None,
+            line: false,
+            offer: false,
         }],
         "the service appended what handle decided (with its own hold id and instant)"
     );

@@ -23,6 +23,8 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered,
         buyers_joining_at_once_each_get_one_number,
         bad_waitlist_bodies_are_refused_naming_the_field,
+        a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped,
+        two_instances_offer_a_pools_freed_places_once_each,
     ]
 }
 
@@ -34,6 +36,27 @@ async fn show_with_line(app: &TestApp, show: &str, seats: usize, ttl: u32) {
     let mut body = show_body(seats, ttl);
     body["waitlist"] = json!({"offer_seconds": OFFER_SECONDS});
     app.create_show_from(show, &body).await;
+}
+
+/// A show of one seat and a pool `floor` of `capacity` places in two
+/// shards, keeping a waiting list.
+async fn pool_show_with_line(app: &TestApp, show: &str, capacity: u32, ttl: u32) {
+    let mut body = show_body(1, ttl);
+    body["pools"] =
+        json!([{"pool_id": "floor", "capacity": capacity, "price_cents": 3000, "shards": 2}]);
+    body["waitlist"] = json!({"offer_seconds": OFFER_SECONDS});
+    app.create_show_from(show, &body).await;
+}
+
+async fn hold_places(app: &TestApp, token: &str, show: &str, quantity: u32) -> Answer {
+    let body = json!({"pool_id": "floor", "quantity": quantity});
+    app.hold_call(token.to_owned(), show, body).await
+}
+
+/// The pool's public figures: (available, held).
+async fn floor_figures(app: &TestApp, show: &str) -> (Value, Value) {
+    let floor = app.availability(show).await.body["pools"][0].clone();
+    (floor["available"].clone(), floor["held"].clone())
 }
 
 async fn join(app: &TestApp, token: &str, show: &str, body: Value) -> Answer {
@@ -501,4 +524,144 @@ async fn bad_waitlist_bodies_are_refused_naming_the_field(env: TestEnv) {
             .expect_problem(404, "waitlist_entry_not_found");
     }
     app.stop().await;
+}
+
+async fn a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped(env: TestEnv) {
+    let app = env.spawn().await;
+    pool_show_with_line(&app, "ga-line", 4, 30).await;
+    // h1 holds two places, h2 and h3 one each: sold out.
+    let mut holds = Vec::new();
+    for (who, quantity) in [("h1", 2), ("h2", 1), ("h3", 1)] {
+        let token = app.buyer(who);
+        let held = hold_places(&app, &token, "ga-line", quantity).await;
+        assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+        holds.push((token, held.str("hold_id")));
+    }
+    // w1 waits for three places, w2 for two, w3 for one.
+    let mut entries = Vec::new();
+    for (n, quantity) in [(1, 3), (2, 2), (3, 1)] {
+        let token = app.buyer(&format!("w{n}"));
+        let body = json!({"pool_id": "floor", "quantity": quantity});
+        let joined = join(&app, &token, "ga-line", body).await;
+        assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.body);
+        assert_eq!(joined.body["pool_id"], "floor");
+        entries.push((token, joined.str("entry_id")));
+    }
+    let status_of = |n: usize| {
+        let (token, entry_id) = &entries[n - 1];
+        let app = &app;
+        async move { entry(app, token, entry_id).await.body }
+    };
+    // h1 releases two: w1 wants three and keeps waiting; w2 is offered
+    // both before the release is answered. A public buyer gets none.
+    release(&app, &holds[0].0, &holds[0].1).await;
+    let w2 = status_of(2).await;
+    assert_eq!(
+        (w2["status"].clone(), w2["places"].clone()),
+        (json!("offered"), json!(2))
+    );
+    let w1 = status_of(1).await;
+    assert_eq!(
+        (w1["status"].clone(), w1["position"].clone()),
+        (json!("waiting"), json!(1))
+    );
+    hold_places(&app, &app.buyer("sniper-1"), "ga-line", 1)
+        .await
+        .expect_problem(409, "sold_out");
+    // h2 buys its place and cancels: w3 is offered it.
+    let bought = app.purchase(&holds[1].0, &holds[1].1, "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    let path = format!("/v1/bookings/{}/cancel", bought.str("booking_id"));
+    let cancelled = app
+        .call(Method::POST, &path, Some(&holds[1].0), None, &[])
+        .await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.body);
+    let w3 = status_of(3).await;
+    assert_eq!(
+        (w3["status"].clone(), w3["places"].clone()),
+        (json!("offered"), json!(1))
+    );
+    // h3's hold expires: at that instant, with no event, its place is owed
+    // to the line (held, never available) and a public hold is refused.
+    app.clock.advance(chrono::Duration::seconds(30));
+    assert_eq!(floor_figures(&app, "ga-line").await, (json!(0), json!(4)));
+    hold_places(&app, &app.buyer("sniper-2"), "ga-line", 1)
+        .await
+        .expect_problem(409, "sold_out");
+    // No waiting entry wants one place (w1 asks three): the line passes it
+    // on to sale.
+    app.waitlists.run_once().await.expect("judged");
+    let late = hold_places(&app, &app.buyer("late"), "ga-line", 1).await;
+    assert_eq!(late.status, StatusCode::CREATED, "{}", late.body);
+    // The offers to w2 and w3 lapse: their three places go to w1, who buys.
+    app.clock
+        .advance(chrono::Duration::seconds(OFFER_SECONDS - 30));
+    app.waitlists.run_once().await.expect("judged");
+    let w1 = status_of(1).await;
+    assert_eq!(
+        (w1["status"].clone(), w1["places"].clone()),
+        (json!("offered"), json!(3))
+    );
+    for n in [2, 3] {
+        assert_eq!(status_of(n).await["status"], "lapsed");
+    }
+    let bought = app
+        .purchase(&entries[0].0, &w1.str_at("hold_id"), "pm_sim_ok")
+        .await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    assert_eq!(status_of(1).await["status"], "booked");
+    // `late`'s hold expired with the offers: nobody waits, back on sale.
+    assert_eq!(floor_figures(&app, "ga-line").await, (json!(1), json!(0)));
+    app.stop().await;
+}
+
+async fn two_instances_offer_a_pools_freed_places_once_each(env: TestEnv) {
+    const PLACES: u32 = 12;
+    let (a, b) = env.spawn_pair().await;
+    pool_show_with_line(&a, "ga-pair", PLACES, 600).await;
+    let mut holds = Vec::new();
+    for n in 1..=PLACES {
+        let token = a.buyer(&format!("h{n}"));
+        let held = hold_places(&a, &token, "ga-pair", 1).await;
+        assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+        holds.push((token, held.str("hold_id")));
+    }
+    let mut entries = Vec::new();
+    for n in 1..=PLACES {
+        let body = json!({"pool_id": "floor", "quantity": 1});
+        let joined = join(&b, &b.buyer(&format!("w{n}")), "ga-pair", body).await;
+        assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.body);
+        entries.push(joined.str("entry_id"));
+    }
+    // Every holder releases at once, half through each instance: both
+    // judge together, and their workers' passes too.
+    let releases = holds.iter().enumerate().map(|(n, (token, hold_id))| {
+        let app = if n % 2 == 0 { &a } else { &b };
+        release(app, token, hold_id)
+    });
+    futures::future::join_all(releases).await;
+    for _ in 0..3 {
+        let (x, y) = tokio::join!(a.waitlists.run_once(), b.waitlists.run_once());
+        for judged in [x, y] {
+            match judged {
+                Ok(_) | Err(booking::command::waitlist::LineError::Busy) => {}
+                Err(other) => panic!("judged: {other}"),
+            }
+        }
+    }
+    let body = line(&a, "ga-pair").await;
+    let listed = body["entries"].as_array().expect("entries");
+    assert_eq!(listed.len(), entries.len());
+    for (n, listed) in listed.iter().enumerate() {
+        assert_eq!(listed["entry_id"], json!(entries[n]));
+        assert_eq!(listed["status"], "offered", "no entry skipped: {listed}");
+        assert_eq!(listed["places"], json!(1), "offered once: {listed}");
+    }
+    // Every place is held by an offer: none offered twice, none for sale.
+    assert_eq!(
+        floor_figures(&a, "ga-pair").await,
+        (json!(0), json!(PLACES))
+    );
+    a.stop().await;
+    b.stop().await;
 }

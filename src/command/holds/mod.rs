@@ -258,6 +258,21 @@ impl HoldService {
         placing.offer(line, entry, offers).await
     }
 
+    /// The waiting list's offer of `quantity` places of `pool_id` to one
+    /// entry (see `offer`).
+    pub async fn offer_places(
+        &self,
+        line: &mut crate::command::round::LineLock,
+        entry: &crate::catalog::CatalogEntry,
+        offered: &domain::waitlist::Entry,
+        (pool_id, quantity): (&domain::ids::PoolId, u32),
+    ) -> Result<(), HoldError> {
+        let placing: &PlaceHandler = &self.placing;
+        placing
+            .offer_places(line, entry, offered, (pool_id, quantity))
+            .await
+    }
+
     /// `DELETE /v1/holds/{id}` (see `release`): the hold's show.
     pub async fn release(
         &self,

@@ -7,11 +7,13 @@
 //! buyer, one round each: the round counts one buyer's allowance. On a
 //! show without one, every offer of a judgement is one round
 //! (`OfferAll`): a burst of freed seats is offered in one append, not one
-//! commit an entry.
+//! commit an entry. An offer of a pool's places is a pool hold placed like
+//! any (`PlaceInPool`) with the line, taking only places owed to it
+//! (`Line::Offer`), one entry a round.
 
 use std::collections::HashMap;
 
-use domain::ids::SeatId;
+use domain::ids::{PoolId, SeatId};
 use domain::seat::{self, Line, Seat, SeatCommand, SeatError};
 use domain::waitlist::{self, Entry, WaitlistCommand};
 
@@ -120,6 +122,29 @@ fn offer_placement<'a>(
 }
 
 impl PlaceHandler {
+    /// Offers `offered` `quantity` places of `pool_id` (owed to the line)
+    /// as its buyer's hold, with its `EntryOffered`; `line` is the show's,
+    /// locked.
+    pub(super) async fn offer_places(
+        &self,
+        line: &mut LineLock,
+        entry: &CatalogEntry,
+        offered: &Entry,
+        (pool_id, quantity): (&PoolId, u32),
+    ) -> Result<(), HoldError> {
+        let ctx = RequestContext::system(WAITLIST_ACTOR)?.selling_to(offered.buyer.clone());
+        let (tickets, sale) = (Tickets::default(), Sale::default());
+        let placement = offer_placement(&ctx, entry, offered, (&tickets, &sale));
+        let round = placement.round().with_line(line);
+        match self
+            .place_in_pool(round, &placement, pool_id, quantity)
+            .await?
+        {
+            Settled::Appended(_) | Settled::Answered(_) => Ok(()),
+            Settled::KeyTaken => Err(HoldError::Bug("an offer has no idempotency key".into())),
+        }
+    }
+
     /// Offers each entry its seats as its hold (id: the entry's), lasting
     /// the list's `offer_seconds`; `line` is the show's, locked. On a show
     /// with a per-buyer limit, give one offer at a time.

@@ -20,7 +20,7 @@ use super::request::Wanted;
 use super::{HoldError, HoldRequest, HoldView, Placed, Sale};
 use crate::clock::Clock;
 use crate::command::context::RequestContext;
-use crate::command::round::{Rounds, Settled};
+use crate::command::round::{Round, Rounds, Settled};
 use crate::command::units::{SeatKey, ShardKey};
 use crate::command::waiting_room::WaitingRoomService;
 use crate::store::{IdempotencyKeys, StoreError};
@@ -86,7 +86,7 @@ impl PlaceHandler {
             HoldRequest::Seats(_) => self.place_seats(&placement, &request.seat_ids()).await,
             HoldRequest::Pool {
                 pool_id, quantity, ..
-            } => self.place_in_pool(&placement, pool_id, *quantity).await,
+            } => (self.place_in_pool(placement.round(), &placement, pool_id, *quantity)).await,
             HoldRequest::BestAvailable { quantity, .. } => {
                 let wanted = request.wanted().unwrap_or_default();
                 self.place_best(&placement, *quantity, wanted).await
@@ -161,9 +161,11 @@ impl PlaceHandler {
     }
 
     /// Holds `quantity` places of a pool: in one shard with room if one
-    /// has it, else across shards (`PlaceInPool`).
-    async fn place_in_pool(
+    /// has it, else across shards (`PlaceInPool`), in `round` (the hold's,
+    /// or an offer's with the show's line).
+    pub(super) async fn place_in_pool(
         &self,
+        round: Round<'_>,
         placement: &Placement<'_>,
         pool_id: &PoolId,
         quantity: u32,
@@ -181,7 +183,7 @@ impl PlaceHandler {
             .collect();
         // Skipped when this instance last saw them too full: a guess, never
         // an answer (the whole-pool plan decides).
-        let now = self.clock.now();
+        let (now, line) = (self.clock.now(), placement.line());
         let candidates = ring
             .iter()
             .copied()
@@ -189,7 +191,7 @@ impl PlaceHandler {
                 let (id, key) = &shards[i];
                 let free = self.rounds.peek_shard(id, |shard| {
                     shard
-                        .placeable_at(placement.sale.channel.as_ref(), key.capacity, now)
+                        .placeable_at(placement.sale.channel.as_ref(), line, key.capacity, now)
                         .0
                 });
                 free.is_none_or(|free| free >= quantity)
@@ -205,7 +207,7 @@ impl PlaceHandler {
         };
         let first = decision.first_plan();
         let rounds: &Rounds = &self.rounds;
-        rounds.run(placement.round(), first, &mut decision).await
+        rounds.run(round, first, &mut decision).await
     }
 
     /// The hold the request's idempotency key already produced: `Ok(Some)`

@@ -103,7 +103,9 @@ impl PlaceInPool<'_> {
             let channel = placement.sale.channel.as_ref();
             free.push((
                 key.index,
-                shard.placeable_at(channel, key.capacity, view.now).0,
+                shard
+                    .placeable_at(channel, placement.line(), key.capacity, view.now)
+                    .0,
             ));
         }
         let Some(parts) = split(&free, quantity) else {

@@ -159,6 +159,7 @@ impl Placement<'_> {
             expires_at,
             price: Some(price),
             channel: self.sale.channel.clone(),
+            line: self.line(),
         }
     }
 

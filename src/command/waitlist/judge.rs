@@ -10,18 +10,27 @@
 //! instance judging at once conflicts instead of offering a seat twice or
 //! passing over an entry that joined meanwhile; the seats' own streams
 //! decide whether each is still owed.
+//!
+//! A pool's owed places (`Shows::owed_places`: its shards' returned
+//! places and line holds past their expiry) are judged the same way
+//! (`domain::waitlist::judge_places`): each entry asking for that pool is
+//! offered its quantity as a pool hold taking owed places only, one round
+//! an entry; what no entry wants is passed on in one round over the pool's
+//! shards (`PassPlaces`).
 
-use domain::ids::{EntryId, SeatId, ShowId};
+use domain::ids::{EntryId, PoolId, SeatId, ShowId};
+use domain::pool::{self, PoolCommand, PoolEvent, PoolShard};
 use domain::seat::{self, Seat, SeatCommand};
 use domain::show::SeatSpec;
 use domain::waitlist::{self, Entry, WaitlistCommand};
 use projections::time::to_micros;
 
 use super::{LineError, WaitlistService};
+use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
 use crate::command::holds::{HoldError, WAITLIST_ACTOR};
 use crate::command::round::{Decided, Decides, Decision, LineLock, Round, Rounds, View};
-use crate::command::units::SeatKey;
+use crate::command::units::{SeatKey, ShardKey};
 
 /// Offers one judgement makes at most before it lets the line go (the
 /// next pass goes on): bounds how long one show holds its line locked.
@@ -32,11 +41,18 @@ pub const MAX_OFFERS_PER_JUDGEMENT: usize = 1_000;
 /// below `MAX_EVENTS_PER_BATCH`.
 pub const MAX_OFFERS_PER_ROUND: usize = 100;
 
-/// What one judgement did.
+/// What one judgement did: entries offered, and seats or places passed on.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Judged {
     pub offered: usize,
     pub passed: usize,
+}
+
+impl std::ops::AddAssign for Judged {
+    fn add_assign(&mut self, other: Judged) {
+        self.offered += other.offered;
+        self.passed += other.passed;
+    }
 }
 
 /// Passing seats on to sale, with the line's record of it.
@@ -77,6 +93,55 @@ impl Decides<Seat> for PassSeats {
     }
 }
 
+/// Passing up to `quantity` places of one pool on to sale (every shard
+/// locked, in index order), with the line's record of it.
+struct PassPlaces<'a> {
+    pool_id: &'a PoolId,
+    quantity: u32,
+}
+
+impl Decides<PoolShard> for PassPlaces<'_> {
+    type Output = usize;
+    type Error = LineError;
+
+    fn decide(
+        &mut self,
+        view: &View<'_, PoolShard>,
+    ) -> Result<Decision<PoolShard, usize>, LineError> {
+        let line = view
+            .line
+            .ok_or_else(|| LineError::Bug("a pass without its line".into()))?;
+        let mut left = self.quantity;
+        let mut units = Vec::with_capacity(view.units.len());
+        for (shard, key) in &view.units {
+            let command = PoolCommand::Pass { quantity: left };
+            let events = pool::decide(shard, key.capacity, &command, view.now).map_err(|e| {
+                LineError::Bug(format!("passing places of shard {}: {e}", key.index))
+            })?;
+            for event in &events {
+                if let PoolEvent::PoolPlacesPassed { quantity } = event {
+                    left = left.saturating_sub(*quantity);
+                }
+            }
+            units.push(events);
+        }
+        let passed = self.quantity - left;
+        let command = WaitlistCommand::Pass {
+            seats: Vec::new(),
+            places: (passed > 0).then(|| (self.pool_id.clone(), passed)),
+        };
+        let line_events = waitlist::decide(line, &command, view.now)
+            .map_err(|e| LineError::Bug(format!("passing places on: {e}")))?;
+        Ok(Decision::Append(
+            Decided {
+                line: line_events,
+                ..Decided::units(units)
+            },
+            passed as usize,
+        ))
+    }
+}
+
 /// The specs of `seats`, in the show's order: an entry is offered the
 /// first seats that satisfy it, as the show lists them.
 fn in_show_order<'s>(show: &'s domain::show::Show, seats: &[SeatId]) -> Vec<&'s SeatSpec> {
@@ -90,14 +155,38 @@ impl WaitlistService {
     /// pass, `workers::waitlist`).
     pub async fn judge(&self, show_id: &ShowId) -> Result<Judged, LineError> {
         let entry = self.show(show_id).await?;
-        let owed_ids = (self.shows)
-            .owed_seats(show_id, to_micros(self.clock.now()))
-            .await?;
-        if owed_ids.is_empty() {
+        let now_us = to_micros(self.clock.now());
+        let owed_ids = match entry.show.seats.is_empty() {
+            true => Vec::new(),
+            false => self.shows.owed_seats(show_id, now_us).await?,
+        };
+        let owed_places = match entry.show.pools.is_empty() {
+            true => Default::default(),
+            false => self.shows.owed_places(show_id, now_us).await?,
+        };
+        if owed_ids.is_empty() && owed_places.is_empty() {
             return Ok(Judged::default());
         }
-        let mut owed = in_show_order(&entry.show, &owed_ids);
         let mut line = self.rounds.lock_line(show_id).await?;
+        let mut judged = Judged::default();
+        if !owed_ids.is_empty() {
+            judged += self.judge_seats(&mut line, &entry, &owed_ids).await?;
+        }
+        for (pool_id, owed) in owed_places {
+            judged += self.judge_pool(&mut line, &entry, &pool_id, owed).await?;
+        }
+        Ok(judged)
+    }
+
+    /// The line (locked) judges the seats it is owed.
+    async fn judge_seats(
+        &self,
+        line: &mut LineLock,
+        entry: &CatalogEntry,
+        owed_ids: &[SeatId],
+    ) -> Result<Judged, LineError> {
+        let show_id = &entry.show.show_id;
+        let mut owed = in_show_order(&entry.show, owed_ids);
         let mut judged = Judged::default();
         let mut skip: Vec<EntryId> = Vec::new();
         // With a per-buyer limit, one offer a round (each counts its buyer's
@@ -109,7 +198,7 @@ impl WaitlistService {
         while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
             let judgement = waitlist::judge(line.aggregate(), &owed, &skip);
             if judgement.offers.is_empty() {
-                judged.passed = self.pass(&mut line, show_id, &judgement.passed).await?;
+                judged.passed = self.pass(line, show_id, &judgement.passed).await?;
                 break;
             }
             let offers: Vec<(Entry, Vec<SeatId>)> = (judgement.offers.into_iter())
@@ -118,7 +207,7 @@ impl WaitlistService {
                     Some((line.aggregate().entry(&entry_id)?.clone(), seats))
                 })
                 .collect();
-            match self.holds.offer(&mut line, &entry, &offers).await {
+            match self.holds.offer(line, entry, &offers).await {
                 Ok(()) => {
                     tracing::debug!(
                         show_id = show_id.as_str(),
@@ -145,6 +234,75 @@ impl WaitlistService {
             }
         }
         Ok(judged)
+    }
+
+    /// The line (locked) judges `owed` places of `pool_id`: each entry
+    /// asking for them offered its quantity in line order, one a round;
+    /// what none wants passed on.
+    async fn judge_pool(
+        &self,
+        line: &mut LineLock,
+        entry: &CatalogEntry,
+        pool_id: &PoolId,
+        mut owed: u32,
+    ) -> Result<Judged, LineError> {
+        let mut judged = Judged::default();
+        let mut skip: Vec<EntryId> = Vec::new();
+        while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
+            let judgement = waitlist::judge_places(line.aggregate(), pool_id, owed, &skip);
+            let Some(&(entry_id, quantity)) = judgement.offers.first() else {
+                judged.passed = self
+                    .pass_places(line, entry, pool_id, judgement.passed)
+                    .await?;
+                break;
+            };
+            let Some(offered) = line.aggregate().entry(&entry_id).cloned() else {
+                return Err(LineError::Bug(format!(
+                    "entry {entry_id} judged, not in line"
+                )));
+            };
+            let offer = (pool_id, quantity);
+            match self.holds.offer_places(line, entry, &offered, offer).await {
+                Ok(()) => {
+                    judged.offered += 1;
+                    owed -= quantity;
+                }
+                Err(HoldError::BuyerLimitReached { .. }) => skip.push(entry_id),
+                // Fewer owed than read (another instance offered or passed
+                // some meanwhile): judged again with what is.
+                Err(HoldError::SoldOut { available }) => owed = available.min(owed - 1),
+                // Offered or left meanwhile (another instance): not waiting.
+                Err(HoldError::OfferGone) => skip.push(entry_id),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(judged)
+    }
+
+    /// Passes up to `quantity` places of `pool_id` on to sale with the
+    /// line's record of it.
+    async fn pass_places(
+        &self,
+        line: &mut LineLock,
+        entry: &CatalogEntry,
+        pool_id: &PoolId,
+        quantity: u32,
+    ) -> Result<usize, LineError> {
+        let show = &entry.show;
+        let Some(spec) = show.pool(pool_id).filter(|_| quantity > 0) else {
+            return Ok(0);
+        };
+        let units: Vec<(String, ShardKey)> = (0..spec.shards)
+            .map(|index| ShardKey::unit(&show.show_id, spec, index))
+            .collect();
+        let ctx = RequestContext::system(WAITLIST_ACTOR)?;
+        let round = Round::new("waitlist_pass", &ctx).with_line(line);
+        let mut decision = PassPlaces { pool_id, quantity };
+        let rounds: &Rounds = &self.rounds;
+        Ok(match rounds.run(round, units, &mut decision).await? {
+            crate::command::round::Settled::Appended(n) => n,
+            _ => 0,
+        })
     }
 
     /// Passes `seats` on to sale with the line's record of it.

@@ -210,6 +210,12 @@ impl WaitlistService {
             .availability
             .current(&self.shows, entry, &Viewer::Public, now)
             .await?;
+        if let Some(pool_id) = &ask.pool_id {
+            let free = (entry.show.pools.iter().zip(&current.pools))
+                .find(|(spec, _)| &spec.pool_id == pool_id)
+                .map_or(0, |(spec, now)| now.available(spec.capacity));
+            return Ok(free >= ask.quantity);
+        }
         let free: Vec<&SeatSpec> = (entry.show.seats.iter())
             .zip(&current.statuses)
             .filter(|(_, status)| **status == SeatStatus::Available)
@@ -242,12 +248,7 @@ fn check_ask(entry: &CatalogEntry, ask: &Ask) -> Result<(), LineError> {
         Some(pool_id) if show.pool(pool_id).is_none() => Err(LineError::Invalid(format!(
             "pool_id: the show has no pool {pool_id}"
         ))),
-        // Not built yet: a pool's returned places are not owed to the line
-        // (its shards free them for sale at once), so such an entry would
-        // wait for nothing. Refused rather than accepted to wait forever.
-        Some(_) => Err(LineError::Invalid(
-            "pool_id: the waiting list offers seats; places of a pool are not offered yet".into(),
-        )),
+        Some(_) => Ok(()),
         None if show.seats.is_empty() => Err(LineError::Invalid(
             "pool_id: the show has no seats, only pools".into(),
         )),

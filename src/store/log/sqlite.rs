@@ -38,7 +38,8 @@ const SEAT_AVAILABILITY: &str = "UPDATE seat_availability AS a SET \
        AND a.last_seq < u.value ->> 'last_seq'";
 const POOL_SHARDS: &str =
     "UPDATE pool_shards AS s SET sold = u.value ->> 'sold', allocated = u.value ->> 'allocated', \
-       sales = u.value ->> 'sales', last_seq = u.value ->> 'last_seq' \
+       sales = u.value ->> 'sales', returned = u.value ->> 'returned', \
+       last_seq = u.value ->> 'last_seq' \
      FROM (SELECT value, max(value ->> 'last_seq') FROM json_each($1) \
            GROUP BY value ->> 'show_id', value ->> 'pool_id', value ->> 'shard') u \
      WHERE s.show_id = u.value ->> 'show_id' AND s.pool_id = u.value ->> 'pool_id' \
