@@ -87,6 +87,33 @@ pub struct PoolHold {
     pub line: bool,
 }
 
+impl PoolHold {
+    /// The hold a `PoolHoldPlaced` records.
+    fn placed(event: &PoolEvent) -> Option<PoolHold> {
+        let PoolEvent::PoolHoldPlaced {
+            buyer,
+            quantity,
+            expires_at,
+            price,
+            channel,
+            line,
+            ..
+        } = event
+        else {
+            return None;
+        };
+        Some(PoolHold {
+            buyer: buyer.clone(),
+            quantity: *quantity,
+            expires_at: *expires_at,
+            placed_expires_at: *expires_at,
+            channel: channel.clone(),
+            price: price.clone(),
+            line: *line,
+        })
+    }
+}
+
 /// Places a booking took from a shard through one hold: its channel and
 /// price, for reports and for giving a channel's places back to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -682,29 +709,17 @@ impl PoolShard {
         match event {
             PoolEvent::PoolHoldPlaced {
                 hold_id,
-                buyer,
                 quantity,
-                expires_at,
-                price,
-                channel,
-                line,
                 offer,
+                ..
             } => {
+                // An offer's places were owed to the line: owed no more.
                 if *offer {
                     self.returned = self.returned.saturating_sub(*quantity);
                 }
-                self.holds.insert(
-                    *hold_id,
-                    PoolHold {
-                        buyer: buyer.clone(),
-                        quantity: *quantity,
-                        expires_at: *expires_at,
-                        placed_expires_at: *expires_at,
-                        channel: channel.clone(),
-                        price: price.clone(),
-                        line: *line,
-                    },
-                );
+                if let Some(hold) = PoolHold::placed(event) {
+                    self.holds.insert(*hold_id, hold);
+                }
             }
             PoolEvent::PoolHoldExtended {
                 hold_id,
@@ -715,9 +730,7 @@ impl PoolShard {
                 }
             }
             PoolEvent::PoolHoldReleased { hold_id } | PoolEvent::PoolHoldExpired { hold_id } => {
-                if let Some(hold) = self.holds.remove(hold_id) {
-                    self.returned += if hold.line { hold.quantity } else { 0 };
-                }
+                self.end_hold(hold_id)
             }
             PoolEvent::PoolHoldConverted {
                 hold_id,
@@ -743,10 +756,7 @@ impl PoolShard {
                 channel,
                 quantity,
                 line,
-            } => {
-                self.deallocate(channel, *quantity);
-                self.returned += if *line { *quantity } else { 0 };
-            }
+            } => self.deallocate(channel, *quantity, *line),
             PoolEvent::PoolPlacesPassed { quantity } => {
                 self.returned = self.returned.saturating_sub(*quantity);
             }
@@ -783,7 +793,17 @@ impl PoolShard {
         }
     }
 
-    fn deallocate(&mut self, channel: &ChannelId, quantity: u32) {
+    /// A hold's places are free again: a line hold's owed to the line.
+    fn end_hold(&mut self, hold_id: &HoldId) {
+        if let Some(hold) = self.holds.remove(hold_id) {
+            self.returned += if hold.line { hold.quantity } else { 0 };
+        }
+    }
+
+    /// `quantity` of `channel`'s free places leave it: to public sale, or
+    /// (`line`) owed to the waiting list first.
+    fn deallocate(&mut self, channel: &ChannelId, quantity: u32, line: bool) {
+        self.returned += if line { quantity } else { 0 };
         if let Some(allocated) = self.allocated.get_mut(channel) {
             *allocated = allocated.saturating_sub(quantity);
             if *allocated == 0 {
