@@ -95,11 +95,24 @@ pub struct LineBook {
     log: EventLog,
     holds: Holds,
     clock: Arc<dyn Clock>,
-    lines: Mutex<HashMap<ShowId, Arc<Mutex<Folded>>>>,
+    lines: Mutex<HashMap<ShowId, Arc<Line>>>,
 }
 
-/// A line folded from the log, and the stream sequence it is folded to.
-type Folded = (Waitlist, usize);
+/// One show's line as read: the reads asked for (tickets), and the fold.
+#[derive(Default)]
+struct Line {
+    tickets: std::sync::atomic::AtomicU64,
+    folded: Mutex<Folded>,
+}
+
+/// A line folded from the log, the stream sequence it is folded to, and
+/// the last ticket whose read it covers.
+#[derive(Default)]
+struct Folded {
+    line: Waitlist,
+    version: usize,
+    fresh_through: u64,
+}
 
 impl LineBook {
     pub fn new(log: EventLog, holds: Holds, clock: Arc<dyn Clock>) -> Self {
@@ -111,12 +124,17 @@ impl LineBook {
         }
     }
 
-    /// Runs `read` on `show_id`'s line as the log has it now.
+    /// Runs `read` on `show_id`'s line as the log has it now. Reads are
+    /// shared: a read takes a ticket, and one that finds the fold read on
+    /// from the log after its ticket was taken (by a read that waited with
+    /// it) reads nothing more. Without that, a crowd joining one show read
+    /// the log one after another, a query each (the joins' answers).
     async fn with_line<R>(
         &self,
         show_id: &ShowId,
         read: impl FnOnce(&Waitlist) -> R,
     ) -> Result<R, StoreError> {
+        use std::sync::atomic::Ordering;
         let slot = self
             .lines
             .lock()
@@ -124,17 +142,26 @@ impl LineBook {
             .entry(show_id.clone())
             .or_default()
             .clone();
-        let mut slot = slot.lock().await;
-        let (line, version) = &mut *slot;
-        let id = waitlist_stream_id(show_id);
-        for event in self.log.stream_events::<Waitlist>(&id, *version).await? {
-            let payload: WaitlistEvent = serde_json::from_value(event.payload).map_err(|e| {
-                StoreError::Corrupt(format!("waiting list {id}#{}: {e}", event.sequence))
-            })?;
-            line.apply_event(&payload);
-            *version = event.sequence;
+        let ticket = slot.tickets.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut folded = slot.folded.lock().await;
+        if folded.fresh_through < ticket {
+            let starting = slot.tickets.load(Ordering::SeqCst);
+            let id = waitlist_stream_id(show_id);
+            for event in self
+                .log
+                .stream_events::<Waitlist>(&id, folded.version)
+                .await?
+            {
+                let payload: WaitlistEvent =
+                    serde_json::from_value(event.payload).map_err(|e| {
+                        StoreError::Corrupt(format!("waiting list {id}#{}: {e}", event.sequence))
+                    })?;
+                folded.line.apply_event(&payload);
+                folded.version = event.sequence;
+            }
+            folded.fresh_through = starting;
         }
-        Ok(read(line))
+        Ok(read(&folded.line))
     }
 
     /// One entry, if the line has it.

@@ -6,6 +6,15 @@
 //! then answers each. The line's order is still the log's: the order the
 //! batches commit in, and within a batch the order of the queue.
 //!
+//! One task at a time appends a show's joins (its driver, spawned by the
+//! join that finds none): it appends batch after batch while joins are
+//! queued, then stops. The joins queued meanwhile only wait for their
+//! answers. Each join running a round of its own instead locked and read
+//! the line once per join, most rounds finding their join taken by the
+//! batch before (measured: 0.17x a plain hold's rate on SQLite, every
+//! round a read of the log). A task, not the request: a request dropped
+//! by its client must not leave the show's queue without a driver.
+//!
 //! The batch's events carry the line's actor (`system:waitlist`) as
 //! metadata; each `EntryJoined` names its buyer.
 
@@ -27,20 +36,53 @@ struct Pending {
     reply: oneshot::Sender<Result<(EntryId, bool), LineError>>,
 }
 
-/// Joins queued by show, for the next round on its line.
+/// Joins queued by show, for the next round on its line, and whether the
+/// show's driver runs.
 #[derive(Default)]
-pub(super) struct JoinQueue(Mutex<HashMap<ShowId, Vec<Pending>>>);
+pub(super) struct JoinQueue(Mutex<HashMap<ShowId, Queued>>);
+
+#[derive(Default)]
+struct Queued {
+    pending: Vec<Pending>,
+    driven: bool,
+}
 
 impl JoinQueue {
-    fn push(&self, show_id: &ShowId, pending: Pending) {
-        if let Ok(mut queued) = self.0.lock() {
-            queued.entry(show_id.clone()).or_default().push(pending);
+    /// Queues a join; `true` if the caller must start the show's driver
+    /// (none runs).
+    fn push(&self, show_id: &ShowId, pending: Pending) -> bool {
+        match self.0.lock() {
+            Ok(mut queued) => {
+                let queued = queued.entry(show_id.clone()).or_default();
+                queued.pending.push(pending);
+                !std::mem::replace(&mut queued.driven, true)
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The driver stops if nothing is queued (`true`); the check and the
+    /// stop are one step under the lock, so a join queued after it starts
+    /// a driver of its own.
+    fn stop_if_idle(&self, show_id: &ShowId) -> bool {
+        let Ok(mut queued) = self.0.lock() else {
+            return true;
+        };
+        match queued.get_mut(show_id) {
+            Some(q) if !q.pending.is_empty() => false,
+            _ => {
+                queued.remove(show_id);
+                true
+            }
         }
     }
 
     fn take(&self, show_id: &ShowId) -> Vec<Pending> {
         match self.0.lock() {
-            Ok(mut queued) => queued.remove(show_id).unwrap_or_default(),
+            Ok(mut queued) => queued
+                .get_mut(show_id)
+                .map(|q| std::mem::take(&mut q.pending))
+                .unwrap_or_default(),
             Err(_) => Vec::new(),
         }
     }
@@ -89,49 +131,64 @@ impl WaitlistService {
             buyer: buyer.clone(),
             ask,
         };
-        self.joins.push(show_id, Pending { joining, reply });
-        self.append_joins(show_id).await?;
+        if self.joins.push(show_id, Pending { joining, reply }) {
+            let (rounds, joins) = (self.rounds.clone(), self.joins.clone());
+            let show_id = show_id.clone();
+            tokio::spawn(async move {
+                loop {
+                    append_joins(&rounds, &joins, &show_id).await;
+                    if joins.stop_if_idle(&show_id) {
+                        break;
+                    }
+                }
+            });
+        }
         answer
             .await
             .map_err(|_| LineError::Bug("a queued join was dropped".into()))?
     }
+}
 
-    /// One round appending every join queued for `show_id` (none: nothing
-    /// written), each answered.
-    async fn append_joins(&self, show_id: &ShowId) -> Result<(), LineError> {
-        let ctx = RequestContext::system(WAITLIST_ACTOR)?;
-        let key = LineKey {
-            show_id: show_id.clone(),
-        };
-        let units = vec![(waitlist_stream_id(show_id), key)];
-        let mut decision = JoinAll {
-            queue: &self.joins,
-            show_id,
-            taken: Vec::new(),
-        };
-        let rounds: &Rounds = &self.rounds;
-        let settled = rounds
-            .run(Round::new("waitlist_join", &ctx), units, &mut decision)
-            .await;
-        let answers = match settled {
-            Ok(Settled::Appended(answers) | Settled::Answered(answers)) => answers
-                .into_iter()
-                .map(|a| a.map_err(|e| refusal(show_id, e)))
-                .collect(),
-            Ok(Settled::KeyTaken) => vec![],
-            Err(error) => {
-                tracing::debug!(%error, "waiting list: a batch of joins not appended");
-                decision
-                    .taken
-                    .iter()
-                    .map(|_| Err(LineError::Busy))
-                    .collect()
-            }
-        };
-        for (pending, answer) in decision.taken.into_iter().zip(answers) {
-            let _ = pending.reply.send(answer);
+/// One round appending every join queued for `show_id` (none: nothing
+/// written), each answered.
+async fn append_joins(rounds: &Rounds, joins: &JoinQueue, show_id: &ShowId) {
+    let mut decision = JoinAll {
+        queue: joins,
+        show_id,
+        taken: Vec::new(),
+    };
+    let settled = match RequestContext::system(WAITLIST_ACTOR) {
+        Ok(ctx) => {
+            let key = LineKey {
+                show_id: show_id.clone(),
+            };
+            let units = vec![(waitlist_stream_id(show_id), key)];
+            rounds
+                .run(Round::new("waitlist_join", &ctx), units, &mut decision)
+                .await
         }
-        Ok(())
+        Err(e) => Err(LineError::Bug(e.to_string())),
+    };
+    let answers: Vec<Result<(EntryId, bool), LineError>> = match settled {
+        Ok(Settled::Appended(answers) | Settled::Answered(answers)) => answers
+            .into_iter()
+            .map(|a| a.map_err(|e| refusal(show_id, e)))
+            .collect(),
+        Ok(Settled::KeyTaken) => vec![],
+        Err(error) => {
+            tracing::debug!(%error, "waiting list: a batch of joins not appended");
+            // Everything queued is answered busy (503), not retried in a
+            // loop while the database is down.
+            decision.taken.extend(joins.take(show_id));
+            decision
+                .taken
+                .iter()
+                .map(|_| Err(LineError::Busy))
+                .collect()
+        }
+    };
+    for (pending, answer) in decision.taken.into_iter().zip(answers) {
+        let _ = pending.reply.send(answer);
     }
 }
 

@@ -124,7 +124,7 @@ pub struct WaitlistService {
     availability: Arc<AvailabilityCache>,
     clock: Arc<dyn Clock>,
     /// Joins waiting for the next append of their show's line.
-    joins: joins::JoinQueue,
+    joins: Arc<joins::JoinQueue>,
     /// Judgements asked for by requests that freed seats, shared.
     judgements: freed::Judgements,
 }
@@ -145,7 +145,7 @@ impl WaitlistService {
             shows,
             availability: availability.clone(),
             clock: clock.clone(),
-            joins: joins::JoinQueue::default(),
+            joins: Arc::default(),
             judgements: freed::Judgements::default(),
         }
     }
