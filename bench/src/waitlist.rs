@@ -61,7 +61,7 @@ pub async fn run(
     // The released show: sold out, 10,000 join.
     let show = "wl-release";
     let held = sold_out(&target, show, SEATS, 7_200, concurrency).await?;
-    let (joins, entries) = join(&target, show, concurrency).await?;
+    let (joins, entries) = join(&target, show, &json!({"quantity": 1}), concurrency).await?;
     let mut joined = joins;
     joined.note = format!(
         "{} entries joined a sold-out show's list; {:.2}x the plain holds' rate",
@@ -72,6 +72,7 @@ pub async fn run(
     out.push(joined);
     out.push(after_releases(&target, show, held, &entries, concurrency, duration).await?);
     out.push(after_expiry(&target, concurrency).await?);
+    out.push(after_pool_expiry(&target, concurrency).await?);
     Ok(out)
 }
 
@@ -132,15 +133,22 @@ async fn sold_out(
 async fn join(
     target: &Arc<Target>,
     show: &str,
+    ask: &Value,
     concurrency: usize,
 ) -> anyhow::Result<(Figures, Vec<(String, String)>)> {
     let entries = Arc::new(Mutex::new(Vec::with_capacity(ENTRIES)));
     let next = Arc::new(AtomicUsize::new(0));
     let (wall, answers) = for_duration(concurrency, SETUP_BOUND, {
         let (target, show, entries) = (target.clone(), show.to_owned(), entries.clone());
+        let ask = ask.clone();
         move |_| {
-            let (target, show, entries, next) =
-                (target.clone(), show.clone(), entries.clone(), next.clone());
+            let (target, show, entries, next, ask) = (
+                target.clone(),
+                show.clone(),
+                entries.clone(),
+                next.clone(),
+                ask.clone(),
+            );
             async move {
                 let n = next.fetch_add(1, Ordering::Relaxed) + 1;
                 if n > ENTRIES {
@@ -149,8 +157,7 @@ async fn join(
                 let buyer = format!("wl{n}");
                 let token = target.token(&buyer, Role::Buyer);
                 let path = format!("/v1/shows/{show}/waitlist");
-                let (status, took, answer) =
-                    post(&target, &path, &token, &json!({"quantity": 1})).await;
+                let (status, took, answer) = post(&target, &path, &token, &ask).await;
                 if let (Some(id), Some(number)) =
                     (answer["entry_id"].as_str(), answer["number"].as_u64())
                 {
@@ -192,14 +199,7 @@ async fn join(
 /// reads it (an offer's hold lasts `OFFER_SECONDS` from it).
 async fn offers(target: &Target, show: &str) -> anyhow::Result<Vec<(String, DateTime<Utc>)>> {
     let admin = target.token("bench-admin", Role::Admin);
-    let line: Value = target
-        .client
-        .get(format!("{}/v1/shows/{show}/waitlist", target.base))
-        .bearer_auth(&admin)
-        .send()
-        .await?
-        .json()
-        .await?;
+    let line = admin_line(target, show).await?;
     let mut offered = Vec::new();
     for entry in line["entries"].as_array().into_iter().flatten() {
         let (Some(seat), Some(hold_id)) = (entry["seats"][0].as_str(), entry["hold_id"].as_str())
@@ -226,6 +226,26 @@ async fn offers(target: &Target, show: &str) -> anyhow::Result<Vec<(String, Date
         }
     }
     Ok(offered)
+}
+
+/// The show's line as an admin reads it.
+async fn admin_line(target: &Target, show: &str) -> anyhow::Result<Value> {
+    let admin = target.token("bench-admin", Role::Admin);
+    Ok(target
+        .client
+        .get(format!("{}/v1/shows/{show}/waitlist", target.base))
+        .bearer_auth(&admin)
+        .send()
+        .await?
+        .json()
+        .await?)
+}
+
+/// Sleeps until `JUDGED_WITHIN` after the last of `expiries`.
+async fn past_the_last(expiries: impl Iterator<Item = DateTime<Utc>>) {
+    let last = expiries.max().unwrap_or_else(Utc::now);
+    let wait = (last - Utc::now()).to_std().unwrap_or_default() + JUDGED_WITHIN;
+    tokio::time::sleep(wait).await;
 }
 
 /// Latencies from each seat's freeing to its offer.
@@ -367,14 +387,8 @@ async fn pay_offers(
 async fn after_expiry(target: &Arc<Target>, concurrency: usize) -> anyhow::Result<Figures> {
     let show = "wl-expiry";
     let held = sold_out(target, show, EXPIRING, EXPIRING_TTL_SECONDS, concurrency).await?;
-    let (joins, _) = join(target, show, concurrency).await?;
-    let last = held
-        .iter()
-        .map(|(_, _, until)| *until)
-        .max()
-        .unwrap_or_else(Utc::now);
-    let wait = (last - Utc::now()).to_std().unwrap_or_default() + JUDGED_WITHIN;
-    tokio::time::sleep(wait).await;
+    let (joins, _) = join(target, show, &json!({"quantity": 1}), concurrency).await?;
+    past_the_last(held.iter().map(|(_, _, until)| *until)).await;
     let freed: Vec<(String, DateTime<Utc>)> = held
         .iter()
         .map(|(seat, _, until)| (seat.clone(), *until))
@@ -390,6 +404,61 @@ async fn after_expiry(target: &Arc<Target>, concurrency: usize) -> anyhow::Resul
     figures.note = format!(
         "{} holds expiring; {} offered; joined at {:.0}/s before the expiry",
         held.len(),
+        answers.len(),
+        joins.per_second
+    );
+    Ok(figures)
+}
+
+/// A pool of `EXPIRING` places sold out (a place a hold) whose holds
+/// expire with 10,000 waiting for one place each: places are alike, so the
+/// n-th place freed is paired with the n-th offer made.
+async fn after_pool_expiry(target: &Arc<Target>, concurrency: usize) -> anyhow::Result<Figures> {
+    let show = "wl-pool-expiry";
+    let body = json!({
+        "name": show, "starts_at": "2027-06-01T20:00:00Z",
+        "hold_ttl_seconds": EXPIRING_TTL_SECONDS,
+        "pools": [{"pool_id": "floor", "capacity": EXPIRING, "price_cents": 3000}],
+        "waitlist": {"offer_seconds": OFFER_SECONDS}
+    });
+    put_show(target, show, body).await?;
+    let mut freed = Vec::with_capacity(EXPIRING);
+    for n in 1..=EXPIRING {
+        let token = target.token(&format!("pool-holder{n}"), Role::Buyer);
+        let path = format!("/v1/shows/{show}/holds");
+        let (_, _, answer) = post(
+            target,
+            &path,
+            &token,
+            &json!({"pool_id": "floor", "quantity": 1}),
+        )
+        .await;
+        let until = answer["expires_at"].as_str().and_then(|s| s.parse().ok());
+        freed.push(until.ok_or_else(|| anyhow::anyhow!("pool hold {n}: {answer}"))?);
+    }
+    let ask = json!({"pool_id": "floor", "quantity": 1});
+    let (joins, _) = join(target, show, &ask, concurrency).await?;
+    past_the_last(freed.iter().copied()).await;
+    let line = admin_line(target, show).await?;
+    // An offer's placement: its expiry minus `offer_seconds`.
+    let mut offered: Vec<DateTime<Utc>> = (line["entries"].as_array().into_iter().flatten())
+        .filter_map(|e| e["expires_at"].as_str()?.parse::<DateTime<Utc>>().ok())
+        .map(|until| until - chrono::Duration::seconds(OFFER_SECONDS))
+        .collect();
+    offered.sort();
+    freed.sort();
+    let answers: Vec<(u16, Duration)> = (freed.iter().zip(&offered))
+        .map(|(from, at)| (200, (*at - *from).to_std().unwrap_or_default()))
+        .collect();
+    let mut figures = Figures::from_latencies(
+        "offer latency after a pool's holds expire (10,000 waiting)",
+        target.store,
+        &answers,
+        Duration::from_secs(EXPIRING_TTL_SECONDS as u64),
+    );
+    figures.note = format!(
+        "{} pool holds of a place expiring; {} offered (one round an entry); joined at {:.0}/s",
+        freed.len(),
         answers.len(),
         joins.per_second
     );
