@@ -309,6 +309,28 @@ impl ShowCatalog {
         self.cache.keep(entry.show.show_id.clone(), entry)
     }
 
+    /// Whether the show keeps a waiting list (`None`: no such show), from
+    /// the catalog if it holds the show, else from its definition read
+    /// once and not kept: a worker looking at every show must not load
+    /// every show into every instance's catalog.
+    pub async fn keeps_waitlist(&self, show_id: &ShowId) -> Result<Option<bool>, StoreError> {
+        if let Some(entry) = self.cached(show_id) {
+            return Ok(Some(entry.show.waitlist.is_some()));
+        }
+        /// The one field looked at; the rest of the definition is skipped.
+        #[derive(serde::Deserialize)]
+        struct Probe {
+            #[serde(default)]
+            waitlist: Option<serde::de::IgnoredAny>,
+        }
+        let Some(json) = self.shows.show_definition(show_id).await? else {
+            return Ok(None);
+        };
+        let probe: Probe = serde_json::from_str(&json)
+            .map_err(|e| StoreError::Corrupt(format!("show {show_id}'s definition: {e}")))?;
+        Ok(Some(probe.waitlist.is_some()))
+    }
+
     pub async fn get(&self, show_id: &ShowId) -> Result<Option<Arc<CatalogEntry>>, StoreError> {
         if let Some(entry) = self.cached(show_id) {
             return Ok(Some(entry));

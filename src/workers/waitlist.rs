@@ -8,6 +8,7 @@
 //! cancellation, a give-back, or a line hold's `expires_at`) to its offer:
 //! one interval plus a judgement (API.md promises 2 s).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,8 +36,14 @@ pub struct WaitlistJudge {
     known: Arc<Mutex<Option<Known>>>,
 }
 
-/// The shows with a waiting list, and when they were read.
-type Known = (Instant, Vec<ShowId>);
+/// The shows with a waiting list, when they were listed, and every show
+/// looked at so far: whether it keeps a list (fixed once a show is
+/// created, so each show's definition is looked at once).
+struct Known {
+    listed_at: Instant,
+    lines: Vec<ShowId>,
+    keeps_line: HashMap<ShowId, bool>,
+}
 
 impl WaitlistJudge {
     pub fn new(shows: Shows, waitlists: Arc<WaitlistService>, clock: Arc<dyn Clock>) -> Self {
@@ -70,24 +77,39 @@ impl WaitlistJudge {
         first_error.map_or(Ok(total), Err)
     }
 
-    /// The shows that may keep a waiting list and have not begun.
+    /// The shows that keep a waiting list and have not begun.
     async fn shows_with_lines(&self) -> Result<Vec<ShowId>, LineError> {
         let mut known = self.known.lock().await;
-        if let Some((read_at, shows)) = known.as_ref() {
-            if read_at.elapsed() < SHOWS_FRESHNESS {
-                return Ok(shows.clone());
+        if let Some(known) = known.as_ref() {
+            if known.listed_at.elapsed() < SHOWS_FRESHNESS {
+                return Ok(known.lines.clone());
             }
         }
-        let mut shows = Vec::new();
+        let mut keeps_line = known.take().map(|k| k.keeps_line).unwrap_or_default();
+        let mut lines = Vec::new();
         let now = self.clock.now();
-        for show_id in self.shows.waitlist_shows().await? {
+        for show_id in self.shows.show_ids().await? {
+            let keeps = match keeps_line.get(&show_id) {
+                Some(&keeps) => keeps,
+                None => match self.waitlists.keeps_line(&show_id).await? {
+                    Some(keeps) => *keeps_line.entry(show_id.clone()).or_insert(keeps),
+                    None => false,
+                },
+            };
+            if !keeps {
+                continue;
+            }
             match self.waitlists.show(&show_id).await {
-                Ok(entry) if entry.show.starts_at > now => shows.push(show_id),
+                Ok(entry) if entry.show.starts_at > now => lines.push(show_id),
                 Ok(_) | Err(LineError::NoWaitlist | LineError::ShowNotFound) => {}
                 Err(other) => return Err(other),
             }
         }
-        *known = Some((Instant::now(), shows.clone()));
-        Ok(shows)
+        *known = Some(Known {
+            listed_at: Instant::now(),
+            lines: lines.clone(),
+            keeps_line,
+        });
+        Ok(lines)
     }
 }

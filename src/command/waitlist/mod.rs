@@ -163,6 +163,12 @@ impl WaitlistService {
         Ok(entry)
     }
 
+    /// Whether the show keeps a waiting list (`None`: no such show),
+    /// without loading a show that does not into the catalog.
+    pub async fn keeps_line(&self, show_id: &ShowId) -> Result<Option<bool>, LineError> {
+        Ok(self.catalog.keeps_waitlist(show_id).await?)
+    }
+
     /// `POST /v1/shows/{id}/waitlist`: the buyer's entry, and whether this
     /// request made it (`false`: the same ask again, the same entry).
     pub async fn join(
