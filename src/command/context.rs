@@ -16,7 +16,13 @@ pub struct RequestContext {
     /// The admin who acts for `actor` (the box office selling to a
     /// walk-in buyer): recorded on every event beside the actor.
     pub sold_by: Option<BuyerId>,
-    pub request_id: String,
+    /// The request id the client sent (`X-Request-Id`), recorded on the
+    /// events: the integrator's own trace id is what an audit is asked
+    /// about. One the service makes up for a request without one is
+    /// answered in the response's header and named in the request's log
+    /// span, not stored with every event (54 of a hold's 1,301 WAL bytes,
+    /// BENCHMARKS.md, issue #37).
+    pub request_id: Option<String>,
     pub idempotency_key: Option<IdempotencyKey>,
     /// Set once the command has begun the write that is its outcome: from
     /// then on the request timer lets it finish (`http::timeout`).
@@ -43,8 +49,8 @@ impl OutcomeMark {
 }
 
 impl RequestContext {
-    /// The service acting on its own (`actor`: `system:recovery`, ...),
-    /// under a request id of its own.
+    /// The service acting on its own (`actor`: `system:recovery`, ...):
+    /// no client's request, so no request id.
     pub fn system(actor: &str) -> Result<Self, StoreError> {
         Ok(Self {
             actor: Actor {
@@ -54,7 +60,7 @@ impl RequestContext {
                 channels: Vec::new(),
             },
             sold_by: None,
-            request_id: uuid::Uuid::new_v4().to_string(),
+            request_id: None,
             idempotency_key: None,
             outcome: OutcomeMark::default(),
         })
@@ -67,7 +73,9 @@ impl RequestContext {
         if let Some(seller) = &self.sold_by {
             meta.insert("sold_by".into(), seller.as_str().into());
         }
-        meta.insert("request_id".into(), self.request_id.clone().into());
+        if let Some(request_id) = &self.request_id {
+            meta.insert("request_id".into(), request_id.as_str().into());
+        }
         if let Some(key) = &self.idempotency_key {
             meta.insert("idempotency_key".into(), key.as_str().into());
         }

@@ -206,6 +206,22 @@ impl FromRequestParts<AppState> for Admin {
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const REQUEST_ID: &str = "x-request-id";
 
+/// Marks a request that arrived with its own `X-Request-Id` (the service
+/// sets one on every other request, after this mark).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientRequestId;
+
+/// The outermost layer: marks a request whose client sent a request id.
+pub async fn mark_client_request_id(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.headers().contains_key(REQUEST_ID) {
+        request.extensions_mut().insert(ClientRequestId);
+    }
+    next.run(request).await
+}
+
 /// Path parameters of `T`: axum's `Path`, with its rejections answered as
 /// problem+json (docs/api.md, "The edge under a hostile crowd"). A segment
 /// that is not valid UTF-8 cannot be any id, so it is the not-found of the
@@ -271,13 +287,15 @@ impl FromRequestParts<AppState> for RequestContext {
                 Some(IdempotencyKey::parse(text).map_err(|e| ApiError::Validation(e.to_string()))?)
             }
         };
+        // The client's own id only (`ClientRequestId`, marked before the
+        // service sets one on a request without it).
         let request_id = parts
-            .headers
-            .get(REQUEST_ID)
+            .extensions
+            .get::<ClientRequestId>()
+            .and_then(|_| parts.headers.get(REQUEST_ID))
             .and_then(|v| v.to_str().ok())
             .filter(|id| !id.is_empty() && id.chars().count() <= MAX_REQUEST_ID_CHARS)
-            .map(str::to_owned)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            .map(str::to_owned);
         // The request timer's mark, when the route runs under it.
         let outcome = parts
             .extensions

@@ -141,5 +141,8 @@ pub fn router(
             tracing::info_span!("request", method = %request.method(), uri = %request.uri(), request_id)
         }))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        // Outermost: whether the client sent its own request id, seen
+        // before the layer above makes one up.
+        .layer(axum::middleware::from_fn(extract::mark_client_request_id))
         .with_state(state)
 }

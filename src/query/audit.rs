@@ -34,7 +34,8 @@ pub struct AuditEvent {
     pub recorded_at: Option<DateTime<Utc>>,
     #[schema(value_type = Object)]
     pub data: Value,
-    /// actor, role, request_id, and idempotency_key where there is one.
+    /// actor, role, and idempotency_key and the client's request_id
+    /// where there are.
     #[schema(value_type = Object)]
     pub metadata: Value,
 }

@@ -125,7 +125,7 @@ impl Sweeper {
                 channels: Vec::new(),
             },
             sold_by: None,
-            request_id: uuid::Uuid::new_v4().to_string(),
+            request_id: None,
             idempotency_key: None,
             outcome: OutcomeMark::default(),
         };

@@ -511,8 +511,17 @@ async fn history_lists_a_seats_events_and_pages_a_shows_log(env: TestEnv) {
     let hold = app
         .hold(&alice, "hist", &["S1", "S2"], Some("k-hist"))
         .await;
-    app.purchase(&alice, &hold.str("hold_id"), "pm_sim_ok")
+    // The purchase carries the client's own request id; the hold none.
+    let purchased = app
+        .call(
+            Method::POST,
+            &format!("/v1/holds/{}/purchase", hold.str("hold_id")),
+            Some(&alice),
+            Some(&json!({"payment_method": "pm_sim_ok"})),
+            &[("x-request-id", "client-trace-7")],
+        )
         .await;
+    assert_eq!(purchased.status, StatusCode::CREATED, "{}", purchased.body);
     app.hold(&alice, "hist", &["S3"], None).await;
     let admin = app.admin();
 
@@ -537,9 +546,11 @@ async fn history_lists_a_seats_events_and_pages_a_shows_log(env: TestEnv) {
     assert_eq!(placed["data"]["buyer"], "alice");
     assert_eq!(placed["metadata"]["actor"], "alice");
     assert_eq!(placed["metadata"]["idempotency_key"], "k-hist");
-    assert!(placed["metadata"]["request_id"]
-        .as_str()
-        .is_some_and(|r| !r.is_empty()));
+    // A request id is recorded when the client sent one (the service's own,
+    // made up for a request without, is in the response and the log only).
+    assert_eq!(placed["metadata"].get("request_id"), None, "{placed}");
+    let converted = &seat.body["events"][1];
+    assert_eq!(converted["metadata"]["request_id"], "client-trace-7");
     assert!(placed["recorded_at"].as_str().is_some());
 
     // The whole show, two events a page (paging never passes an open
