@@ -1038,7 +1038,7 @@
       join.hidden = true;
       join.textContent = `Join the waiting list for ${called}`;
       join.addEventListener("click", () =>
-        joinLine({ pool_id: spec.pool_id, quantity: Math.min(10, Number(quantity.value)) }));
+        joinLine({ pool_id: spec.pool_id, quantity: Math.min(MAX_WAITLIST_QUANTITY, Number(quantity.value)) }));
       block.appendChild(join);
       $("#pools").appendChild(block);
       pools.set(spec.pool_id, { spec, el: block, count, join, available: spec.capacity });
@@ -1486,6 +1486,7 @@
   // a buyer joins; seats that come back are offered in turn, as a hold in
   // the buyer's name, which lands in the basket to pay for.
   let line = null; // the show's waitlist settings, if it keeps one
+  const MAX_WAITLIST_QUANTITY = 10; // what one entry may ask for (domain::limits)
   let entry = null; // the buyer's entry, as last read
   let lineRead = 0; // when it was last read (ms)
   const LINE_EVERY_MS = 2000; // how often the buyer's entry is read again

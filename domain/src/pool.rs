@@ -170,15 +170,18 @@ impl PoolShard {
         capacity: u32,
         now: DateTime<Utc>,
     ) -> u32 {
-        let held: u32 = self
-            .holds
-            .values()
-            .filter(|h| h.channel.as_ref() == channel && !has_expired(h.expires_at, now))
-            .map(|h| h.quantity)
-            .sum();
+        // One pass over the holds (this is every pool hold's decision):
+        // held by this inventory, and owed by a line hold past its expiry.
+        let (mut held, mut owed) = (0, self.returned);
+        for h in self.holds.values() {
+            match (has_expired(h.expires_at, now), h.line) {
+                (true, true) => owed += h.quantity,
+                (false, _) if h.channel.as_ref() == channel => held += h.quantity,
+                _ => {}
+            }
+        }
         match channel {
-            None => capacity
-                .saturating_sub(self.sold + self.allocated_total() + held + self.owed_at(now)),
+            None => capacity.saturating_sub(self.sold + self.allocated_total() + held + owed),
             Some(channel) => self.allocated_to(channel).saturating_sub(held),
         }
     }

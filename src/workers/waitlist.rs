@@ -63,10 +63,7 @@ impl WaitlistJudge {
         let mut first_error = None;
         for show_id in self.shows_with_lines().await? {
             match self.waitlists.judge(&show_id).await {
-                Ok(judged) => {
-                    total.offered += judged.offered;
-                    total.passed += judged.passed;
-                }
+                Ok(judged) => total += judged,
                 Err(LineError::NoWaitlist | LineError::ShowNotFound) => {}
                 Err(error) => {
                     tracing::debug!(%error, show_id = show_id.as_str(), "waiting list: not judged this pass");

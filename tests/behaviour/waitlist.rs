@@ -147,6 +147,24 @@ async fn public_is_refused(app: &TestApp, show: &str, seat: &str) {
     tried.expect_problem(409, "seat_taken");
 }
 
+/// How many times two instances judge together: a judgement that lost a
+/// conflict to the other is judged again the next time.
+const JUDGED_TOGETHER: usize = 3;
+
+/// Both instances judge at once, `JUDGED_TOGETHER` times over; a judgement
+/// may be busy (it lost the line to the other), never fail otherwise.
+async fn judge_together(a: &TestApp, b: &TestApp) {
+    for _ in 0..JUDGED_TOGETHER {
+        let (x, y) = tokio::join!(a.waitlists.run_once(), b.waitlists.run_once());
+        for judged in [x, y] {
+            match judged {
+                Ok(_) | Err(booking::command::waitlist::LineError::Busy) => {}
+                Err(other) => panic!("judged: {other}"),
+            }
+        }
+    }
+}
+
 /// Every entry of `entries` offered exactly the seat it is paired with.
 async fn offered(app: &TestApp, entries: &[(String, String)]) {
     for (entry_id, seat) in entries {
@@ -221,15 +239,7 @@ async fn two_instances_never_offer_one_seat_twice_nor_skip_an_entry(env: TestEnv
         release(app, token, hold_id).await;
     }
     // Both judge at once, several times over.
-    for _ in 0..3 {
-        let (x, y) = tokio::join!(a.waitlists.run_once(), b.waitlists.run_once());
-        for judged in [x, y] {
-            match judged {
-                Ok(_) | Err(booking::command::waitlist::LineError::Busy) => {}
-                Err(other) => panic!("judged: {other}"),
-            }
-        }
-    }
+    judge_together(&a, &b).await;
     let body = line(&a, "pair").await;
     let mut seats = BTreeSet::new();
     for (n, listed) in body["entries"]
@@ -640,15 +650,7 @@ async fn two_instances_offer_a_pools_freed_places_once_each(env: TestEnv) {
         release(app, token, hold_id)
     });
     futures::future::join_all(releases).await;
-    for _ in 0..3 {
-        let (x, y) = tokio::join!(a.waitlists.run_once(), b.waitlists.run_once());
-        for judged in [x, y] {
-            match judged {
-                Ok(_) | Err(booking::command::waitlist::LineError::Busy) => {}
-                Err(other) => panic!("judged: {other}"),
-            }
-        }
-    }
+    judge_together(&a, &b).await;
     let body = line(&a, "ga-pair").await;
     let listed = body["entries"].as_array().expect("entries");
     assert_eq!(listed.len(), entries.len());

@@ -29,7 +29,7 @@ use super::{LineError, WaitlistService};
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
 use crate::command::holds::{HoldError, WAITLIST_ACTOR};
-use crate::command::round::{Decided, Decides, Decision, LineLock, Round, Rounds, View};
+use crate::command::round::{Decided, Decides, Decision, LineLock, Round, Rounds, Settled, View};
 use crate::command::units::{SeatKey, ShardKey};
 
 /// Offers one judgement makes at most before it lets the line go (the
@@ -300,7 +300,7 @@ impl WaitlistService {
         let mut decision = PassPlaces { pool_id, quantity };
         let rounds: &Rounds = &self.rounds;
         Ok(match rounds.run(round, units, &mut decision).await? {
-            crate::command::round::Settled::Appended(n) => n,
+            Settled::Appended(n) => n,
             _ => 0,
         })
     }
@@ -323,7 +323,7 @@ impl WaitlistService {
         let rounds: &Rounds = &self.rounds;
         let settled = rounds.run(round, units, &mut PassSeats).await?;
         Ok(match settled {
-            crate::command::round::Settled::Appended(n) => n,
+            Settled::Appended(n) => n,
             _ => 0,
         })
     }
