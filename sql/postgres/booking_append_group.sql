@@ -1,28 +1,240 @@
 -- booking_append_group(documents): the commands that arrived together, in
 -- one transaction: one call, one commit and one WAL flush for the group
--- (src/store/postgres.rs, PgAppender). Each document is still all or
--- nothing and refused alone: booking_apply writes nothing of a refused
--- document (see booking_apply.sql) and the rest go on. Returns each
--- document's outcome, in order: NULL (appended) or the refusal's SQLSTATE.
--- An error (not a refusal) aborts the whole group; the caller then appends
--- its documents one by one, so that the error is its own document's alone.
+-- (src/store/log/postgres.rs, PgAppender), written set-based: the group's
+-- lookups first, in one statement, then one statement per table for the
+-- whole group (SQLite's group writer does the same, src/store/log/sqlite.rs).
+-- Returns each document's outcome, in order: NULL (appended) or the
+-- refusal's SQLSTATE (BK409, BK422: booking_apply.sql lists them). A
+-- refused document writes nothing; the rest are written. An error (not a
+-- refusal) aborts the whole group; the caller then appends its documents
+-- one by one, so that the error is its own document's alone.
 --
--- Every document's events take positions after those of the documents
--- before it (`first`), under the one transaction id: the group must hold at
--- most 65,535 events (the caller bounds it).
+-- What the caller guarantees, so that each document is refused exactly as
+-- if the group's documents were appended one after another:
+--   * no two documents of a group take the same event (stream and
+--     sequence), the same idempotency key, or name the same hold's row
+--     (the queue holds the second back for a later group, where the log
+--     or the key, written or not, answers it);
+--   * every document has events and no checkpoint (those go alone, through
+--     booking_append: a checkpoint's move and an event-less document's
+--     show stamp are booking_apply's);
+--   * the group holds at most 65,535 events (positions, below).
+-- Then a document's refusal depends on the log and the keys alone, which
+-- the lookups read before anything is written. A document breaking the
+-- second rule is an error (the group is retried one by one).
+--
+-- Positions: (the transaction's id + the log's xid_offset) * 65,536 plus
+-- the event's place among the group's written events (1-based), in
+-- document order (booking_apply.sql, "Positions").
+--
+-- Every part is command-sized (PgJob, src/store/log/postgres.rs): each
+-- statement joins a few rows of the group with a table through the table's
+-- key. A set from JSON is planned from a guess of 100 rows, which against a
+-- table of some thousands of rows plans a hash join over the whole table;
+-- the function turns hash and merge joins off for its own statements (the
+-- SET clauses: restored when it returns), so every join is a nested loop
+-- over the group's rows through the key's index.
 CREATE OR REPLACE FUNCTION booking_append_group(batches jsonb) RETURNS text[]
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
 DECLARE
-    base     bigint := (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16;
-    first    bigint := 0;
-    batch    jsonb;
-    outcomes text[] := '{}';
+    base        bigint := (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16;
+    outcomes    text[];
+    misfits     boolean;
+    any_written boolean;
+    has_keys    boolean;
+    has_seats   boolean;
+    has_shards  boolean;
+    has_holds   boolean;
+    has_pool    boolean;
+    has_ends    boolean;
+    has_convs   boolean;
+    has_exts    boolean;
+    has_outs    boolean;
 BEGIN
-    FOR batch IN SELECT value FROM jsonb_array_elements(batches)
-    LOOP
-        outcomes := outcomes || booking_apply(batch, base, first);
-        first := first + coalesce(jsonb_array_length(batch -> 'events'), 0);
-    END LOOP;
+    -- The lookups: each document's events and key, through their primary
+    -- keys, and which parts the group has at all (a part no document has
+    -- costs no statement). What the lookups cannot see is another
+    -- transaction's insert of the same event or key, not yet committed: the
+    -- insert below waits for it and, if it commits, fails with
+    -- unique_violation, which undoes the group (booking_apply.sql).
+    SELECT array_agg(CASE
+               WHEN EXISTS (SELECT 1 FROM jsonb_populate_recordset(NULL::events, m.doc -> 'events') AS e
+                            WHERE EXISTS (SELECT 1 FROM events v
+                                          WHERE v.aggregate_type = e.aggregate_type
+                                            AND v.aggregate_id = e.aggregate_id
+                                            AND v.sequence = e.sequence
+                                            AND v.show_id IS NOT DISTINCT FROM e.show_id))
+                   THEN 'BK409'
+               WHEN jsonb_typeof(m.doc -> 'idempotency_key') = 'object'
+                    AND EXISTS (SELECT 1 FROM idempotency_keys i
+                                WHERE i.buyer = m.doc -> 'idempotency_key' ->> 'buyer'
+                                  AND i.key = m.doc -> 'idempotency_key' ->> 'key')
+                   THEN 'BK422'
+           END ORDER BY m.n),
+           bool_or(jsonb_typeof(m.doc -> 'checkpoint') = 'object'
+                   OR coalesce(jsonb_array_length(m.doc -> 'events'), 0) = 0),
+           bool_or(jsonb_typeof(m.doc -> 'idempotency_key') = 'object'),
+           bool_or(jsonb_array_length(m.doc -> 'seat_availability') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'pool_shards') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'holds') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'pool_holds') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'hold_ends') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'hold_conversions') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'hold_extensions') > 0),
+           bool_or(jsonb_array_length(m.doc -> 'checkouts') > 0)
+    INTO outcomes, misfits, has_keys, has_seats, has_shards, has_holds, has_pool,
+         has_ends, has_convs, has_exts, has_outs
+    FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n);
+    IF misfits THEN
+        RAISE EXCEPTION 'booking_append_group: a document with a checkpoint or without events'
+            USING HINT = 'append it alone with booking_append';
+    END IF;
+    any_written := array_position(outcomes, NULL) IS NOT NULL;
+    IF NOT coalesce(any_written, false) THEN
+        RETURN coalesce(outcomes, '{}');
+    END IF;
+
+    INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
+                        payload, metadata, recorded_at_us, show_id, position, rows_written)
+    SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
+           e.payload, e.metadata, (m.doc ->> 'recorded_at_us')::bigint, e.show_id,
+           base + row_number() OVER (ORDER BY m.n, d.k),
+           coalesce((m.doc ->> 'rows_written')::boolean, false)
+    FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+         jsonb_array_elements(m.doc -> 'events') WITH ORDINALITY AS d(ev, k),
+         jsonb_populate_record(NULL::events, d.ev) AS e
+    WHERE outcomes[m.n] IS NULL;
+
+    IF has_keys THEN
+        -- A document without a key has a JSON null there, which
+        -- jsonb_populate_record refuses as a scalar: nullif makes it SQL's.
+        INSERT INTO idempotency_keys (buyer, key, request_hash, hold_id, created_at_us)
+        SELECT k.buyer, k.key, k.request_hash, k.hold_id, k.created_at_us
+        FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+             jsonb_populate_record(NULL::idempotency_keys, nullif(m.doc -> 'idempotency_key', 'null')) AS k
+        WHERE outcomes[m.n] IS NULL AND k.key IS NOT NULL;
+    END IF;
+
+    -- Seat and shard rows: the latest of each row the group names, guarded
+    -- by the row's sequence (HOT updates: booking_apply.sql).
+    IF has_seats THEN
+        UPDATE seat_availability a
+        SET status = u.status, hold_id = u.hold_id, buyer = u.buyer, expires_at_us = u.expires_at_us,
+            booking_id = u.booking_id, channel = u.channel, ticket_type = u.ticket_type,
+            price_cents = u.price_cents, last_seq = u.last_seq
+        FROM (SELECT DISTINCT ON (s.show_id, s.seat_id) s.*
+              FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+                   jsonb_populate_recordset(NULL::seat_availability, m.doc -> 'seat_availability') AS s
+              WHERE outcomes[m.n] IS NULL
+              ORDER BY s.show_id, s.seat_id, s.last_seq DESC) AS u
+        WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.last_seq;
+    END IF;
+    IF has_shards THEN
+        UPDATE pool_shards p
+        SET sold = u.sold, allocated = u.allocated, sales = u.sales, returned = u.returned, last_seq = u.last_seq
+        FROM (SELECT DISTINCT ON (s.show_id, s.pool_id, s.shard) s.*
+              FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+                   jsonb_populate_recordset(NULL::pool_shards, m.doc -> 'pool_shards') AS s
+              WHERE outcomes[m.n] IS NULL
+              ORDER BY s.show_id, s.pool_id, s.shard, s.last_seq DESC) AS u
+        WHERE p.show_id = u.show_id AND p.pool_id = u.pool_id AND p.shard = u.shard
+          AND p.last_seq < u.last_seq;
+    END IF;
+
+    -- Hold records, inserted where missing (NOT EXISTS through the key, not
+    -- ON CONFLICT: booking_apply.sql says why). A row already there takes
+    -- the union of the seats and items, as in booking_apply; the update
+    -- sees only rows that were there before the statement (a statement
+    -- does not see its own CTE's inserts).
+    IF has_holds THEN
+        WITH r AS (SELECT h.*
+                   FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+                        jsonb_populate_recordset(NULL::holds, m.doc -> 'holds') AS h
+                   WHERE outcomes[m.n] IS NULL),
+        placed AS (
+            INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
+            SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id,
+                   r.seat_ids, r.items
+            FROM r WHERE NOT EXISTS (SELECT 1 FROM holds x WHERE x.hold_id = r.hold_id))
+        UPDATE holds h
+        SET seat_ids = coalesce((SELECT jsonb_agg(s ORDER BY s)::text
+                                 FROM (SELECT jsonb_array_elements_text(h.seat_ids::jsonb)
+                                       UNION SELECT jsonb_array_elements_text(r.seat_ids::jsonb)) AS u(s)), '[]'),
+            items = coalesce((SELECT jsonb_agg(i ORDER BY i)::text
+                              FROM (SELECT jsonb_array_elements(h.items::jsonb)
+                                    UNION SELECT jsonb_array_elements(r.items::jsonb)) AS u(i)), '[]')
+        FROM r
+        WHERE h.hold_id = r.hold_id AND (r.seat_ids <> '[]' OR r.items <> '[]')
+          AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);
+    END IF;
+    IF has_pool THEN
+        INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state,
+                                channel, ticket_type, price_cents)
+        SELECT h.hold_id, h.show_id, h.pool_id, h.shard, h.quantity, h.expires_at_us, h.state,
+               h.channel, h.ticket_type, h.price_cents
+        FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+             jsonb_populate_recordset(NULL::pool_holds, m.doc -> 'pool_holds') AS h
+        WHERE outcomes[m.n] IS NULL
+          AND NOT EXISTS (SELECT 1 FROM pool_holds x WHERE x.hold_id = h.hold_id AND x.shard = h.shard);
+    END IF;
+
+    -- A hold ends or converts once, from held: the first document of the
+    -- group to say so is the one that did; its record and its pool parts
+    -- in one statement.
+    IF has_ends THEN
+        WITH u AS (SELECT DISTINCT ON (x.hold_id) x.hold_id, x.state
+                   FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+                        jsonb_to_recordset(m.doc -> 'hold_ends') AS x(hold_id text, state text)
+                   WHERE outcomes[m.n] IS NULL
+                   ORDER BY x.hold_id, m.n),
+        parts AS (UPDATE pool_holds p SET state = u.state FROM u
+                  WHERE p.hold_id = u.hold_id AND p.state = 'held')
+        UPDATE holds h SET state = u.state FROM u WHERE h.hold_id = u.hold_id AND h.state = 'held';
+    END IF;
+    IF has_convs THEN
+        WITH u AS (SELECT DISTINCT ON (x.hold_id) x.hold_id, x.booking_id
+                   FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+                        jsonb_to_recordset(m.doc -> 'hold_conversions') AS x(hold_id text, booking_id text)
+                   WHERE outcomes[m.n] IS NULL
+                   ORDER BY x.hold_id, m.n),
+        parts AS (UPDATE pool_holds p SET state = 'converted' FROM u
+                  WHERE p.hold_id = u.hold_id AND p.state = 'held')
+        UPDATE holds h SET state = 'converted', booking_id = u.booking_id FROM u
+        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+    END IF;
+    -- Extensions: only a held record moves, only to a later expiry, the
+    -- latest the group names.
+    IF has_exts THEN
+        WITH u AS (SELECT x.hold_id, max(x.expires_at_us) AS expires_at_us
+                   FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+                        jsonb_to_recordset(m.doc -> 'hold_extensions') AS x(hold_id text, expires_at_us bigint)
+                   WHERE outcomes[m.n] IS NULL
+                   GROUP BY x.hold_id),
+        parts AS (UPDATE pool_holds p SET expires_at_us = u.expires_at_us FROM u
+                  WHERE p.hold_id = u.hold_id AND p.state = 'held' AND p.expires_at_us < u.expires_at_us)
+        UPDATE holds h SET expires_at_us = u.expires_at_us FROM u
+        WHERE h.hold_id = u.hold_id AND h.state = 'held' AND h.expires_at_us < u.expires_at_us;
+    END IF;
+
+    IF has_outs THEN
+        INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
+                               refund_reason, amount_cents, last_seq, updated_at_us)
+        SELECT DISTINCT ON (c.hold_id) c.hold_id, c.show_id, c.buyer, c.phase, c.booking_id, c.charge_id,
+               c.refund_id, c.refund_reason, c.amount_cents, c.last_seq, c.updated_at_us
+        FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
+             jsonb_populate_recordset(NULL::checkouts, m.doc -> 'checkouts') AS c
+        WHERE outcomes[m.n] IS NULL
+        ORDER BY c.hold_id, c.last_seq DESC
+        ON CONFLICT (hold_id) DO UPDATE SET
+            phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
+            refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
+            amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,
+            updated_at_us = excluded.updated_at_us
+        WHERE checkouts.last_seq < excluded.last_seq;
+    END IF;
     RETURN outcomes;
 END
 $$;

@@ -1,10 +1,12 @@
--- booking_apply(document, base, first): everything one command writes, as a
+-- booking_apply(document, base, first): everything one document writes, as a
 -- part of the calling transaction; booking_append(document) calls it alone in
--- a transaction of its own, booking_append_group(documents) for each of a
--- group in one transaction (booking_append_group.sql); each file is named
--- after the function it defines. Applied with CREATE OR
--- REPLACE after the migrations at every start (src/store/postgres.rs); this
--- file is the functions' one definition.
+-- a transaction of its own (a command alone, a group's documents one by one
+-- after the group's error, the projector, replay). A group of commands is
+-- written set-based by booking_append_group (booking_append_group.sql), with
+-- the same rows and refusals. Each file is named after the function it
+-- defines. Applied with CREATE OR REPLACE after the migrations at every
+-- start (src/store/log/postgres.rs); this file is the functions' one
+-- definition.
 --
 -- The document (src/store/document.rs) names each part after its table, and
 -- its rows carry the column names, so each part is read with
@@ -26,8 +28,8 @@
 --
 -- Positions: (the writing transaction's id + the log's xid_offset) times
 -- 65,536 (`base`) plus the event's place in the transaction (1-based: after
--- the `first` positions that documents before it in the group took; a
--- transaction holds at most 65,535 events). Position order is xid order, without a lock or a
+-- the `first` positions taken before it in the transaction, 0 from
+-- booking_append; a transaction holds at most 65,535 events). Position order is xid order, without a lock or a
 -- subtransaction; a tailing reader that reads below (its snapshot's xmin +
 -- xid_offset) * 65,536 never passes a position that commits later
 -- (ARCHITECTURE.md, "Positions and the late-commit rule"). xid_offset keeps

@@ -5,7 +5,9 @@
 //! part in one set-based statement (`json_each`), in one transaction.
 
 use std::borrow::Cow;
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 use domain::ids::{BookingId, HoldId, ShowId};
 use projections::availability::SeatAvailabilityRow;
@@ -143,6 +145,31 @@ impl<'a> Document<'a> {
 
     pub fn to_json(&self) -> Result<String, StoreError> {
         to_json(self)
+    }
+
+    /// What this document takes that another document may also take, each
+    /// as a hash: every event's stream and sequence, the idempotency key,
+    /// every hold whose row it writes. Two documents with a claim in common
+    /// are never written in one group (`booking_append_group.sql`); a hash
+    /// shared by chance only sends a document to the next group.
+    pub fn claims(&self) -> Vec<u64> {
+        let claim = |value: &dyn Fn(&mut DefaultHasher)| {
+            let mut hasher = DefaultHasher::new();
+            value(&mut hasher);
+            hasher.finish()
+        };
+        let events = self
+            .events
+            .iter()
+            .map(|e| claim(&|h| (0u8, e.aggregate_type, &e.aggregate_id, e.sequence).hash(h)));
+        let key = self
+            .idempotency_key
+            .map(|k| claim(&|h| (1u8, k.buyer.as_str(), k.key.as_str()).hash(h)));
+        let holds = self
+            .holds
+            .iter()
+            .map(|row| claim(&|h| (2u8, row.hold_id).hash(h)));
+        events.chain(key).chain(holds).collect()
     }
 }
 

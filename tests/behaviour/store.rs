@@ -1,7 +1,7 @@
 //! The store's promises, checked directly on both databases.
 
 use booking::store::{
-    AppendBatch, AppendOutcome, CheckpointMove, IdempotencyKeyRow, NewEvent, StoreError,
+    AppendBatch, AppendOutcome, CheckpointMove, IdempotencyKeyRow, LogFilter, NewEvent, StoreError,
     MAX_EVENTS_PER_BATCH,
 };
 use chrono::Utc;
@@ -17,6 +17,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         events_get_increasing_positions_and_a_recorded_time,
         a_batch_over_max_events_is_too_large_and_writes_nothing,
         appends_sent_at_once_each_get_their_own_outcome,
+        a_group_refuses_each_append_as_if_written_alone_in_turn,
         a_holds_seats_reached_in_two_batches_are_all_in_its_record,
         a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing,
     ]
@@ -255,10 +256,116 @@ async fn appends_sent_at_once_each_get_their_own_outcome(env: TestEnv) {
     app.stop().await;
 }
 
-/// `booking_append_group` on one group of six documents: each is answered
-/// alone, a refused one leaves none of its events nor its key (so a later
-/// document of the group may take the same sequence or key), and the
-/// group's events take increasing positions in document order.
+/// A hold's placement rows, as a command's batch carries them: the hold's
+/// record (and a seat row, which no show here has).
+fn placing(mut batch: AppendBatch, hold_id: domain::ids::HoldId) -> AppendBatch {
+    use domain::ids::{BuyerId, SeatId, ShowId};
+    let placed = domain::seat::SeatEvent::HoldPlaced {
+        hold_id,
+        buyer: BuyerId::parse("grouped").unwrap(),
+        expires_at: Utc::now() + chrono::Duration::hours(1),
+        price: None,
+        line: false,
+    };
+    batch.rows.seat(
+        &ShowId::parse("atomic").unwrap(),
+        &SeatId::parse("A-1").unwrap(),
+        &Seat::default(),
+        0,
+        &[placed],
+    );
+    batch
+}
+
+/// One group, written as the store's writer writes one (`append_together`:
+/// on PostgreSQL the set-based `booking_append_group`, on SQLite one
+/// statement per table): each append is refused as if written alone after
+/// the ones before it — at an event or a key the log already holds, at an
+/// event or a key an earlier append of the group takes — and a refused one
+/// writes nothing (no event, no key, no hold record), so that a later
+/// append may take what it named. The written appends' events take
+/// increasing positions in the order they were sent.
+async fn a_group_refuses_each_append_as_if_written_alone_in_turn(env: TestEnv) {
+    use domain::ids::HoldId;
+    let app = env.spawn().await;
+    let log = app.store.log();
+    let id = |name: &str| format!("together/{name}");
+    for before in [
+        batch(vec![event(&id("L"), 1)]),
+        keyed(vec![event(&id("K"), 1)], "logged"),
+    ] {
+        assert_eq!(log.append(&before).await.unwrap(), AppendOutcome::Appended);
+    }
+    use AppendOutcome::{Appended, Conflict, IdempotencyKeyTaken};
+    let cases = [
+        (batch(vec![event(&id("A"), 1)]), Appended),
+        // The log has L at 1.
+        (batch(vec![event(&id("L"), 1)]), Conflict),
+        // A is taken by the first; so B stays free...
+        (
+            batch(vec![event(&id("B"), 1), event(&id("A"), 1)]),
+            Conflict,
+        ),
+        // ... for this one.
+        (batch(vec![event(&id("B"), 1)]), Appended),
+        // The log has the key.
+        (
+            keyed(vec![event(&id("C"), 1)], "logged"),
+            IdempotencyKeyTaken,
+        ),
+        (keyed(vec![event(&id("D"), 1)], "new"), Appended),
+        // The one before takes "new".
+        (keyed(vec![event(&id("E"), 1)], "new"), IdempotencyKeyTaken),
+        // Refused at L, leaving F and the key "freed"...
+        (
+            keyed(vec![event(&id("F"), 1), event(&id("L"), 1)], "freed"),
+            Conflict,
+        ),
+        // ... to this one.
+        (keyed(vec![event(&id("F"), 1)], "freed"), Appended),
+    ];
+    let holds: Vec<HoldId> = cases.iter().map(|_| HoldId::random()).collect();
+    let expected: Vec<AppendOutcome> = cases.iter().map(|(_, outcome)| *outcome).collect();
+    let batches: Vec<AppendBatch> = cases
+        .into_iter()
+        .zip(&holds)
+        .map(|((batch, _), hold)| placing(batch, *hold))
+        .collect();
+    let answers = log.append_together(&batches).await.unwrap();
+    let answers: Vec<AppendOutcome> = answers.into_iter().map(Result::unwrap).collect();
+    assert_eq!(answers, expected);
+
+    let in_log: Vec<String> = log
+        .read_log(LogFilter::Show("atomic"), 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.aggregate_id)
+        .filter(|stream| ![id("L"), id("K")].contains(stream))
+        .collect();
+    assert_eq!(in_log, ["A", "B", "D", "F"].map(id), "in position order");
+    for (n, (hold, outcome)) in holds.iter().zip(&expected).enumerate() {
+        let record = app.store.holds().hold(hold).await.unwrap();
+        assert_eq!(record.is_some(), *outcome == Appended, "append {n}");
+    }
+    // The written appends' keys are taken; the refused ones' are not.
+    for (key, outcome) in [
+        ("new", IdempotencyKeyTaken),
+        ("freed", IdempotencyKeyTaken),
+        ("unused", Appended),
+    ] {
+        let again = keyed(vec![event(&id(&format!("again-{key}")), 1)], key);
+        assert_eq!(log.append(&again).await.unwrap(), outcome, "{key}");
+    }
+    app.stop().await;
+}
+
+/// `booking_append_group` itself, on one group of six documents that take
+/// no stream, key or hold in common (the queue's terms): a document whose
+/// event the log holds, or whose key the keys hold, is refused alone and
+/// leaves nothing; the rest are written, their events at increasing
+/// positions in document order. A document outside the function's terms
+/// (no events) is an error that writes nothing of the group.
 async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: TestEnv) {
     use sqlx::Connection;
     let app = env.spawn().await;
@@ -269,24 +376,32 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
             "payload": {"HoldReleased": {"hold_id": "00000000-0000-0000-0000-000000000001"}},
             "metadata": {"mark": mark}, "show_id": "atomic"})
     };
-    let key = |hold: &str| serde_json::json!({"buyer": "b", "key": "k1", "request_hash": "h", "hold_id": hold, "created_at_us": 0});
+    let key = |key: &str, hold: &str| serde_json::json!({"buyer": "b", "key": key, "request_hash": "h", "hold_id": hold, "created_at_us": 0});
     let doc =
         |events: Vec<serde_json::Value>| serde_json::json!({"recorded_at_us": 1, "events": events});
-    let mut keyed_d = doc(vec![ev("g/S3", "d")]);
-    keyed_d["idempotency_key"] = key("00000000-0000-4000-8000-00000000000d");
-    let mut keyed_e = doc(vec![ev("g/S4", "e")]);
-    keyed_e["idempotency_key"] = key("00000000-0000-4000-8000-00000000000e");
-    let group = serde_json::json!([
-        doc(vec![ev("g/S1", "a")]),
-        doc(vec![ev("g/S2", "b"), ev("g/S1", "b")]),
-        doc(vec![ev("g/S2", "c")]),
-        keyed_d,
-        keyed_e,
-        doc(vec![ev("g/S4", "f")]),
-    ]);
     let mut conn = sqlx::PgConnection::connect(&app.database_url)
         .await
         .unwrap();
+    let mut logged = doc(vec![ev("g/L", "logged")]);
+    logged["idempotency_key"] = key("k1", "00000000-0000-4000-8000-000000000001");
+    sqlx::query("SELECT booking_append($1::jsonb)")
+        .bind(logged.to_string())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    let mut keyed_d = doc(vec![ev("g/S3", "d")]);
+    keyed_d["idempotency_key"] = key("k1", "00000000-0000-4000-8000-00000000000d");
+    let mut keyed_e = doc(vec![ev("g/S4", "e")]);
+    keyed_e["idempotency_key"] = key("k2", "00000000-0000-4000-8000-00000000000e");
+    let group = serde_json::json!([
+        doc(vec![ev("g/S1", "a")]),
+        doc(vec![ev("g/S2", "b"), ev("g/L", "b")]),
+        doc(vec![ev("g/S5", "c")]),
+        keyed_d,
+        keyed_e,
+        doc(vec![ev("g/S6", "f"), ev("g/S7", "f")]),
+    ]);
     let outcomes: Vec<Option<String>> =
         sqlx::query_scalar("SELECT booking_append_group($1::jsonb)")
             .bind(group.to_string())
@@ -299,31 +414,53 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
             None,
             Some("BK409".into()),
             None,
-            None,
             Some("BK422".into()),
+            None,
             None
         ]
     );
-    let rows: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT aggregate_id, metadata ->> 'mark', position FROM events \
-         WHERE aggregate_id LIKE 'g/%' ORDER BY position",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .unwrap();
-    let written: Vec<(&str, &str)> = rows
+    const WRITTEN: &str = "SELECT aggregate_id, metadata ->> 'mark', position FROM events \
+         WHERE aggregate_id LIKE 'g/%' ORDER BY position";
+    let rows: Vec<(String, String, i64)> =
+        sqlx::query_as(WRITTEN).fetch_all(&mut conn).await.unwrap();
+    let marks: Vec<(&str, &str)> = rows
         .iter()
         .map(|(id, mark, _)| (id.as_str(), mark.as_str()))
         .collect();
     assert_eq!(
-        written,
-        [("g/S1", "a"), ("g/S2", "c"), ("g/S3", "d"), ("g/S4", "f")]
+        marks,
+        [
+            ("g/L", "logged"),
+            ("g/S1", "a"),
+            ("g/S5", "c"),
+            ("g/S4", "e"),
+            ("g/S6", "f"),
+            ("g/S7", "f")
+        ]
     );
-    let hold: String = sqlx::query_scalar("SELECT hold_id FROM idempotency_keys WHERE key = 'k1'")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(hold, "00000000-0000-4000-8000-00000000000d");
+    let keys: Vec<(String, String)> =
+        sqlx::query_as("SELECT key, hold_id FROM idempotency_keys WHERE buyer = 'b' ORDER BY key")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        keys,
+        [
+            ("k1".into(), "00000000-0000-4000-8000-000000000001".into()),
+            ("k2".into(), "00000000-0000-4000-8000-00000000000e".into())
+        ]
+    );
+
+    let misfit = serde_json::json!([doc(vec![ev("g/S8", "g")]), doc(vec![])]);
+    let refused =
+        sqlx::query_scalar::<_, Vec<Option<String>>>("SELECT booking_append_group($1::jsonb)")
+            .bind(misfit.to_string())
+            .fetch_one(&mut conn)
+            .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let after: Vec<(String, String, i64)> =
+        sqlx::query_as(WRITTEN).fetch_all(&mut conn).await.unwrap();
+    assert_eq!(after, rows, "nothing of the group");
     conn.close().await.unwrap();
     app.stop().await;
 }

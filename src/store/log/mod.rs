@@ -208,25 +208,58 @@ impl EventLog {
         Ok(outcome)
     }
 
+    /// Appends the batches as the store's writer would if they had queued
+    /// at the same instant: in groups, each in one transaction (on
+    /// PostgreSQL, the groups its queue makes of them: one show, and no two
+    /// batches taking one stream's sequence, one key or one hold's row), in
+    /// order; each answered as if appended alone after the ones before it.
+    /// For tests and tools that must know the group is formed (which
+    /// appends share a group otherwise depends on what else is queued).
+    pub async fn append_together(
+        &self,
+        batches: &[AppendBatch],
+    ) -> StoreResult<Vec<StoreResult<AppendOutcome>>> {
+        let documents: Vec<document::Document<'_>> =
+            batches.iter().map(document::Document::of).collect();
+        let answers = match self.backend() {
+            Backend::Postgres(s) => postgres::append_together(&s.pool, &documents).await?,
+            Backend::Sqlite(s) => {
+                let jobs = documents
+                    .iter()
+                    .map(sqlite::SqliteJob::of)
+                    .collect::<Result<Vec<_>, _>>()?;
+                sqlite::write_group(&s.write, &jobs.iter().collect::<Vec<_>>()).await
+            }
+        };
+        if answers
+            .iter()
+            .any(|answer| matches!(answer, Ok(AppendOutcome::Appended)))
+        {
+            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(answers)
+    }
+
     /// Writes one append document in one transaction, through the store's
     /// own writer: a group-committing appender on either store. On
     /// PostgreSQL the projector's batches (rows only, a checkpoint to move)
-    /// go alone, with their commit not waiting for the disk.
+    /// go alone, with their commit not waiting for the disk, and so does a
+    /// document without events (the group function's terms:
+    /// `booking_append_group.sql`).
     pub(crate) async fn write_document(
         &self,
         document: &document::Document<'_>,
         rows_only: bool,
     ) -> StoreResult<AppendOutcome> {
         match self.backend() {
-            Backend::Postgres(s) if rows_only || document.checkpoint.is_some() => {
+            Backend::Postgres(s)
+                if rows_only || document.checkpoint.is_some() || document.events.is_empty() =>
+            {
                 postgres::append(&s.pool, &document.to_json()?, rows_only).await
             }
             Backend::Postgres(s) => {
                 let appender: &PgAppender = &s.appender;
-                let show = document.show_id.cloned();
-                appender
-                    .append(document.to_json()?, document.events.len(), show)
-                    .await
+                appender.append(document).await
             }
             Backend::Sqlite(s) => {
                 let appender: &SqliteAppender = &s.appender;

@@ -9,7 +9,7 @@
 //! that restates them, and shipped migrations stay byte for byte as they
 //! were applied.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use domain::ids::ShowId;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::store::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
+use crate::store::document::Document;
 use crate::store::primary::Primary;
 use crate::store::StoreError;
 
@@ -256,6 +257,11 @@ struct PgJob {
     /// The show the append is for: a group holds one show, so that on a
     /// log sharded by show a group's transaction stays on one shard.
     show: Option<ShowId>,
+    /// What the document takes that another may also take
+    /// ([`Document::claims`]): a group holds no two jobs that share one,
+    /// so that `booking_append_group` decides each refusal from the log
+    /// and the keys alone.
+    claims: Vec<u64>,
     reply: Reply,
 }
 
@@ -279,6 +285,7 @@ impl Queue {
             None => self.jobs.recv().await?,
         };
         let mut events = first.events;
+        let mut claimed: HashSet<u64> = first.claims.iter().copied().collect();
         let mut group = vec![first];
         let mut passed = VecDeque::new();
         while group.len() < PG_GROUP_COMMIT {
@@ -293,10 +300,18 @@ impl Queue {
                     Err(_) => break,
                 },
             };
-            if job.show != group[0].show || events + job.events > MAX_EVENTS_PER_BATCH {
+            if job.show != group[0].show
+                || events + job.events > MAX_EVENTS_PER_BATCH
+                || job.claims.iter().any(|claim| claimed.contains(claim))
+            {
+                // Another show's, too many events, or a stream's sequence,
+                // a key or a hold's row a job of this group takes: the next
+                // group, written after this one or beside it (then the
+                // second insert of a key waits for the first's commit).
                 passed.push_back(job);
                 continue;
             }
+            claimed.extend(job.claims.iter().copied());
             events += job.events;
             group.push(job);
         }
@@ -336,12 +351,16 @@ impl PgAppender {
         Self { jobs }
     }
 
-    pub async fn append(
-        &self,
-        document: String,
-        events: usize,
-        show: Option<ShowId>,
-    ) -> Result<AppendOutcome, StoreError> {
+    /// Appends a command's document with its group: one with events and
+    /// no checkpoint (`booking_append_group`'s terms; others go alone,
+    /// through [`append`]).
+    pub async fn append(&self, document: &Document<'_>) -> Result<AppendOutcome, StoreError> {
+        let (events, show, claims) = (
+            document.events.len(),
+            document.show_id.cloned(),
+            document.claims(),
+        );
+        let document = document.to_json()?;
         let stopped = || StoreError::Unavailable("the PostgreSQL appender has stopped".into());
         let (reply, answer) = oneshot::channel();
         self.jobs
@@ -349,12 +368,56 @@ impl PgAppender {
                 document,
                 events,
                 show,
+                claims,
                 reply,
             })
             .await
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
+}
+
+/// Appends the documents as the appender would if they had queued at the
+/// same instant: in the groups its queue makes of them, each written as
+/// [`PgAppender`] writes one, in order. Answers each document in order.
+pub async fn append_together(
+    pool: &sqlx::PgPool,
+    documents: &[Document<'_>],
+) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
+    let (sender, jobs) = mpsc::channel(documents.len().max(1));
+    let mut answers = Vec::with_capacity(documents.len());
+    for document in documents {
+        let (reply, answer) = oneshot::channel();
+        let job = PgJob {
+            document: document.to_json()?,
+            events: document.events.len(),
+            show: document.show_id.cloned(),
+            claims: document.claims(),
+            reply,
+        };
+        // The channel holds every document: a send cannot wait.
+        sender
+            .try_send(job)
+            .map_err(|e| StoreError::Unavailable(format!("queueing a group: {e}")))?;
+        answers.push(answer);
+    }
+    drop(sender);
+    let mut queue = Queue {
+        jobs,
+        carried: VecDeque::new(),
+    };
+    while let Some(group) = queue.next_group().await {
+        write_group(pool, group).await;
+    }
+    let mut outcomes = Vec::with_capacity(answers.len());
+    for answer in answers {
+        outcomes.push(
+            answer
+                .await
+                .unwrap_or_else(|_| Err(StoreError::Unavailable("a group was not written".into()))),
+        );
+    }
+    Ok(outcomes)
 }
 
 /// A group's outcome for each of its documents, from the function's answer:
@@ -488,18 +551,53 @@ mod tests {
         assert_eq!(unique_refusal("checkouts", Some("checkouts_booking")), None);
     }
 
-    fn job(
+    fn job(show: &str) -> (PgJob, oneshot::Receiver<Result<AppendOutcome, StoreError>>) {
+        claiming(show, show, &[])
+    }
+
+    fn claiming(
         show: &str,
-        events: usize,
+        name: &str,
+        claims: &[u64],
     ) -> (PgJob, oneshot::Receiver<Result<AppendOutcome, StoreError>>) {
         let (reply, answer) = oneshot::channel();
         let job = PgJob {
-            document: show.to_owned(),
-            events,
+            document: name.to_owned(),
+            events: 1,
             show: ShowId::parse(show).ok(),
+            claims: claims.to_vec(),
             reply,
         };
         (job, answer)
+    }
+
+    /// Two jobs that take one stream's sequence, one key or one hold's row
+    /// are never in one group: the second waits for the next, in order.
+    #[tokio::test]
+    async fn a_job_sharing_a_claim_with_the_group_waits_for_the_next() {
+        let (sender, jobs) = mpsc::channel(PG_QUEUE);
+        let mut queue = Queue {
+            jobs,
+            carried: VecDeque::new(),
+        };
+        let mut answers = Vec::new();
+        for (name, claims) in [
+            ("a", &[1, 2][..]),
+            ("b", &[2][..]),
+            ("c", &[3][..]),
+            ("d", &[1][..]),
+            ("e", &[4, 3][..]),
+        ] {
+            let (job, answer) = claiming("show", name, claims);
+            answers.push(answer);
+            sender.send(job).await.expect("queued");
+        }
+        let mut groups = Vec::new();
+        for _ in 0..2 {
+            let group = queue.next_group().await.expect("a group");
+            groups.push(group.iter().map(|j| j.document.clone()).collect::<Vec<_>>());
+        }
+        assert_eq!(groups, [vec!["a", "c"], vec!["b", "d", "e"]]);
     }
 
     #[tokio::test]
@@ -511,7 +609,7 @@ mod tests {
         };
         let mut answers = Vec::new();
         for show in ["a", "b", "a", "c", "b", "a"] {
-            let (job, answer) = job(show, 1);
+            let (job, answer) = job(show);
             answers.push(answer);
             sender.send(job).await.expect("queued");
         }

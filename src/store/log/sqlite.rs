@@ -593,7 +593,7 @@ pub(crate) enum JobWrite {
 /// the transaction is rolled back and the members are written again one by
 /// one, each under a savepoint ([`write_one_by_one`]), where the error is
 /// its own.
-async fn write_group(
+pub(crate) async fn write_group(
     pool: &sqlx::SqlitePool,
     jobs: &[&SqliteJob],
 ) -> Vec<Result<AppendOutcome, StoreError>> {
