@@ -1,4 +1,4 @@
--- booking_append_group(documents): the commands that arrived together, in
+-- booking_append_group(documents, after): the commands that arrived together, in
 -- one transaction: one call, one commit and one WAL flush for the group
 -- (src/store/log/postgres.rs, PgAppender), written set-based: the group's
 -- lookups first, in one statement, then one statement per table for the
@@ -9,19 +9,22 @@
 -- refusal) aborts the whole group; the caller then appends its documents
 -- one by one, so that the error is its own document's alone.
 --
--- What the caller guarantees, so that each document is refused exactly as
--- if the group's documents were appended one after another:
---   * no two documents of a group take the same event (stream and
---     sequence), the same idempotency key, or name the same hold's row
---     (the queue holds the second back for a later group, where the log
---     or the key, written or not, answers it);
+-- Each document is refused as if the group's documents were appended one
+-- after another, in order: at an event (stream and sequence) or a key the
+-- log holds (the lookups, before anything is written), or that an earlier
+-- document of the group takes and is written. The caller says which
+-- documents take what earlier ones take: `after` holds (n, m, code)
+-- triples, flat, in increasing n (1-based): document n is refused with
+-- code (409 or 422) if document m is written. Settled in order, each m is
+-- decided before any n after it. What else the caller guarantees:
+--   * no two documents write the same hold's row (the queue holds the
+--     second back for a later group);
 --   * every document has events and no checkpoint (those go alone, through
 --     booking_append: a checkpoint's move and an event-less document's
 --     show stamp are booking_apply's);
 --   * the group holds at most 65,535 events (positions, below).
--- Then a document's refusal depends on the log and the keys alone, which
--- the lookups read before anything is written. A document breaking the
--- second rule is an error (the group is retried one by one).
+-- A document breaking the second rule is an error (the group is retried
+-- one by one).
 --
 -- Positions: (the transaction's id + the log's xid_offset) * 65,536 plus
 -- the event's place among the group's written events (1-based), in
@@ -34,7 +37,7 @@
 -- the function turns hash and merge joins off for its own statements (the
 -- SET clauses: restored when it returns), so every join is a nested loop
 -- over the group's rows through the key's index.
-CREATE OR REPLACE FUNCTION booking_append_group(batches jsonb) RETURNS text[]
+CREATE OR REPLACE FUNCTION booking_append_group(batches jsonb, after int[]) RETURNS text[]
 LANGUAGE plpgsql
 SET enable_hashjoin = off
 SET enable_mergejoin = off
@@ -53,6 +56,8 @@ DECLARE
     has_convs   boolean;
     has_exts    boolean;
     has_outs    boolean;
+    n           int;
+    m           int;
 BEGIN
     -- The lookups: each document's events and key, through their primary
     -- keys, and which parts the group has at all (a part no document has
@@ -92,6 +97,19 @@ BEGIN
         RAISE EXCEPTION 'booking_append_group: a document with a checkpoint or without events'
             USING HINT = 'append it alone with booking_append';
     END IF;
+    -- What documents take from earlier ones: a conflict at a sequence
+    -- comes before a taken key, as booking_apply checks them.
+    FOR i IN 1 .. coalesce(cardinality(after), 0) / 3 LOOP
+        n := after[3 * i - 2];
+        m := after[3 * i - 1];
+        IF outcomes[m] IS NULL THEN
+            IF after[3 * i] = 409 AND outcomes[n] IS DISTINCT FROM 'BK409' THEN
+                outcomes[n] := 'BK409';
+            ELSIF after[3 * i] = 422 AND outcomes[n] IS NULL THEN
+                outcomes[n] := 'BK422';
+            END IF;
+        END IF;
+    END LOOP;
     any_written := array_position(outcomes, NULL) IS NOT NULL;
     IF NOT coalesce(any_written, false) THEN
         RETURN coalesce(outcomes, '{}');

@@ -147,30 +147,46 @@ impl<'a> Document<'a> {
         to_json(self)
     }
 
-    /// What this document takes that another document may also take, each
-    /// as a hash: every event's stream and sequence, the idempotency key,
-    /// every hold whose row it writes. Two documents with a claim in common
-    /// are never written in one group (`booking_append_group.sql`); a hash
-    /// shared by chance only sends a document to the next group.
-    pub fn claims(&self) -> Vec<u64> {
-        let claim = |value: &dyn Fn(&mut DefaultHasher)| {
+    /// What this document takes that another document may also take:
+    /// every event's stream and sequence, the idempotency key, every hold
+    /// whose row it writes. How a PostgreSQL group is formed and refused
+    /// (`PgAppender`, `booking_append_group.sql`).
+    pub fn claims(&self) -> Vec<Claim> {
+        let hash = |value: &dyn Fn(&mut DefaultHasher)| {
             let mut hasher = DefaultHasher::new();
             value(&mut hasher);
             hasher.finish()
         };
-        let events = self
-            .events
-            .iter()
-            .map(|e| claim(&|h| (0u8, e.aggregate_type, &e.aggregate_id, e.sequence).hash(h)));
+        let events = self.events.iter().map(|e| {
+            Claim::Event(hash(&|h| {
+                (e.aggregate_type, &e.aggregate_id, e.sequence).hash(h)
+            }))
+        });
         let key = self
             .idempotency_key
-            .map(|k| claim(&|h| (1u8, k.buyer.as_str(), k.key.as_str()).hash(h)));
+            .map(|k| Claim::Key(hash(&|h| (k.buyer.as_str(), k.key.as_str()).hash(h))));
         let holds = self
             .holds
             .iter()
-            .map(|row| claim(&|h| (2u8, row.hold_id).hash(h)));
+            .map(|row| Claim::Hold(hash(&|h| row.hold_id.hash(h))));
         events.chain(key).chain(holds).collect()
     }
+}
+
+/// Something a document takes that another may take too, as a hash (two
+/// that share one by chance are only treated as taking the same thing: a
+/// document refused or waiting that need not have been, never one written
+/// that should not have been).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Claim {
+    /// A stream's sequence: refused (a conflict) if an earlier document
+    /// that takes it is written.
+    Event(u64),
+    /// An idempotency key: refused likewise (the key taken).
+    Key(u64),
+    /// A hold's row, which a second document would extend (the projector's
+    /// case, never a command's): not written beside the first.
+    Hold(u64),
 }
 
 pub fn to_json(value: &impl Serialize) -> Result<String, StoreError> {

@@ -336,7 +336,7 @@ async fn a_group_refuses_each_append_as_if_written_alone_in_turn(env: TestEnv) {
     assert_eq!(answers, expected);
 
     let in_log: Vec<String> = log
-        .read_log(LogFilter::Show("atomic"), 0, 100)
+        .read_log_committed(LogFilter::Show("atomic"), 0, 100)
         .await
         .unwrap()
         .into_iter()
@@ -360,12 +360,13 @@ async fn a_group_refuses_each_append_as_if_written_alone_in_turn(env: TestEnv) {
     app.stop().await;
 }
 
-/// `booking_append_group` itself, on one group of six documents that take
-/// no stream, key or hold in common (the queue's terms): a document whose
-/// event the log holds, or whose key the keys hold, is refused alone and
-/// leaves nothing; the rest are written, their events at increasing
-/// positions in document order. A document outside the function's terms
-/// (no events) is an error that writes nothing of the group.
+/// `booking_append_group` itself, on one group of nine documents: a
+/// document whose event the log holds, or whose key the keys hold, is
+/// refused alone and leaves nothing; one that takes what an earlier one
+/// takes (the caller's `after`) is refused if that one is written, and
+/// written if it was refused; the rest are written, their events at
+/// increasing positions in document order. A document outside the
+/// function's terms (no events) is an error that writes nothing.
 async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: TestEnv) {
     use sqlx::Connection;
     let app = env.spawn().await;
@@ -394,6 +395,8 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
     keyed_d["idempotency_key"] = key("k1", "00000000-0000-4000-8000-00000000000d");
     let mut keyed_e = doc(vec![ev("g/S4", "e")]);
     keyed_e["idempotency_key"] = key("k2", "00000000-0000-4000-8000-00000000000e");
+    let mut keyed_h = doc(vec![ev("g/S9", "h")]);
+    keyed_h["idempotency_key"] = key("k2", "00000000-0000-4000-8000-00000000000f");
     let group = serde_json::json!([
         doc(vec![ev("g/S1", "a")]),
         doc(vec![ev("g/S2", "b"), ev("g/L", "b")]),
@@ -401,21 +404,31 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
         keyed_d,
         keyed_e,
         doc(vec![ev("g/S6", "f"), ev("g/S7", "f")]),
+        doc(vec![ev("g/S1", "g")]),
+        keyed_h,
+        doc(vec![ev("g/S2", "i")]),
     ]);
+    // g takes S1 after a, h the key k2 after e, i S2 after b.
+    let after: Vec<i32> = vec![7, 1, 409, 8, 5, 422, 9, 2, 409];
     let outcomes: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT booking_append_group($1::jsonb)")
+        sqlx::query_scalar("SELECT booking_append_group($1::jsonb, $2::int[])")
             .bind(group.to_string())
+            .bind(&after)
             .fetch_one(&mut conn)
             .await
             .unwrap();
+    let refused = |code: &str| Some(code.to_owned());
     assert_eq!(
         outcomes,
         [
             None,
-            Some("BK409".into()),
+            refused("BK409"),
             None,
-            Some("BK422".into()),
+            refused("BK422"),
             None,
+            None,
+            refused("BK409"),
+            refused("BK422"),
             None
         ]
     );
@@ -435,7 +448,8 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
             ("g/S5", "c"),
             ("g/S4", "e"),
             ("g/S6", "f"),
-            ("g/S7", "f")
+            ("g/S7", "f"),
+            ("g/S2", "i")
         ]
     );
     let keys: Vec<(String, String)> =
@@ -452,15 +466,16 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
     );
 
     let misfit = serde_json::json!([doc(vec![ev("g/S8", "g")]), doc(vec![])]);
-    let refused =
-        sqlx::query_scalar::<_, Vec<Option<String>>>("SELECT booking_append_group($1::jsonb)")
-            .bind(misfit.to_string())
-            .fetch_one(&mut conn)
-            .await;
-    assert!(refused.is_err(), "{refused:?}");
-    let after: Vec<(String, String, i64)> =
+    let misfit_outcome = sqlx::query_scalar::<_, Vec<Option<String>>>(
+        "SELECT booking_append_group($1::jsonb, '{}')",
+    )
+    .bind(misfit.to_string())
+    .fetch_one(&mut conn)
+    .await;
+    assert!(misfit_outcome.is_err(), "{misfit_outcome:?}");
+    let unchanged: Vec<(String, String, i64)> =
         sqlx::query_as(WRITTEN).fetch_all(&mut conn).await.unwrap();
-    assert_eq!(after, rows, "nothing of the group");
+    assert_eq!(unchanged, rows, "nothing of the group");
     conn.close().await.unwrap();
     app.stop().await;
 }

@@ -210,9 +210,9 @@ impl EventLog {
 
     /// Appends the batches as the store's writer would if they had queued
     /// at the same instant: in groups, each in one transaction (on
-    /// PostgreSQL, the groups its queue makes of them: one show, and no two
-    /// batches taking one stream's sequence, one key or one hold's row), in
-    /// order; each answered as if appended alone after the ones before it.
+    /// PostgreSQL, the groups its queue makes of them: one show, no hold's
+    /// row written by two), in order; each answered as if appended alone
+    /// after the ones before it.
     /// For tests and tools that must know the group is formed (which
     /// appends share a group otherwise depends on what else is queued).
     pub async fn append_together(

@@ -1,7 +1,7 @@
 //! The PostgreSQL append: the commands that arrive together go in one call
-//! of `booking_append_group(jsonb)`, one transaction and one WAL flush for
-//! the group ([`PgAppender`]); a command alone, the projector and replay call
-//! `booking_append(jsonb)`.
+//! of `booking_append_group(jsonb, int[])`, one transaction and one WAL
+//! flush for the group, written set-based ([`PgAppender`]); a command alone,
+//! the projector and replay call `booking_append(jsonb)`.
 //!
 //! The functions' bodies live in `sql/postgres/`, applied with `CREATE OR
 //! REPLACE` after the migrations at every start ([`install_functions`]):
@@ -9,7 +9,7 @@
 //! that restates them, and shipped migrations stay byte for byte as they
 //! were applied.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use domain::ids::ShowId;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::store::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
-use crate::store::document::Document;
+use crate::store::document::{Claim, Document};
 use crate::store::primary::Primary;
 use crate::store::StoreError;
 
@@ -28,6 +28,13 @@ const FUNCTIONS: [&str; 4] = [
     include_str!("../../../sql/postgres/booking_append_group.sql"),
     include_str!("../../../sql/postgres/booking_raise_epoch.sql"),
 ];
+
+/// Functions of earlier versions that no file defines any more, dropped at
+/// start (after the current definitions). An instance of the earlier
+/// version still running beside this one, mid-upgrade, finds its group
+/// function gone: its group fails as an error, and it appends the group's
+/// documents one by one (`write_group`), slower but right.
+const RETIRED: [&str; 1] = ["DROP FUNCTION IF EXISTS booking_append_group(jsonb)"];
 
 /// Serializes instances that start at once against one database: two
 /// concurrent `CREATE OR REPLACE` of one function fail with "tuple
@@ -45,7 +52,7 @@ pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(StoreError::classify)?;
-    for function in FUNCTIONS {
+    for function in FUNCTIONS.iter().chain(&RETIRED) {
         sqlx::query(function)
             .execute(&mut *tx)
             .await
@@ -127,7 +134,7 @@ fn unique_refusal(table: &str, constraint: Option<&str>) -> Option<AppendOutcome
 }
 
 pub(crate) const APPEND: &str = "SELECT booking_append($1::jsonb)";
-const APPEND_GROUP: &str = "SELECT booking_append_group($1::jsonb)";
+const APPEND_GROUP: &str = "SELECT booking_append_group($1::jsonb, $2::int[])";
 /// Projection-only batches (the projector, replay) need not wait for their
 /// commit to reach the disk: they are derived from the log, and a batch lost
 /// in a crash is lost with its checkpoint move, so it is simply redone.
@@ -258,10 +265,8 @@ struct PgJob {
     /// log sharded by show a group's transaction stays on one shard.
     show: Option<ShowId>,
     /// What the document takes that another may also take
-    /// ([`Document::claims`]): a group holds no two jobs that share one,
-    /// so that `booking_append_group` decides each refusal from the log
-    /// and the keys alone.
-    claims: Vec<u64>,
+    /// ([`Document::claims`]).
+    claims: Vec<Claim>,
     reply: Reply,
 }
 
@@ -274,21 +279,78 @@ struct Queue {
     carried: VecDeque<PgJob>,
 }
 
+/// A group to write, and what its documents take from one another.
+struct Group {
+    jobs: Vec<PgJob>,
+    /// `(n, m, code)` triples, flat, in increasing `n`: document `n` takes
+    /// what an earlier document `m` takes (1-based), and is refused with
+    /// `code` (409: a stream's sequence, 422: a key) if `m` is written.
+    /// `booking_append_group` settles them in order, so each document is
+    /// refused as if written alone after the ones before it.
+    after: Vec<i32>,
+    /// Each claim of the group, with the documents that take it.
+    claimed: HashMap<Claim, Vec<i32>>,
+}
+
+impl Group {
+    fn new() -> Self {
+        Self {
+            jobs: Vec::new(),
+            after: Vec::new(),
+            claimed: HashMap::new(),
+        }
+    }
+
+    /// Adds a job, with what it takes from the jobs before it; gives it
+    /// back if it would write a hold's row a job of the group writes.
+    fn add(&mut self, job: PgJob) -> Result<(), PgJob> {
+        let hold_taken = (job.claims.iter())
+            .any(|c| matches!(c, Claim::Hold(_)) && self.claimed.contains_key(c));
+        if hold_taken {
+            return Err(job);
+        }
+        let n = i32::try_from(self.jobs.len() + 1).unwrap_or(i32::MAX);
+        let mut pairs: HashSet<(i32, i32)> = HashSet::new();
+        for claim in &job.claims {
+            let code = match claim {
+                Claim::Event(_) => REFUSED_AT_A_SEQUENCE,
+                Claim::Key(_) | Claim::Hold(_) => REFUSED_AT_A_KEY,
+            };
+            let earlier = self.claimed.entry(*claim).or_default();
+            for &m in earlier.iter() {
+                if pairs.insert((m, code)) {
+                    self.after.extend([n, m, code]);
+                }
+            }
+            earlier.push(n);
+        }
+        self.jobs.push(job);
+        Ok(())
+    }
+}
+
+/// The codes of [`Group::after`]: the refusals `BK409` and `BK422`.
+const REFUSED_AT_A_SEQUENCE: i32 = 409;
+const REFUSED_AT_A_KEY: i32 = 422;
+
 impl Queue {
     /// The next group: the first job to arrive, and every job of the same
     /// show waiting behind it that fits ([`PG_GROUP_COMMIT`] jobs,
     /// [`MAX_EVENTS_PER_BATCH`] events, since the group's events share one
-    /// transaction's positions); other shows' jobs wait for the next group.
-    async fn next_group(&mut self) -> Option<Vec<PgJob>> {
+    /// transaction's positions; no hold's row written by two); other jobs
+    /// wait for the next group.
+    async fn next_group(&mut self) -> Option<Group> {
         let first = match self.carried.pop_front() {
             Some(job) => job,
             None => self.jobs.recv().await?,
         };
         let mut events = first.events;
-        let mut claimed: HashSet<u64> = first.claims.iter().copied().collect();
-        let mut group = vec![first];
+        let show = first.show.clone();
+        let mut group = Group::new();
+        // The first job is always taken (it takes nothing from none).
+        let _ = group.add(first);
         let mut passed = VecDeque::new();
-        while group.len() < PG_GROUP_COMMIT {
+        while group.jobs.len() < PG_GROUP_COMMIT {
             let job = match self.carried.pop_front() {
                 Some(job) => job,
                 // Jobs passed over wait outside the channel: take no more
@@ -300,20 +362,18 @@ impl Queue {
                     Err(_) => break,
                 },
             };
-            if job.show != group[0].show
-                || events + job.events > MAX_EVENTS_PER_BATCH
-                || job.claims.iter().any(|claim| claimed.contains(claim))
-            {
-                // Another show's, too many events, or a stream's sequence,
-                // a key or a hold's row a job of this group takes: the next
-                // group, written after this one or beside it (then the
-                // second insert of a key waits for the first's commit).
+            if job.show != show || events + job.events > MAX_EVENTS_PER_BATCH {
                 passed.push_back(job);
                 continue;
             }
-            claimed.extend(job.claims.iter().copied());
-            events += job.events;
-            group.push(job);
+            let job_events = job.events;
+            match group.add(job) {
+                Ok(()) => events += job_events,
+                // A hold's row this group writes: the next group, written
+                // after this one or beside it (then its insert waits for
+                // this one's commit, fails, and is written alone).
+                Err(job) => passed.push_back(job),
+            }
         }
         // The jobs passed over go first next time, in the order they came.
         passed.append(&mut self.carried);
@@ -449,7 +509,10 @@ fn shared_error(error: &StoreError) -> StoreError {
 /// are then appended one by one, so that the error is answered to its own
 /// command alone and its neighbours are written (a deadlock with another
 /// instance's group, too, costs only the retry).
-async fn write_group(pool: &sqlx::PgPool, group: Vec<PgJob>) {
+async fn write_group(pool: &sqlx::PgPool, group: Group) {
+    let Group {
+        jobs: group, after, ..
+    } = group;
     if group.len() == 1 {
         for job in group {
             let _ = job.reply.send(append(pool, &job.document, false).await);
@@ -470,6 +533,7 @@ async fn write_group(pool: &sqlx::PgPool, group: Vec<PgJob>) {
     documents.push(']');
     let answer: Result<Vec<Option<String>>, sqlx::Error> = sqlx::query_scalar(APPEND_GROUP)
         .bind(documents)
+        .bind(after)
         .fetch_one(pool)
         .await;
     match answer {
@@ -558,7 +622,7 @@ mod tests {
     fn claiming(
         show: &str,
         name: &str,
-        claims: &[u64],
+        claims: &[Claim],
     ) -> (PgJob, oneshot::Receiver<Result<AppendOutcome, StoreError>>) {
         let (reply, answer) = oneshot::channel();
         let job = PgJob {
@@ -571,10 +635,12 @@ mod tests {
         (job, answer)
     }
 
-    /// Two jobs that take one stream's sequence, one key or one hold's row
-    /// are never in one group: the second waits for the next, in order.
+    /// Jobs that take one stream's sequence or one key stay in one group,
+    /// each after the earlier ones that take it (every pair, once, in
+    /// order); one that writes a hold's row another writes waits for the
+    /// next group.
     #[tokio::test]
-    async fn a_job_sharing_a_claim_with_the_group_waits_for_the_next() {
+    async fn a_group_says_which_jobs_take_what_earlier_ones_take() {
         let (sender, jobs) = mpsc::channel(PG_QUEUE);
         let mut queue = Queue {
             jobs,
@@ -582,22 +648,24 @@ mod tests {
         };
         let mut answers = Vec::new();
         for (name, claims) in [
-            ("a", &[1, 2][..]),
-            ("b", &[2][..]),
-            ("c", &[3][..]),
-            ("d", &[1][..]),
-            ("e", &[4, 3][..]),
+            ("a", vec![Claim::Event(1), Claim::Key(7), Claim::Hold(1)]),
+            ("b", vec![Claim::Event(1), Claim::Event(2)]),
+            ("c", vec![Claim::Hold(1)]),
+            ("d", vec![Claim::Event(2), Claim::Event(1), Claim::Key(7)]),
         ] {
-            let (job, answer) = claiming("show", name, claims);
+            let (job, answer) = claiming("show", name, &claims);
             answers.push(answer);
             sender.send(job).await.expect("queued");
         }
-        let mut groups = Vec::new();
-        for _ in 0..2 {
-            let group = queue.next_group().await.expect("a group");
-            groups.push(group.iter().map(|j| j.document.clone()).collect::<Vec<_>>());
-        }
-        assert_eq!(groups, [vec!["a", "c"], vec!["b", "d", "e"]]);
+        let first = queue.next_group().await.expect("a group");
+        let names: Vec<&str> = first.jobs.iter().map(|j| j.document.as_str()).collect();
+        assert_eq!(names, ["a", "b", "d"]);
+        let (seq, key) = (REFUSED_AT_A_SEQUENCE, REFUSED_AT_A_KEY);
+        assert_eq!(first.after, [2, 1, seq, 3, 2, seq, 3, 1, seq, 3, 1, key]);
+        let second = queue.next_group().await.expect("a group");
+        let names: Vec<&str> = second.jobs.iter().map(|j| j.document.as_str()).collect();
+        assert_eq!(names, ["c"]);
+        assert!(second.after.is_empty());
     }
 
     #[tokio::test]
@@ -616,7 +684,13 @@ mod tests {
         let mut groups = Vec::new();
         for _ in 0..3 {
             let group = queue.next_group().await.expect("a group");
-            groups.push(group.iter().map(|j| j.document.clone()).collect::<Vec<_>>());
+            groups.push(
+                group
+                    .jobs
+                    .iter()
+                    .map(|j| j.document.clone())
+                    .collect::<Vec<_>>(),
+            );
         }
         assert_eq!(groups, [vec!["a", "a", "a"], vec!["b", "b"], vec!["c"]]);
         assert!(queue.carried.is_empty());
