@@ -178,12 +178,8 @@ BEGIN
                    r.seat_ids, r.items
             FROM r WHERE NOT EXISTS (SELECT 1 FROM holds x WHERE x.hold_id = r.hold_id))
         UPDATE holds h
-        SET seat_ids = coalesce((SELECT jsonb_agg(s ORDER BY s)::text
-                                 FROM (SELECT jsonb_array_elements_text(h.seat_ids::jsonb)
-                                       UNION SELECT jsonb_array_elements_text(r.seat_ids::jsonb)) AS u(s)), '[]'),
-            items = coalesce((SELECT jsonb_agg(i ORDER BY i)::text
-                              FROM (SELECT jsonb_array_elements(h.items::jsonb)
-                                    UNION SELECT jsonb_array_elements(r.items::jsonb)) AS u(i)), '[]')
+        SET seat_ids = booking_json_union(h.seat_ids, r.seat_ids),
+            items = booking_json_union(h.items, r.items)
         FROM r
         WHERE h.hold_id = r.hold_id AND (r.seat_ids <> '[]' OR r.items <> '[]')
           AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);

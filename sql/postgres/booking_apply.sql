@@ -190,12 +190,8 @@ BEGIN
             WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id);
             IF NOT FOUND AND (r.seat_ids <> '[]' OR r.items <> '[]') THEN
                 UPDATE holds h
-                SET seat_ids = coalesce((SELECT jsonb_agg(s ORDER BY s)::text
-                                   FROM (SELECT jsonb_array_elements_text(h.seat_ids::jsonb)
-                                         UNION SELECT jsonb_array_elements_text(r.seat_ids::jsonb)) AS u(s)), '[]'),
-                    items = coalesce((SELECT jsonb_agg(i ORDER BY i)::text
-                                FROM (SELECT jsonb_array_elements(h.items::jsonb)
-                                      UNION SELECT jsonb_array_elements(r.items::jsonb)) AS u(i)), '[]')
+                SET seat_ids = booking_json_union(h.seat_ids, r.seat_ids),
+                    items = booking_json_union(h.items, r.items)
                 WHERE h.hold_id = r.hold_id
                   AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);
             END IF;
@@ -205,12 +201,8 @@ BEGIN
         SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id, h.seat_ids, h.items
         FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
         ON CONFLICT (hold_id) DO UPDATE
-        SET seat_ids = coalesce((SELECT jsonb_agg(s ORDER BY s)::text
-                                   FROM (SELECT jsonb_array_elements_text(holds.seat_ids::jsonb)
-                                         UNION SELECT jsonb_array_elements_text(excluded.seat_ids::jsonb)) AS u(s)), '[]'),
-            items = coalesce((SELECT jsonb_agg(i ORDER BY i)::text
-                                FROM (SELECT jsonb_array_elements(holds.items::jsonb)
-                                      UNION SELECT jsonb_array_elements(excluded.items::jsonb)) AS u(i)), '[]')
+        SET seat_ids = booking_json_union(holds.seat_ids, excluded.seat_ids),
+            items = booking_json_union(holds.items, excluded.items)
         WHERE NOT (holds.seat_ids::jsonb @> excluded.seat_ids::jsonb
                    AND holds.items::jsonb @> excluded.items::jsonb);
     END IF;

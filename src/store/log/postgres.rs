@@ -22,7 +22,8 @@ use crate::store::primary::Primary;
 use crate::store::StoreError;
 
 /// The current definitions of our functions, one statement each.
-const FUNCTIONS: [&str; 4] = [
+const FUNCTIONS: [&str; 5] = [
+    include_str!("../../../sql/postgres/booking_json_union.sql"),
     include_str!("../../../sql/postgres/booking_apply.sql"),
     include_str!("../../../sql/postgres/booking_append.sql"),
     include_str!("../../../sql/postgres/booking_append_group.sql"),
