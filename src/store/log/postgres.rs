@@ -271,6 +271,23 @@ struct PgJob {
     reply: Reply,
 }
 
+impl PgJob {
+    /// A document's job, and where its answer will come.
+    fn of(
+        document: &Document<'_>,
+    ) -> Result<(Self, oneshot::Receiver<Result<AppendOutcome, StoreError>>), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let job = Self {
+            document: document.to_json()?,
+            events: document.events.len(),
+            show: document.show_id.cloned(),
+            claims: document.claims(),
+            reply,
+        };
+        Ok((job, answer))
+    }
+}
+
 struct Queue {
     jobs: mpsc::Receiver<PgJob>,
     /// Jobs taken from the queue that did not join the last group (another
@@ -313,14 +330,18 @@ impl Group {
         let n = i32::try_from(self.jobs.len() + 1).unwrap_or(i32::MAX);
         let mut pairs: HashSet<(i32, i32)> = HashSet::new();
         for claim in &job.claims {
-            let code = match claim {
-                Claim::Event(_) => REFUSED_AT_A_SEQUENCE,
-                Claim::Key(_) | Claim::Hold(_) => REFUSED_AT_A_KEY,
-            };
             let earlier = self.claimed.entry(*claim).or_default();
-            for &m in earlier.iter() {
-                if pairs.insert((m, code)) {
-                    self.after.extend([n, m, code]);
+            let code = match claim {
+                Claim::Event(_) => Some(REFUSED_AT_A_SEQUENCE),
+                Claim::Key(_) => Some(REFUSED_AT_A_KEY),
+                // None before it (checked above): only kept, for later jobs.
+                Claim::Hold(_) => None,
+            };
+            if let Some(code) = code {
+                for &m in earlier.iter() {
+                    if pairs.insert((m, code)) {
+                        self.after.extend([n, m, code]);
+                    }
                 }
             }
             earlier.push(n);
@@ -416,24 +437,9 @@ impl PgAppender {
     /// no checkpoint (`booking_append_group`'s terms; others go alone,
     /// through [`append`]).
     pub async fn append(&self, document: &Document<'_>) -> Result<AppendOutcome, StoreError> {
-        let (events, show, claims) = (
-            document.events.len(),
-            document.show_id.cloned(),
-            document.claims(),
-        );
-        let document = document.to_json()?;
         let stopped = || StoreError::Unavailable("the PostgreSQL appender has stopped".into());
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(PgJob {
-                document,
-                events,
-                show,
-                claims,
-                reply,
-            })
-            .await
-            .map_err(|_| stopped())?;
+        let (job, answer) = PgJob::of(document)?;
+        self.jobs.send(job).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -448,14 +454,7 @@ pub async fn append_together(
     let (sender, jobs) = mpsc::channel(documents.len().max(1));
     let mut answers = Vec::with_capacity(documents.len());
     for document in documents {
-        let (reply, answer) = oneshot::channel();
-        let job = PgJob {
-            document: document.to_json()?,
-            events: document.events.len(),
-            show: document.show_id.cloned(),
-            claims: document.claims(),
-            reply,
-        };
+        let (job, answer) = PgJob::of(document)?;
         // The channel holds every document: a send cannot wait.
         sender
             .try_send(job)
