@@ -46,7 +46,6 @@ DECLARE
     base        bigint := (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16;
     outcomes    text[];
     misfits     boolean;
-    any_written boolean;
     has_keys    boolean;
     has_seats   boolean;
     has_shards  boolean;
@@ -110,8 +109,8 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
-    any_written := array_position(outcomes, NULL) IS NOT NULL;
-    IF NOT coalesce(any_written, false) THEN
+    -- Nothing to write (every document refused, or none).
+    IF array_position(outcomes, NULL) IS NULL THEN
         RETURN coalesce(outcomes, '{}');
     END IF;
 
