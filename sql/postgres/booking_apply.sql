@@ -274,17 +274,7 @@ BEGIN
     END IF;
 
     IF jsonb_array_length(batch -> 'checkouts') > 0 THEN
-        INSERT INTO checkouts (hold_id, show_id, buyer, phase, booking_id, charge_id, refund_id,
-                               refund_reason, amount_cents, last_seq, updated_at_us)
-        SELECT c.hold_id, c.show_id, c.buyer, c.phase, c.booking_id, c.charge_id, c.refund_id,
-               c.refund_reason, c.amount_cents, c.last_seq, c.updated_at_us
-        FROM jsonb_populate_recordset(NULL::checkouts, batch -> 'checkouts') AS c
-        ON CONFLICT (hold_id) DO UPDATE SET
-            phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
-            refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
-            amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,
-            updated_at_us = excluded.updated_at_us
-        WHERE checkouts.last_seq < excluded.last_seq;
+        PERFORM booking_upsert_checkouts(batch -> 'checkouts');
     END IF;
     RETURN NULL;
 END

@@ -22,8 +22,9 @@ use crate::store::primary::Primary;
 use crate::store::StoreError;
 
 /// The current definitions of our functions, one statement each.
-const FUNCTIONS: [&str; 5] = [
+const FUNCTIONS: [&str; 6] = [
     include_str!("../../../sql/postgres/booking_json_union.sql"),
+    include_str!("../../../sql/postgres/booking_upsert_checkouts.sql"),
     include_str!("../../../sql/postgres/booking_apply.sql"),
     include_str!("../../../sql/postgres/booking_append.sql"),
     include_str!("../../../sql/postgres/booking_append_group.sql"),
