@@ -1,13 +1,16 @@
 //! Across instances on one PostgreSQL: each instance NOTIFYs after its
-//! appends, and LISTENs for the others'. A notification carries no state
-//! (its payload is empty): it only wakes the feed, which reads the changes
-//! from the log after its own cursor, so a notification lost, or a
-//! listener's connection cut and reconnected, loses no change (the feed
-//! reads again from where it was, and polls besides: `feed::FEED_POLL`).
+//! appends, and LISTENs for the others'. A notification names the shows
+//! appended to since the last one: a listener pokes those it watches at
+//! once (their rows are committed before the notification is sent), and
+//! wakes the feed, which reads the changes from the log after its own
+//! cursor. So a notification lost, or a listener's connection cut and
+//! reconnected, loses no change (the feed reads again from where it was,
+//! and polls besides: `feed::FEED_POLL`); it only waits for the feed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::ids::ShowId;
 use sqlx::postgres::PgListener;
 
 use super::LiveHub;
@@ -20,6 +23,11 @@ pub const NOTIFY_CHANNEL: &str = "booking_log";
 /// PostgreSQL serialises their commits on one queue).
 pub const NOTIFY_MIN_GAP: Duration = Duration::from_millis(5);
 
+/// The most bytes of show ids one notification names (PostgreSQL takes
+/// payloads under 8,000): past it, it names none, and the listeners learn
+/// of the changes from the log alone, as they would of a lost one.
+pub const NOTIFY_PAYLOAD_MAX: usize = 4_000;
+
 /// After a failed LISTEN or NOTIFY (the database away), try again this much later.
 pub const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
@@ -29,13 +37,17 @@ pub async fn notify_appends(hub: Arc<LiveHub>) {
         return;
     }
     let mut appends = hub.log.appends();
+    let mut shows = hub.log.shows_appended();
     let mut closing = hub.closing();
     loop {
         tokio::select! {
             changed = appends.changed() => if changed.is_err() { return },
             () = LiveHub::closed(&mut closing) => return,
         }
-        let pause = match hub.log.notify(NOTIFY_CHANNEL).await {
+        // A batch's show is told before its count: every show of the
+        // appends that woke this is waiting in `shows`.
+        let payload = payload(&mut shows);
+        let pause = match hub.log.notify(NOTIFY_CHANNEL, &payload).await {
             Ok(()) => NOTIFY_MIN_GAP,
             Err(error) => {
                 tracing::warn!(%error, "live: cannot notify other instances; retrying");
@@ -43,6 +55,33 @@ pub async fn notify_appends(hub: Arc<LiveHub>) {
             }
         };
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// The shows appended to since the last call, each once, separated by
+/// spaces (a show id has none); empty when they do not fit in a
+/// notification or some were missed (the receiver fell behind).
+fn payload(shows: &mut tokio::sync::broadcast::Receiver<ShowId>) -> String {
+    use tokio::sync::broadcast::error::TryRecvError;
+    let mut named: Vec<ShowId> = Vec::new();
+    let mut complete = true;
+    loop {
+        match shows.try_recv() {
+            Ok(show) if !named.contains(&show) => named.push(show),
+            Ok(_) => {}
+            Err(TryRecvError::Lagged(_)) => complete = false,
+            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+        }
+    }
+    let payload = named
+        .iter()
+        .map(ShowId::as_str)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if complete && payload.len() <= NOTIFY_PAYLOAD_MAX {
+        payload
+    } else {
+        String::new()
     }
 }
 
@@ -84,7 +123,14 @@ pub async fn listen(hub: Arc<LiveHub>) {
                     break;
                 }
                 received = listener.try_recv() => match received {
-                    Ok(Some(_)) => hub.wake.notify_one(),
+                    Ok(Some(notification)) => {
+                        // An id that does not parse (another version's
+                        // payload) pokes nothing: the feed finds its change.
+                        for show in notification.payload().split(' ').filter_map(|id| ShowId::parse(id).ok()) {
+                            hub.poke(&show);
+                        }
+                        hub.wake.notify_one();
+                    }
                     Ok(None) => {
                         // The connection was lost (and is re-established by
                         // the next call): read the log again from the cursor.
