@@ -21,6 +21,15 @@ use clap::Parser;
 use domain::ids::{BuyerId, ChannelId};
 use tracing_subscriber::EnvFilter;
 
+/// The server's allocator: mimalloc rather than glibc's. A hold's request
+/// allocates and frees hundreds of small buffers (JSON, headers, rows):
+/// under `wrk`, glibc's `malloc` and `free` with the copies around them
+/// took 10 points of the service's CPU, and mimalloc placed 22-29 % more
+/// holds a second (BENCHMARKS.md, #37). The bench runs the service on the
+/// same one (`bench/src/heap.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);

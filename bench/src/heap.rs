@@ -1,13 +1,16 @@
-//! The bench's allocator: the system's, counting the bytes allocated and
+//! The bench's allocator: the server's (mimalloc, `src/main.rs`), so that
+//! the service is measured as it runs, counting the bytes allocated and
 //! freed while a measurement asks it to (`Window`). The resident set of the
 //! process cannot say what a measurement adds once the allocator keeps
 //! memory freed earlier (the second store's run reuses what the first
 //! freed, and a figure from VmRSS shrinks to nothing); the count of live
 //! heap bytes can. Off, it costs a relaxed load per allocation.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+
+use mimalloc::MiMalloc;
 
 /// Counters a thread adds to: each thread takes one (the next, wrapping),
 /// so that threads allocating at once do not contend on one cache line.
@@ -47,16 +50,16 @@ fn signed(bytes: usize) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
-/// The system allocator, counting (see the module's note).
+/// The server's allocator, counting (see the module's note).
 pub struct Counting;
 
-// SAFETY: every call is passed on to `System` unchanged; counting touches
+// SAFETY: every call is passed on to `MiMalloc` unchanged; counting touches
 // only atomics and a constant-initialised thread-local, and never
 // allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract for `alloc`, passed on.
-        let ptr = unsafe { System.alloc(layout) };
+        let ptr = unsafe { MiMalloc.alloc(layout) };
         if !ptr.is_null() {
             count(signed(layout.size()));
         }
@@ -65,7 +68,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
+        let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !ptr.is_null() {
             count(signed(layout.size()));
         }
@@ -74,13 +77,13 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller's contract for `dealloc`, passed on.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { MiMalloc.dealloc(ptr, layout) };
         count(-signed(layout.size()));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract for `realloc`, passed on.
-        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        let moved = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
         if !moved.is_null() {
             count(signed(new_size) - signed(layout.size()));
         }
