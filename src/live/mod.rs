@@ -256,16 +256,14 @@ mod tests {
     use super::*;
     use crate::clock::SystemClock;
 
-    /// The idle feed's cursor follows the head, but not past a channel
-    /// created after the feed saw none (that channel may have read its
-    /// first state before the head was read), and never back.
-    #[tokio::test]
-    async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
+    /// A hub on a new SQLite store (its folder, kept while the test runs).
+    async fn hub_on_sqlite() -> (tempfile::TempDir, crate::store::Store, Arc<LiveHub>) {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let url = format!("sqlite://{}", dir.path().join("live.db").display());
         let store = crate::store::Store::connect(&url, 1)
             .await
             .expect("the store");
+        store.database().migrate().await.expect("the schema");
         let hub = LiveHub::new(
             store.log(),
             store.shows(),
@@ -273,6 +271,15 @@ mod tests {
             Arc::new(SystemClock),
             DEFAULT_MAX_SUBSCRIBERS,
         );
+        (dir, store, hub)
+    }
+
+    /// The idle feed's cursor follows the head, but not past a channel
+    /// created after the feed saw none (that channel may have read its
+    /// first state before the head was read), and never back.
+    #[tokio::test]
+    async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
+        let (_dir, _store, hub) = hub_on_sqlite().await;
         let (watched, created) = hub.watched();
         assert!(watched.is_empty());
         hub.advance_unwatched(created, 10);
@@ -303,19 +310,7 @@ mod tests {
     async fn an_append_pokes_its_watched_show_without_the_feed() {
         use crate::store::batch::{AppendBatch, NewEvent};
         use serde_json::value::RawValue;
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let url = format!("sqlite://{}", dir.path().join("live.db").display());
-        let store = crate::store::Store::connect(&url, 1)
-            .await
-            .expect("the store");
-        store.database().migrate().await.expect("the schema");
-        let hub = LiveHub::new(
-            store.log(),
-            store.shows(),
-            Arc::default(),
-            Arc::new(SystemClock),
-            DEFAULT_MAX_SUBSCRIBERS,
-        );
+        let (_dir, store, hub) = hub_on_sqlite().await;
         let entry = Arc::new(crate::query::availability::tests::entry(3));
         let watcher = hub.subscribe(entry.clone()).expect("a subscriber");
         let pokes = tokio::spawn(feed::poke_appended(hub.clone()));

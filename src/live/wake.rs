@@ -123,14 +123,7 @@ pub async fn listen(hub: Arc<LiveHub>) {
                     break;
                 }
                 received = listener.try_recv() => match received {
-                    Ok(Some(notification)) => {
-                        // An id that does not parse (another version's
-                        // payload) pokes nothing: the feed finds its change.
-                        for show in notification.payload().split(' ').filter_map(|id| ShowId::parse(id).ok()) {
-                            hub.poke(&show);
-                        }
-                        hub.wake.notify_one();
-                    }
+                    Ok(Some(notification)) => notified(&hub, notification.payload()),
                     Ok(None) => {
                         // The connection was lost (and is re-established by
                         // the next call): read the log again from the cursor.
@@ -152,6 +145,16 @@ pub async fn listen(hub: Arc<LiveHub>) {
     }
 }
 
+/// A notification: pokes the shows it names that are watched here, and
+/// wakes the feed. An id that does not parse (another version's payload)
+/// pokes nothing: the feed finds its change.
+fn notified(hub: &LiveHub, payload: &str) {
+    for show in payload.split(' ').filter_map(|id| ShowId::parse(id).ok()) {
+        hub.poke(&show);
+    }
+    hub.wake.notify_one();
+}
+
 /// Returns when the database host in use changes to another one (never on
 /// SQLite, nor once the store is gone).
 async fn host_changed(changes: &mut Option<tokio::sync::watch::Receiver<Option<usize>>>) {
@@ -169,5 +172,40 @@ async fn host_changed(changes: &mut Option<tokio::sync::watch::Receiver<Option<u
         .is_err()
     {
         std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(id: &str) -> ShowId {
+        ShowId::parse(id).expect("a show id")
+    }
+
+    /// A notification names each show appended to once; none when they
+    /// would not fit, or when some were missed (the feed finds those).
+    #[test]
+    fn a_payload_names_each_show_once_or_none_when_not_all_fit() {
+        let (tx, mut rx) = tokio::sync::broadcast::channel(4);
+        for id in ["a", "b", "a"] {
+            tx.send(show(id)).expect("a receiver");
+        }
+        assert_eq!(payload(&mut rx), "a b");
+        assert_eq!(payload(&mut rx), "", "nothing since");
+
+        for _ in 0..5 {
+            tx.send(show("a")).expect("a receiver");
+        }
+        assert_eq!(payload(&mut rx), "", "one missed: the receiver fell behind");
+
+        let (tx, mut rx) = tokio::sync::broadcast::channel(128);
+        let long = "x".repeat(64);
+        // 63-character ids, one more than fit.
+        for n in 0..=NOTIFY_PAYLOAD_MAX / 64 {
+            tx.send(show(&format!("{n:03}{}", &long[..60])))
+                .expect("a receiver");
+        }
+        assert_eq!(payload(&mut rx), "", "past NOTIFY_PAYLOAD_MAX");
     }
 }
