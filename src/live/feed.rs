@@ -106,34 +106,6 @@ async fn start_at_head(hub: &LiveHub, closing: &mut tokio::sync::watch::Receiver
     }
 }
 
-/// Pokes a watched show's channel as soon as this process has appended to
-/// the show, rather than after the feed's next read of the log (which
-/// waits for every older transaction on the server to end, then reads).
-/// The channel's next state reads the committed rows, and its label, the
-/// feed's cursor, is read before them, so the label's promise holds (the
-/// state includes at least every event at or below it). Other instances'
-/// appends, and any show this task missed by falling behind, come through
-/// the feed, which pokes again: the channel then finds nothing new.
-/// Listens from the call on (the task may start later).
-pub fn poke_appended(hub: Arc<LiveHub>) -> impl std::future::Future<Output = ()> {
-    use tokio::sync::broadcast::error::RecvError;
-    let mut shows = hub.log.shows_appended();
-    let mut closing = hub.closing();
-    async move {
-        loop {
-            let show = tokio::select! {
-                show = shows.recv() => show,
-                () = LiveHub::closed(&mut closing) => return,
-            };
-            match show {
-                Ok(show) => hub.poke(&show),
-                Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => return,
-            }
-        }
-    }
-}
-
 /// One page of the log after the cursor: pokes the channels of the shows
 /// it touched, then moves the cursor. True when a full page came (more
 /// may be waiting).

@@ -5,9 +5,7 @@
 //!   it never passes a transaction still open) and pokes the channel of each
 //!   watched show an event touched. It is woken by this process's appends,
 //!   by other instances' through PostgreSQL LISTEN/NOTIFY ([`wake`]), and by
-//!   a short poll, so a lost notification only delays a change. A show this
-//!   process appended to is poked at once besides ([`feed::poke_appended`]),
-//!   without waiting for the feed's read.
+//!   a short poll, so a lost notification only delays a change.
 //! - [`channel`] is one watched show: its task recomputes availability once
 //!   per poke or expiry instant and broadcasts what changed to every
 //!   subscriber. Read-time expiry becomes a timer: the task sleeps until the
@@ -223,18 +221,9 @@ impl LiveHub {
     pub async fn run(self: Arc<Self>) {
         tokio::join!(
             feed::run(self.clone()),
-            feed::poke_appended(self.clone()),
             wake::notify_appends(self.clone()),
             wake::listen(self.clone()),
         );
-    }
-
-    /// Tells the show's channel, if the show is watched, that it changed.
-    fn poke(&self, show_id: &ShowId) {
-        let shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(channel) = shows.get(show_id) {
-            channel.dirty.notify_one();
-        }
     }
 
     /// Forgets the channel unless a subscriber came back meanwhile.
@@ -256,14 +245,16 @@ mod tests {
     use super::*;
     use crate::clock::SystemClock;
 
-    /// A hub on a new SQLite store (its folder, kept while the test runs).
-    async fn hub_on_sqlite() -> (tempfile::TempDir, crate::store::Store, Arc<LiveHub>) {
+    /// The idle feed's cursor follows the head, but not past a channel
+    /// created after the feed saw none (that channel may have read its
+    /// first state before the head was read), and never back.
+    #[tokio::test]
+    async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let url = format!("sqlite://{}", dir.path().join("live.db").display());
         let store = crate::store::Store::connect(&url, 1)
             .await
             .expect("the store");
-        store.database().migrate().await.expect("the schema");
         let hub = LiveHub::new(
             store.log(),
             store.shows(),
@@ -271,15 +262,6 @@ mod tests {
             Arc::new(SystemClock),
             DEFAULT_MAX_SUBSCRIBERS,
         );
-        (dir, store, hub)
-    }
-
-    /// The idle feed's cursor follows the head, but not past a channel
-    /// created after the feed saw none (that channel may have read its
-    /// first state before the head was read), and never back.
-    #[tokio::test]
-    async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
-        let (_dir, _store, hub) = hub_on_sqlite().await;
         let (watched, created) = hub.watched();
         assert!(watched.is_empty());
         hub.advance_unwatched(created, 10);
@@ -302,35 +284,5 @@ mod tests {
         hub.advance_unwatched(now, 20);
         assert_eq!(hub.head.load(Ordering::SeqCst), 20);
         drop((first, second));
-    }
-
-    /// A show this process appends to is poked at once: the feed, which
-    /// would find the append in the log, does not run here.
-    #[tokio::test]
-    async fn an_append_pokes_its_watched_show_without_the_feed() {
-        use crate::store::batch::{AppendBatch, NewEvent};
-        use serde_json::value::RawValue;
-        let (_dir, store, hub) = hub_on_sqlite().await;
-        let entry = Arc::new(crate::query::availability::tests::entry(3));
-        let watcher = hub.subscribe(entry.clone()).expect("a subscriber");
-        let pokes = tokio::spawn(feed::poke_appended(hub.clone()));
-        let raw = |json: &str| RawValue::from_string(json.to_owned()).expect("JSON");
-        let mut batch = AppendBatch::new(chrono::Utc::now());
-        batch.events.push(NewEvent {
-            aggregate_type: "Seat",
-            aggregate_id: "blocks/S0".to_owned(),
-            sequence: 1,
-            event_type: "Probe".to_owned(),
-            event_version: "1.0".to_owned(),
-            payload: raw("{}"),
-            metadata: raw("{}"),
-            show_id: Some(entry.show.show_id.clone()),
-        });
-        store.log().append(&batch).await.expect("appended");
-        tokio::time::timeout(Duration::from_secs(30), watcher.channel.dirty.notified())
-            .await
-            .expect("the show's channel poked");
-        hub.close();
-        pokes.await.expect("the task ends with the hub");
     }
 }

@@ -15,7 +15,6 @@ use sqlx::{PgPool, SqlitePool};
 use super::error::{needs_ping, recheck_writable};
 use super::log::postgres::PgAppender;
 use super::log::sqlite::SqliteAppender;
-use super::log::Appended;
 use super::primary::{self, SessionAttrs};
 use super::{on_store, port, StoreError, StoreResult, ACQUIRE_TIMEOUT, QUERY_POOL_CONNECTIONS};
 
@@ -23,8 +22,8 @@ pub struct PgBackend {
     pub(crate) pool: PgPool,
     /// Commands' appends, committed in groups.
     pub(super) appender: PgAppender,
-    /// This process's appends; see [`super::EventLog::appends`].
-    pub(super) appended: Appended,
+    /// Counts this process's appends; see [`super::EventLog::appends`].
+    pub(super) appended: tokio::sync::watch::Sender<u64>,
     /// Public queries only: see `QUERY_POOL_CONNECTIONS`.
     pub(crate) query: PgPool,
     pub(super) repo: PostgresEventRepository,
@@ -51,8 +50,8 @@ pub struct SqliteBackend {
     pub(super) appender: SqliteAppender,
     pub(crate) read: SqlitePool,
     pub(super) repo: SqliteEventRepository,
-    /// This process's appends; see [`super::EventLog::appends`].
-    pub(super) appended: Appended,
+    /// Counts this process's appends; see [`super::EventLog::appends`].
+    pub(super) appended: tokio::sync::watch::Sender<u64>,
 }
 
 /// Which database a store is on. Only the persistence modules look.
@@ -105,7 +104,7 @@ impl Backend {
             appender,
             query,
             repo,
-            appended: Appended::new(),
+            appended: tokio::sync::watch::Sender::new(0),
             primary,
             _watcher: AbortOnDrop(watcher.abort_handle()),
         }))
@@ -142,7 +141,7 @@ impl Backend {
             read,
             repo,
             appender,
-            appended: Appended::new(),
+            appended: tokio::sync::watch::Sender::new(0),
         }))
     }
 

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
 use cqrs_es::Aggregate;
-use domain::ids::ShowId;
 use sqlx::PgPool;
 
 pub(crate) use read::pg_log_bound;
@@ -24,44 +23,6 @@ use super::error::retry_read;
 use super::{document, on_store, Backend, StoreError, StoreResult};
 use postgres::PgAppender;
 use sqlite::SqliteAppender;
-
-/// Batches of the show's events this process's receivers may not have
-/// taken yet: a poke each, taken at once by a task that does little more,
-/// so a thousand is seconds of appends to one show at an onsale's rate.
-pub const APPENDED_SHOWS: usize = 1_024;
-
-/// What this process appended, told to its in-process readers.
-pub(crate) struct Appended {
-    /// Counts the batches: see [`EventLog::appends`].
-    count: tokio::sync::watch::Sender<u64>,
-    /// Each batch's show: see [`EventLog::shows_appended`].
-    shows: tokio::sync::broadcast::Sender<ShowId>,
-}
-
-impl Appended {
-    pub(crate) fn new() -> Self {
-        Self {
-            count: tokio::sync::watch::Sender::new(0),
-            shows: tokio::sync::broadcast::Sender::new(APPENDED_SHOWS),
-        }
-    }
-
-    /// Tells the readers of these appended batches of events (none: nothing).
-    fn note<'a>(&self, batches: impl IntoIterator<Item = &'a AppendBatch>) {
-        let mut any = false;
-        for batch in batches {
-            any = true;
-            // A show id is cloned only for a receiver that is listening.
-            if let Some(show) = batch.show().filter(|_| self.shows.receiver_count() > 0) {
-                // No receiver is not an error: the last one may just have gone.
-                let _ = self.shows.send(show.clone());
-            }
-        }
-        if any {
-            self.count.send_modify(|n| *n = n.wrapping_add(1));
-        }
-    }
-}
 
 /// The event log: appends and every read of the events. A handle on the one
 /// database, cheap to clone (see `store::port!`, written out here because
@@ -81,7 +42,7 @@ impl EventLog {
         &self.db
     }
 
-    fn appended(&self) -> &Appended {
+    fn appended(&self) -> &tokio::sync::watch::Sender<u64> {
         match self.backend() {
             Backend::Postgres(s) => &s.appended,
             Backend::Sqlite(s) => &s.appended,
@@ -93,16 +54,7 @@ impl EventLog {
     /// instead of polling it. Appends by other processes are not seen here
     /// (on PostgreSQL, `live::wake` carries them with LISTEN/NOTIFY).
     pub fn appends(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.appended().count.subscribe()
-    }
-
-    /// The show of each batch of events this process appends, from the
-    /// moment of the call: for an in-process reader that acts on an append
-    /// at once (the live feed pokes the show's channel). A receiver that
-    /// falls more than [`APPENDED_SHOWS`] behind loses the oldest (each is
-    /// in the log too, where a tailing reader finds it).
-    pub fn shows_appended(&self) -> tokio::sync::broadcast::Receiver<ShowId> {
-        self.appended().shows.subscribe()
+        self.appended().subscribe()
     }
 
     /// Changes when the PostgreSQL host in use changes or is lost (`None`
@@ -124,14 +76,13 @@ impl EventLog {
         }
     }
 
-    /// `pg_notify(channel, payload)` on PostgreSQL (a no-op on SQLite), on the
+    /// `pg_notify(channel, '')` on PostgreSQL (a no-op on SQLite), on the
     /// pool kept for public queries: a notification after an append never
     /// waits behind, or takes a connection from, the commands.
-    pub async fn notify(&self, channel: &str, payload: &str) -> StoreResult<()> {
+    pub async fn notify(&self, channel: &str) -> StoreResult<()> {
         if let Backend::Postgres(s) = self.backend() {
-            sqlx::query("SELECT pg_notify($1, $2)")
+            sqlx::query("SELECT pg_notify($1, '')")
                 .bind(channel)
-                .bind(payload)
                 .execute(&s.query)
                 .await
                 .map_err(StoreError::classify)?;
@@ -252,7 +203,7 @@ impl EventLog {
         };
         if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
             metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
-            self.appended().note([batch]);
+            self.appended().send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok(outcome)
     }
@@ -280,15 +231,12 @@ impl EventLog {
                 sqlite::write_group(&s.write, &jobs.iter().collect::<Vec<_>>()).await
             }
         };
-        self.appended().note(
-            batches
-                .iter()
-                .zip(&answers)
-                .filter(|(batch, answer)| {
-                    matches!(answer, Ok(AppendOutcome::Appended)) && !batch.events.is_empty()
-                })
-                .map(|(batch, _)| batch),
-        );
+        if answers
+            .iter()
+            .any(|answer| matches!(answer, Ok(AppendOutcome::Appended)))
+        {
+            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+        }
         Ok(answers)
     }
 
