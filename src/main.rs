@@ -24,9 +24,10 @@ use tracing_subscriber::EnvFilter;
 /// The server's allocator: mimalloc rather than glibc's. A hold's request
 /// allocates and frees hundreds of small buffers (JSON, headers, rows):
 /// under `wrk`, glibc's `malloc` and `free` with the copies around them
-/// took 10 points of the service's CPU, and mimalloc placed 22-29 % more
-/// holds a second (BENCHMARKS.md, #37). The bench runs the service on the
-/// same one (`bench/src/heap.rs`).
+/// took 10 points of the service's CPU; on mimalloc the service placed
+/// more holds a second on both stores, in runs alternating the two
+/// (BENCHMARKS.md, #37). The bench runs the service on the same one
+/// (`bench/src/heap.rs`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
