@@ -402,7 +402,7 @@ impl Application {
             wings.waiting_rooms.clone(),
             clock.clone(),
         );
-        let waitlists = WaitlistJudge::new(store.shows(), wings.waitlists.clone(), clock.clone());
+        let waitlists = WaitlistJudge::new(store.shows(), wings.waitlists.clone());
         let webhooks = wings.webhooks(&store, &settings, &clock)?;
         finish_previous_run(&projector, &recovery).await?;
         let state = wings.services(&store, &settings, clock, projector.clone());

@@ -1,7 +1,9 @@
-//! Identity: HS256 bearer tokens with `sub`, `role` and `exp`, all required.
+//! Identity: HS256 bearer tokens with `sub`, `role` and `exp`, all required;
+//! a buyer's token may also name sales `channels` it may sell through, on
+//! the `shows` it names.
 
 use chrono::{Duration, Utc};
-use domain::ids::{BuyerId, ChannelId};
+use domain::ids::{BuyerId, ChannelId, ShowId};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
@@ -28,8 +30,12 @@ pub struct Actor {
     pub role: Role,
     /// The sales channels whose inventory this actor's buyers may hold
     /// (the token's `channels` claim; a partner's site signs its buyers'
-    /// tokens with it).
+    /// tokens with it), on the shows of `shows`.
     pub channels: Vec<ChannelId>,
+    /// The shows the token's channels are for (the `shows` claim): a
+    /// channel id is a show's own (two shows may each list a `partner-x`
+    /// of different partners), so a claim of it holds on these shows only.
+    pub shows: Vec<ShowId>,
 }
 
 impl Actor {
@@ -43,11 +49,31 @@ impl Actor {
         self.is_admin() || self.id.as_str() == owner
     }
 
-    /// May this actor sell from `channel`'s inventory? An admin may (the
-    /// box office); a buyer whose token names it may.
-    pub fn may_sell_through(&self, channel: &ChannelId) -> bool {
-        self.is_admin() || self.channels.contains(channel)
+    /// May this actor sell from `show`'s `channel`'s inventory? An admin
+    /// may (the box office); a buyer whose token names the channel and the
+    /// show may.
+    pub fn may_sell_through(&self, show: &ShowId, channel: &ChannelId) -> bool {
+        self.is_admin() || (self.channels.contains(channel) && self.shows.contains(show))
     }
+
+    /// The service itself, or an admin acting as `id`: every show, no
+    /// channel claim.
+    pub fn admin(id: BuyerId) -> Self {
+        Self {
+            id,
+            role: Role::Admin,
+            channels: Vec::new(),
+            shows: Vec::new(),
+        }
+    }
+}
+
+/// What a token grants beyond its subject and role: the channels its buyer
+/// may sell through, on which shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grant {
+    pub channels: Vec<ChannelId>,
+    pub shows: Vec<ShowId>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -57,6 +83,8 @@ struct Claims {
     exp: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     channels: Vec<ChannelId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    shows: Vec<ShowId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,22 +135,23 @@ impl TokenKeys {
     }
 
     pub fn issue(&self, sub: &BuyerId, role: Role, ttl: Duration) -> Result<String, AuthError> {
-        self.issue_with_channels(sub, role, &[], ttl)
+        self.issue_granting(sub, role, &Grant::default(), ttl)
     }
 
-    /// A token whose buyer may hold from `channels`' inventory too.
-    pub fn issue_with_channels(
+    /// A token whose buyer may hold from `grant`'s channels on its shows too.
+    pub fn issue_granting(
         &self,
         sub: &BuyerId,
         role: Role,
-        channels: &[ChannelId],
+        grant: &Grant,
         ttl: Duration,
     ) -> Result<String, AuthError> {
         let claims = Claims {
             sub: sub.as_str().to_owned(),
             role,
             exp: (Utc::now() + ttl).timestamp(),
-            channels: channels.to_vec(),
+            channels: grant.channels.clone(),
+            shows: grant.shows.clone(),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| AuthError::Invalid(e.to_string()))
@@ -136,6 +165,7 @@ impl TokenKeys {
             id,
             role: data.claims.role,
             channels: data.claims.channels,
+            shows: data.claims.shows,
         })
     }
 
@@ -173,8 +203,43 @@ mod tests {
                 id: alice,
                 role: Role::Buyer,
                 channels: Vec::new(),
+                shows: Vec::new(),
             }
         );
+    }
+
+    #[test]
+    fn a_channel_claim_holds_on_the_shows_the_token_names_only() {
+        let partner = ChannelId::parse("partner-x").unwrap();
+        let (rock, jazz) = (
+            ShowId::parse("rock").unwrap(),
+            ShowId::parse("jazz").unwrap(),
+        );
+        let grant = Grant {
+            channels: vec![partner.clone()],
+            shows: vec![rock.clone()],
+        };
+        let bob = BuyerId::parse("bob").unwrap();
+        let token = keys()
+            .issue_granting(&bob, Role::Buyer, &grant, Duration::minutes(5))
+            .unwrap();
+        let actor = keys().verify(&token).unwrap();
+        assert!(actor.may_sell_through(&rock, &partner));
+        assert!(
+            !actor.may_sell_through(&jazz, &partner),
+            "another show's partner-x"
+        );
+        let untied = Grant {
+            channels: vec![partner.clone()],
+            shows: Vec::new(),
+        };
+        let token = keys()
+            .issue_granting(&bob, Role::Buyer, &untied, Duration::minutes(5))
+            .unwrap();
+        assert!(!keys()
+            .verify(&token)
+            .unwrap()
+            .may_sell_through(&rock, &partner));
     }
 
     #[test]

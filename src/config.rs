@@ -327,9 +327,13 @@ pub struct TokenArgs {
     #[arg(long, default_value_t = 86_400)]
     pub ttl_seconds: i64,
     /// A sales channel the buyer may hold from (the `channels` claim);
-    /// repeat for several.
+    /// repeat for several. Held on the shows of `--show` only.
     #[arg(long = "channel")]
     pub channels: Vec<String>,
+    /// A show the token's channels are for (the `shows` claim); repeat for
+    /// several.
+    #[arg(long = "show")]
+    pub shows: Vec<String>,
     #[arg(long, env = "BOOKING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: String,
 }

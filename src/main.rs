@@ -18,7 +18,7 @@ use booking::rebuild::replay;
 use booking::store::{Projection, Store, StoreError, DEFAULT_POOL_CONNECTIONS};
 use booking::webhooks::WebhookSettings;
 use clap::Parser;
-use domain::ids::{BuyerId, ChannelId};
+use domain::ids::{BuyerId, ChannelId, ShowId};
 use tracing_subscriber::EnvFilter;
 
 /// The server's allocator: mimalloc rather than glibc's. A hold's request
@@ -311,9 +311,16 @@ fn token(args: TokenArgs) -> anyhow::Result<()> {
     let channels = (args.channels.iter())
         .map(|c| ChannelId::parse(c).context("--channel"))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let shows = (args.shows.iter())
+        .map(|s| ShowId::parse(s).context("--show"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !channels.is_empty() && shows.is_empty() {
+        anyhow::bail!("--channel needs --show: a channel is a show's own");
+    }
     let ttl = chrono::Duration::seconds(args.ttl_seconds);
+    let grant = booking::auth::Grant { channels, shows };
     let token = TokenKeys::new(&args.jwt_secret)
-        .issue_with_channels(&sub, args.role, &channels, ttl)
+        .issue_granting(&sub, args.role, &grant, ttl)
         .context("cannot sign the token")?;
     writeln!(std::io::stdout(), "{token}")?;
     Ok(())

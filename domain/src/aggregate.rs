@@ -147,6 +147,7 @@ mod tests {
             expires_at: t(480),
             price: None,
             line: false,
+            offer: false,
         };
         TestFramework::<Seat>::with(())
             .given(vec![placed.clone()])

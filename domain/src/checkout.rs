@@ -265,6 +265,11 @@ pub struct Checkout {
     /// An order's terms and lines; `None` for the purchase of one hold.
     #[serde(default)]
     pub order: Option<Order>,
+    /// The payment method of the latest attempt: which provider pays it
+    /// (the service drives a checkout only through the provider that
+    /// takes its method).
+    #[serde(default)]
+    pub payment_method: Option<String>,
 }
 
 /// Fixed forever: booking ids are derived from hold ids, so a retried
@@ -1085,6 +1090,9 @@ impl Checkout {
         self.show_id = Some(show_id.clone());
         self.buyer = Some(buyer.clone());
         self.attempts = attempt;
+        if let Phase::Requested { payment_method, .. } = &requested {
+            self.payment_method = Some(payment_method.clone());
+        }
         requested
     }
 }

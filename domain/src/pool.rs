@@ -29,7 +29,7 @@ use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, ChannelId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::pricing::ItemPrice;
-use crate::seat::{extended_expiry, has_expired, ExtensionRefusal, Line};
+use crate::seat::{extended_expiry, has_expired, Extendable, ExtensionRefusal, Line};
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
 /// bound keeps one buyer's append small. Places of expired holds beyond it
@@ -85,9 +85,20 @@ pub struct PoolHold {
     /// A line hold (see the module): its end owes its places to the line.
     #[serde(default)]
     pub line: bool,
+    /// The waiting list's offer: never extended past the offer's time.
+    #[serde(default)]
+    pub offer: bool,
 }
 
 impl PoolHold {
+    pub fn extendable(&self) -> Extendable {
+        Extendable {
+            placed_expires_at: self.placed_expires_at,
+            expires_at: self.expires_at,
+            offer: self.offer,
+        }
+    }
+
     /// The hold a `PoolHoldPlaced` records.
     fn placed(event: &PoolEvent) -> Option<PoolHold> {
         let PoolEvent::PoolHoldPlaced {
@@ -97,6 +108,7 @@ impl PoolHold {
             price,
             channel,
             line,
+            offer,
             ..
         } = event
         else {
@@ -110,6 +122,7 @@ impl PoolHold {
             channel: channel.clone(),
             price: price.clone(),
             line: *line,
+            offer: *offer,
         })
     }
 }
@@ -118,6 +131,11 @@ impl PoolHold {
 /// price, for reports and for giving a channel's places back to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sale {
+    /// The hold whose places these are: an order books several holds
+    /// under one booking id, and each line is given back from its own
+    /// hold's sale.
+    #[serde(default)]
+    pub hold_id: Option<HoldId>,
     /// The hold's buyer.
     pub buyer: BuyerId,
     pub channel: Option<ChannelId>,
@@ -312,10 +330,11 @@ pub enum PoolCommand {
     CancelBooking {
         booking_id: BookingId,
     },
-    /// Give back up to `quantity` of a booking's places on this shard (an
-    /// order's lines cancelled one by one).
+    /// Give back up to `quantity` of the places `hold_id` sold to a
+    /// booking on this shard (an order's lines cancelled one by one).
     ReturnPlaces {
         booking_id: BookingId,
+        hold_id: HoldId,
         quantity: u32,
     },
     /// Extend the hold to `now + ttl`, at most `max_hold` after its placement.
@@ -365,10 +384,14 @@ pub enum PoolEvent {
         hold_id: HoldId,
         expires_at: DateTime<Utc>,
     },
-    /// `quantity` of the booking's places here are free again.
+    /// `quantity` of the booking's places here are free again: those
+    /// `hold_id` sold (absent in events recorded before lines were given
+    /// back by hold: the booking's latest sales).
     PoolPlacesReturned {
         booking_id: BookingId,
         quantity: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hold_id: Option<HoldId>,
     },
     /// `quantity` places of this shard moved from public sale to `channel`.
     PoolPlacesAllocated {
@@ -470,8 +493,9 @@ pub fn decide(
         PoolCommand::CancelBooking { booking_id } => Ok(cancel_booking(shard, *booking_id)),
         PoolCommand::ReturnPlaces {
             booking_id,
+            hold_id,
             quantity,
-        } => Ok(return_places(shard, *booking_id, *quantity)),
+        } => Ok(return_places(shard, *booking_id, *hold_id, *quantity)),
         PoolCommand::ExtendHold {
             hold_id,
             ttl,
@@ -649,8 +673,10 @@ fn convert_hold(
             hold_id,
             booking_id,
         }]),
-        // Converted already (a retried conversion): nothing to do.
-        None if shard.bookings.contains_key(&booking_id) => Ok(vec![]),
+        // Converted already (a retried conversion): nothing to do. Only
+        // this hold's own sale says so: an order books several holds under
+        // one booking id, and another hold's sale says nothing of this one.
+        None if shard.sold_by(&booking_id, &hold_id) > 0 => Ok(vec![]),
         None => Err(PoolError::HoldLost),
     }
 }
@@ -664,15 +690,20 @@ fn cancel_booking(shard: &PoolShard, booking_id: BookingId) -> Vec<PoolEvent> {
     }
 }
 
-/// Gives back at most `quantity` of the booking's places here (fewer if it
-/// has fewer left); none left is a no-op.
-fn return_places(shard: &PoolShard, booking_id: BookingId, quantity: u32) -> Vec<PoolEvent> {
-    let booked = shard.bookings.get(&booking_id).copied().unwrap_or(0);
-    match quantity.min(booked) {
+/// Gives back at most `quantity` of the places `hold_id` sold to the
+/// booking here (fewer if it has fewer left); none left is a no-op.
+fn return_places(
+    shard: &PoolShard,
+    booking_id: BookingId,
+    hold_id: HoldId,
+    quantity: u32,
+) -> Vec<PoolEvent> {
+    match quantity.min(shard.sold_by(&booking_id, &hold_id)) {
         0 => vec![],
         quantity => vec![PoolEvent::PoolPlacesReturned {
             booking_id,
             quantity,
+            hold_id: Some(hold_id),
         }],
     }
 }
@@ -686,7 +717,7 @@ fn extend_hold(
     now: DateTime<Utc>,
 ) -> Result<Vec<PoolEvent>, PoolError> {
     match shard.holds.get(&hold_id) {
-        Some(h) => match extended_expiry(h.placed_expires_at, h.expires_at, ttl, max_hold, now) {
+        Some(h) => match extended_expiry(h.extendable(), ttl, max_hold, now) {
             Ok(Some(expires_at)) => Ok(vec![PoolEvent::PoolHoldExtended {
                 hold_id,
                 expires_at,
@@ -740,18 +771,19 @@ impl PoolShard {
                 booking_id,
             } => {
                 if let Some(hold) = self.holds.remove(hold_id) {
-                    self.sell(*booking_id, hold);
+                    self.sell(*booking_id, *hold_id, hold);
                 }
             }
             PoolEvent::PoolBookingCancelled { booking_id } => {
                 if let Some(quantity) = self.bookings.remove(booking_id) {
-                    self.return_sold(booking_id, quantity);
+                    self.return_sold(booking_id, None, quantity);
                 }
             }
             PoolEvent::PoolPlacesReturned {
                 booking_id,
                 quantity,
-            } => self.return_places(booking_id, *quantity),
+                hold_id,
+            } => self.return_places(booking_id, *quantity, hold_id.as_ref()),
             PoolEvent::PoolPlacesAllocated { channel, quantity } => {
                 *self.allocated.entry(channel.clone()).or_default() += quantity;
             }
@@ -768,7 +800,7 @@ impl PoolShard {
 
     /// A hold's places sold to `booking_id` (an order books several holds
     /// under its one booking id); a channel's come out of its allocation.
-    fn sell(&mut self, booking_id: BookingId, hold: PoolHold) {
+    fn sell(&mut self, booking_id: BookingId, hold_id: HoldId, hold: PoolHold) {
         self.sold += hold.quantity;
         *self.bookings.entry(booking_id).or_default() += hold.quantity;
         if let Some(channel) = &hold.channel {
@@ -776,6 +808,7 @@ impl PoolShard {
             *allocated = allocated.saturating_sub(hold.quantity);
         }
         self.sales.entry(booking_id).or_default().push(Sale {
+            hold_id: Some(hold_id),
             buyer: hold.buyer,
             channel: hold.channel,
             price: hold.price,
@@ -784,15 +817,21 @@ impl PoolShard {
         });
     }
 
-    /// At most `quantity` of the booking's places here are free again.
-    fn return_places(&mut self, booking_id: &BookingId, quantity: u32) {
+    /// At most `quantity` of the booking's places here are free again:
+    /// `hold_id`'s (`None`: the booking's latest sales, as events recorded
+    /// before lines were given back by hold were decided).
+    fn return_places(&mut self, booking_id: &BookingId, quantity: u32, hold_id: Option<&HoldId>) {
+        let returned = match hold_id {
+            Some(hold_id) => quantity.min(self.sold_by(booking_id, hold_id)),
+            None => quantity,
+        };
         if let Some(booked) = self.bookings.get_mut(booking_id) {
-            let returned = quantity.min(*booked);
+            let returned = returned.min(*booked);
             *booked -= returned;
             if *booked == 0 {
                 self.bookings.remove(booking_id);
             }
-            self.return_sold(booking_id, returned);
+            self.return_sold(booking_id, hold_id, returned);
         }
     }
 
@@ -815,17 +854,22 @@ impl PoolShard {
         }
     }
 
-    /// `quantity` of a booking's sold places are free again: the latest
-    /// sales first, a channel's places back to its allocation, a line
-    /// hold's owed to the waiting list.
-    fn return_sold(&mut self, booking_id: &BookingId, quantity: u32) {
+    /// `quantity` of a booking's sold places are free again: `hold_id`'s
+    /// sales (`None`: any, the latest first), a channel's places back to
+    /// its allocation, a line hold's owed to the waiting list.
+    fn return_sold(&mut self, booking_id: &BookingId, hold_id: Option<&HoldId>, quantity: u32) {
         self.sold = self.sold.saturating_sub(quantity);
         let Some(sales) = self.sales.get_mut(booking_id) else {
             return;
         };
         let mut left = quantity;
-        while left > 0 {
-            let Some(sale) = sales.last_mut() else { break };
+        for sale in sales.iter_mut().rev() {
+            if left == 0 {
+                break;
+            }
+            if hold_id.is_some_and(|h| sale.hold_id.as_ref() != Some(h)) {
+                continue;
+            }
             let taken = left.min(sale.places);
             sale.places -= taken;
             left -= taken;
@@ -834,13 +878,22 @@ impl PoolShard {
             } else if sale.line {
                 self.returned += taken;
             }
-            if sale.places == 0 {
-                sales.pop();
-            }
         }
+        sales.retain(|sale| sale.places > 0);
         if sales.is_empty() {
             self.sales.remove(booking_id);
         }
+    }
+
+    /// Places `hold_id` sold to `booking_id` here and not given back.
+    pub fn sold_by(&self, booking_id: &BookingId, hold_id: &HoldId) -> u32 {
+        self.sales.get(booking_id).map_or(0, |sales| {
+            sales
+                .iter()
+                .filter(|sale| sale.hold_id.as_ref() == Some(hold_id))
+                .map(|sale| sale.places)
+                .sum()
+        })
     }
 }
 
@@ -1059,6 +1112,7 @@ mod tests {
                     (
                         PoolCommand::ReturnPlaces {
                             booking_id: BookingId(Uuid::from_u128(101)),
+                            hold_id: hold(1),
                             quantity: 1,
                         },
                         20,
@@ -1087,6 +1141,130 @@ mod tests {
                 ],
             );
             assert_eq!(free_and_owed(&shard, 11), (5, 0));
+        }
+    }
+
+    /// An order books several holds of one pool under its one booking id.
+    mod orders {
+        use super::*;
+
+        fn order() -> BookingId {
+            BookingId(Uuid::from_u128(900))
+        }
+        fn convert_for_order(n: u128) -> PoolCommand {
+            PoolCommand::ConvertHold {
+                hold_id: hold(n),
+                booking_id: order(),
+            }
+        }
+        fn priced(command: PoolCommand, ticket_type: &str, cents: i64) -> PoolCommand {
+            match command {
+                PoolCommand::PlaceHold {
+                    hold_id,
+                    buyer,
+                    quantity,
+                    expires_at,
+                    channel,
+                    line,
+                    ..
+                } => PoolCommand::PlaceHold {
+                    hold_id,
+                    buyer,
+                    quantity,
+                    expires_at,
+                    price: Some(ItemPrice {
+                        category: None,
+                        ticket_type: crate::ids::TicketType::parse(ticket_type).unwrap(),
+                        price_cents: cents,
+                    }),
+                    channel,
+                    line,
+                },
+                other => other,
+            }
+        }
+
+        #[test]
+        fn it_should_not_take_a_released_hold_for_converted_when_the_order_sold_another() {
+            // Given an order's first hold converted and its second released
+            let shard = given(
+                10,
+                &[
+                    (place(1, 2, 480), 0),
+                    (place(2, 2, 480), 0),
+                    (convert_for_order(1), 5),
+                    (PoolCommand::ReleaseHold { hold_id: hold(2) }, 6),
+                ],
+            );
+            // When the order converts its second hold: it is lost
+            assert_eq!(
+                decide(&shard, 10, &convert_for_order(2), t(7)),
+                Err(PoolError::HoldLost)
+            );
+            // and the first, converted already, is a no-op
+            assert_eq!(decide(&shard, 10, &convert_for_order(1), t(7)), Ok(vec![]));
+        }
+
+        #[test]
+        fn it_should_give_back_the_cancelled_lines_own_hold_not_the_latest_sale() {
+            // Given an order of 2 adult places (hold 1) and 1 child (hold 2)
+            let shard = given(
+                10,
+                &[
+                    (priced(place(1, 2, 480), "adult", 2500), 0),
+                    (priced(place(2, 1, 480), "child", 1000), 0),
+                    (convert_for_order(1), 5),
+                    (convert_for_order(2), 5),
+                ],
+            );
+            // When one adult line is cancelled
+            let give_back = PoolCommand::ReturnPlaces {
+                booking_id: order(),
+                hold_id: hold(1),
+                quantity: 1,
+            };
+            let mut after = shard.clone();
+            for event in decide(&shard, 10, &give_back, t(10)).unwrap() {
+                after.apply_event(&event);
+            }
+            // Then one adult and the child stay sold
+            assert_eq!(after.sold, 2);
+            assert_eq!(after.sold_by(&order(), &hold(1)), 1);
+            assert_eq!(after.sold_by(&order(), &hold(2)), 1);
+            // and the child's hold gives back no more than it sold
+            let child_twice = PoolCommand::ReturnPlaces {
+                booking_id: order(),
+                hold_id: hold(2),
+                quantity: 5,
+            };
+            assert_eq!(
+                decide(&after, 10, &child_twice, t(11)),
+                Ok(vec![PoolEvent::PoolPlacesReturned {
+                    booking_id: order(),
+                    quantity: 1,
+                    hold_id: Some(hold(2)),
+                }])
+            );
+        }
+
+        #[test]
+        fn an_old_give_back_without_its_hold_returns_the_latest_sale_as_it_did() {
+            let mut shard = given(
+                10,
+                &[
+                    (place(1, 2, 480), 0),
+                    (place(2, 1, 480), 0),
+                    (convert_for_order(1), 5),
+                    (convert_for_order(2), 5),
+                ],
+            );
+            shard.apply_event(&PoolEvent::PoolPlacesReturned {
+                booking_id: order(),
+                quantity: 1,
+                hold_id: None,
+            });
+            assert_eq!(shard.sold_by(&order(), &hold(2)), 0);
+            assert_eq!(shard.sold_by(&order(), &hold(1)), 2);
         }
     }
 

@@ -22,6 +22,7 @@ use chrono::Duration;
 use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{CategoryId, ShowId, TicketType};
 use crate::limits::{MAX_CATEGORIES, MAX_PRICE_CENTS, MAX_PRICE_CHANGES, MAX_TICKET_TYPES};
+use crate::money::{Currency, MoneyError};
 use crate::seat::Timed;
 
 /// A ticket type a show sells, with the label a buyer sees.
@@ -68,6 +69,8 @@ pub enum PriceError {
         category: CategoryId,
         ticket_type: TicketType,
     },
+    #[error("{field}: {error}")]
+    Currency { field: String, error: MoneyError },
     #[error("ticket_types: 1..={MAX_TICKET_TYPES}, each listed once")]
     TicketTypes,
     #[error("categories: at most {MAX_CATEGORIES}, each listed once")]
@@ -80,6 +83,24 @@ pub enum PriceError {
         what: String,
         ticket_type: TicketType,
     },
+}
+
+/// Every price of a table as asked (`prices[i].price_cents`, in order) is
+/// one `currency` can be paid in (`jpy`: whole yen, a multiple of 100
+/// cents): a show or a change is refused a price it could never charge.
+pub fn check_currency(
+    prices_cents: impl IntoIterator<Item = i64>,
+    currency: Currency,
+) -> Result<(), PriceError> {
+    for (i, price_cents) in prices_cents.into_iter().enumerate() {
+        currency
+            .minor_units(price_cents)
+            .map_err(|error| PriceError::Currency {
+                field: format!("prices[{i}].price_cents"),
+                error,
+            })?;
+    }
+    Ok(())
 }
 
 /// One table: the price of each pair of category and ticket type.

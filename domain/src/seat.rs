@@ -26,17 +26,29 @@ pub fn has_expired(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
 }
 
 /// The latest instant a hold may be extended to: `max_hold` after it was
-/// placed. Every hold is placed to expire one show TTL after the instant it
-/// is placed at (the placing command's `now`), and a show never changes, so
-/// the placement time is `placed_expires_at - ttl`: known from the hold's
-/// own `HoldPlaced` event, on every instance and after any replay, old
-/// events included.
-pub fn extension_cap(
-    placed_expires_at: DateTime<Utc>,
-    ttl: Duration,
-    max_hold: Duration,
-) -> DateTime<Utc> {
-    placed_expires_at - ttl + max_hold
+/// placed. Every buyer's hold is placed to expire one show TTL after the
+/// instant it is placed at (the placing command's `now`), and a show never
+/// changes, so the placement time is `placed_expires_at - ttl`: known from
+/// the hold's own `HoldPlaced` event, on every instance and after any
+/// replay, old events included. The waiting list's offer lasts the list's
+/// `offer_seconds` instead, and is never extended: its cap is its first
+/// expiry.
+pub fn extension_cap(hold: &Extendable, ttl: Duration, max_hold: Duration) -> DateTime<Utc> {
+    match hold.offer {
+        true => hold.placed_expires_at,
+        false => hold.placed_expires_at - ttl + max_hold,
+    }
+}
+
+/// What the extension rule needs of a hold, for both unit types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extendable {
+    /// The `expires_at` it was placed with.
+    pub placed_expires_at: DateTime<Utc>,
+    /// As placed, or as last extended.
+    pub expires_at: DateTime<Utc>,
+    /// The waiting list's offer.
+    pub offer: bool,
 }
 
 /// Why an extension is refused, for both unit types.
@@ -54,21 +66,20 @@ pub enum ExtensionRefusal {
 /// expiry later (asked again at the same instant, or by an instance whose
 /// clock is behind) is `Ok(None)`: nothing to do.
 pub fn extended_expiry(
-    placed_expires_at: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
+    hold: Extendable,
     ttl: Duration,
     max_hold: Duration,
     now: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, ExtensionRefusal> {
-    if has_expired(expires_at, now) {
+    if has_expired(hold.expires_at, now) {
         return Err(ExtensionRefusal::Expired);
     }
-    let cap = extension_cap(placed_expires_at, ttl, max_hold);
-    if expires_at >= cap {
+    let cap = extension_cap(&hold, ttl, max_hold);
+    if hold.expires_at >= cap {
         return Err(ExtensionRefusal::Limit);
     }
     let to = (now + ttl).min(cap);
-    Ok((to > expires_at).then_some(to))
+    Ok((to > hold.expires_at).then_some(to))
 }
 
 /// A hold as a seat sees it.
@@ -86,9 +97,20 @@ pub struct SeatHold {
     /// than to sale.
     #[serde(default)]
     pub line: bool,
+    /// The waiting list's offer: never extended past the offer's time.
+    #[serde(default)]
+    pub offer: bool,
 }
 
 impl SeatHold {
+    pub fn extendable(&self) -> Extendable {
+        Extendable {
+            placed_expires_at: self.placed_expires_at,
+            expires_at: self.expires_at,
+            offer: self.offer,
+        }
+    }
+
     /// A hold is active strictly before `expires_at`; at that instant it has expired.
     pub fn is_active_at(&self, now: DateTime<Utc>) -> bool {
         !has_expired(self.expires_at, now)
@@ -292,6 +314,10 @@ pub enum SeatEvent {
         /// Its end returns the seat to the show's waiting list.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         line: bool,
+        /// The waiting list's offer: it lasts the list's `offer_seconds`
+        /// and is never extended.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        offer: bool,
     },
     HoldReleased {
         hold_id: HoldId,
@@ -515,6 +541,7 @@ fn place_hold(
         expires_at,
         price: price.cloned(),
         line: line.returns(),
+        offer: line == Line::Offer,
     };
     if seat.is_owed_to_line(now) && line != Line::Offer {
         return Err(SeatError::HeldByAnother);
@@ -618,13 +645,7 @@ fn extend_hold(
 ) -> Result<Vec<SeatEvent>, SeatError> {
     match &seat.state {
         SeatState::Held(current) if current.hold_id == hold_id => {
-            match extended_expiry(
-                current.placed_expires_at,
-                current.expires_at,
-                ttl,
-                max_hold,
-                now,
-            ) {
+            match extended_expiry(current.extendable(), ttl, max_hold, now) {
                 Ok(Some(expires_at)) => Ok(vec![SeatEvent::HoldExtended {
                     hold_id,
                     expires_at,
@@ -652,6 +673,7 @@ impl Seat {
                 expires_at,
                 price,
                 line,
+                offer,
             } => {
                 self.price = price.clone();
                 self.state = SeatState::Held(SeatHold {
@@ -660,6 +682,7 @@ impl Seat {
                     expires_at: *expires_at,
                     placed_expires_at: *expires_at,
                     line: *line,
+                    offer: *offer,
                 });
             }
             SeatEvent::HoldExtended {
@@ -795,6 +818,7 @@ pub(crate) mod tests {
             expires_at: t(until),
             price: None,
             line: false,
+            offer: false,
         }
     }
     fn place(n: u128, who: &str, until: i64) -> SeatCommand {
@@ -1361,6 +1385,37 @@ pub(crate) mod tests {
             decide(&capped, &extend(1), t(240)),
             Err(SeatError::ExtensionLimit)
         );
+    }
+
+    #[test]
+    fn it_should_never_extend_the_waiting_lists_offer() {
+        // An offer lasting 900 s, longer than the show's TTL of 100 s.
+        let offered = SeatEvent::HoldPlaced {
+            hold_id: hold(1),
+            buyer: buyer("alice"),
+            expires_at: t(900),
+            price: None,
+            line: true,
+            offer: true,
+        };
+        let seat = given(&[offered]);
+        assert_eq!(
+            decide(&seat, &extend(1), t(850)),
+            Err(SeatError::ExtensionLimit)
+        );
+        let placed = decide(
+            &Seat::default(),
+            &place_as(2, "bob", 900, Line::Offer),
+            t(0),
+        );
+        assert!(matches!(
+            placed.as_deref(),
+            Ok([SeatEvent::HoldPlaced {
+                offer: true,
+                line: true,
+                ..
+            }])
+        ));
     }
 
     #[test]

@@ -29,15 +29,29 @@ use crate::show::SeatSpec;
 pub struct WaitlistSettings {
     /// How long an offer's hold lasts.
     pub offer_seconds: u32,
+    /// How many entries may be on the list at once (waiting or offered;
+    /// `None`: `MAX_WAITLIST_ENTRIES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<u32>,
 }
 
 impl WaitlistSettings {
     pub fn check(&self) -> Result<(), WaitlistSettingsError> {
-        if (MIN_OFFER_SECONDS..=MAX_OFFER_SECONDS).contains(&self.offer_seconds) {
-            Ok(())
-        } else {
-            Err(WaitlistSettingsError)
+        if !(MIN_OFFER_SECONDS..=MAX_OFFER_SECONDS).contains(&self.offer_seconds) {
+            return Err(WaitlistSettingsError::OfferSeconds);
         }
+        match self.max_entries {
+            Some(n) if n == 0 || n as usize > MAX_WAITLIST_ENTRIES => {
+                Err(WaitlistSettingsError::MaxEntries)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Entries the list takes at once.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+            .map_or(MAX_WAITLIST_ENTRIES, |n| n as usize)
     }
 
     pub fn offer_ttl(&self) -> chrono::Duration {
@@ -46,8 +60,12 @@ impl WaitlistSettings {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("waitlist.offer_seconds must be {MIN_OFFER_SECONDS}..={MAX_OFFER_SECONDS}")]
-pub struct WaitlistSettingsError;
+pub enum WaitlistSettingsError {
+    #[error("waitlist.offer_seconds must be {MIN_OFFER_SECONDS}..={MAX_OFFER_SECONDS}")]
+    OfferSeconds,
+    #[error("waitlist.max_entries must be 1..={MAX_WAITLIST_ENTRIES}")]
+    MaxEntries,
+}
 
 /// The stream id of a show's waiting list: the show's id (one per show).
 pub fn waitlist_stream_id(show_id: &ShowId) -> String {
@@ -163,7 +181,8 @@ pub struct Entry {
     pub buyer: BuyerId,
     pub ask: Ask,
     pub joined_at: DateTime<Utc>,
-    /// Its number in the line: 1 for the first to join, in log order.
+    /// Its number in the line: 1 for the first to join, in log order (a
+    /// buyer who left and joined again has a new one).
     pub number: usize,
     pub status: EntryStatus,
 }
@@ -171,12 +190,20 @@ pub struct Entry {
 /// The fold of a show's waiting list.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waitlist {
-    /// Every entry, in the order the log recorded them.
+    /// Every entry, in the order the log recorded them; a buyer's entry
+    /// they left is dropped when they join again, so a buyer has one
+    /// entry here at most (joining and leaving in a loop grows nothing).
     pub entries: Vec<Entry>,
     /// Where each entry is in `entries`.
     index: HashMap<EntryId, usize>,
-    /// Each buyer's entry (the last one, if they left and joined again).
+    /// Each buyer's entry.
     by_buyer: HashMap<BuyerId, usize>,
+    /// Entries joined so far: the next one's number.
+    #[serde(default)]
+    joined: usize,
+    /// Entries waiting or offered (not left): what the list's cap counts.
+    #[serde(default)]
+    on_list: usize,
 }
 
 impl Waitlist {
@@ -201,6 +228,12 @@ impl Waitlist {
         })
     }
 
+    /// Entries on the list now (waiting or offered): a buyer who left
+    /// counts no more.
+    pub fn on_list(&self) -> usize {
+        self.on_list
+    }
+
     /// The entries still waiting, in line order.
     pub fn waiting(&self) -> impl Iterator<Item = &Entry> {
         self.entries
@@ -215,6 +248,8 @@ pub enum WaitlistCommand {
         entry_id: EntryId,
         buyer: BuyerId,
         ask: Ask,
+        /// The list's cap (`WaitlistSettings::max_entries`).
+        max_entries: usize,
     },
     Leave {
         entry_id: EntryId,
@@ -296,7 +331,8 @@ pub fn decide(
             entry_id,
             buyer,
             ask,
-        } => join(line, *entry_id, buyer, ask, now),
+            max_entries,
+        } => join(line, (*entry_id, buyer, ask), *max_entries, now),
         WaitlistCommand::Leave { entry_id } => match line.entry(entry_id) {
             None => Err(WaitlistError::UnknownEntry),
             Some(entry) if entry.status == EntryStatus::Left => Ok(vec![]),
@@ -349,6 +385,7 @@ pub struct Joining {
 pub fn join_all(
     line: &Waitlist,
     joins: &[Joining],
+    max_entries: usize,
     now: DateTime<Utc>,
 ) -> (
     Vec<WaitlistEvent>,
@@ -366,39 +403,37 @@ pub fn join_all(
             });
             continue;
         }
-        if line.entries.len() + events.len() >= MAX_WAITLIST_ENTRIES
-            && line.entry_of(&join.buyer).is_none()
-        {
+        if line.on_list() + events.len() >= max_entries && line.entry_of(&join.buyer).is_none() {
             answers.push(Err(WaitlistError::Full));
             continue;
         }
-        answers.push(
-            match self::join(line, join.entry_id, &join.buyer, &join.ask, now) {
-                Ok(new) if new.is_empty() => {
-                    let existing = line.entry_of(&join.buyer).map(|e| e.entry_id);
-                    existing
-                        .map(|id| (id, false))
-                        .ok_or(WaitlistError::UnknownEntry)
-                }
-                Ok(new) => {
-                    events.extend(new);
-                    joined.insert(&join.buyer, (join.entry_id, &join.ask));
-                    Ok((join.entry_id, true))
-                }
-                Err(e) => Err(e),
-            },
-        );
+        let joining = (join.entry_id, &join.buyer, &join.ask);
+        answers.push(match self::join(line, joining, max_entries, now) {
+            Ok(new) if new.is_empty() => {
+                let existing = line.entry_of(&join.buyer).map(|e| e.entry_id);
+                existing
+                    .map(|id| (id, false))
+                    .ok_or(WaitlistError::UnknownEntry)
+            }
+            Ok(new) => {
+                events.extend(new);
+                joined.insert(&join.buyer, (join.entry_id, &join.ask));
+                Ok((join.entry_id, true))
+            }
+            Err(e) => Err(e),
+        });
     }
     (events, answers)
 }
 
 /// A buyer joins once: the same ask again is the same entry (nothing to
-/// write), another is refused while the first stands.
+/// write), another is refused while the first stands. A buyer who left
+/// may join again, at the end of the line. The list takes `max_entries`
+/// at once; entries that left count for nothing.
 fn join(
     line: &Waitlist,
-    entry_id: EntryId,
-    buyer: &BuyerId,
-    ask: &Ask,
+    (entry_id, buyer, ask): (EntryId, &BuyerId, &Ask),
+    max_entries: usize,
     now: DateTime<Utc>,
 ) -> Result<Vec<WaitlistEvent>, WaitlistError> {
     if let Some(entry) = line.entry_of(buyer) {
@@ -408,7 +443,7 @@ fn join(
             Err(WaitlistError::EntryExists(entry.entry_id))
         };
     }
-    if line.entries.len() >= MAX_WAITLIST_ENTRIES {
+    if line.on_list() >= max_entries {
         return Err(WaitlistError::Full);
     }
     Ok(vec![WaitlistEvent::EntryJoined {
@@ -429,19 +464,28 @@ impl Waitlist {
                 ask,
                 joined_at,
             } => {
+                self.drop_left(buyer);
+                self.joined += 1;
+                self.on_list += 1;
                 let at = self.entries.len();
                 self.entries.push(Entry {
                     entry_id: *entry_id,
                     buyer: buyer.clone(),
                     ask: ask.clone(),
                     joined_at: *joined_at,
-                    number: at + 1,
+                    number: self.joined,
                     status: EntryStatus::Waiting,
                 });
                 self.index.insert(*entry_id, at);
                 self.by_buyer.insert(buyer.clone(), at);
             }
             WaitlistEvent::EntryLeft { entry_id } => {
+                if self
+                    .entry(entry_id)
+                    .is_some_and(|e| e.status != EntryStatus::Left)
+                {
+                    self.on_list -= 1;
+                }
                 self.set_status(entry_id, EntryStatus::Left);
             }
             WaitlistEvent::EntryOffered {
@@ -461,6 +505,24 @@ impl Waitlist {
                 self.set_status(entry_id, offered);
             }
             WaitlistEvent::Passed { .. } => {}
+        }
+    }
+
+    /// The entry `buyer` left, if they had one: dropped as they join again
+    /// (every later entry moves up one place in `entries`).
+    fn drop_left(&mut self, buyer: &BuyerId) {
+        let Some(&at) = self.by_buyer.get(buyer) else {
+            return;
+        };
+        if self.entries[at].status != EntryStatus::Left {
+            return;
+        }
+        let left = self.entries.remove(at);
+        self.index.remove(&left.entry_id);
+        self.by_buyer.remove(buyer);
+        for (i, entry) in self.entries.iter().enumerate().skip(at) {
+            self.index.insert(entry.entry_id, i);
+            self.by_buyer.insert(entry.buyer.clone(), i);
         }
     }
 
@@ -606,6 +668,7 @@ mod tests {
                 entry_id: entry(n as u128 + 1),
                 buyer: BuyerId::parse(&format!("b{}", n + 1)).unwrap(),
                 ask: a.clone(),
+                max_entries: MAX_WAITLIST_ENTRIES,
             };
             for event in decide(&line, &join, t(n as i64)).unwrap() {
                 line.apply_event(&event);
@@ -623,12 +686,14 @@ mod tests {
             entry_id: entry(9),
             buyer: BuyerId::parse("b1").unwrap(),
             ask: ask(2),
+            max_entries: MAX_WAITLIST_ENTRIES,
         };
         assert_eq!(decide(&line, &again, t(5)), Ok(vec![]), "the same ask");
         let other = WaitlistCommand::Join {
             entry_id: entry(9),
             buyer: BuyerId::parse("b1").unwrap(),
             ask: ask(3),
+            max_entries: MAX_WAITLIST_ENTRIES,
         };
         assert_eq!(
             decide(&line, &other, t(5)),
@@ -745,7 +810,7 @@ mod tests {
             joining(13, "c", 2),
             joining(14, "d", 3),
         ];
-        let (events, answers) = join_all(&line, &batch, t(9));
+        let (events, answers) = join_all(&line, &batch, MAX_WAITLIST_ENTRIES, t(9));
         assert_eq!(events.len(), 2, "c and d join");
         assert_eq!(
             answers,
@@ -757,6 +822,67 @@ mod tests {
                 Ok((entry(14), true)),
             ]
         );
+    }
+
+    /// `who` leaves their entry `entry_id` of `line`.
+    fn leave(line: &mut Waitlist, entry_id: EntryId) {
+        let leave = WaitlistCommand::Leave { entry_id };
+        for event in decide(line, &leave, t(20)).unwrap() {
+            line.apply_event(&event);
+        }
+    }
+
+    #[test]
+    fn entries_that_left_count_for_nothing_and_a_buyer_may_join_again_at_the_end() {
+        // Given a list of two places, full, whose first buyer left
+        let mut line = given(&[ask(1), ask(1)]);
+        leave(&mut line, entry(1));
+        assert_eq!(line.on_list(), 1);
+        // When b1 joins again: at the end of the line, with a new number
+        let rejoin = WaitlistCommand::Join {
+            entry_id: entry(7),
+            buyer: BuyerId::parse("b1").unwrap(),
+            ask: ask(1),
+            max_entries: 2,
+        };
+        for event in decide(&line, &rejoin, t(30)).unwrap() {
+            line.apply_event(&event);
+        }
+        assert_eq!(line.place(&entry(7)), Some(2));
+        assert_eq!(line.entry(&entry(7)).map(|e| e.number), Some(3));
+        assert_eq!(line.entry(&entry(1)), None, "the entry left is dropped");
+        assert_eq!(line.entries.len(), 2);
+        // Then the list is full again, for anyone new
+        let newcomer = WaitlistCommand::Join {
+            entry_id: entry(8),
+            buyer: BuyerId::parse("c").unwrap(),
+            ask: ask(1),
+            max_entries: 2,
+        };
+        assert_eq!(decide(&line, &newcomer, t(31)), Err(WaitlistError::Full));
+    }
+
+    #[test]
+    fn one_buyer_joining_and_leaving_never_fills_the_list() {
+        let mut line = Waitlist::default();
+        for n in 0..10 {
+            let (events, answers) = join_all(
+                &line,
+                &[Joining {
+                    entry_id: entry(100 + n),
+                    buyer: BuyerId::parse("looper").unwrap(),
+                    ask: ask(1),
+                }],
+                3,
+                t(n as i64),
+            );
+            assert_eq!(answers, vec![Ok((entry(100 + n), true))]);
+            events.iter().for_each(|e| line.apply_event(e));
+            leave(&mut line, entry(100 + n));
+        }
+        assert_eq!((line.on_list(), line.entries.len()), (0, 1));
+        let others = given(&[ask(1), ask(1), ask(1)]);
+        assert_eq!(others.on_list(), 3);
     }
 
     #[test]

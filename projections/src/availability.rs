@@ -105,6 +105,7 @@ mod tests {
             expires_at: at,
             price: None,
             line: false,
+            offer: false,
         });
         let show = ShowId::parse("s").unwrap();
         let seat_id = SeatId::parse("A-1").unwrap();
@@ -117,6 +118,7 @@ mod tests {
                 expires_at: at,
                 placed_expires_at: at,
                 line: false,
+                offer: false,
             })
         );
         assert_eq!(
@@ -148,6 +150,7 @@ mod tests {
                     price_cents: 2_500,
                 }),
                 line: false,
+                offer: false,
             },
         ] {
             seat.apply_event(&event);

@@ -150,6 +150,7 @@ mod tests {
                 expires_at: at(),
                 price: None,
                 line: false,
+                offer: false,
             },
             SeatEvent::HoldReleased { hold_id },
         ];

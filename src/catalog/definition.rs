@@ -98,12 +98,19 @@ pub struct WaitlistDefinition {
     /// How long an offer's hold lasts: MIN_OFFER_SECONDS..=MAX_OFFER_SECONDS.
     #[schema(minimum = 60, maximum = 86400)]
     pub offer_seconds: u32,
+    /// How many entries may wait (or hold an offer) at once:
+    /// 1..=MAX_WAITLIST_ENTRIES (absent: that many). A buyer who left
+    /// counts no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100000)]
+    pub max_entries: Option<u32>,
 }
 
 impl WaitlistDefinition {
     fn settings(self) -> WaitlistSettings {
         WaitlistSettings {
             offer_seconds: self.offer_seconds,
+            max_entries: self.max_entries,
         }
     }
 }
@@ -351,6 +358,16 @@ pub struct PoolDefinition {
 impl ShowDefinition {
     /// The show this definition describes, on `venue` when it names one
     /// (the catalog reads it; `None` for a venue it names: 422).
+    /// What a new show is refused beyond what `to_show` checks: a price
+    /// its currency cannot express (`jpy`: whole yen). Checked when a show
+    /// is created, not when a stored one is read: a show stored before
+    /// this rule still loads (its purchases refuse such a price).
+    pub fn check_new(&self) -> Result<(), ShowError> {
+        let currency = self.currency.unwrap_or(Currency::EUR);
+        domain::pricing::check_currency(self.prices.iter().map(|p| p.price_cents), currency)?;
+        Ok(())
+    }
+
     pub fn to_show(&self, show_id: ShowId, venue: Option<&Venue>) -> Result<Show, ShowError> {
         let (seats, pools, chart) = match (&self.venue_id, venue) {
             (Some(_), _) if !self.seats.is_empty() || !self.pools.is_empty() => {

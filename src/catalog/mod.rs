@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use domain::ids::{PoolId, SeatId, ShowId};
 use domain::money::Currency;
 use domain::pool::shard_capacity;
-use domain::pricing::PriceTable;
+use domain::pricing::{PriceTable, TicketTypeSpec};
 use domain::show::{Show, ShowError};
 use projections::time::to_micros;
 
@@ -114,6 +114,7 @@ impl CatalogEntry {
             // Its prices change over time: each answer says those in force.
             false => merged(&definition_json, None).unwrap_or_else(|_| definition_json.clone()),
         };
+        let view_json = with_ticket_types(view_json, &show.pricing.ticket_types);
         let seat_groups = SeatGroups::of(&show);
         Self {
             prices,
@@ -137,8 +138,9 @@ impl CatalogEntry {
 
     /// The show on `venue`: its answer carries the venue's chart.
     pub fn on_venue(mut self, venue: &VenueEntry) -> Result<Self, StoreError> {
-        self.view_json = merged(&self.definition_json, Some(&venue.definition_json))
+        let view_json = merged(&self.definition_json, Some(&venue.definition_json))
             .map_err(|e| StoreError::Corrupt(format!("show view: {e}")))?;
+        self.view_json = with_ticket_types(view_json, &self.show.pricing.ticket_types);
         Ok(self)
     }
 
@@ -171,6 +173,27 @@ impl CatalogEntry {
         let id = serde_json::Value::String(self.show.show_id.to_string());
         format!("{{\"show_id\":{id},{rest}")
     }
+}
+
+/// The answer always lists the ticket types: a definition that names none
+/// sells the default one (`standard`), and says so. The canonical JSON is
+/// serde's, without spaces, so a key is the text `"ticket_types":` and a
+/// string value holding those characters has its quotes escaped.
+fn with_ticket_types(mut json: String, ticket_types: &[TicketTypeSpec]) -> String {
+    if json.contains("\"ticket_types\":") || !json.ends_with('}') {
+        return json;
+    }
+    let listed: Vec<serde_json::Value> = ticket_types
+        .iter()
+        .map(|t| serde_json::json!({"ticket_type": t.ticket_type, "label": t.label}))
+        .collect();
+    json.pop();
+    let separator = if json.ends_with('{') { "" } else { "," };
+    json.push_str(&format!(
+        "{separator}\"ticket_types\":{}}}",
+        serde_json::Value::Array(listed)
+    ));
+    json
 }
 
 /// A show's answer: its definition without its first price table (the
@@ -369,6 +392,7 @@ impl ShowCatalog {
         now: DateTime<Utc>,
     ) -> Result<(Created, Arc<CatalogEntry>), CreateShowError> {
         let definition = &definition.with_default_currency(self.default_currency);
+        definition.check_new()?;
         let json = serde_json::to_string(definition)
             .map_err(|e| StoreError::Corrupt(format!("cannot serialize show: {e}")))?;
         let entry = self.resolve(&show_id, definition, json.clone()).await?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use domain::ids::{BuyerId, IdempotencyKey};
 
-use crate::auth::{Actor, Role};
+use crate::auth::Actor;
 use crate::store::StoreError;
 
 /// Who asked, and under which request: stamped on every event as metadata.
@@ -53,12 +53,9 @@ impl RequestContext {
     /// no client's request, so no request id.
     pub fn system(actor: &str) -> Result<Self, StoreError> {
         Ok(Self {
-            actor: Actor {
-                id: BuyerId::parse(actor)
-                    .map_err(|e| StoreError::Corrupt(format!("{actor}: {e}")))?,
-                role: Role::Admin,
-                channels: Vec::new(),
-            },
+            actor: Actor::admin(
+                BuyerId::parse(actor).map_err(|e| StoreError::Corrupt(format!("{actor}: {e}")))?,
+            ),
             sold_by: None,
             request_id: None,
             idempotency_key: None,
@@ -86,11 +83,7 @@ impl RequestContext {
     /// buyer owns what it places, the admin is recorded as the seller.
     pub fn selling_to(&self, buyer: BuyerId) -> Self {
         Self {
-            actor: Actor {
-                id: buyer,
-                role: Role::Admin,
-                channels: Vec::new(),
-            },
+            actor: Actor::admin(buyer),
             sold_by: Some(self.actor.id.clone()),
             ..self.clone()
         }

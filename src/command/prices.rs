@@ -133,9 +133,8 @@ impl PriceService {
                     .into(),
             ));
         }
-        entry
-            .prices
-            .check(&prices)
+        domain::pricing::check_currency(prices.iter().map(|p| p.price_cents), entry.show.currency)
+            .and_then(|()| entry.prices.check(&prices))
             .map_err(|e| PriceChangeError::Invalid(e.to_string()))?;
         let key = PricesKey {
             show_id: show_id.clone(),

@@ -21,8 +21,8 @@
 //!
 //! Lock order, one for the whole process, kept here and nowhere else: the
 //! checkout, then the buyer's allowance, then the units (seats in stream-id
-//! order, or shards in index order; a hold never has both, see
-//! [`Stream::sort`]). Each type has its own cache, so the order between types
+//! order, then shards in index order, see [`Stream::sort`]; a hold never has
+//! both, an order's conversion may: [`Round::with_shards`]). Each type has its own cache, so the order between types
 //! is what keeps two commands from waiting on each other in a cycle. A
 //! checkout is locked by the purchase that drives it
 //! ([`Rounds::lock_checkout`]), across its provider calls and several
@@ -37,7 +37,7 @@ use domain::allowance::{
 };
 use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{BuyerId, HoldId, ShowId};
-use domain::pool::PoolShard;
+use domain::pool::{PoolEvent, PoolShard};
 use domain::seat::Seat;
 use domain::show::Show;
 use domain::waitlist::{Waitlist, WaitlistEvent};
@@ -49,7 +49,7 @@ use crate::command::context::{OutcomeMark, RequestContext};
 use crate::command::streams::{
     refresh_all, refresh_or_assume_new, Inventory, LockedStream, Stream,
 };
-use crate::command::units::{HoldUnits, Unit};
+use crate::command::units::{HoldUnits, ShardKey, Unit};
 use crate::store::batch::AppendBatch;
 use crate::store::log::EventLog;
 use crate::store::{AppendOutcome, IdempotencyKeyRow, StoreError};
@@ -121,6 +121,9 @@ pub struct Round<'a> {
     line: Option<&'a mut LineLock>,
     limit: Option<BuyerLimit>,
     read: Read,
+    /// Pool shards locked after the round's seats and decided with them
+    /// (see [`Round::with_shards`]).
+    shards: Vec<(String, ShardKey)>,
 }
 
 impl<'a> Round<'a> {
@@ -133,7 +136,18 @@ impl<'a> Round<'a> {
             line: None,
             limit: None,
             read: Read::All,
+            shards: Vec::new(),
         }
+    }
+
+    /// Decides these pool shards with the round's seats, in one append: an
+    /// order of seat and pool holds converts them all or none. Shards come
+    /// after seats in the lock order; a round whose units are shards
+    /// takes none here.
+    pub fn with_shards(mut self, mut shards: Vec<(String, ShardKey)>) -> Self {
+        PoolShard::sort(&mut shards);
+        self.shards = shards;
+        self
     }
 
     /// Decides and appends the show's waiting list (held by the caller)
@@ -174,6 +188,8 @@ pub struct View<'v, U: Stream> {
     allowance: Option<(&'v Allowance, u32)>,
     /// Each unit with its key, in lock order.
     pub units: Vec<(&'v U, &'v U::Key)>,
+    /// The round's shards beside its seats ([`Round::with_shards`]).
+    pub shards: Vec<(&'v PoolShard, &'v ShardKey)>,
     /// Whether some unit was taken to be empty rather than read.
     pub assumed_new: bool,
 }
@@ -195,12 +211,34 @@ impl<U: Stream> View<'_, U> {
             None => Ok(Vec::new()),
         }
     }
+
+    /// Decides `commands` on the buyer's allowance at `now`, each on the
+    /// state the ones before it leave; nothing on a show without a limit.
+    pub fn allowance_each(
+        &self,
+        commands: &[AllowanceCommand],
+    ) -> Result<Vec<AllowanceEvent>, AllowanceError> {
+        let Some((allowance, _)) = self.allowance else {
+            return Ok(Vec::new());
+        };
+        let mut state = allowance.clone();
+        let mut events = Vec::new();
+        for command in commands {
+            for event in allowance::decide(&state, command, self.now)? {
+                cqrs_es::Aggregate::apply(&mut state, event.clone());
+                events.push(event);
+            }
+        }
+        Ok(events)
+    }
 }
 
 /// The events a decision appends, stream by stream.
 pub struct Decided<U: Stream> {
     /// One list per unit, in the view's order.
     pub units: Vec<Vec<U::Event>>,
+    /// One list per shard of the view's `shards`, in its order.
+    pub shards: Vec<Vec<PoolEvent>>,
     pub allowance: Vec<AllowanceEvent>,
     pub checkout: Vec<CheckoutEvent>,
     pub line: Vec<WaitlistEvent>,
@@ -212,6 +250,7 @@ impl<U: Stream> Decided<U> {
     pub fn units(units: Vec<Vec<U::Event>>) -> Self {
         Self {
             units,
+            shards: Vec::new(),
             allowance: Vec::new(),
             checkout: Vec::new(),
             line: Vec::new(),
@@ -221,6 +260,7 @@ impl<U: Stream> Decided<U> {
 
     fn is_empty(&self) -> bool {
         self.units.iter().all(Vec::is_empty)
+            && self.shards.iter().all(Vec::is_empty)
             && self.allowance.is_empty()
             && self.checkout.is_empty()
             && self.line.is_empty()
@@ -601,13 +641,28 @@ impl Rounds {
             Read::All => refresh_all(&self.log, &mut streams).await?,
             Read::AssumeNew => refresh_or_assume_new(&self.log, &mut streams).await?,
         }
+        if !round.shards.is_empty()
+            && std::any::type_name::<U>() == std::any::type_name::<PoolShard>()
+        {
+            return Err(StoreError::Corrupt(format!(
+                "{}: shards beside shards would lock one twice",
+                round.command
+            )));
+        }
+        let shard_ids: Vec<String> = round.shards.iter().map(|(id, _)| id.clone()).collect();
+        let mut shards = self.inventory.shards.lock(&shard_ids).await;
+        refresh_all(&self.log, &mut shards).await?;
         if let Some(checkout) = round.checkout.as_deref_mut() {
             self.refresh_checkout(checkout).await?;
         }
         if let Some(line) = round.line.as_deref_mut() {
             refresh_all(&self.log, std::slice::from_mut(line)).await?;
         }
-        Ok(Locked { streams, allowance })
+        Ok(Locked {
+            streams,
+            shards,
+            allowance,
+        })
     }
 
     /// Runs the decision on the locked streams at `now`; when it asks, reads
@@ -632,6 +687,12 @@ impl Rounds {
                     .streams
                     .iter()
                     .zip(units)
+                    .map(|(stream, (_, key))| (stream.aggregate(), key))
+                    .collect(),
+                shards: locked
+                    .shards
+                    .iter()
+                    .zip(&round.shards)
                     .map(|(stream, (_, key))| (stream.aggregate(), key))
                     .collect(),
                 assumed_new,
@@ -681,6 +742,8 @@ impl Rounds {
 /// round's units, in the same order.
 struct Locked<U: Stream> {
     streams: Vec<LockedStream<U>>,
+    /// One for each of the round's shards beside its seats.
+    shards: Vec<LockedStream<PoolShard>>,
     allowance: Option<LockedStream<Allowance>>,
 }
 
@@ -726,6 +789,13 @@ fn batch<U: Stream>(
         batch.push_events::<U>(stream.id(), version, events, metadata, show_id)?;
         U::rows(&mut rows, key, stream.aggregate(), version, events);
     }
+    let shards = locked.shards.iter().zip(&round.shards).zip(&decided.shards);
+    for ((stream, (_, key)), events) in shards {
+        let version = stream.version();
+        let show_id = Some(PoolShard::show_id(key));
+        batch.push_events::<PoolShard>(stream.id(), version, events, metadata, show_id)?;
+        PoolShard::rows(&mut rows, key, stream.aggregate(), version, events);
+    }
     if let Some(checkout) = round.checkout.as_deref() {
         let events = &decided.checkout;
         let show_id = Rows::checkout_after(checkout.aggregate(), events).show_id;
@@ -746,6 +816,7 @@ fn batch<U: Stream>(
 /// The streams of one append, whose caches follow its outcome.
 struct Tracked<'r, U: Stream> {
     units: &'r mut [LockedStream<U>],
+    shards: &'r mut [LockedStream<PoolShard>],
     allowance: Option<&'r mut LockedStream<Allowance>>,
     checkout: Option<&'r mut CheckoutLock>,
     line: Option<&'r mut LineLock>,
@@ -755,6 +826,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
     fn of(round: &'r mut Round<'_>, locked: &'r mut Locked<U>) -> Self {
         Self {
             units: &mut locked.streams,
+            shards: &mut locked.shards,
             allowance: locked.allowance.as_mut(),
             checkout: round.checkout.as_deref_mut(),
             line: round.line.as_deref_mut(),
@@ -763,6 +835,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
 
     fn before_append(&mut self) {
         self.units.iter_mut().for_each(LockedStream::before_append);
+        self.shards.iter_mut().for_each(LockedStream::before_append);
         self.allowance.iter_mut().for_each(|s| s.before_append());
         self.checkout.iter_mut().for_each(|s| s.before_append());
         self.line.iter_mut().for_each(|s| s.before_append());
@@ -771,6 +844,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
     /// Refused, or the outcome unknown: reload next time.
     fn invalidate(&mut self) {
         self.units.iter_mut().for_each(LockedStream::invalidate);
+        self.shards.iter_mut().for_each(LockedStream::invalidate);
         self.allowance.iter_mut().for_each(|s| s.invalidate());
         self.checkout.iter_mut().for_each(|s| s.invalidate());
         self.line.iter_mut().for_each(|s| s.invalidate());
@@ -779,6 +853,9 @@ impl<'r, U: Stream> Tracked<'r, U> {
     /// Appended: fold the events into the caches.
     fn appended(self, decided: Decided<U>) {
         for (stream, events) in self.units.iter_mut().zip(decided.units) {
+            stream.appended(events);
+        }
+        for (stream, events) in self.shards.iter_mut().zip(decided.shards) {
             stream.appended(events);
         }
         if let Some(stream) = self.allowance {
@@ -804,8 +881,19 @@ impl<'v, U: Stream> View<'v, U> {
             line: None,
             allowance: None,
             units,
+            shards: Vec::new(),
             assumed_new: false,
         }
+    }
+
+    pub(crate) fn with_line(mut self, line: &'v Waitlist) -> Self {
+        self.line = Some(line);
+        self
+    }
+
+    pub(crate) fn with_shards(mut self, shards: Vec<(&'v PoolShard, &'v ShardKey)>) -> Self {
+        self.shards = shards;
+        self
     }
 
     pub(crate) fn with_checkout(mut self, checkout: &'v Checkout) -> Self {

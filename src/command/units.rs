@@ -64,14 +64,15 @@ pub trait Unit: Stream {
         booking_id: BookingId,
         now: DateTime<Utc>,
     ) -> Vec<Self::Event>;
-    /// Gives back at most `places` of `booking_id`'s units here (a seat:
-    /// itself, whatever `places` is), and says how many it gave back: an
-    /// order's lines are cancelled a place at a time, and one order books
-    /// several holds' places on a shard under its one booking id.
+    /// Gives back at most `places` of the units `hold_id` sold to
+    /// `booking_id` here (a seat: itself, whatever `places` is), and says
+    /// how many it gave back: an order's lines are cancelled a place at a
+    /// time, and one order books several holds' places on a shard under
+    /// its one booking id, each line given back from its own hold's.
     fn give_back(
         &self,
         key: &Self::Key,
-        booking_id: BookingId,
+        sold: (BookingId, HoldId),
         places: u32,
         now: DateTime<Utc>,
     ) -> (Vec<Self::Event>, u32);
@@ -193,7 +194,7 @@ impl Unit for Seat {
     fn give_back(
         &self,
         key: &SeatKey,
-        booking_id: BookingId,
+        (booking_id, _): (BookingId, HoldId),
         _places: u32,
         now: DateTime<Utc>,
     ) -> (Vec<Self::Event>, u32) {
@@ -309,12 +310,13 @@ impl Unit for PoolShard {
     fn give_back(
         &self,
         key: &ShardKey,
-        booking_id: BookingId,
+        (booking_id, hold_id): (BookingId, HoldId),
         places: u32,
         now: DateTime<Utc>,
     ) -> (Vec<Self::Event>, u32) {
         let command = PoolCommand::ReturnPlaces {
             booking_id,
+            hold_id,
             quantity: places,
         };
         let events = pool::decide(self, key.capacity, &command, now).unwrap_or_default();

@@ -120,7 +120,7 @@ fn channel_viewer(
     let actor = actor_of(state, headers)?;
     let channel =
         ChannelId::parse(channel).map_err(|e| ApiError::Validation(format!("channel: {e}")))?;
-    if !actor.may_sell_through(&channel) {
+    if !actor.may_sell_through(&entry.show.show_id, &channel) {
         return Err(ApiError::Forbidden);
     }
     if entry.show.channel(&channel).is_none() {

@@ -971,7 +971,7 @@ impl From<CheckoutError> for ApiError {
             CheckoutError::CancellationClosed => ApiError::CancellationClosed,
             CheckoutError::Invalid(detail) => ApiError::Validation(detail),
             CheckoutError::Bug(what) => ApiError::Internal(what),
-            CheckoutError::Busy => ApiError::Busy,
+            CheckoutError::Busy | CheckoutError::OtherProvider => ApiError::Busy,
             CheckoutError::Store(e) => e.into(),
         }
     }

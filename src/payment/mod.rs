@@ -124,6 +124,12 @@ pub trait PaymentProvider: Send + Sync + 'static {
     /// happens.
     fn check_method(&self, payment_method: &str) -> Result<(), PaymentError>;
 
+    /// Whether a checkout paid with `payment_method` is this provider's to
+    /// drive: instances with different providers on one database each
+    /// leave the others' checkouts alone (a simulator never asks after a
+    /// Stripe payment, nor Stripe after a simulated one).
+    fn takes(&self, payment_method: &str) -> bool;
+
     /// Creates the payment (not authorized). The same key returns the same
     /// payment; a payment already past `Unconfirmed` comes back as it is.
     fn prepare<'a>(

@@ -55,6 +55,11 @@ impl PaymentProvider for WithOffline {
         self.card.name()
     }
 
+    /// The box office's methods, and the online provider's.
+    fn takes(&self, payment_method: &str) -> bool {
+        payment_method.starts_with(OFFLINE_METHOD_PREFIX) || self.card.takes(payment_method)
+    }
+
     /// A buyer's method: the online provider's; never an offline one.
     fn check_method(&self, payment_method: &str) -> Result<(), PaymentError> {
         if payment_method.starts_with(OFFLINE_METHOD_PREFIX) {

@@ -53,6 +53,9 @@ enum Method {
     ThreeDs(u64),
 }
 
+/// Every simulator method begins so; no other provider's does.
+pub const SIMULATOR_METHOD_PREFIX: &str = "pm_sim_";
+
 fn parse_method(method: &str) -> Result<Method, PaymentError> {
     let with_ms = |prefix: &str, max: u64| {
         method
@@ -353,6 +356,10 @@ impl PaymentProvider for Simulator {
 
     fn check_method(&self, payment_method: &str) -> Result<(), PaymentError> {
         parse_method(payment_method).map(|_| ())
+    }
+
+    fn takes(&self, payment_method: &str) -> bool {
+        payment_method.starts_with(SIMULATOR_METHOD_PREFIX)
     }
 
     fn prepare<'a>(

@@ -378,6 +378,12 @@ impl PaymentProvider for Stripe {
     }
 
     /// A PaymentMethod id (`pm_...`), as Stripe.js creates it.
+    /// Every card method but the simulator's and the box office's.
+    fn takes(&self, payment_method: &str) -> bool {
+        !payment_method.starts_with(super::simulator::SIMULATOR_METHOD_PREFIX)
+            && !payment_method.starts_with(super::offline::OFFLINE_METHOD_PREFIX)
+    }
+
     fn check_method(&self, payment_method: &str) -> Result<(), PaymentError> {
         let well_formed = payment_method.starts_with("pm_")
             && payment_method.len() <= super::MAX_PAYMENT_METHOD_CHARS

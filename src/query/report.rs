@@ -465,18 +465,43 @@ pub struct BookingLine {
     pub price_cents: i64,
 }
 
-/// Rows as CSV with a header line (the `csv` crate quotes).
+/// Rows as CSV with a header line (the `csv` crate quotes). A field that a
+/// spreadsheet would run as a formula (it starts with `=`, `+`, `-`, `@`,
+/// a tab or a carriage return: a buyer id `=HYPERLINK(...)`) is written
+/// after a `'`, which spreadsheets show and never run (OWASP's advice for
+/// CSV injection); no number the service writes is negative.
 pub fn to_csv<T: Serialize>(rows: &[T], header: &[&str]) -> Result<Vec<u8>, csv::Error> {
+    let mut plain = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    for row in rows {
+        plain.serialize(row)?;
+    }
+    let plain = plain
+        .into_inner()
+        .map_err(|e| csv::Error::from(std::io::Error::other(e.to_string())))?;
     let mut writer = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
     writer.write_record(header)?;
-    for row in rows {
-        writer.serialize(row)?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(plain.as_slice());
+    for record in reader.records() {
+        let record = record?;
+        writer.write_record(record.iter().map(|field| neutralised(field).into_owned()))?;
     }
     writer
         .into_inner()
         .map_err(|e| csv::Error::from(std::io::Error::other(e.to_string())))
+}
+
+/// A CSV field a spreadsheet shows as text, never runs as a formula.
+fn neutralised(field: &str) -> std::borrow::Cow<'_, str> {
+    match field.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{field}").into(),
+        _ => field.into(),
+    }
 }
 
 /// The columns of a booking line, in order.
@@ -492,3 +517,33 @@ pub const BOOKING_COLUMNS: [&str; 10] = [
     "channel",
     "price_cents",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Row {
+        buyer: String,
+        price_cents: i64,
+    }
+
+    #[test]
+    fn it_should_write_a_formula_as_text_in_the_csv() {
+        let rows = [
+            Row {
+                buyer: "=HYPERLINK(\"http://evil\",\"x\")".into(),
+                price_cents: 5000,
+            },
+            Row {
+                buyer: "alice".into(),
+                price_cents: 0,
+            },
+        ];
+        let csv = String::from_utf8(to_csv(&rows, &["buyer", "price_cents"]).unwrap()).unwrap();
+        assert_eq!(
+            csv,
+            "buyer,price_cents\n\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\",5000\nalice,0\n"
+        );
+    }
+}

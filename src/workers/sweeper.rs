@@ -17,7 +17,7 @@ use std::time::Duration;
 use domain::ids::BuyerId;
 use projections::time::to_micros;
 
-use crate::auth::{Actor, Role};
+use crate::auth::Actor;
 use crate::clock::Clock;
 use crate::command::context::{OutcomeMark, RequestContext};
 use crate::command::holds::{HoldError, HoldService};
@@ -119,11 +119,7 @@ impl Sweeper {
         let actor = BuyerId::parse(SWEEPER_ACTOR)
             .map_err(|e| HoldError::Store(StoreError::Corrupt(e.to_string())))?;
         let ctx = RequestContext {
-            actor: Actor {
-                id: actor,
-                role: Role::Admin,
-                channels: Vec::new(),
-            },
+            actor: Actor::admin(actor),
             sold_by: None,
             request_id: None,
             idempotency_key: None,

@@ -1,8 +1,11 @@
 //! The waiting lists' judge: every pass, each show that keeps a waiting
-//! list and has not begun is judged (`WaitlistService::judge`): the seats
-//! owed to its line offered to its entries in order, the rest passed on to
-//! sale. Several instances judge at once; the line's stream version keeps
-//! their offers apart.
+//! list is judged (`WaitlistService::judge`): the seats owed to its line
+//! offered to its entries in order, the rest passed on to sale. A show
+//! that has begun is judged too: holds and the box office still sell it,
+//! and a line hold that ends then owes its seat to the line like any
+//! other (skipping it would leave that seat `held` for ever). Several
+//! instances judge at once; the line's stream version keeps their offers
+//! apart.
 //!
 //! The pass is what bounds the time from a seat freeing (a release, a
 //! cancellation, a give-back, or a line hold's `expires_at`) to its offer:
@@ -15,7 +18,6 @@ use std::time::{Duration, Instant};
 use domain::ids::ShowId;
 use tokio::sync::Mutex;
 
-use crate::clock::Clock;
 use crate::command::waitlist::{Judged, LineError, WaitlistService};
 use crate::store::Shows;
 
@@ -32,7 +34,6 @@ pub const SHOWS_FRESHNESS: Duration = Duration::from_secs(2);
 pub struct WaitlistJudge {
     shows: Shows,
     waitlists: Arc<WaitlistService>,
-    clock: Arc<dyn Clock>,
     known: Arc<Mutex<Option<Known>>>,
 }
 
@@ -46,11 +47,10 @@ struct Known {
 }
 
 impl WaitlistJudge {
-    pub fn new(shows: Shows, waitlists: Arc<WaitlistService>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(shows: Shows, waitlists: Arc<WaitlistService>) -> Self {
         Self {
             shows,
             waitlists,
-            clock,
             known: Arc::default(),
         }
     }
@@ -74,7 +74,7 @@ impl WaitlistJudge {
         first_error.map_or(Ok(total), Err)
     }
 
-    /// The shows that keep a waiting list and have not begun.
+    /// The shows that keep a waiting list.
     async fn shows_with_lines(&self) -> Result<Vec<ShowId>, LineError> {
         let mut known = self.known.lock().await;
         if let Some(known) = known.as_ref() {
@@ -84,7 +84,6 @@ impl WaitlistJudge {
         }
         let mut keeps_line = known.take().map(|k| k.keeps_line).unwrap_or_default();
         let mut lines = Vec::new();
-        let now = self.clock.now();
         for show_id in self.shows.show_ids().await? {
             let keeps = match keeps_line.get(&show_id) {
                 Some(&keeps) => keeps,
@@ -93,13 +92,8 @@ impl WaitlistJudge {
                     None => false,
                 },
             };
-            if !keeps {
-                continue;
-            }
-            match self.waitlists.show(&show_id).await {
-                Ok(entry) if entry.show.starts_at > now => lines.push(show_id),
-                Ok(_) | Err(LineError::NoWaitlist | LineError::ShowNotFound) => {}
-                Err(other) => return Err(other),
+            if keeps {
+                lines.push(show_id);
             }
         }
         *known = Some(Known {

@@ -187,8 +187,8 @@ async fn channel_buyers_reach_only_their_channels_inventory(env: TestEnv) {
     );
     let before = app.seat_statuses("reach").await;
     let public = app.buyer("alice");
-    let partner = app.channel_buyer("bob", &["partner-x"]);
-    let other = app.channel_buyer("carol", &["boxoffice"]);
+    let partner = app.channel_buyer("bob", &["partner-x"], "reach");
+    let other = app.channel_buyer("carol", &["boxoffice"], "reach");
     let hold = |token: &str, body: Value| app.hold_call(token.to_owned(), "reach", body);
     // The public: not for sale, naming the seat.
     let answer = hold(&public, json!({"seats": ["S1", "S3"]})).await;
@@ -203,6 +203,11 @@ async fn channel_buyers_reach_only_their_channels_inventory(env: TestEnv) {
         .await
         .expect_problem(403, "forbidden");
     hold(&other, json!({"seats": ["S1"], "channel": "partner-x"}))
+        .await
+        .expect_problem(403, "forbidden");
+    // A partner-x token of another show: a channel id is its show's own.
+    let elsewhere = app.channel_buyer("dave", &["partner-x"], "another-show");
+    hold(&elsewhere, json!({"seats": ["S1"], "channel": "partner-x"}))
         .await
         .expect_problem(403, "forbidden");
     hold(&app.admin(), json!({"seats": ["S1"], "channel": "nobody"}))
@@ -295,7 +300,7 @@ async fn places_of_a_pool_are_allocated_held_through_the_channel_and_given_back(
     let app = env.spawn().await;
     show_with_channels(&app, "gapool", 2).await;
     let public = app.buyer("alice");
-    let partner = app.channel_buyer("bob", &["partner-x"]);
+    let partner = app.channel_buyer("bob", &["partner-x"], "gapool");
     // The public holds 80 of the 100 places.
     for n in 0..4 {
         let held = app
@@ -505,7 +510,7 @@ async fn the_box_office_books_and_refunds_without_a_provider(env: TestEnv) {
 async fn mixed_run(app: &TestApp, show: &str) {
     show_with_channels(app, show, 30).await;
     let alice = app.buyer("alice");
-    let partner = app.channel_buyer("bob", &["partner-x"]);
+    let partner = app.channel_buyer("bob", &["partner-x"], show);
     let a = hold_for(app, &alice, show, &["S1", "S2"]).await;
     assert_eq!(
         app.purchase(&alice, &a, "pm_sim_ok").await.status,

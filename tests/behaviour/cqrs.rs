@@ -234,6 +234,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at: instant(&held, "expires_at"),
             placed_expires_at: instant(&held, "expires_at"),
             line: false,
+            offer: false,
         })
     );
 

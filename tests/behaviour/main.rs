@@ -15,6 +15,7 @@ mod caching;
 mod channels;
 mod checkout;
 mod cluster;
+mod corrections;
 mod cqrs;
 mod crash;
 mod edge;
@@ -72,6 +73,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(limits::tests());
     all.extend(checkout::tests());
     all.extend(orders::tests());
+    all.extend(corrections::tests());
     all.extend(channels::tests());
     all.extend(waitlist::tests());
     all.extend(crash::tests());

@@ -16,7 +16,8 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         an_order_of_seats_and_places_is_paid_once_and_cancelled_line_by_line,
         a_hold_lost_before_the_order_converts_none_and_charges_nothing,
-        a_hold_lost_mid_order_gives_back_the_holds_converted_before_it,
+        a_hold_lost_mid_order_leaves_the_others_as_they_were,
+        a_pool_hold_released_while_its_order_pays_is_never_sold,
         concurrent_retries_give_one_order_and_one_payment,
         concurrent_cancellations_refund_each_line_once,
         a_hold_of_an_order_cannot_be_bought_alone,
@@ -269,7 +270,7 @@ async fn a_hold_lost_before_the_order_converts_none_and_charges_nothing(env: Tes
     app.stop().await;
 }
 
-async fn a_hold_lost_mid_order_gives_back_the_holds_converted_before_it(env: TestEnv) {
+async fn a_hold_lost_mid_order_leaves_the_others_as_they_were(env: TestEnv) {
     let _heavy = HEAVY.acquire().await.expect("semaphore");
     let app = env.spawn().await;
     app.create_show("midway", 3, 480).await;
@@ -278,21 +279,107 @@ async fn a_hold_lost_mid_order_gives_back_the_holds_converted_before_it(env: Tes
     let older = hold_for(&app, &alice, "midway", &["S2"]).await;
     app.clock.advance(chrono::Duration::seconds(200));
     let newer = hold_for(&app, &alice, "midway", &["S1"]).await;
+    let newer_before = hold_answer(&app, &alice, &newer).await;
     let holds = [newer.as_str(), older.as_str()];
-    let slow = {
-        let request = app
-            .client
-            .post(format!("{}/v1/orders", app.base))
-            .bearer_auth(&alice)
-            .header("content-type", "application/json")
-            .body(json!({"holds": holds, "payment_method": "pm_sim_delay_1500"}).to_string());
-        tokio::spawn(async move { TestApp::answer(request.send().await.expect("answered")).await })
-    };
-    // Once the order is requested (its authorization in flight), time passes.
+    let slow = spawn_order(&app, &alice, &holds, "pm_sim_delay_1500");
     let stream = order_id_of(&holds).to_string();
+    order_requested(&app, &stream).await;
+    app.clock.advance(chrono::Duration::seconds(300));
+    let answer = slow.await.expect("the order's answer");
+    answer.expect_problem(409, "hold_expired");
+    assert_eq!(answer.body["holds"], json!([older]));
+    assert_eq!(answer.body["voided"], true);
+    assert_eq!(answer.body["refunded"], false);
+
+    // Nothing was converted: the newer hold is exactly as it was.
+    let events = checkout_event_types(&app, &stream).await;
+    assert!(
+        !events.iter().any(|e| e == "OrderHoldConverted")
+            && events.iter().any(|e| e == "PaymentVoided"),
+        "{events:?}"
+    );
+    assert_eq!(app.seat_statuses("midway").await["S1"], "held");
+    let newer_after = hold_answer(&app, &alice, &newer).await;
+    assert_eq!(newer_after["status"], "held", "{newer_after}");
+    assert_eq!(newer_after["expires_at"], newer_before["expires_at"]);
+    let ledger = app.ledger().sim_ledger().await.expect("ledger");
+    assert!(
+        ledger.iter().all(|c| c.outcome != "captured"),
+        "nothing captured: {ledger:?}"
+    );
+    let again = order(&app, &alice, &holds, "pm_sim_ok").await;
+    again.expect_problem(409, "hold_expired");
+    assert_eq!(again.body["voided"], true, "asked again: the same answer");
+    // The hold left is the buyer's still: bought alone, it converts.
+    let bought = app.purchase(&alice, &newer, "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+    app.stop().await;
+}
+
+async fn a_pool_hold_released_while_its_order_pays_is_never_sold(env: TestEnv) {
+    let _heavy = HEAVY.acquire().await.expect("semaphore");
+    let app = env.spawn().await;
+    let mut show = crate::support::show_body(0, 480);
+    show["pools"] = json!([{"pool_id": "floor", "capacity": 6, "price_cents": 2500}]);
+    app.create_show_from("small", &show).await;
+    let alice = app.buyer("alice");
+    let first = hold_places(&app, &alice, "small", 2).await;
+    let second = hold_places(&app, &alice, "small", 2).await;
+    let first_before = hold_answer(&app, &alice, &first).await;
+    let holds = [first.as_str(), second.as_str()];
+    let slow = spawn_order(&app, &alice, &holds, "pm_sim_delay_2500");
+    order_requested(&app, &order_id_of(&holds).to_string()).await;
+    let released = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/holds/{second}"),
+            Some(&alice),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
+
+    let answer = slow.await.expect("the order's answer");
+    answer.expect_problem(409, "hold_released");
+    assert_eq!(answer.body["holds"], json!([second]));
+    assert_eq!(answer.body["voided"], true);
+    let availability = app.availability("small").await.body;
+    assert_eq!(floor_available(&availability), 4, "{availability}");
+    let pool = &availability["pools"][0];
+    assert_eq!(pool["sold"], 0, "nothing sold: {availability}");
+    let first_after = hold_answer(&app, &alice, &first).await;
+    assert_eq!(first_after["status"], "held", "{first_after}");
+    assert_eq!(first_after["expires_at"], first_before["expires_at"]);
+    let ledger = app.ledger().sim_ledger().await.expect("ledger");
+    assert!(
+        ledger.iter().all(|c| c.outcome != "captured"),
+        "nothing charged: {ledger:?}"
+    );
+    app.stop().await;
+}
+
+/// An order of `holds` sent in the background.
+fn spawn_order(
+    app: &TestApp,
+    token: &str,
+    holds: &[&str],
+    method: &str,
+) -> tokio::task::JoinHandle<Answer> {
+    let request = app
+        .client
+        .post(format!("{}/v1/orders", app.base))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(json!({"holds": holds, "payment_method": method}).to_string());
+    tokio::spawn(async move { TestApp::answer(request.send().await.expect("answered")).await })
+}
+
+/// Awaits the order's request on its stream (its payment in flight).
+async fn order_requested(app: &TestApp, stream: &str) {
     let store = app.store.clone();
     eventually("the order to be requested", || {
-        let (store, stream) = (store.clone(), stream.clone());
+        let (store, stream) = (store.clone(), stream.to_owned());
         async move {
             !store
                 .log()
@@ -303,50 +390,31 @@ async fn a_hold_lost_mid_order_gives_back_the_holds_converted_before_it(env: Tes
         }
     })
     .await;
-    app.clock.advance(chrono::Duration::seconds(300));
-    let answer = slow.await.expect("the order's answer");
-    answer.expect_problem(409, "hold_expired");
-    assert_eq!(answer.body["holds"], json!([older]));
-    assert_eq!(answer.body["voided"], true);
+}
 
-    // The newer hold was converted, then given back in the same story.
-    let events: Vec<String> = app
-        .store
+async fn checkout_event_types(app: &TestApp, stream: &str) -> Vec<String> {
+    app.store
         .log()
-        .stream_events::<Checkout>(&stream, 0)
+        .stream_events::<Checkout>(stream, 0)
         .await
         .expect("events")
         .into_iter()
         .map(|e| e.event_type)
-        .collect();
-    let at = |name: &str| events.iter().position(|e| e == name);
-    assert!(
-        at("OrderHoldConverted") < at("OrderHoldGivenBack")
-            && at("OrderHoldGivenBack") < at("PaymentVoided")
-            && at("OrderHoldConverted").is_some(),
-        "{events:?}"
-    );
-    assert_eq!(app.seat_statuses("midway").await["S1"], "available");
-    let given_back = app
+        .collect()
+}
+
+async fn hold_answer(app: &TestApp, token: &str, hold: &str) -> Value {
+    let read = app
         .call(
             Method::GET,
-            &format!("/v1/holds/{newer}"),
-            Some(&alice),
+            &format!("/v1/holds/{hold}"),
+            Some(token),
             None,
             &[],
         )
         .await;
-    assert_eq!(given_back.body["status"], "released", "{}", given_back.body);
-    assert_eq!(given_back.body["order_id"], json!(stream));
-    let ledger = app.ledger().sim_ledger().await.expect("ledger");
-    assert!(
-        ledger.iter().all(|c| c.outcome != "captured"),
-        "nothing captured: {ledger:?}"
-    );
-    let again = order(&app, &alice, &holds, "pm_sim_ok").await;
-    again.expect_problem(409, "hold_expired");
-    assert_eq!(again.body["voided"], true, "asked again: the same answer");
-    app.stop().await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+    read.body
 }
 
 async fn concurrent_retries_give_one_order_and_one_payment(env: TestEnv) {

@@ -266,6 +266,7 @@ fn placing(mut batch: AppendBatch, hold_id: domain::ids::HoldId) -> AppendBatch 
         expires_at: Utc::now() + chrono::Duration::hours(1),
         price: None,
         line: false,
+        offer: false,
     };
     batch.rows.seat(
         &ShowId::parse("atomic").unwrap(),
@@ -509,6 +510,7 @@ async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv
                     expires_at,
                     price: None,
                     line: false,
+                    offer: false,
                 };
                 batch
                     .rows

@@ -52,6 +52,7 @@ async fn a_stream_an_append_wrote_nothing_to_is_not_marked_fresh(env: TestEnv) {
         expires_at: now + Duration::hours(1),
         price: None,
         line: false,
+        offer: false,
     };
     let (first, second) = (HoldId(uuid::Uuid::new_v4()), HoldId(uuid::Uuid::new_v4()));
     // The first hold holds B only; A is free.

@@ -474,14 +474,17 @@ impl TestApp {
         self.token("ops", Role::Admin)
     }
 
-    /// A buyer whose token lets them hold from `channels` too.
-    pub fn channel_buyer(&self, sub: &str, channels: &[&str]) -> String {
-        let channels: Vec<domain::ids::ChannelId> = (channels.iter())
-            .map(|c| domain::ids::ChannelId::parse(c).expect("channel"))
-            .collect();
+    /// A buyer whose token lets them hold from `channels` of `show` too.
+    pub fn channel_buyer(&self, sub: &str, channels: &[&str], show: &str) -> String {
+        let grant = booking::auth::Grant {
+            channels: (channels.iter())
+                .map(|c| domain::ids::ChannelId::parse(c).expect("channel"))
+                .collect(),
+            shows: vec![domain::ids::ShowId::parse(show).expect("show")],
+        };
         let sub = BuyerId::parse(sub).expect("sub");
         (self.keys)
-            .issue_with_channels(&sub, Role::Buyer, &channels, chrono::Duration::hours(1))
+            .issue_granting(&sub, Role::Buyer, &grant, chrono::Duration::hours(1))
             .expect("token")
     }
 

@@ -52,6 +52,7 @@ impl CheckoutService {
         let mut progress = Progress::default();
         for _ in 0..MAX_DRIVE_STEPS {
             self.rounds.refresh_checkout(checkout).await?;
+            self.check_provider(checkout.aggregate())?;
             let phase = checkout.aggregate().phase.clone();
             let step = match phase {
                 Phase::Idle | Phase::Requested { .. } | Phase::ActionRequired { .. } => {
@@ -68,6 +69,18 @@ impl CheckoutService {
             }
         }
         Err(CheckoutError::Busy)
+    }
+
+    /// A checkout whose attempt is paid through another provider than this
+    /// instance's is not driven here (an idle one starts its next attempt
+    /// with this instance's method).
+    fn check_provider(&self, checkout: &Checkout) -> Result<(), CheckoutError> {
+        match &checkout.payment_method {
+            Some(method) if checkout.phase != Phase::Idle && !self.payments.takes(method) => {
+                Err(CheckoutError::OtherProvider)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Until the payment is authorized: start an attempt, prepare its
@@ -165,11 +178,20 @@ impl CheckoutService {
                     progress.completed_here = true;
                 }
             }
-            Phase::RefundRequested { charge_id, .. } => {
-                self.refund_charge(ctx, checkout, &charge_id).await?
+            Phase::RefundRequested {
+                charge_id,
+                amount_cents,
+                ..
+            } => {
+                self.refund_charge(ctx, checkout, &charge_id, amount_cents)
+                    .await?
             }
-            Phase::CancelRequested { charge_id, .. } => {
-                let refund_id = self.refund(&charge_id).await?;
+            Phase::CancelRequested {
+                charge_id,
+                amount_cents,
+                ..
+            } => {
+                let refund_id = self.refund(&charge_id, amount_cents).await?;
                 self.free_units(ctx, subject, refund_id, checkout).await?;
             }
             Phase::Idle
@@ -558,27 +580,36 @@ impl CheckoutService {
         ctx: &RequestContext,
         checkout: &mut CheckoutLock,
         charge_id: &str,
+        amount_cents: i64,
     ) -> Result<(), CheckoutError> {
-        let refund_id = self.refund(charge_id).await?;
+        let refund_id = self.refund(charge_id, amount_cents).await?;
         let command = CheckoutCommand::RecordRefund { refund_id };
         self.record(ctx, checkout, &command).await?;
         Ok(())
     }
 
-    /// The refund of a captured payment, with the key derived from it (a
-    /// repeat after a crash reaches the same refund).
-    async fn refund(&self, charge_id: &str) -> Result<String, CheckoutError> {
+    /// The refund of a captured payment of `amount_cents`, with the key
+    /// derived from it (a repeat after a crash reaches the same refund).
+    async fn refund(&self, charge_id: &str, amount_cents: i64) -> Result<String, CheckoutError> {
+        if amount_cents == 0 {
+            return Ok(NO_REFUND_ID.to_owned());
+        }
         let key = Checkout::refund_key(charge_id);
         self.refund_part(charge_id, None, &key).await
     }
 
-    /// A refund of `amount_minor` (the whole: `None`) under `key`.
+    /// A refund of `amount_minor` (the whole: `None`) under `key`; of 0,
+    /// nothing is asked of the provider (it would refuse), and the refund
+    /// recorded is [`NO_REFUND_ID`].
     pub(super) async fn refund_part(
         &self,
         charge_id: &str,
         amount_minor: Option<i64>,
         key: &str,
     ) -> Result<String, CheckoutError> {
+        if amount_minor == Some(0) {
+            return Ok(NO_REFUND_ID.to_owned());
+        }
         let refund = self
             .call(self.payments.refund(charge_id, amount_minor, key))
             .await
@@ -588,6 +619,10 @@ impl CheckoutService {
         Ok(refund.refund_id)
     }
 }
+
+/// The refund id recorded for a refund of nothing (free lines, a free
+/// booking): no provider was asked, so there is no provider's id.
+pub const NO_REFUND_ID: &str = "none";
 
 /// A price in the currency's minor units, as the provider takes it.
 pub(super) fn minor_units(currency: Currency, amount_cents: i64) -> Result<i64, CheckoutError> {

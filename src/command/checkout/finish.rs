@@ -30,8 +30,6 @@ pub(super) enum Finish {
     Cancel { refund_id: String },
     /// A booking whose authorization could not be captured: free the units.
     Reverse,
-    /// (Orders, authorized) book one hold's units for the order.
-    ConvertOrderHold,
     /// (Orders, voiding or reversing) free one converted hold's units:
     /// `places` on each shard for a pool hold (its parts), every seat.
     GiveBack { places: BTreeMap<u32, u32> },
@@ -77,8 +75,9 @@ impl Decide for Finishing {
         view: &View<'_, U>,
     ) -> Result<Decision<U, Finished>, CheckoutError> {
         let step = match &self.finish {
-            Finish::ConvertOrderHold | Finish::GiveBack { .. } | Finish::FreeLines { .. } => {
-                self.order_step(view)
+            Finish::GiveBack { places } => Ok(self.give_back_step(view, places)),
+            Finish::FreeLines { refund_id, places } => {
+                Ok(self.free_lines_step(view, refund_id, *places))
             }
             _ => self.hold_step(view),
         };
@@ -97,11 +96,9 @@ impl Decide for Finishing {
             .allowance(&counted)
             .map_err(|e| CheckoutError::Bug(format!("hold {hold_id}'s allowance: {e}")))?;
         let decided = Decided {
-            units,
             allowance,
             checkout,
-            line: Vec::new(),
-            idempotency: None,
+            ..Decided::units(units)
         };
         Ok(Decision::Append(decided, Finished::Done))
     }
@@ -152,48 +149,51 @@ impl Finishing {
             .collect()
     }
 
-    /// An order's step on one of its holds.
-    fn order_step<U: Unit>(&self, view: &View<'_, U>) -> Result<Step<U>, Refusal> {
+    /// (Orders, voiding or reversing) one converted hold given back.
+    fn give_back_step<U: Unit>(&self, view: &View<'_, U>, places: &BTreeMap<u32, u32>) -> Step<U> {
         let hold_id = self.hold_id;
-        Ok(match &self.finish {
-            Finish::GiveBack { places } => (
-                self.given_back(view, |shard| {
-                    shard.map_or(1, |s| places.get(&s).copied().unwrap_or(0))
-                }),
-                CheckoutCommand::GiveBack { hold_id },
-                AllowanceCommand::Return { hold_id },
-            ),
-            Finish::FreeLines { refund_id, places } => {
-                let mut left = *places;
-                let mut freed = 0;
-                let units = view
-                    .units
-                    .iter()
-                    .map(|(unit, key)| {
-                        let (events, given) = unit.give_back(key, self.booking_id, left, view.now);
-                        if U::shard(key).is_some() {
-                            left = left.saturating_sub(given);
-                        }
-                        freed += given;
-                        events
-                    })
-                    .collect();
-                let command = CheckoutCommand::FreeLines {
-                    hold_id,
-                    refund_id: refund_id.clone(),
-                };
-                let counted = AllowanceCommand::ReturnUnits {
-                    hold_id,
-                    units: freed,
-                };
-                (units, command, counted)
-            }
-            _ => (
-                self.converted(view)?,
-                CheckoutCommand::ConvertOrderHold { hold_id },
-                AllowanceCommand::Convert { hold_id },
-            ),
-        })
+        (
+            self.given_back(view, |shard| {
+                shard.map_or(1, |s| places.get(&s).copied().unwrap_or(0))
+            }),
+            CheckoutCommand::GiveBack { hold_id },
+            AllowanceCommand::Return { hold_id },
+        )
+    }
+
+    /// (Orders, cancelling lines) `places` of one hold's lines freed: its
+    /// seats given, or that many of its places on its shards.
+    fn free_lines_step<U: Unit>(
+        &self,
+        view: &View<'_, U>,
+        refund_id: &str,
+        places: u32,
+    ) -> Step<U> {
+        let hold_id = self.hold_id;
+        let mut left = places;
+        let mut freed = 0;
+        let units = view
+            .units
+            .iter()
+            .map(|(unit, key)| {
+                let sold = (self.booking_id, self.hold_id);
+                let (events, given) = unit.give_back(key, sold, left, view.now);
+                if U::shard(key).is_some() {
+                    left = left.saturating_sub(given);
+                }
+                freed += given;
+                events
+            })
+            .collect();
+        let command = CheckoutCommand::FreeLines {
+            hold_id,
+            refund_id: refund_id.to_owned(),
+        };
+        let counted = AllowanceCommand::ReturnUnits {
+            hold_id,
+            units: freed,
+        };
+        (units, command, counted)
     }
 
     /// Each unit gives back what `wanted` says of its shard (a seat: `None`).
@@ -205,8 +205,8 @@ impl Finishing {
         view.units
             .iter()
             .map(|(unit, key)| {
-                unit.give_back(key, self.booking_id, wanted(U::shard(key)), view.now)
-                    .0
+                let sold = (self.booking_id, self.hold_id);
+                unit.give_back(key, sold, wanted(U::shard(key)), view.now).0
             })
             .collect()
     }

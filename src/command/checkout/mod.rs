@@ -30,6 +30,7 @@
 //! back and freed one round each).
 
 mod booking;
+mod convert_order;
 mod drive;
 mod finish;
 mod order;
@@ -132,6 +133,11 @@ pub enum CheckoutError {
     Bug(String),
     #[error("contention did not settle")]
     Busy,
+    /// The checkout is paid through a provider this instance does not use
+    /// (another instance on the database does): it is left to that one
+    /// (503 `busy`: asked again, the balancer may pick it).
+    #[error("the checkout is paid through another payment provider")]
+    OtherProvider,
     #[error(transparent)]
     Store(#[from] StoreError),
 }

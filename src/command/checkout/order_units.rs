@@ -1,67 +1,92 @@
-//! An order's steps on its holds' units, one hold (one append) at a time,
-//! each with the order's checkout event that records it: converting them
-//! (`ConvertOrderHold`), giving converted ones back before a void or a
-//! reversal (`GiveBack`), freeing cancelled lines (`FreeLines`). A crash
-//! between two holds leaves the stream saying which are done; the drive
-//! goes on from there.
+//! An order's steps on its holds' units: converting them all in one
+//! append (`convert_order.rs`), and one hold (one append) at a time, each
+//! with the order's checkout event that records it, giving converted ones
+//! back before a reversal (`GiveBack`) and freeing cancelled lines
+//! (`FreeLines`). A crash between two holds leaves the stream saying which
+//! are done; the drive goes on from there.
 
 use std::collections::BTreeMap;
 
 use domain::checkout::CheckoutCommand;
 use domain::ids::HoldId;
 use domain::order::{line_refund_key, Order, OrderLine};
-use domain::pool::PoolShard;
 use domain::seat::Seat;
 
+use super::convert_order::{ConvertingOrder, OrderConversion, OrderHold};
 use super::drive::minor_units;
 use super::finish::{Finish, Finished};
 use super::{CheckoutError, CheckoutService, OrderSubject, Subject};
 use crate::command::context::RequestContext;
-use crate::command::round::CheckoutLock;
+use crate::command::round::{BuyerLimit, CheckoutLock, Round, Settled};
 use crate::command::streams::Stream;
-use crate::command::units::{units_of, HoldUnits, SeatKey, ShardKey};
+use crate::command::units::{units_of, HoldUnits, Refusal, SeatKey};
 use crate::store::{HoldRecord, StoreError};
 
 impl CheckoutService {
-    /// Authorized: converts the order's holds one by one, the last with
-    /// the checkout. A hold found lost (expired, released, bought
-    /// elsewhere) requests the void, naming every hold lost by then; the
-    /// holds converted before it are given back by the void's step.
+    /// Authorized: converts every hold of the order not yet converted, and
+    /// the checkout, in one append (`convert_order.rs`). A hold found lost
+    /// (expired, released, bought elsewhere) converts none and requests
+    /// the void, naming every hold lost; the others stay as they were.
     pub(super) async fn convert_order(
         &self,
         ctx: &RequestContext,
         order: &OrderSubject,
         checkout: &mut CheckoutLock,
     ) -> Result<(), CheckoutError> {
-        let booking_id = order.order_id.booking_id();
+        let mut holds = Vec::new();
+        let (mut seats, mut shards) = (Vec::new(), Vec::new());
         for hold_id in pending_holds(checkout, |o| o.unconverted().collect())? {
             let record = self.stored_hold(&hold_id).await?;
-            let units = units_of(&record, &self.show_of(&record).await?.show)?;
-            let finish = Finish::ConvertOrderHold;
-            match self
-                .finish_on(ctx, &record, checkout, finish, booking_id, units)
-                .await?
-            {
-                Finished::Done => {}
-                // Another process moved the order on: the drive reads it again.
-                Finished::Moved => return Ok(()),
-                Finished::Lost(refusal) => {
-                    let reason = self.refund_reason(hold_id, refusal).await?;
-                    let subject = Subject::Order(order.clone());
-                    let mut holds = match self.lost_now(&subject).await? {
-                        Some((_, holds)) => holds,
-                        None => Vec::new(),
-                    };
-                    if !holds.contains(&hold_id) {
-                        holds.insert(0, hold_id);
-                    }
-                    tracing::warn!(order_id = %order.order_id, %hold_id, ?reason, "a hold of the order was lost before conversion; voiding");
-                    let command = CheckoutCommand::RequestVoid { reason, holds };
-                    self.record(ctx, checkout, &command).await?;
-                    return Ok(());
-                }
+            match units_of(&record, &self.show_of(&record).await?.show)? {
+                HoldUnits::Seats(units) => seats.extend(units),
+                HoldUnits::Pool(units) => shards.extend(units),
             }
+            holds.push(OrderHold::of(&record));
         }
+        // Two holds of one pool may share a shard: locked once.
+        shards.sort_by(|a: &(String, _), b| a.0.cmp(&b.0));
+        shards.dedup_by(|a, b| a.0 == b.0);
+        let entry = self.catalog.get(&order.show_id).await?.ok_or_else(|| {
+            StoreError::Corrupt(format!("show of order {} is missing", order.order_id))
+        })?;
+        let buyer = checkout.aggregate().buyer.clone();
+        let round = Round::new("convert_order", ctx)
+            .with_checkout(checkout)
+            .with_shards(shards)
+            .counting(buyer.and_then(|b| BuyerLimit::of(&entry.show, &b)));
+        let mut converting = ConvertingOrder {
+            booking_id: order.order_id.booking_id(),
+            holds,
+        };
+        let lost = match self.rounds.run(round, seats, &mut converting).await? {
+            Settled::Answered(OrderConversion::Lost(lost)) => lost,
+            Settled::Appended(_) | Settled::Answered(_) => return Ok(()),
+            Settled::KeyTaken => {
+                return Err(CheckoutError::Bug(
+                    "an order's conversion took an idempotency key".into(),
+                ))
+            }
+        };
+        self.request_order_void(ctx, order, checkout, lost).await
+    }
+
+    /// Some holds of the order were lost before its conversion: the void
+    /// is requested, naming them, with the first one's reason.
+    async fn request_order_void(
+        &self,
+        ctx: &RequestContext,
+        order: &OrderSubject,
+        checkout: &mut CheckoutLock,
+        lost: Vec<(HoldId, Refusal)>,
+    ) -> Result<(), CheckoutError> {
+        let Some(&(first, refusal)) = lost.first() else {
+            return Ok(());
+        };
+        let reason = self.refund_reason(first, refusal).await?;
+        let holds = lost.into_iter().map(|(hold_id, _)| hold_id).collect();
+        tracing::warn!(order_id = %order.order_id, hold_id = %first, ?reason, "a hold of the order was lost before conversion; voiding, nothing converted");
+        let command = CheckoutCommand::RequestVoid { reason, holds };
+        self.record(ctx, checkout, &command).await?;
         Ok(())
     }
 
@@ -151,34 +176,23 @@ impl CheckoutService {
     }
 
     /// The units a cancellation frees of one hold: the lines' seats, or
-    /// every shard of the hold's pool. The order books all its holds'
-    /// places in a pool under one booking id, so a place of this hold may
-    /// have been returned from a shard of another of its holds (places of
-    /// one pool are alike).
+    /// the shards of the hold's pool parts (each line is given back from
+    /// its own hold's sale, never another hold's of the order).
     async fn lines_units(
         &self,
         record: &HoldRecord,
         lines: &[&OrderLine],
     ) -> Result<HoldUnits, CheckoutError> {
-        let Some((pool_id, _)) = &record.pool else {
-            let mut seats: Vec<(String, SeatKey)> = lines
-                .iter()
-                .filter_map(|l| l.seat_id.as_ref())
-                .map(|seat_id| SeatKey::unit(&record.show_id, seat_id))
-                .collect();
-            Seat::sort(&mut seats);
-            return Ok(HoldUnits::Seats(seats));
-        };
-        let entry = self.show_of(record).await?;
-        let spec = entry
-            .show
-            .pool(pool_id)
-            .ok_or_else(|| StoreError::Corrupt(format!("pool {pool_id} of an order is missing")))?;
-        let mut shards: Vec<(String, ShardKey)> = (0..spec.shards)
-            .map(|index| ShardKey::unit(&record.show_id, spec, index))
+        if record.pool.is_some() {
+            return Ok(units_of(record, &self.show_of(record).await?.show)?);
+        }
+        let mut seats: Vec<(String, SeatKey)> = lines
+            .iter()
+            .filter_map(|l| l.seat_id.as_ref())
+            .map(|seat_id| SeatKey::unit(&record.show_id, seat_id))
             .collect();
-        PoolShard::sort(&mut shards);
-        Ok(HoldUnits::Pool(shards))
+        Seat::sort(&mut seats);
+        Ok(HoldUnits::Seats(seats))
     }
 }
 

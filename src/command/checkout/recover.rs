@@ -37,7 +37,11 @@ impl CheckoutService {
         match self.drive(&ctx, &subject, &mut checkout, None).await {
             Ok(Driven::WaitingOnBuyer { .. }) => return Ok(Recovered::Waiting),
             Ok(Driven::Settled { .. }) => {}
-            Err(CheckoutError::PaymentUnavailable(_)) => return Ok(Recovered::Pending),
+            // Another instance's provider finishes it (a recovery pass of
+            // that instance), or the provider is down: later.
+            Err(CheckoutError::PaymentUnavailable(_) | CheckoutError::OtherProvider) => {
+                return Ok(Recovered::Pending)
+            }
             Err(
                 CheckoutError::PaymentDeclined(_)
                 | CheckoutError::HoldExpired { .. }

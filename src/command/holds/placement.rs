@@ -277,11 +277,10 @@ impl Placement<'_> {
             });
         let line = self.line_events(view, &held)?;
         let decided = Decided {
-            units,
             allowance,
-            checkout: Vec::new(),
             line,
             idempotency,
+            ..Decided::units(units)
         };
         Ok(Decision::Append(decided, held))
     }

@@ -39,7 +39,7 @@ impl Sale {
         entry: &CatalogEntry,
     ) -> Result<(), HoldError> {
         if let Some(channel) = &self.channel {
-            if !ctx.actor.may_sell_through(channel) {
+            if !ctx.actor.may_sell_through(&entry.show.show_id, channel) {
                 return Err(HoldError::Forbidden);
             }
             if entry.show.channel(channel).is_none() {

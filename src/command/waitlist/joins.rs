@@ -93,6 +93,8 @@ impl JoinQueue {
 struct JoinAll<'a> {
     queue: &'a JoinQueue,
     show_id: &'a ShowId,
+    /// The list's cap (the show's `waitlist.max_entries`).
+    max_entries: usize,
     taken: Vec<Pending>,
 }
 
@@ -111,7 +113,7 @@ impl Decides<Waitlist> for JoinAll<'_> {
         };
         self.taken.extend(self.queue.take(self.show_id));
         let joins: Vec<Joining> = self.taken.iter().map(|p| p.joining.clone()).collect();
-        let (events, answers) = waitlist::join_all(line, &joins, view.now);
+        let (events, answers) = waitlist::join_all(line, &joins, self.max_entries, view.now);
         Ok(Decision::Append(Decided::units(vec![events]), answers))
     }
 }
@@ -119,9 +121,11 @@ impl Decides<Waitlist> for JoinAll<'_> {
 impl WaitlistService {
     /// Queues `buyer`'s join and appends what is queued; the join's answer
     /// (its entry, and whether it joined now).
+    /// A show's joins all come with its one cap (`max_entries`): the
+    /// show's definition never changes.
     pub(super) async fn join_queued(
         &self,
-        show_id: &ShowId,
+        (show_id, max_entries): (&ShowId, usize),
         buyer: &BuyerId,
         ask: Ask,
     ) -> Result<(EntryId, bool), LineError> {
@@ -136,7 +140,7 @@ impl WaitlistService {
             let show_id = show_id.clone();
             tokio::spawn(async move {
                 loop {
-                    append_joins(&rounds, &joins, &show_id).await;
+                    append_joins(&rounds, &joins, (&show_id, max_entries)).await;
                     if joins.stop_if_idle(&show_id) {
                         break;
                     }
@@ -151,10 +155,15 @@ impl WaitlistService {
 
 /// One round appending every join queued for `show_id` (none: nothing
 /// written), each answered.
-async fn append_joins(rounds: &Rounds, joins: &JoinQueue, show_id: &ShowId) {
+async fn append_joins(
+    rounds: &Rounds,
+    joins: &JoinQueue,
+    (show_id, max_entries): (&ShowId, usize),
+) {
     let mut decision = JoinAll {
         queue: joins,
         show_id,
+        max_entries,
         taken: Vec::new(),
     };
     let settled = match RequestContext::system(WAITLIST_ACTOR) {

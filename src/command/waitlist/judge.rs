@@ -55,17 +55,39 @@ impl std::ops::AddAssign for Judged {
     }
 }
 
-/// Passing seats on to sale, with the line's record of it.
-struct PassSeats;
+/// What a pass came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Passing {
+    /// This many seats or places passed on to sale.
+    Passed(usize),
+    /// The line, read again under the pass's lock, has an entry that wants
+    /// some of them (it joined since the judgement): judge again.
+    Rejudge,
+}
 
-impl Decides<Seat> for PassSeats {
-    type Output = usize;
+/// Passing seats on to sale, with the line's record of it: only if the
+/// line, as the round locked it, still has no waiting entry they satisfy.
+struct PassSeats<'a> {
+    /// The seats to pass, in the show's order.
+    owed: &'a [&'a SeatSpec],
+    /// Entries the judgement passed over (a per-buyer limit).
+    skip: &'a [EntryId],
+}
+
+impl Decides<Seat> for PassSeats<'_> {
+    type Output = Passing;
     type Error = LineError;
 
-    fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, usize>, LineError> {
+    fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Passing>, LineError> {
         let line = view
             .line
             .ok_or_else(|| LineError::Bug("a pass without its line".into()))?;
+        if !waitlist::judge(line, self.owed, self.skip)
+            .offers
+            .is_empty()
+        {
+            return Ok(Decision::Answer(Passing::Rejudge));
+        }
         let mut units = Vec::with_capacity(view.units.len());
         let mut seats = Vec::new();
         for (seat, key) in &view.units {
@@ -88,29 +110,35 @@ impl Decides<Seat> for PassSeats {
                 line: line_events,
                 ..Decided::units(units)
             },
-            passed,
+            Passing::Passed(passed),
         ))
     }
 }
 
 /// Passing up to `quantity` places of one pool on to sale (every shard
-/// locked, in index order), with the line's record of it.
+/// locked, in index order), with the line's record of it: only if the
+/// line, as the round locked it, still has no waiting entry they satisfy.
 struct PassPlaces<'a> {
     pool_id: &'a PoolId,
     quantity: u32,
+    skip: &'a [EntryId],
 }
 
 impl Decides<PoolShard> for PassPlaces<'_> {
-    type Output = usize;
+    type Output = Passing;
     type Error = LineError;
 
     fn decide(
         &mut self,
         view: &View<'_, PoolShard>,
-    ) -> Result<Decision<PoolShard, usize>, LineError> {
+    ) -> Result<Decision<PoolShard, Passing>, LineError> {
         let line = view
             .line
             .ok_or_else(|| LineError::Bug("a pass without its line".into()))?;
+        let again = waitlist::judge_places(line, self.pool_id, self.quantity, self.skip);
+        if !again.offers.is_empty() {
+            return Ok(Decision::Answer(Passing::Rejudge));
+        }
         let mut left = self.quantity;
         let mut units = Vec::with_capacity(view.units.len());
         for (shard, key) in &view.units {
@@ -137,7 +165,7 @@ impl Decides<PoolShard> for PassPlaces<'_> {
                 line: line_events,
                 ..Decided::units(units)
             },
-            passed as usize,
+            Passing::Passed(passed as usize),
         ))
     }
 }
@@ -198,8 +226,17 @@ impl WaitlistService {
         while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
             let judgement = waitlist::judge(line.aggregate(), &owed, &skip);
             if judgement.offers.is_empty() {
-                judged.passed = self.pass(line, show_id, &judgement.passed).await?;
-                break;
+                let passing: Vec<&SeatSpec> = (owed.iter().copied())
+                    .filter(|s| judgement.passed.contains(&s.seat_id))
+                    .collect();
+                match self.pass(line, show_id, &passing, &skip).await? {
+                    Passing::Passed(passed) => {
+                        judged.passed = passed;
+                        break;
+                    }
+                    // An entry joined since: judged again, with it.
+                    Passing::Rejudge => continue,
+                }
             }
             let offers: Vec<(Entry, Vec<SeatId>)> = (judgement.offers.into_iter())
                 .take(per_round)
@@ -251,10 +288,15 @@ impl WaitlistService {
         while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
             let judgement = waitlist::judge_places(line.aggregate(), pool_id, owed, &skip);
             let Some(&(entry_id, quantity)) = judgement.offers.first() else {
-                judged.passed = self
-                    .pass_places(line, entry, pool_id, judgement.passed)
-                    .await?;
-                break;
+                let passing = (pool_id, judgement.passed);
+                match self.pass_places(line, entry, passing, &skip).await? {
+                    Passing::Passed(passed) => {
+                        judged.passed = passed;
+                        break;
+                    }
+                    // An entry joined since: judged again, with it.
+                    Passing::Rejudge => continue,
+                }
             };
             let Some(offered) = line.aggregate().entry(&entry_id).cloned() else {
                 return Err(LineError::Bug(format!(
@@ -285,24 +327,25 @@ impl WaitlistService {
         &self,
         line: &mut LineLock,
         entry: &CatalogEntry,
-        pool_id: &PoolId,
-        quantity: u32,
-    ) -> Result<usize, LineError> {
+        (pool_id, quantity): (&PoolId, u32),
+        skip: &[EntryId],
+    ) -> Result<Passing, LineError> {
         let show = &entry.show;
         let Some(spec) = show.pool(pool_id).filter(|_| quantity > 0) else {
-            return Ok(0);
+            return Ok(Passing::Passed(0));
         };
         let units: Vec<(String, ShardKey)> = (0..spec.shards)
             .map(|index| ShardKey::unit(&show.show_id, spec, index))
             .collect();
         let ctx = RequestContext::system(WAITLIST_ACTOR)?;
         let round = Round::new("waitlist_pass", &ctx).with_line(line);
-        let mut decision = PassPlaces { pool_id, quantity };
+        let mut decision = PassPlaces {
+            pool_id,
+            quantity,
+            skip,
+        };
         let rounds: &Rounds = &self.rounds;
-        Ok(match rounds.run(round, units, &mut decision).await? {
-            Settled::Appended(n) => n,
-            _ => 0,
-        })
+        Ok(settled_pass(rounds.run(round, units, &mut decision).await?))
     }
 
     /// Passes `seats` on to sale with the line's record of it.
@@ -310,21 +353,117 @@ impl WaitlistService {
         &self,
         line: &mut LineLock,
         show_id: &ShowId,
-        seats: &[SeatId],
-    ) -> Result<usize, LineError> {
+        seats: &[&SeatSpec],
+        skip: &[EntryId],
+    ) -> Result<Passing, LineError> {
         if seats.is_empty() {
-            return Ok(0);
+            return Ok(Passing::Passed(0));
         }
         let units = (seats.iter())
-            .map(|seat_id| SeatKey::unit(show_id, seat_id))
+            .map(|seat| SeatKey::unit(show_id, &seat.seat_id))
             .collect();
         let ctx = RequestContext::system(WAITLIST_ACTOR)?;
         let round = Round::new("waitlist_pass", &ctx).with_line(line);
         let rounds: &Rounds = &self.rounds;
-        let settled = rounds.run(round, units, &mut PassSeats).await?;
-        Ok(match settled {
-            Settled::Appended(n) => n,
-            _ => 0,
-        })
+        let mut decision = PassSeats { owed: seats, skip };
+        Ok(settled_pass(rounds.run(round, units, &mut decision).await?))
+    }
+}
+
+/// What a pass's round came to: passed, nothing to pass, or judge again.
+fn settled_pass(settled: Settled<Passing>) -> Passing {
+    match settled {
+        Settled::Appended(passing) | Settled::Answered(passing) => passing,
+        Settled::KeyTaken => Passing::Passed(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::ids::BuyerId;
+    use domain::seat::Seat;
+    use domain::waitlist::{Ask, Waitlist, WaitlistEvent};
+
+    use super::*;
+    use crate::command::units::fixtures::now;
+
+    fn spec(id: &str) -> SeatSpec {
+        SeatSpec {
+            seat_id: SeatId::parse(id).expect("a seat id"),
+            section: "A".into(),
+            row: "1".into(),
+            number: 1,
+            price_cents: 1_000,
+            rank: None,
+            category: None,
+            position: None,
+            accessible: false,
+        }
+    }
+
+    /// A line where `buyer` waits for one seat of any kind.
+    fn line_with_one_waiting(buyer: &str) -> Waitlist {
+        let mut line = Waitlist::default();
+        line.apply_event(&WaitlistEvent::EntryJoined {
+            entry_id: EntryId::random(),
+            buyer: BuyerId::parse(buyer).expect("a buyer"),
+            ask: Ask {
+                quantity: 1,
+                category: None,
+                section: None,
+                pool_id: None,
+                adjacent: false,
+            },
+            joined_at: now(),
+        });
+        line
+    }
+
+    #[test]
+    fn a_pass_judges_again_when_an_entry_joined_since_the_judgement() {
+        let seat_spec = spec("A-1");
+        let owed = [&seat_spec];
+        let (seat, key) = (Seat::default(), crate::command::units::fixtures::seat_key());
+        let line = line_with_one_waiting("late-joiner");
+        let view = View::given(now(), vec![(&seat, &key)]).with_line(&line);
+        let mut pass = PassSeats {
+            owed: &owed,
+            skip: &[],
+        };
+        assert!(matches!(
+            pass.decide(&view),
+            Ok(Decision::Answer(Passing::Rejudge))
+        ));
+        let empty = Waitlist::default();
+        let view = View::given(now(), vec![(&seat, &key)]).with_line(&empty);
+        assert!(matches!(pass.decide(&view), Ok(Decision::Append(..))));
+    }
+
+    #[test]
+    fn a_pass_of_places_judges_again_when_an_entry_for_them_joined() {
+        let pool_id = PoolId::parse("floor").expect("a pool");
+        let mut line = Waitlist::default();
+        line.apply_event(&WaitlistEvent::EntryJoined {
+            entry_id: EntryId::random(),
+            buyer: BuyerId::parse("late-joiner").expect("a buyer"),
+            ask: Ask {
+                quantity: 2,
+                category: None,
+                section: None,
+                pool_id: Some(pool_id.clone()),
+                adjacent: false,
+            },
+            joined_at: now(),
+        });
+        let view = View::<PoolShard>::given(now(), vec![]).with_line(&line);
+        let mut pass = PassPlaces {
+            pool_id: &pool_id,
+            quantity: 3,
+            skip: &[],
+        };
+        assert!(matches!(
+            pass.decide(&view),
+            Ok(Decision::Answer(Passing::Rejudge))
+        ));
     }
 }

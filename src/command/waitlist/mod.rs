@@ -182,7 +182,12 @@ impl WaitlistService {
         if self.available_now(&entry, &ask).await? {
             return Err(LineError::AvailableNow);
         }
-        self.join_queued(show_id, &ctx.actor.id, ask).await
+        let max_entries = entry
+            .show
+            .waitlist
+            .map_or(domain::limits::MAX_WAITLIST_ENTRIES, |w| w.max_entries());
+        self.join_queued((show_id, max_entries), &ctx.actor.id, ask)
+            .await
     }
 
     /// `DELETE /v1/waitlist/{id}`: the entry leaves the line (an offer
