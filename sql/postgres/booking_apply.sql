@@ -18,6 +18,10 @@
 --   BK409  a stream already has an event at a decided sequence
 --   BK422  the buyer's idempotency key was taken meanwhile
 --   BK412  the projector checkpoint moved meanwhile
+--   BK408  the document reached the server after its commit_by_us (a
+--          price change must be known to every instance before it takes
+--          effect: src/command/prices.rs); checked first, on the server's
+--          clock, so a late document writes nothing
 -- booking_apply checks all three before it writes any row, and undoes what
 -- the checks inserted (its own events, its idempotency key: found by their
 -- positions and key, both this document's alone), so that a refused
@@ -50,6 +54,11 @@ DECLARE
     done     bigint := 0;
     r        record;
 BEGIN
+    IF (batch ->> 'commit_by_us') IS NOT NULL
+       AND (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+           > (batch ->> 'commit_by_us')::bigint THEN
+        RETURN 'BK408';
+    END IF;
     -- The decided sequences and the idempotency key, checked through their
     -- primary keys before anything is inserted, then plain inserts: ON
     -- CONFLICT DO NOTHING is a speculative insertion, which writes a second

@@ -24,9 +24,10 @@ use crate::store::{EventLog, StoreError};
 pub const PRICES_FRESHNESS: Duration = Duration::from_millis(250);
 
 /// How old they may be at the most: a hold finding them older waits for
-/// them to be read (under its locks). Well inside the lead a change takes
-/// effect after (`PRICE_CHANGE_LEAD_MS`, 5 s) less the store's acquire
-/// timeout (4 s) within which its append commits.
+/// them to be read (under its locks). A change commits at the latest this
+/// long before it takes effect (its append's `commit_by`, checked by the
+/// store: `command/prices.rs`), so every hold decided from then on has read
+/// it.
 pub const PRICES_MAX_AGE: Duration = Duration::from_millis(750);
 
 /// The prices as read: the show's pricing with every change applied, and

@@ -6,6 +6,14 @@
 //! (`domain::pricing::effective_instant`: as asked, never in the past, at
 //! the earliest `PRICE_CHANGE_LEAD_MS` after the decision). Holds placed
 //! before keep their price: it is in their events.
+//!
+//! The lead is checked, not assumed: the change's append must commit
+//! `PRICES_MAX_AGE` before it takes effect (`commit_by`, refused by the
+//! store past it, on the store's clock), so that every instance, reading
+//! prices no older than that, knows it before any hold it prices. A change
+//! that reaches the store late (a failover, a stalled connection) is
+//! decided again at a later instant: asked for `effective_at` too close to
+//! that, it takes effect the lead after it instead (the answer says when).
 
 use std::sync::Arc;
 
@@ -16,7 +24,7 @@ use domain::pricing::{
 };
 use domain::seat::Timed;
 
-use crate::catalog::ShowCatalog;
+use crate::catalog::{ShowCatalog, PRICES_MAX_AGE};
 use crate::command::context::RequestContext;
 use crate::command::round::{Decided, Decides, Decision, Round, RoundError, Rounds, Settled, View};
 use crate::command::streams::{show_stream, ShowKey};
@@ -93,7 +101,11 @@ impl Decides<ShowPrices> for ChangingPrices<'_> {
                     .map(|PricesEvent::PricesChanged { effective_at, .. }| *effective_at)
                     .next_back()
                     .unwrap_or(view.now);
-                Ok(Decision::Append(Decided::units(vec![events]), at))
+                let decided = Decided {
+                    commit_by: Some(commit_deadline(at)),
+                    ..Decided::units(vec![events])
+                };
+                Ok(Decision::Append(decided, at))
             }
             Err(e @ PricesCommandError::InPast) => {
                 Err(PriceChangeError::Invalid(format!("effective_at: {e}")))
@@ -101,6 +113,13 @@ impl Decides<ShowPrices> for ChangingPrices<'_> {
             Err(e @ PricesCommandError::TooMany) => Err(PriceChangeError::Invalid(e.to_string())),
         }
     }
+}
+
+/// The latest a change in force from `effective_at` may commit: every hold
+/// decided from `effective_at` on read prices after it.
+fn commit_deadline(effective_at: DateTime<Utc>) -> DateTime<Utc> {
+    let max_age = chrono::Duration::from_std(PRICES_MAX_AGE).unwrap_or(chrono::Duration::zero());
+    effective_at - max_age
 }
 
 pub struct PriceService {

@@ -244,12 +244,16 @@ pub struct Decided<U: Stream> {
     pub line: Vec<WaitlistEvent>,
     /// The buyer's idempotency key, written with the events.
     pub idempotency: Option<IdempotencyKeyRow>,
+    /// The latest instant the append may commit at (`AppendBatch::commit_by`):
+    /// late, it is refused and decided again.
+    pub commit_by: Option<DateTime<Utc>>,
 }
 
 impl<U: Stream> Decided<U> {
     pub fn units(units: Vec<Vec<U::Event>>) -> Self {
         Self {
             units,
+            commit_by: None,
             shards: Vec::new(),
             allowance: Vec::new(),
             checkout: Vec::new(),
@@ -268,6 +272,9 @@ impl<U: Stream> Decided<U> {
 }
 
 /// What a decision comes to.
+// One per round, moved once to the round's append: boxing the large
+// variant would cost an allocation on every hold's path for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Decision<U: Stream, T> {
     /// Append these events; once they are, the round answers `T`.
     Append(Decided<U>, T),
@@ -614,7 +621,11 @@ impl Rounds {
             match self.append(round, units, &mut locked, now, decided).await? {
                 AppendOutcome::Appended => Ended::Settled(Settled::Appended(answer)),
                 AppendOutcome::IdempotencyKeyTaken => Ended::Settled(Settled::KeyTaken),
-                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved => Ended::Conflict,
+                // Late: decided again at a later `now` (a price change's
+                // instant moves with it).
+                AppendOutcome::Conflict | AppendOutcome::CheckpointMoved | AppendOutcome::Late => {
+                    Ended::Conflict
+                }
             },
         )
     }
@@ -760,6 +771,7 @@ fn batch<U: Stream>(
     let metadata = &round.metadata;
     let mut batch = AppendBatch::new(now);
     batch.idempotency = decided.idempotency.clone();
+    batch.commit_by = decided.commit_by;
     if let Some(line) = round.line.as_deref() {
         // The line is one per show: its stream id is the show's.
         let show_id = ShowId::parse(line.id())

@@ -72,6 +72,13 @@ pub struct AppendBatch {
     /// A projection batch: the builders add rows but no events (the events
     /// are already in the log).
     pub rows_only: bool,
+    /// The latest instant the batch may commit at: past it the store
+    /// refuses it ([`AppendOutcome::Late`]) and the command decides again.
+    /// A price change's (it must be known to every instance before it
+    /// takes effect: `command/prices.rs`). Checked against the database's
+    /// clock on PostgreSQL and the writer's on SQLite, in the transaction,
+    /// before anything is written.
+    pub commit_by: Option<DateTime<Utc>>,
 }
 
 impl AppendBatch {
@@ -101,6 +108,7 @@ impl AppendBatch {
             idempotency: None,
             checkpoint: None,
             rows_only: false,
+            commit_by: None,
         }
     }
 
@@ -148,4 +156,6 @@ pub enum AppendOutcome {
     IdempotencyKeyTaken,
     /// The checkpoint was moved by another projector meanwhile. Nothing was written.
     CheckpointMoved,
+    /// The batch reached the store after its `commit_by`. Nothing was written.
+    Late,
 }

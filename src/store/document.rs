@@ -66,6 +66,10 @@ pub struct Document<'a> {
     /// the same builders the projector uses): written into each event's
     /// `rows_written`, so that the projector passes over it.
     pub rows_written: bool,
+    /// The batch's `commit_by` ([`AppendBatch::commit_by`]): refused
+    /// (`Late`) once the store's clock is past it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_by_us: Option<i64>,
     /// Where each hold's row is in `holds`.
     #[serde(skip)]
     pub(super) hold_rows: HashMap<HoldId, usize>,
@@ -82,6 +86,7 @@ impl<'a> Document<'a> {
             checkouts: batch.rows.checkouts.iter().collect(),
             idempotency_key: batch.idempotency.as_ref(),
             checkpoint: batch.checkpoint.as_ref(),
+            commit_by_us: batch.commit_by.map(to_micros),
             ..Document::default()
         };
         for change in &batch.rows.hold_changes {

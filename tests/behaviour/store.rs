@@ -20,6 +20,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_group_refuses_each_append_as_if_written_alone_in_turn,
         a_holds_seats_reached_in_two_batches_are_all_in_its_record,
         a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing,
+        a_batch_reaching_the_store_after_its_deadline_is_refused_and_writes_nothing,
     ]
 }
 
@@ -119,6 +120,37 @@ async fn a_batch_whose_checkpoint_moved_is_refused_and_writes_nothing(env: TestE
         AppendOutcome::CheckpointMoved
     );
     assert_eq!(app.event_count().await, before, "nothing written");
+    app.stop().await;
+}
+
+/// A price change's append carries the latest instant it may commit at
+/// (`AppendBatch::commit_by`): past it, on the store's clock, it is refused
+/// before anything is written, alone or among others.
+async fn a_batch_reaching_the_store_after_its_deadline_is_refused_and_writes_nothing(env: TestEnv) {
+    let app = env.spawn().await;
+    let log = app.store.log();
+    let before = app.event_count().await;
+    let due = |stream: &str, by: chrono::DateTime<Utc>| AppendBatch {
+        commit_by: Some(by),
+        ..batch(vec![event(stream, 1)])
+    };
+    let late = due("late/A", Utc::now() - chrono::Duration::seconds(1));
+    assert_eq!(log.append(&late).await.unwrap(), AppendOutcome::Late);
+    assert_eq!(app.event_count().await, before, "nothing written");
+    let together = log
+        .append_together(&[late, batch(vec![event("late/B", 1)])])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            together.as_slice(),
+            [Ok(AppendOutcome::Late), Ok(AppendOutcome::Appended)]
+        ),
+        "{together:?}"
+    );
+    let in_time = due("late/C", Utc::now() + chrono::Duration::minutes(1));
+    assert_eq!(log.append(&in_time).await.unwrap(), AppendOutcome::Appended);
+    assert_eq!(app.event_count().await, before + 2);
     app.stop().await;
 }
 

@@ -222,7 +222,23 @@ impl EventLog {
         let documents: Vec<document::Document<'_>> =
             batches.iter().map(document::Document::of).collect();
         let answers = match self.backend() {
-            Backend::Postgres(s) => postgres::append_together(&s.pool, &documents).await?,
+            Backend::Postgres(s) => {
+                // As the writer does: a document that goes alone is written
+                // alone, in its turn; the runs between them in groups.
+                let mut answers = Vec::with_capacity(documents.len());
+                let mut run: Vec<document::Document<'_>> = Vec::new();
+                for document in documents {
+                    if !goes_alone(&document, false) {
+                        run.push(document);
+                        continue;
+                    }
+                    answers.extend(postgres::append_together(&s.pool, &run).await?);
+                    run.clear();
+                    answers.push(postgres::append(&s.pool, &document.to_json()?, false).await);
+                }
+                answers.extend(postgres::append_together(&s.pool, &run).await?);
+                answers
+            }
             Backend::Sqlite(s) => {
                 let jobs = documents
                     .iter()
@@ -243,18 +259,16 @@ impl EventLog {
     /// Writes one append document in one transaction, through the store's
     /// own writer: a group-committing appender on either store. On
     /// PostgreSQL the projector's batches (rows only, a checkpoint to move)
-    /// go alone, with their commit not waiting for the disk, and so does a
-    /// document without events (the group function's terms:
-    /// `booking_append_group.sql`).
+    /// go alone, with their commit not waiting for the disk, and so do a
+    /// document without events and one with a deadline (the group
+    /// function's terms: `booking_append_group.sql`).
     pub(crate) async fn write_document(
         &self,
         document: &document::Document<'_>,
         rows_only: bool,
     ) -> StoreResult<AppendOutcome> {
         match self.backend() {
-            Backend::Postgres(s)
-                if rows_only || document.checkpoint.is_some() || document.events.is_empty() =>
-            {
+            Backend::Postgres(s) if goes_alone(document, rows_only) => {
                 postgres::append(&s.pool, &document.to_json()?, rows_only).await
             }
             Backend::Postgres(s) => {
@@ -267,4 +281,14 @@ impl EventLog {
             }
         }
     }
+}
+
+/// Whether a document is written alone on PostgreSQL, not in a group: the
+/// projector's (rows only, a checkpoint to move), one without events, and
+/// one with a deadline (`booking_append_group`'s terms).
+fn goes_alone(document: &document::Document<'_>, rows_only: bool) -> bool {
+    rows_only
+        || document.checkpoint.is_some()
+        || document.commit_by_us.is_some()
+        || document.events.is_empty()
 }

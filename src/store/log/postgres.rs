@@ -77,7 +77,8 @@ pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
 /// The SQLSTATEs `booking_apply` answers for refusals (not errors), and
 /// what each means: the one list, in the order of `booking_apply.sql`,
 /// which spells them (a test holds the two equal).
-const REFUSALS: [(&str, AppendOutcome); 3] = [
+const REFUSALS: [(&str, AppendOutcome); 4] = [
+    ("BK408", AppendOutcome::Late),
     ("BK409", AppendOutcome::Conflict),
     ("BK422", AppendOutcome::IdempotencyKeyTaken),
     ("BK412", AppendOutcome::CheckpointMoved),

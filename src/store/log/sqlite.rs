@@ -200,6 +200,8 @@ fn parts_of(doc: &Document<'_>) -> Result<Vec<(&'static str, String)>, StoreErro
 /// the appender task.
 pub struct SqliteJob {
     recorded_at_us: i64,
+    /// Refused (`Late`) if the writer reaches it after this instant.
+    commit_by_us: Option<i64>,
     /// The events' `rows_written` (see `Document::rows_written`).
     rows_written: bool,
     events: Option<Events>,
@@ -234,6 +236,7 @@ impl SqliteJob {
             .transpose()?;
         Ok(Self {
             recorded_at_us: doc.recorded_at_us,
+            commit_by_us: doc.commit_by_us,
             rows_written: doc.rows_written,
             events,
             idempotency_key,
@@ -269,12 +272,24 @@ impl SqliteJob {
         JobWrite::Done(outcome)
     }
 
+    /// Whether the writer reached the job after its `commit_by_us`, on this
+    /// process's clock (one machine's: the instances' clocks are kept in
+    /// step, as read-time expiry already assumes). The group commits
+    /// within the same write, milliseconds later.
+    fn is_late(&self) -> bool {
+        self.commit_by_us
+            .is_some_and(|by| projections::time::to_micros(chrono::Utc::now()) > by)
+    }
+
     /// The job's statements alone: each check must affect its rows, or the
     /// job is refused (the caller undoes what the checks before it wrote).
     async fn statements(
         &self,
         tx: &mut sqlx::SqliteConnection,
     ) -> Result<AppendOutcome, sqlx::Error> {
+        if self.is_late() {
+            return Ok(AppendOutcome::Late);
+        }
         if let Some(events) = &self.events {
             let done = sqlx::query(EVENTS)
                 .bind(&events.json)
@@ -440,7 +455,9 @@ async fn refusals(
     let mut keys: HashSet<(&str, &str)> = HashSet::new();
     for (i, job) in jobs.iter().enumerate() {
         let event_keys = job.events.iter().flat_map(|e| &e.keys);
-        let outcome = if in_log.contains(&i)
+        let outcome = if job.is_late() {
+            Some(AppendOutcome::Late)
+        } else if in_log.contains(&i)
             || event_keys
                 .clone()
                 .any(|(t, id, seq)| streams.contains(&(*t, id.as_str(), *seq)))
@@ -700,6 +717,7 @@ mod tests {
     fn job(value: i64) -> SqliteJob {
         SqliteJob {
             recorded_at_us: 0,
+            commit_by_us: None,
             rows_written: false,
             events: None,
             idempotency_key: None,
