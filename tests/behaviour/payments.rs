@@ -36,6 +36,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_kill_9_during_stripe_purchases_captures_only_bookings,
         an_order_is_one_payment_intent_refunded_in_part_per_cancellation,
         a_three_d_secure_order_completes_by_asking_again_and_by_webhook,
+        instances_with_different_providers_each_drive_only_their_own_checkouts,
     ]
 }
 
@@ -946,4 +947,68 @@ async fn a_three_d_secure_order_completes_by_asking_again_and_by_webhook(env: Te
         ("booked", "booked")
     );
     app.stop().await;
+}
+
+/// A Stripe instance and a simulator instance on one database: neither
+/// asks its provider after the other's payments. The simulator's recovery
+/// leaves a Stripe checkout waiting on 3-D Secure as it is; a purchase of
+/// it asked of the simulator is 503 (the balancer may pick the other); the
+/// Stripe instance finishes it.
+async fn instances_with_different_providers_each_drive_only_their_own_checkouts(env: TestEnv) {
+    let stripe = LocalStripe::start().await;
+    let proxy = StripeProxy::start(&stripe.base).await;
+    let (card_app, sim_app) = env
+        .spawn_stripe_beside_simulator(&proxy.base, TIMEOUT)
+        .await;
+    show(&card_app, "mixed", 2, 600, 1200).await;
+    let alice = card_app.buyer("alice");
+    let alices = hold(&card_app, &alice, "mixed", "S1").await;
+    let card = stripe.payment_method(CARD_3DS).await;
+    let waiting = card_app.purchase(&alice, &alices, &card).await;
+    assert_eq!(waiting.status, StatusCode::ACCEPTED, "{}", waiting.body);
+    let intent = waiting.str("payment_intent");
+    let bob = sim_app.buyer("bob");
+    let bobs = hold(&sim_app, &bob, "mixed", "S2").await;
+    let bought = sim_app.purchase(&bob, &bobs, "pm_sim_ok").await;
+    assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
+
+    let report = sim_app
+        .recovery
+        .run_once()
+        .await
+        .expect("the simulator's recovery");
+    assert_eq!(report.voided + report.closed, 0, "{report:?}");
+    assert_eq!(stripe.intent(&intent).await["status"], "requires_action");
+    // The simulator takes no Stripe card; and her attempt under way is
+    // Stripe's, whatever method she names there.
+    sim_app
+        .purchase(&alice, &alices, &card)
+        .await
+        .expect_problem(422, "validation_failed");
+    sim_app
+        .purchase(&alice, &alices, "pm_sim_ok")
+        .await
+        .expect_problem(503, "busy");
+    assert_eq!(stripe.intent(&intent).await["status"], "requires_action");
+    let report = card_app
+        .recovery
+        .run_once()
+        .await
+        .expect("Stripe's recovery");
+    assert_eq!(report.voided + report.closed, 0, "{report:?}");
+
+    stripe
+        .authenticate(&intent, &waiting.str("client_secret"), true)
+        .await;
+    let paid = card_app.purchase(&alice, &alices, &card).await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.body);
+    assert_eq!(stripe.intent(&intent).await["status"], "succeeded");
+    let ledger = sim_app.ledger().sim_ledger().await.expect("ledger");
+    assert_eq!(
+        ledger.len(),
+        1,
+        "the simulator charged bob alone: {ledger:?}"
+    );
+    card_app.stop().await;
+    sim_app.stop().await;
 }

@@ -206,26 +206,53 @@ impl TestEnv {
     /// proxy in front of it), with a payment timeout of `timeout`.
     pub async fn spawn_with_stripe(&self, api_base: &str, timeout: std::time::Duration) -> TestApp {
         let (database_url, dir) = self.database_url().await;
-        let payments = Payments {
-            provider: booking::payment::ProviderSettings::Stripe(StripeSettings {
-                secret_key: SecretKey::new(crate::localstripe::SECRET_KEY.into()),
-                api_base: api_base.to_owned(),
-                webhook_secret: SecretKey::new(crate::localstripe::WEBHOOK_SECRET.into()),
-                publishable_key: None,
-                js_url: booking::config::DEFAULT_STRIPE_JS_URL.into(),
-            }),
-            timeout,
-        };
         TestApp::launch(
             database_url,
             dir,
             uuid::Uuid::new_v4().to_string(),
             booking::edge::EdgeSettings::default(),
             None,
-            payments,
+            Payments::stripe(api_base, timeout),
             RateLimits::default(),
         )
         .await
+    }
+
+    /// Two instances on one database and one secret, the first paying
+    /// through Stripe at `api_base`, the second through the simulator (a
+    /// migration from one provider to the other, or a misconfiguration).
+    pub async fn spawn_stripe_beside_simulator(
+        &self,
+        api_base: &str,
+        timeout: std::time::Duration,
+    ) -> (TestApp, TestApp) {
+        let (database_url, dir) = self.database_url().await;
+        let secret = uuid::Uuid::new_v4().to_string();
+        let edge = booking::edge::EdgeSettings::default;
+        let stripe = Payments::stripe(api_base, timeout);
+        let limits = RateLimits::default;
+        let first = TestApp::launch(
+            database_url.clone(),
+            dir,
+            secret.clone(),
+            edge(),
+            None,
+            stripe,
+            limits(),
+        )
+        .await;
+        let simulator = Payments::default();
+        let second = TestApp::launch(
+            database_url,
+            None,
+            secret,
+            edge(),
+            None,
+            simulator,
+            limits(),
+        )
+        .await;
+        (first, second)
     }
 
     /// A service on a database the test made itself (say, in a cluster of
@@ -257,6 +284,22 @@ impl TestEnv {
 pub struct Payments {
     pub provider: booking::payment::ProviderSettings,
     pub timeout: std::time::Duration,
+}
+
+impl Payments {
+    /// Stripe at `api_base` (localstripe, or a proxy in front of it).
+    fn stripe(api_base: &str, timeout: std::time::Duration) -> Self {
+        Self {
+            provider: booking::payment::ProviderSettings::Stripe(StripeSettings {
+                secret_key: SecretKey::new(crate::localstripe::SECRET_KEY.into()),
+                api_base: api_base.to_owned(),
+                webhook_secret: SecretKey::new(crate::localstripe::WEBHOOK_SECRET.into()),
+                publishable_key: None,
+                js_url: booking::config::DEFAULT_STRIPE_JS_URL.into(),
+            }),
+            timeout,
+        }
+    }
 }
 
 impl Default for Payments {
