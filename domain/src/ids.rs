@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::limits::{
-    MAX_BUYER_ID_CHARS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_SEAT_ID_CHARS, MAX_SHOW_ID_CHARS,
-    MIN_IDEMPOTENCY_RETENTION_HOURS,
+    MAX_BUYER_ID_CHARS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_SCAN_NONCE_CHARS, MAX_SEAT_ID_CHARS,
+    MAX_SHOW_ID_CHARS, MIN_IDEMPOTENCY_RETENTION_HOURS,
 };
 
 /// Why an identifier was refused; the message names the rule.
@@ -157,6 +157,25 @@ impl TicketType {
 }
 
 string_id!(
+    /// A gate of a show's door (`north`, `main`): the show id alphabet.
+    GateId,
+    "gate_id",
+    MAX_SHOW_ID_CHARS,
+    "[A-Za-z0-9_-]",
+    is_show_char
+);
+
+string_id!(
+    /// A scanner's id for one scan (the same scan sent again is the same
+    /// answer): 1..=64 printable ASCII characters.
+    ScanNonce,
+    "nonce",
+    MAX_SCAN_NONCE_CHARS,
+    "printable ASCII",
+    |c: char| c.is_ascii_graphic()
+);
+
+string_id!(
     /// The buyer: the `sub` claim of a bearer token, 1..=64 characters.
     BuyerId,
     "sub",
@@ -277,6 +296,47 @@ impl fmt::Display for OrderId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }
+}
+
+/// One seat or pool place of a confirmed sale, as admitted at the door.
+/// Derived from the checkout that sold it and its line, so every process
+/// that issues the sale's tickets names the same streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TicketId(pub Uuid);
+
+/// Namespace of ticket ids (UUIDv5 of a checkout and a line). Fixed forever.
+const TICKET_ID_NAMESPACE: Uuid = Uuid::from_u128(0x5a2f_c813_77e0_4b6d_a1f9_0c3e_62d4_8b17);
+
+impl TicketId {
+    /// The ticket of line `line` (from 1) of the sale whose checkout stream
+    /// is `checkout` (a hold's id, or an order's).
+    pub fn for_line(checkout: HoldId, line: u32) -> Self {
+        let mut name = checkout.0.as_bytes().to_vec();
+        name.extend(line.to_be_bytes());
+        Self(Uuid::new_v5(&TICKET_ID_NAMESPACE, &name))
+    }
+}
+
+impl fmt::Display for TicketId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The id of a ticket's event stream: `show_id/ticket_id` (the show's
+/// first, as every stream of a show).
+pub fn ticket_stream_id(show: &ShowId, ticket: &TicketId) -> String {
+    format!("{}/{}", show.as_str(), ticket)
+}
+
+/// Splits a ticket stream id back into its show and ticket.
+pub fn parse_ticket_stream_id(stream: &str) -> Option<(ShowId, TicketId)> {
+    let (show, ticket) = stream.split_once('/')?;
+    Some((
+        ShowId::parse(show).ok()?,
+        TicketId(Uuid::parse_str(ticket).ok()?),
+    ))
 }
 
 /// The id of a seat's event stream: `show_id/seat_id`.

@@ -22,6 +22,8 @@
 //!   inventory, its offers and what it passes on to sale.
 //! - [`seat`]: the Seat stream: one stream per show and seat; its commands,
 //!   events, errors and the pure `decide` function.
+//! - [`ticket`]: the Ticket stream: one per sold seat or place, issued,
+//!   named, transferred, revoked and scanned at the door.
 //!
 //! Nothing here performs IO, reads a clock or touches a database: time is
 //! passed in as `now`, so every decision is a plain function of its inputs
@@ -39,6 +41,7 @@ pub mod pool;
 pub mod pricing;
 pub mod seat;
 pub mod show;
+pub mod ticket;
 pub mod venue;
 pub mod waiting_room;
 pub mod waitlist;

@@ -158,3 +158,21 @@ pub const MAX_WAITLIST_QUANTITY: u32 = 10;
 /// answer each buyer's place, so its length is bounded; a hundred
 /// thousand is more buyers than any sold-out show has seats to return.
 pub const MAX_WAITLIST_ENTRIES: usize = 100_000;
+
+/// A scanner's nonce: long enough for a device id and a counter or a UUID.
+pub const MAX_SCAN_NONCE_CHARS: usize = 64;
+
+/// Scans in one offline upload: a scanner's shift at a busy gate in a few
+/// requests, small enough for one append of bounded size.
+pub const MAX_SCANS_PER_BATCH: usize = 1_000;
+
+/// A ticket holder's name, as printed on the ticket.
+pub const MAX_HOLDER_NAME_CHARS: usize = 100;
+
+/// Gates of one show's door.
+pub const MAX_GATES_PER_SHOW: usize = 100;
+
+/// Scans one ticket keeps: a ticket scanned in and out all day long stays
+/// a small stream; a scan past it is refused (`scan_limit`) and recorded
+/// nowhere but the door's refusal log.
+pub const MAX_SCANS_PER_TICKET: usize = 1_000;
