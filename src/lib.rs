@@ -26,6 +26,8 @@
 //!   dispatcher (log to recorded deliveries) and the sender.
 //! - [`catalog`]: show definitions, cached by every instance.
 //! - [`payment`]: the payment port and the durable simulator.
+//! - [`tickets`]: tickets' codes, signed so any scanner verifies them
+//!   offline, their keys, and their QR codes.
 //! - [`store`]: PostgreSQL or SQLite; the event log (read through the
 //!   cqrs-es repositories), our all-or-nothing append, and the read models.
 //! - [`auth`], [`clock`], [`config`], [`metrics`]: identity, injected time,
@@ -47,5 +49,6 @@ pub mod query;
 pub mod rate_limit;
 pub mod rebuild;
 pub mod store;
+pub mod tickets;
 pub mod webhooks;
 pub mod workers;

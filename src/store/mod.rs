@@ -49,6 +49,7 @@ mod primary;
 mod quiesce;
 mod shows;
 mod tables;
+mod ticket_keys;
 mod webhooks;
 
 use std::sync::Arc;
@@ -70,6 +71,7 @@ pub use log::{EventLog, LogEvent, LogFilter, LogScan};
 pub use quiesce::Quiesced;
 pub use shows::{PoolFigures, SeatChange, ShowInsert, WHOLE_SHOW};
 pub use tables::{Projection, Tables};
+pub use ticket_keys::TicketKeyRow;
 pub use webhooks::{
     AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,
     EndpointId, EndpointRow, NewDelivery, RetryOutcome, WebhookEventType,
@@ -189,6 +191,10 @@ port!(
     /// Every read model at once, for replay and verify. See `tables.rs`.
     ProjectionTables
 );
+port!(
+    /// The keys tickets' codes are signed with. See `ticket_keys.rs`.
+    TicketKeys
+);
 
 /// One database, opened once per process: what hands out the ports. The
 /// binary's wiring (`app.rs`) and tools hold it; a wing holds only the
@@ -221,6 +227,10 @@ impl Store {
 
     pub fn idempotency_keys(&self) -> IdempotencyKeys {
         IdempotencyKeys::on(self.db.clone())
+    }
+
+    pub fn ticket_keys(&self) -> TicketKeys {
+        TicketKeys::on(self.db.clone())
     }
 
     pub fn checkouts(&self) -> Checkouts {
