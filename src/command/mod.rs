@@ -18,6 +18,7 @@ pub mod holds;
 pub mod prices;
 pub mod round;
 pub mod streams;
+pub mod tickets;
 pub mod units;
 pub mod waiting_room;
 pub mod waitlist;

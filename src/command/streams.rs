@@ -75,6 +75,7 @@ pub struct Inventory {
     pub(super) queue_entries: StreamCache<QueueEntry>,
     pub(super) prices: StreamCache<ShowPrices>,
     pub(super) lines: StreamCache<domain::waitlist::Waitlist>,
+    pub(super) tickets: StreamCache<domain::ticket::Ticket>,
 }
 
 /// A stream type a command round (`command::round`) locks and appends to:

@@ -160,7 +160,10 @@ impl CheckoutService {
                 payment_id,
                 ..
             } => {
-                if self.capture(ctx, checkout, attempt, &payment_id).await? {
+                if self
+                    .capture(ctx, subject, checkout, (attempt, &payment_id))
+                    .await?
+                {
                     progress.completed_here = true;
                 }
             }
@@ -191,6 +194,8 @@ impl CheckoutService {
                 amount_cents,
                 ..
             } => {
+                self.revoke_booking_tickets(ctx, subject, checkout.aggregate())
+                    .await?;
                 let refund_id = self.refund(&charge_id, amount_cents).await?;
                 self.free_units(ctx, subject, refund_id, checkout).await?;
             }
@@ -464,9 +469,9 @@ impl CheckoutService {
     async fn capture(
         &self,
         ctx: &RequestContext,
+        subject: &Subject,
         checkout: &mut CheckoutLock,
-        attempt: u32,
-        payment_id: &str,
+        (attempt, payment_id): (u32, &str),
     ) -> Result<bool, CheckoutError> {
         let key = Checkout::operation_key(payment_id, "capture");
         let payment = self
@@ -493,8 +498,12 @@ impl CheckoutService {
                 )))
             }
         };
-        let captured = matches!(command, CheckoutCommand::RecordCapture { .. });
-        Ok(self.record(ctx, checkout, &command).await? && captured)
+        if !matches!(command, CheckoutCommand::RecordCapture { .. }) {
+            self.record(ctx, checkout, &command).await?;
+            return Ok(false);
+        }
+        self.record_with_tickets(ctx, subject, checkout, &command)
+            .await
     }
 
     /// Void requested: cancels the authorization and records it.

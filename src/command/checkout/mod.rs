@@ -38,6 +38,7 @@ mod order_units;
 mod purchase;
 mod record;
 mod recover;
+mod tickets;
 mod waiting;
 
 pub use order::{LineView, OrderActionView, OrderView, Ordered, RefundView, SaleView};

@@ -178,7 +178,10 @@ impl LineView {
 
 /// An order's lines: one per seat and per pool place of each hold, in the
 /// order the holds were named, priced as the holds' events priced them.
-fn lines_of(records: &[HoldRecord], entry: &CatalogEntry) -> Result<Vec<OrderLine>, StoreError> {
+pub(super) fn lines_of(
+    records: &[HoldRecord],
+    entry: &CatalogEntry,
+) -> Result<Vec<OrderLine>, StoreError> {
     let corrupt = |e: String| StoreError::Corrupt(format!("an order's line: {e}"));
     let mut lines = Vec::new();
     for record in records {

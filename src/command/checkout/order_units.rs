@@ -122,10 +122,10 @@ impl CheckoutService {
         Ok(())
     }
 
-    /// Lines being cancelled: refunds them (one partial refund, keyed by
-    /// the cancellation's number, so asked again after a crash it is the
-    /// same refund) and frees their units hold by hold, the last hold with
-    /// the cancellation's end.
+    /// Lines being cancelled: revokes their tickets, refunds them (one
+    /// partial refund, keyed by the cancellation's number, so asked again
+    /// after a crash it is the same refund) and frees their units hold by
+    /// hold, the last hold with the cancellation's end.
     pub(super) async fn cancel_lines(
         &self,
         ctx: &RequestContext,
@@ -146,6 +146,12 @@ impl CheckoutService {
         else {
             return Ok(());
         };
+        // The lines' tickets first: a unit is freed for sale only once no
+        // valid ticket admits to it.
+        if let Some(sale) = super::tickets::sale_of(subject, checkout.aggregate()) {
+            self.revoke_tickets(ctx, &sale, pending.lines.iter().copied())
+                .await?;
+        }
         let currency = self.catalog.get(&order.show_id).await?.map_or_else(
             || self.catalog.default_currency(),
             |entry| entry.show.currency,
