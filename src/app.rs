@@ -18,6 +18,7 @@ use crate::command::checkout::CheckoutService;
 use crate::command::holds::{HoldReads, HoldService};
 use crate::command::prices::PriceService;
 use crate::command::round::Rounds;
+use crate::command::tickets::TicketService;
 use crate::command::waiting_room::WaitingRoomService;
 use crate::command::waitlist::WaitlistService;
 use crate::edge::EdgeSettings;
@@ -30,6 +31,7 @@ use crate::query::waiting_room::WaitingRoomBook;
 use crate::rate_limit::RateLimits;
 use crate::rebuild::projector::Projector;
 use crate::store::Store;
+use crate::tickets::keys::KeyRing;
 use crate::webhooks::dispatch::Dispatcher;
 use crate::webhooks::endpoints::WebhookEndpoints;
 use crate::webhooks::payload::Payloads;
@@ -101,6 +103,9 @@ pub struct Settings {
     /// Requests per second and at once, per buyer and per client address
     /// (`RateLimits::OFF` for load tests from one address).
     pub rate_limits: RateLimits,
+    /// The seed tickets' codes are signed with (`BOOKING_TICKET_SIGNING_KEY`;
+    /// `None`: the one kept in the database, made at the first start).
+    pub ticket_signing_key: Option<String>,
 }
 
 /// Default for `BOOKING_SHUTDOWN_GRACE_SECONDS`: inside the 30 s an
@@ -139,12 +144,18 @@ struct Wings {
     checkout: Arc<CheckoutService>,
     prices: Arc<PriceService>,
     waitlists: Arc<WaitlistService>,
+    tickets: Arc<TicketService>,
     /// Stripe, when the service pays through it.
     stripe: Option<Arc<Stripe>>,
 }
 
 impl Wings {
-    fn wire(store: &Store, settings: &Settings, clock: &Arc<dyn Clock>) -> anyhow::Result<Self> {
+    fn wire(
+        store: &Store,
+        settings: &Settings,
+        clock: &Arc<dyn Clock>,
+        keys: Arc<KeyRing>,
+    ) -> anyhow::Result<Self> {
         let catalog = Arc::new(
             ShowCatalog::new(settings.currency, store.shows()).reading_prices_from(store.log()),
         );
@@ -187,8 +198,16 @@ impl Wings {
             store.shows(),
             clock.clone(),
         ));
+        let tickets = Arc::new(TicketService::new(
+            rounds.clone(),
+            store.log(),
+            catalog.clone(),
+            keys,
+            clock.clone(),
+        ));
         let (checkout, stripe) = checkout_service(store, settings, clock, &catalog, rounds)?;
         Ok(Self {
+            tickets,
             catalog,
             availability,
             waiting_rooms,
@@ -250,6 +269,11 @@ impl Wings {
             checkout: self.checkout,
             prices: self.prices,
             waitlists: self.waitlists,
+            tickets: self.tickets,
+            door: Arc::new(crate::query::door::DoorBook::new(
+                store.log(),
+                clock.clone(),
+            )),
             lines: Arc::new(crate::query::waitlist::LineBook::new(
                 store.log(),
                 store.holds(),
@@ -385,7 +409,15 @@ impl Application {
         // Metrics recorded before the recorder exists are lost: install it first.
         let _ = crate::metrics::handle();
         let store = open_store(&settings.database_url, settings.database_connections).await?;
-        let wings = Wings::wire(&store, &settings, &clock)?;
+        let now_us = projections::time::to_micros(clock.now());
+        let keys = KeyRing::load(
+            &store.ticket_keys(),
+            settings.ticket_signing_key.as_deref(),
+            now_us,
+        )
+        .await
+        .context("the ticket signing key")?;
+        let wings = Wings::wire(&store, &settings, &clock, Arc::new(keys))?;
         let recovery = Recovery::new(wings.checkout.clone());
         let projector = Projector::new(store.log(), wings.catalog.clone());
         let sweeper = Sweeper::new(

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 pub enum Role {
     Buyer,
     Admin,
+    /// A door's scanner: checks tickets in at the shows its `shows` claim
+    /// names, and reads their revocations and attendance.
+    Scanner,
 }
 
 impl Role {
@@ -19,6 +22,7 @@ impl Role {
         match self {
             Role::Buyer => "buyer",
             Role::Admin => "admin",
+            Role::Scanner => "scanner",
         }
     }
 }
@@ -54,6 +58,12 @@ impl Actor {
     /// show may.
     pub fn may_sell_through(&self, show: &ShowId, channel: &ChannelId) -> bool {
         self.is_admin() || (self.channels.contains(channel) && self.shows.contains(show))
+    }
+
+    /// May this actor check tickets in at `show` (and read its door)? An
+    /// admin may; a scanner whose token names the show may.
+    pub fn may_scan(&self, show: &ShowId) -> bool {
+        self.is_admin() || (self.role == Role::Scanner && self.shows.contains(show))
     }
 
     /// The service itself, or an admin acting as `id`: every show, no

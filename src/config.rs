@@ -225,6 +225,12 @@ pub struct ServeArgs {
     /// The ISO 4217 currency of shows that name none.
     #[arg(long, env = "BOOKING_CURRENCY", default_value = "eur", value_parser = parse_currency)]
     pub currency: domain::money::Currency,
+    /// The Ed25519 seed tickets' codes are signed with (base64url of 32
+    /// bytes). Without it the service makes one at its first start and
+    /// keeps it in the database; given, it is kept too and signs from then
+    /// on (older keys still verify). Never logged.
+    #[arg(long, env = "BOOKING_TICKET_SIGNING_KEY", hide_env_values = true)]
+    pub ticket_signing_key: Option<String>,
 }
 
 /// Stripe.js, from Stripe (it must be loaded from there to be PCI compliant).

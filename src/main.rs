@@ -117,6 +117,7 @@ fn settings_from(args: ServeArgs) -> anyhow::Result<Settings> {
             retry_window: Duration::from_secs(args.webhook_retry_seconds),
         },
         rate_limits,
+        ticket_signing_key: args.ticket_signing_key,
     })
 }
 

@@ -218,6 +218,7 @@ async fn start_paying(
         // Every scenario sends from one address, and some as one buyer:
         // the limits would measure themselves, not the service.
         rate_limits: booking::rate_limit::RateLimits::OFF,
+        ticket_signing_key: None,
     };
     let app = Application::build(settings, Arc::new(SystemClock)).await?;
     let addr = app.local_addr()?;

@@ -149,6 +149,13 @@ string_id!(
     is_seat_char
 );
 
+impl GateId {
+    /// `main`: the one gate of a show that names none.
+    pub fn main() -> Self {
+        Self("main".to_owned())
+    }
+}
+
 impl TicketType {
     /// `standard`: the one ticket type of a show that lists none.
     pub fn standard() -> Self {

@@ -6,12 +6,12 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::ids::{CategoryId, ChannelId, PoolId, SeatId, ShowId, VenueId};
+use crate::ids::{CategoryId, ChannelId, GateId, PoolId, SeatId, ShowId, VenueId};
 use crate::limits::{
-    DEFAULT_MAX_HOLD_TTLS, MAX_CHANNELS_PER_SHOW, MAX_COORDINATE, MAX_HOLD_SECONDS_CAP,
-    MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY, MAX_POOL_SHARDS, MAX_PRICE_CENTS,
-    MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER, MAX_SEAT_RANK, MAX_TEXT_CHARS,
-    MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS, MIN_SEATS_PER_BUYER,
+    DEFAULT_MAX_HOLD_TTLS, MAX_CHANNELS_PER_SHOW, MAX_COORDINATE, MAX_GATES_PER_SHOW,
+    MAX_HOLD_SECONDS_CAP, MAX_HOLD_TTL_SECONDS, MAX_POOLS_PER_SHOW, MAX_POOL_CAPACITY,
+    MAX_POOL_SHARDS, MAX_PRICE_CENTS, MAX_SEATS_PER_BUYER, MAX_SEATS_PER_SHOW, MAX_SEAT_NUMBER,
+    MAX_SEAT_RANK, MAX_TEXT_CHARS, MIN_HOLD_TTL_SECONDS, MIN_MAX_HOLD_SECONDS, MIN_SEATS_PER_BUYER,
 };
 use crate::money::{Currency, MoneyError};
 use crate::pricing::{PriceError, Pricing};
@@ -123,6 +123,8 @@ pub enum ShowError {
     Coordinate { field: String },
     #[error(transparent)]
     Pricing(#[from] PriceError),
+    #[error("checkin.gates: gate {0} is listed twice")]
+    DuplicateGate(GateId),
 }
 
 #[derive(Debug, Clone)]
@@ -160,7 +162,47 @@ pub struct Show {
     /// [`Show::with_waitlist`]; like everything else of a show, fixed once
     /// created (every hold of the show is placed knowing it).
     pub waitlist: Option<WaitlistSettings>,
+    /// Until when a ticket may change hands (`None`: until it is checked
+    /// in).
+    pub transfer_until: Option<DateTime<Utc>>,
+    /// The door: its gates and whether a ticket that left may come back.
+    /// Set with [`Show::with_checkin`].
+    pub checkin: CheckinSettings,
     seat_index: HashMap<SeatId, usize>,
+}
+
+/// A gate of the show's door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateSpec {
+    pub gate_id: GateId,
+    pub label: String,
+}
+
+/// How a show checks tickets in: its gates (each once, at least one) and
+/// whether a ticket that left may enter again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckinSettings {
+    pub gates: Vec<GateSpec>,
+    pub reentry: bool,
+}
+
+impl Default for CheckinSettings {
+    /// One gate, `main`, and re-entry allowed.
+    fn default() -> Self {
+        Self {
+            gates: vec![GateSpec {
+                gate_id: GateId::main(),
+                label: "Main gate".into(),
+            }],
+            reentry: true,
+        }
+    }
+}
+
+impl CheckinSettings {
+    pub fn gate(&self, gate: &str) -> Option<&GateSpec> {
+        self.gates.iter().find(|g| g.gate_id.as_str() == gate)
+    }
 }
 
 /// A show's text (name, section, row): 1..=MAX_TEXT_CHARS characters, all
@@ -300,6 +342,8 @@ impl Show {
             buyer_cancellation_until: None,
             channels: Vec::new(),
             waitlist: None,
+            transfer_until: None,
+            checkin: CheckinSettings::default(),
             seat_index,
         })
     }
@@ -421,6 +465,36 @@ impl Show {
 
     /// Sets how long a hold may last in all (`None`: the default), refused
     /// outside MIN_MAX_HOLD_SECONDS..=MAX_HOLD_SECONDS_CAP or below the TTL.
+    /// Until when its tickets may change hands (`None`: no end but the
+    /// door).
+    pub fn with_transfer_until(mut self, until: Option<DateTime<Utc>>) -> Self {
+        self.transfer_until = until;
+        self
+    }
+
+    /// The door's gates (1..=MAX_GATES_PER_SHOW, each once, labelled) and
+    /// its re-entry rule; `None`: one gate, `main`, re-entry allowed.
+    pub fn with_checkin(mut self, checkin: Option<CheckinSettings>) -> Result<Self, ShowError> {
+        let Some(checkin) = checkin else {
+            return Ok(self);
+        };
+        if checkin.gates.is_empty() || checkin.gates.len() > MAX_GATES_PER_SHOW {
+            return Err(ShowError::TooMany {
+                field: "checkin.gates (at least one)".into(),
+                max: MAX_GATES_PER_SHOW,
+            });
+        }
+        let mut seen = HashSet::new();
+        for (i, gate) in checkin.gates.iter().enumerate() {
+            check_text(&gate.label, || format!("checkin.gates[{i}].label"))?;
+            if !seen.insert(&gate.gate_id) {
+                return Err(ShowError::DuplicateGate(gate.gate_id.clone()));
+            }
+        }
+        self.checkin = checkin;
+        Ok(self)
+    }
+
     pub fn with_buyer_cancellation_until(mut self, until: Option<DateTime<Utc>>) -> Self {
         self.buyer_cancellation_until = until;
         self

@@ -574,6 +574,69 @@ impl Decider for Ticket {
 
 impl_aggregate!(Ticket, "Ticket");
 
+/// A scan the door refused before any ticket was found (a code that does
+/// not verify, a code of another show, a gate the show does not have): a
+/// stream of its own, one event, keyed by the scan's nonce, so the same
+/// nonce again finds it and is answered alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedScan {
+    pub refusal: Option<Refusal>,
+}
+
+/// Why the door refused a scan it found no ticket for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The problem code the scanner was answered (`invalid_code`,
+    /// `wrong_show`, `unknown_gate`).
+    pub code: String,
+    /// The gate as the scanner sent it (at most a gate id's length).
+    pub gate: String,
+    /// The ticket the code names, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_id: Option<TicketId>,
+    pub mode: Mode,
+    pub at: DateTime<Utc>,
+}
+
+/// Events are forever: add variants, never change one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RefusedScanEvent {
+    ScanRefused { refusal: Refusal },
+}
+
+event_names!(RefusedScanEvent {
+    ScanRefused => "ScanRefused",
+});
+
+/// The id of a refused scan's stream: `show_id/nonce` (a show id never
+/// holds a `/`, so the first one splits them).
+pub fn refused_scan_stream_id(show: &ShowId, nonce: &ScanNonce) -> String {
+    format!("{}/{}", show.as_str(), nonce.as_str())
+}
+
+impl Decider for RefusedScan {
+    type Command = Refusal;
+    type Event = RefusedScanEvent;
+    type Error = std::convert::Infallible;
+
+    /// Recorded once: the same nonce again is the refusal recorded.
+    fn decide(&self, refusal: &Refusal) -> Result<Vec<RefusedScanEvent>, Self::Error> {
+        Ok(match self.refusal {
+            Some(_) => vec![],
+            None => vec![RefusedScanEvent::ScanRefused {
+                refusal: refusal.clone(),
+            }],
+        })
+    }
+
+    fn evolve(&mut self, event: &RefusedScanEvent) {
+        let RefusedScanEvent::ScanRefused { refusal } = event;
+        self.refusal = Some(refusal.clone());
+    }
+}
+
+impl_aggregate!(RefusedScan, "RefusedScan");
+
 #[cfg(test)]
 mod tests {
     use chrono::Duration;

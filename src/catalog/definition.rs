@@ -89,6 +89,49 @@ pub struct ShowDefinition {
     /// may hold them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waitlist: Option<WaitlistDefinition>,
+    /// Until when tickets may change hands (absent: until checked in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_until: Option<DateTime<Utc>>,
+    /// The door: its gates and the re-entry rule (absent: one gate `main`,
+    /// re-entry allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkin: Option<CheckinDefinition>,
+}
+
+/// A show's door.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckinDefinition {
+    /// 1..=MAX_GATES_PER_SHOW gates, each once.
+    #[schema(min_items = 1, max_items = 100)]
+    pub gates: Vec<GateDefinition>,
+    /// May a ticket that left come in again (absent: yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reentry: Option<bool>,
+}
+
+/// One gate of a show's door.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateDefinition {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub gate_id: domain::ids::GateId,
+    #[schema(min_length = 1, max_length = 200)]
+    pub label: String,
+}
+
+impl CheckinDefinition {
+    fn settings(&self) -> domain::show::CheckinSettings {
+        domain::show::CheckinSettings {
+            gates: (self.gates.iter())
+                .map(|g| domain::show::GateSpec {
+                    gate_id: g.gate_id.clone(),
+                    label: g.label.clone(),
+                })
+                .collect(),
+            reentry: self.reentry.unwrap_or(true),
+        }
+    }
 }
 
 /// A show's waiting list.
@@ -271,6 +314,8 @@ pub struct ShowView {
     buyer_cancellation_until: Option<DateTime<Utc>>,
     channels: Vec<ChannelDefinition>,
     waitlist: Option<WaitlistDefinition>,
+    transfer_until: Option<DateTime<Utc>>,
+    checkin: Option<CheckinDefinition>,
 }
 
 /// A venue as `PUT` and `GET /v1/venues/{id}` answer it: the definition
@@ -425,7 +470,9 @@ impl ShowDefinition {
         .with_pricing(self.venue_id.clone(), chart, pricing)?
         .with_buyer_cancellation_until(self.buyer_cancellation_until)
         .with_channels(self.channel_specs())?
-        .with_waitlist(self.waitlist.map(WaitlistDefinition::settings))
+        .with_waitlist(self.waitlist.map(WaitlistDefinition::settings))?
+        .with_transfer_until(self.transfer_until)
+        .with_checkin(self.checkin.as_ref().map(CheckinDefinition::settings))
     }
 
     fn channel_specs(&self) -> Vec<ChannelSpec> {

@@ -76,6 +76,7 @@ pub struct Inventory {
     pub(super) prices: StreamCache<ShowPrices>,
     pub(super) lines: StreamCache<domain::waitlist::Waitlist>,
     pub(super) tickets: StreamCache<domain::ticket::Ticket>,
+    pub(super) refused_scans: StreamCache<domain::ticket::RefusedScan>,
 }
 
 /// A stream type a command round (`command::round`) locks and appends to:

@@ -10,6 +10,7 @@ mod audit;
 mod availability;
 mod bookings;
 mod box_office;
+mod checkins;
 mod etag;
 mod holds;
 mod live;
@@ -22,6 +23,7 @@ mod report;
 mod shows;
 pub mod starting;
 mod stripe;
+mod tickets;
 mod timeout;
 mod venues;
 mod waiting_room;
@@ -74,6 +76,10 @@ pub struct Services {
     pub waitlists: Arc<crate::command::waitlist::WaitlistService>,
     /// Waiting lists as readers see them.
     pub lines: Arc<crate::query::waitlist::LineBook>,
+    /// Tickets: naming, transfers, the door's scans.
+    pub tickets: Arc<crate::command::tickets::TicketService>,
+    /// The door as staff read it: attendance, conflicts, revocations.
+    pub door: Arc<crate::query::door::DoorBook>,
     /// Waiting rooms: joining, standing, the operator's view.
     pub waiting_rooms: Arc<crate::command::waiting_room::WaitingRoomService>,
 }
@@ -107,6 +113,8 @@ pub fn router(
         .merge(box_office::router())
         .merge(report::router())
         .merge(orders::router())
+        .merge(tickets::router())
+        .merge(checkins::router())
         .merge(stripe::router())
         .merge(audit::router())
         .merge(webhooks::router())

@@ -15,8 +15,8 @@ use utoipa::{Modify, OpenApi};
 use super::problem::problem_codes;
 use super::response::{json_response, Problem};
 use super::{
-    allocations, audit, availability, bookings, box_office, holds, live, ops, orders, page, report,
-    shows, stripe, venues, waiting_room, waitlist, webhooks, AppState,
+    allocations, audit, availability, bookings, box_office, checkins, holds, live, ops, orders,
+    page, report, shows, stripe, tickets, venues, waiting_room, waitlist, webhooks, AppState,
 };
 
 struct Extras;
@@ -56,6 +56,10 @@ impl Modify for Extras {
         allocations::allocate, allocations::release, allocations::allocations,
         box_office::book, report::show_report, report::bookings_export,
         waitlist::join, waitlist::line, waitlist::mine, waitlist::entry, waitlist::leave,
+        tickets::order_tickets, tickets::booking_tickets, tickets::ticket, tickets::name_ticket,
+        tickets::transfer_ticket, tickets::ticket_svg, tickets::ticket_png, tickets::my_tickets,
+        tickets::ticket_keys, tickets::revocations,
+        checkins::check_in, checkins::check_in_batch, checkins::conflicts, checkins::attendance,
         audit::seat_history, audit::show_history, audit::hold_ttl_advice,
         webhooks::register_webhook, webhooks::list_webhooks, webhooks::delete_webhook,
         webhooks::list_deliveries, webhooks::retry_delivery,

@@ -168,6 +168,17 @@ pub enum ApiError {
     NotReady(String),
     /// 500: a bug or a broken database; logged, never described to the client.
     Internal(String),
+    /// 404: no ticket has this id (or not one the caller may see).
+    TicketNotFound,
+    /// 409: the ticket was checked in; it changes hands no more.
+    TicketCheckedIn,
+    /// 409: the show's `transfer_until` has passed.
+    TransferClosed,
+    /// 409: the ticket is revoked (its line cancelled).
+    TicketRevoked,
+    /// A scan the door refused, recorded: its own status and code
+    /// (`door_type`).
+    Door(crate::command::tickets::Refused),
 }
 
 /// One kind of problem: its status, stable `code` and title.
@@ -379,6 +390,37 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         "cancellation_closed",
         "Cancellation closed",
     ),
+    problem(
+        StatusCode::NOT_FOUND,
+        "ticket_not_found",
+        "Ticket not found",
+    ),
+    problem(
+        StatusCode::CONFLICT,
+        "ticket_checked_in",
+        "Ticket checked in",
+    ),
+    problem(StatusCode::CONFLICT, "transfer_closed", "Transfer closed"),
+    problem(StatusCode::CONFLICT, "ticket_revoked", "Ticket revoked"),
+    problem(StatusCode::GONE, "ticket_revoked", "Ticket revoked"),
+    problem(StatusCode::CONFLICT, "already_inside", "Already inside"),
+    problem(
+        StatusCode::CONFLICT,
+        "reentry_not_allowed",
+        "Re-entry not allowed",
+    ),
+    problem(StatusCode::CONFLICT, "not_inside", "Not inside"),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_code",
+        "Invalid code",
+    ),
+    problem(StatusCode::FORBIDDEN, "wrong_show", "Wrong show"),
+    problem(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_gate",
+        "Unknown gate",
+    ),
     INTERNAL,
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -396,6 +438,21 @@ const INTERNAL: ProblemType = problem(
     "internal_error",
     "Internal error",
 );
+
+/// The door's refusals, each its row.
+fn door_type(refused: &crate::command::tickets::Refused) -> &'static ProblemType {
+    use crate::command::tickets::Refused;
+    use StatusCode as S;
+    match refused {
+        Refused::InvalidCode(_) => row(S::UNPROCESSABLE_ENTITY, "invalid_code"),
+        Refused::WrongShow => row(S::FORBIDDEN, "wrong_show"),
+        Refused::UnknownGate(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_gate"),
+        Refused::AlreadyInside { .. } => row(S::CONFLICT, "already_inside"),
+        Refused::ReentryNotAllowed => row(S::CONFLICT, "reentry_not_allowed"),
+        Refused::NotInside => row(S::CONFLICT, "not_inside"),
+        Refused::Revoked => row(S::GONE, "ticket_revoked"),
+    }
+}
 
 /// The row of `PROBLEM_TYPES` with this status and code.
 fn row(status: StatusCode, code: &str) -> &'static ProblemType {
@@ -473,6 +530,11 @@ impl ApiError {
             PaymentUnavailable(_) => row(S::SERVICE_UNAVAILABLE, "payment_unavailable"),
             Busy => row(S::SERVICE_UNAVAILABLE, "busy"),
             NotReady(_) => row(S::SERVICE_UNAVAILABLE, "not_ready"),
+            TicketNotFound => row(S::NOT_FOUND, "ticket_not_found"),
+            TicketCheckedIn => row(S::CONFLICT, "ticket_checked_in"),
+            TransferClosed => row(S::CONFLICT, "transfer_closed"),
+            TicketRevoked => row(S::CONFLICT, "ticket_revoked"),
+            Door(refused) => door_type(refused),
             // The inventory's refusals, each in its own row below.
             _ => self.inventory_type(),
         }
@@ -500,7 +562,7 @@ impl ApiError {
 
     fn detail(&self) -> String {
         use ApiError::*;
-        if let Some(detail) = self.waitlist_detail() {
+        if let Some(detail) = self.waitlist_detail().or_else(|| self.ticket_detail()) {
             return detail;
         }
         match self {
@@ -733,6 +795,38 @@ impl ApiError {
         })
     }
 
+    /// A ticket's refusals and the door's (`None`: not one).
+    fn ticket_detail(&self) -> Option<String> {
+        use crate::command::tickets::Refused;
+        use ApiError::*;
+        Some(match self {
+            TicketNotFound => "no ticket has this id".into(),
+            TicketCheckedIn => "the ticket was checked in: it changes hands no more".into(),
+            TransferClosed => "the show's transfer_until has passed: its tickets change \
+                 hands no more"
+                .into(),
+            TicketRevoked => "the ticket is revoked (its line was cancelled)".into(),
+            Door(Refused::InvalidCode(why)) => format!("{why}; the scan was refused and recorded"),
+            Door(Refused::WrongShow) => {
+                "the code is a ticket of another show; the scan was refused and recorded".into()
+            }
+            Door(Refused::UnknownGate(gate)) => {
+                format!("the show has no gate {gate:?}; the scan was refused and recorded")
+            }
+            Door(Refused::AlreadyInside { .. }) => "the ticket is inside already (gate, at): \
+                 no exit since its entry; not admitted again"
+                .into(),
+            Door(Refused::ReentryNotAllowed) => {
+                "the ticket left, and this show allows no re-entry".into()
+            }
+            Door(Refused::NotInside) => "the ticket is not inside: an exit needs an entry".into(),
+            Door(Refused::Revoked) => "the code is revoked (its line was cancelled, or the \
+                 ticket was transferred and this is an older code): not admitted"
+                .into(),
+            _ => return None,
+        })
+    }
+
     /// A webhook endpoint or delivery: unknown, or a registration refused.
     fn webhook_detail(&self) -> String {
         use ApiError::*;
@@ -803,6 +897,10 @@ impl ApiError {
             ApiError::PaymentNotCaptured { booking_id } => {
                 extra.insert("booking_id".into(), json!(booking_id));
                 extra.insert("reversed".into(), json!(true));
+            }
+            ApiError::Door(crate::command::tickets::Refused::AlreadyInside { gate, at }) => {
+                extra.insert("gate".into(), json!(gate));
+                extra.insert("at".into(), json!(at));
             }
             _ => {}
         }
@@ -1020,6 +1118,25 @@ impl From<PriceChangeError> for ApiError {
     }
 }
 
+impl From<crate::command::tickets::TicketError> for ApiError {
+    fn from(err: crate::command::tickets::TicketError) -> Self {
+        use crate::command::tickets::TicketError;
+        match err {
+            TicketError::NotFound => ApiError::TicketNotFound,
+            TicketError::CheckedIn => ApiError::TicketCheckedIn,
+            TicketError::TransferClosed => ApiError::TransferClosed,
+            TicketError::Revoked => ApiError::TicketRevoked,
+            TicketError::Invalid(why) => ApiError::Validation(why),
+            TicketError::Forbidden => ApiError::Forbidden,
+            TicketError::Scan(refused) => ApiError::Door(refused),
+            TicketError::ShowNotFound => ApiError::ShowNotFound,
+            TicketError::Busy => ApiError::Busy,
+            TicketError::Bug(what) => ApiError::Internal(what),
+            TicketError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<CreateShowError> for ApiError {
     fn from(err: CreateShowError) -> Self {
         match err {
@@ -1034,6 +1151,8 @@ impl From<CreateShowError> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::command::tickets::Refused;
 
     #[test]
     fn every_variant_has_a_row_and_every_row_is_used() {
@@ -1123,6 +1242,20 @@ mod tests {
             ApiError::Busy,
             ApiError::NotReady(String::new()),
             ApiError::Internal(String::new()),
+            ApiError::TicketNotFound,
+            ApiError::TicketCheckedIn,
+            ApiError::TransferClosed,
+            ApiError::TicketRevoked,
+            ApiError::Door(Refused::InvalidCode(String::new())),
+            ApiError::Door(Refused::WrongShow),
+            ApiError::Door(Refused::UnknownGate(String::new())),
+            ApiError::Door(Refused::AlreadyInside {
+                gate: String::new(),
+                at: chrono::Utc::now(),
+            }),
+            ApiError::Door(Refused::ReentryNotAllowed),
+            ApiError::Door(Refused::NotInside),
+            ApiError::Door(Refused::Revoked),
         ];
         for error in &all {
             assert!(

@@ -6,6 +6,7 @@
 pub mod advice;
 pub mod audit;
 pub mod availability;
+pub mod door;
 pub mod rendered;
 pub mod report;
 pub mod waiting_room;

@@ -12,10 +12,11 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use domain::ids::{ShowId, TicketId};
+use domain::ids::ShowId;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{KeyRing, TicketKey};
+use super::TicketRef;
 
 /// The longest code: what a QR code of this size still holds with room
 /// for error correction, and the most a scanner is sent (docs/api.md).
@@ -24,10 +25,18 @@ pub const MAX_CODE_CHARS: usize = 400;
 /// What a code says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CodePayload {
-    pub ticket_id: TicketId,
+    /// The ticket as the API names it (`{show_id}.{uuid}`).
+    pub ticket_id: String,
     pub show_id: ShowId,
     pub version: u32,
     pub key_id: String,
+}
+
+impl CodePayload {
+    /// The ticket the code names, if its id is a ticket's of its show.
+    pub fn ticket(&self) -> Option<TicketRef> {
+        TicketRef::parse(&self.ticket_id).filter(|t| t.show_id == self.show_id)
+    }
 }
 
 /// Why a code does not verify: each is 422 `invalid_code` (a code of
@@ -44,11 +53,11 @@ pub enum CodeError {
     Signature,
 }
 
-/// The code of `ticket_id` of `show_id` at `version`, signed by `key`.
-pub fn sign(key: &TicketKey, ticket_id: TicketId, show_id: &ShowId, version: u32) -> String {
+/// The code of `ticket` at `version`, signed by `key`.
+pub fn sign(key: &TicketKey, ticket: &TicketRef, version: u32) -> String {
     let payload = CodePayload {
-        ticket_id,
-        show_id: show_id.clone(),
+        ticket_id: ticket.to_string(),
+        show_id: ticket.show_id.clone(),
         version,
         key_id: key.key_id.clone(),
     };
@@ -85,28 +94,28 @@ pub fn read(code: &str, keys: &KeyRing) -> Result<CodePayload, CodeError> {
 mod tests {
     use super::*;
 
-    fn ticket() -> TicketId {
-        TicketId(uuid::Uuid::from_u128(42))
+    fn ticket(show: &str) -> TicketRef {
+        TicketRef {
+            show_id: ShowId::parse(show).unwrap(),
+            ticket_id: domain::ids::TicketId(uuid::Uuid::from_u128(42)),
+        }
     }
 
     #[test]
     fn a_signed_code_reads_back_and_fits_a_qr_code() {
         let key = TicketKey::from_seed([3; 32]);
-        let show = ShowId::parse(&"s".repeat(64)).unwrap();
-        let code = sign(&key, ticket(), &show, 12);
+        let longest = ticket(&"s".repeat(64));
+        let code = sign(&key, &longest, 12);
         assert!(code.len() <= MAX_CODE_CHARS, "{} chars", code.len());
         let read = read(&code, &KeyRing::of(key)).unwrap();
-        assert_eq!(
-            (read.ticket_id, read.show_id, read.version),
-            (ticket(), show, 12)
-        );
+        assert_eq!((read.ticket(), read.version), (Some(longest), 12));
     }
 
     #[test]
     fn a_tampered_or_garbled_code_or_another_keys_is_refused() {
         let key = TicketKey::from_seed([3; 32]);
         let ring = KeyRing::of(key.clone());
-        let code = sign(&key, ticket(), &ShowId::parse("rock").unwrap(), 1);
+        let code = sign(&key, &ticket("rock"), 1);
         let (payload, signature) = code.split_once('.').unwrap();
         let forged = URL_SAFE_NO_PAD.encode(
             String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap())
@@ -120,7 +129,7 @@ mod tests {
         assert_eq!(read("garbage", &ring), Err(CodeError::Malformed));
         assert_eq!(read(&"a".repeat(500), &ring), Err(CodeError::TooLong));
         let other = TicketKey::from_seed([4; 32]);
-        let elsewhere = sign(&other, ticket(), &ShowId::parse("rock").unwrap(), 1);
+        let elsewhere = sign(&other, &ticket("rock"), 1);
         assert_eq!(read(&elsewhere, &ring), Err(CodeError::Signature));
         let not_json = format!("{}.{signature}", URL_SAFE_NO_PAD.encode("{}"));
         assert!(matches!(read(&not_json, &ring), Err(CodeError::Payload(_))));

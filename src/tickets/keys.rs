@@ -21,7 +21,7 @@ pub const ALGORITHM: &str = "Ed25519";
 
 /// A key's id: the first bytes of the SHA-256 of its public key, as hex.
 /// The same key given to two instances has the same id.
-const KEY_ID_BYTES: usize = 8;
+const KEY_ID_BYTES: usize = 4;
 
 /// A seed given or stored, refused with a reason that never shows it.
 #[derive(Debug, thiserror::Error)]

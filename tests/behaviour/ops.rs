@@ -420,6 +420,20 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/shows/{show_id}/waitlist/me"),
     ("get", "/v1/waitlist/{entry_id}"),
     ("delete", "/v1/waitlist/{entry_id}"),
+    ("get", "/v1/orders/{order_id}/tickets"),
+    ("get", "/v1/bookings/{booking_id}/tickets"),
+    ("get", "/v1/tickets/{ticket_id}"),
+    ("patch", "/v1/tickets/{ticket_id}"),
+    ("post", "/v1/tickets/{ticket_id}/transfer"),
+    ("get", "/v1/tickets/{ticket_id}/qr.svg"),
+    ("get", "/v1/tickets/{ticket_id}/qr.png"),
+    ("get", "/v1/me/tickets"),
+    ("get", "/v1/shows/{show_id}/ticket-keys"),
+    ("get", "/v1/shows/{show_id}/revocations"),
+    ("post", "/v1/shows/{show_id}/checkins"),
+    ("post", "/v1/shows/{show_id}/checkins/batch"),
+    ("get", "/v1/shows/{show_id}/checkins/conflicts"),
+    ("get", "/v1/shows/{show_id}/attendance"),
     ("get", "/v1/shows/{show_id}/seats/{seat_id}/history"),
     ("get", "/v1/shows/{show_id}/history"),
     ("get", "/v1/shows/{show_id}/hold-ttl-advice"),
@@ -460,7 +474,8 @@ async fn the_openapi_document_covers_every_route_and_problem_code(env: TestEnv) 
                     .replace("{hold_id}", &uuid::Uuid::nil().to_string())
                     .replace("{booking_id}", &uuid::Uuid::nil().to_string())
                     .replace("{order_id}", &uuid::Uuid::nil().to_string())
-                    .replace("{entry_id}", "x.00000000-0000-0000-0000-000000000000"),
+                    .replace("{entry_id}", "x.00000000-0000-0000-0000-000000000000")
+                    .replace("{ticket_id}", "x.00000000-0000-0000-0000-000000000000"),
                 None,
                 None,
                 &[],

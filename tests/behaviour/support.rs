@@ -440,6 +440,7 @@ impl TestApp {
             // that scripts one buyer at machine speed asks for them off
             // (`spawn_with_rate_limits`).
             rate_limits,
+            ticket_signing_key: None,
         };
         let app = Application::build(settings, clock.clone())
             .await

@@ -113,7 +113,7 @@ impl CheckoutService {
             .await
     }
 
-    async fn booking_record(
+    pub(super) async fn booking_record(
         &self,
         actor: &Actor,
         booking_id: BookingId,

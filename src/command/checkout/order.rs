@@ -391,7 +391,7 @@ impl CheckoutService {
 
     /// An order's checkout as the log has it, if it is an order the actor
     /// may see.
-    async fn order_checkout(
+    pub(super) async fn order_checkout(
         &self,
         actor: &Actor,
         order_id: OrderId,

@@ -59,7 +59,7 @@ impl Sale<'_> {
                     holder_name: None,
                     issued_at: now,
                 };
-                (ticket.stream(), issued)
+                (crate::command::tickets::unit(&ticket), issued)
             })
             .collect()
     }
@@ -171,7 +171,7 @@ impl super::CheckoutService {
     ) -> Result<(), CheckoutError> {
         let mut units: Vec<(String, ShowKey)> = lines
             .into_iter()
-            .map(|line| sale.ticket_of(line).stream())
+            .map(|line| crate::command::tickets::unit(&sale.ticket_of(line)))
             .collect();
         if units.is_empty() {
             return Ok(());
@@ -236,4 +236,61 @@ pub(super) fn sale_of<'a>(subject: &super::Subject, checkout: &'a Checkout) -> O
         show_id,
         holder,
     })
+}
+
+impl super::CheckoutService {
+    /// `GET /v1/orders/{id}/tickets`: the order's tickets, one per line
+    /// (to its buyer or an admin; whoever holds them now reads each).
+    pub async fn order_tickets(
+        &self,
+        actor: &crate::auth::Actor,
+        order_id: OrderId,
+    ) -> Result<Vec<TicketRef>, CheckoutError> {
+        let checkout = self.order_checkout(actor, order_id).await?;
+        let (Some(order), Some(show_id)) = (&checkout.order, &checkout.show_id) else {
+            return Err(CheckoutError::OrderNotFound);
+        };
+        let key = HoldId(order_id.0);
+        Ok(order
+            .terms
+            .lines
+            .iter()
+            .map(|line| TicketRef {
+                show_id: show_id.clone(),
+                ticket_id: TicketId::for_line(key, line.line_id),
+            })
+            .collect())
+    }
+
+    /// `GET /v1/bookings/{id}/tickets`: a booking's tickets (an order's
+    /// booking: the order's).
+    pub async fn booking_tickets(
+        &self,
+        actor: &crate::auth::Actor,
+        booking_id: BookingId,
+    ) -> Result<Vec<TicketRef>, CheckoutError> {
+        if let Ok(tickets) = self.order_tickets(actor, OrderId(booking_id.0)).await {
+            return Ok(tickets);
+        }
+        let row = self.booking_record(actor, booking_id).await?;
+        let record = self.stored_hold(&row.hold_id).await?;
+        let subject = super::Subject::Hold(record);
+        let (checkout, _) = self.rounds.read_checkout(row.hold_id).await?;
+        let lines = self.sale_lines(&subject, &checkout).await?;
+        let show_id = subject_show(&subject);
+        Ok(lines
+            .iter()
+            .map(|line| TicketRef {
+                show_id: show_id.clone(),
+                ticket_id: TicketId::for_line(row.hold_id, line.line_id),
+            })
+            .collect())
+    }
+}
+
+fn subject_show(subject: &super::Subject) -> ShowId {
+    match subject {
+        super::Subject::Hold(record) => record.show_id.clone(),
+        super::Subject::Order(order) => order.show_id.clone(),
+    }
 }

@@ -9,66 +9,110 @@
 //! what races on one ticket (a transfer and a check-in, two transfers) is
 //! decided by its version.
 
-use std::fmt;
-
-use domain::ids::{ShowId, TicketId};
 use domain::ticket::{Ticket, TicketEvent};
 
 use crate::command::streams::{show_stream, ShowKey};
+pub use crate::tickets::TicketRef;
 
 // A ticket stream has no read-model rows: readers fold it from the log.
 show_stream!(Ticket, TicketEvent, tickets);
 
-/// A ticket as the API names it: `{show_id}.{uuid}` (its show first, so a
-/// read finds its stream, `show_id/uuid`, without an index).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TicketRef {
-    pub show_id: ShowId,
-    pub ticket_id: TicketId,
+/// A ticket's stream as a round locks it.
+pub fn unit(ticket: &TicketRef) -> (String, ShowKey) {
+    let key = ShowKey {
+        show_id: ticket.show_id.clone(),
+    };
+    (ticket.stream_id(), key)
 }
 
-impl TicketRef {
-    pub fn parse(text: &str) -> Option<Self> {
-        let (show, id) = text.rsplit_once('.')?;
-        Some(Self {
-            show_id: ShowId::parse(show).ok()?,
-            ticket_id: TicketId(uuid::Uuid::parse_str(id).ok()?),
-        })
+mod read;
+mod scan;
+mod transfer;
+
+pub use read::{CheckedInView, TicketView};
+pub use scan::{BatchScan, CheckinView, Refused, ScanAsked, ScanResult};
+
+use std::sync::Arc;
+
+use crate::catalog::ShowCatalog;
+use crate::clock::Clock;
+use crate::command::round::{RoundError, Rounds};
+use crate::store::{EventLog, StoreError};
+use crate::tickets::keys::KeyRing;
+
+/// Why a ticket command or read is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TicketError {
+    /// 404 `ticket_not_found` (also to whoever may not see it).
+    #[error("no such ticket")]
+    NotFound,
+    /// 409 `ticket_checked_in`.
+    #[error("the ticket has been checked in")]
+    CheckedIn,
+    /// 409 `transfer_closed`.
+    #[error("transfers of this show's tickets have closed")]
+    TransferClosed,
+    /// 409 `ticket_revoked` (a transfer or a name of a revoked ticket).
+    #[error("the ticket is revoked")]
+    Revoked,
+    /// 422 `validation_failed`, naming the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// 403 `forbidden`.
+    #[error("not yours")]
+    Forbidden,
+    /// A refused scan, recorded (see `scan.rs`).
+    #[error("scan refused: {}", .0.code())]
+    Scan(Refused),
+    /// 404 `show_not_found`.
+    #[error("show not found")]
+    ShowNotFound,
+    #[error("{0}")]
+    Bug(String),
+    #[error("contention did not settle")]
+    Busy,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl RoundError for TicketError {
+    fn contended() -> Self {
+        TicketError::Busy
     }
 
-    /// The ticket's stream and its key, as a round locks it.
-    pub fn stream(&self) -> (String, ShowKey) {
-        (
-            domain::ids::ticket_stream_id(&self.show_id, &self.ticket_id),
-            ShowKey {
-                show_id: self.show_id.clone(),
-            },
-        )
+    fn bug(what: String) -> Self {
+        TicketError::Bug(what)
     }
 }
 
-impl fmt::Display for TicketRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.show_id, self.ticket_id)
-    }
+/// The tickets' own commands and reads: naming, transfers, the door.
+pub struct TicketService {
+    rounds: Arc<Rounds>,
+    log: EventLog,
+    catalog: Arc<ShowCatalog>,
+    keys: Arc<KeyRing>,
+    clock: Arc<dyn Clock>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl TicketService {
+    pub fn new(
+        rounds: Arc<Rounds>,
+        log: EventLog,
+        catalog: Arc<ShowCatalog>,
+        keys: Arc<KeyRing>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            rounds,
+            log,
+            catalog,
+            keys,
+            clock,
+        }
+    }
 
-    #[test]
-    fn a_ticket_ref_round_trips_and_names_its_stream() {
-        let ticket = TicketRef {
-            show_id: ShowId::parse("rock-nye").unwrap(),
-            ticket_id: TicketId(uuid::Uuid::from_u128(9)),
-        };
-        let text = ticket.to_string();
-        assert_eq!(TicketRef::parse(&text), Some(ticket.clone()));
-        assert_eq!(
-            ticket.stream().0,
-            "rock-nye/00000000-0000-0000-0000-000000000009"
-        );
-        assert_eq!(TicketRef::parse("no-dot"), None);
+    /// The keys a scanner verifies codes with (newest first).
+    pub fn public_keys(&self) -> Vec<crate::tickets::keys::PublicKeyView> {
+        self.keys.public_keys()
     }
 }

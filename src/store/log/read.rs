@@ -69,6 +69,9 @@ pub enum LogFilter<'a> {
     /// A show's waiting room and queue entries (the index
     /// `events_waiting_room`, migrations `*_waiting_room.sql`).
     Queue(&'a str),
+    /// A show's tickets (the index `events_tickets`, migrations
+    /// `*_tickets.sql`).
+    Tickets(&'a str),
 }
 
 impl EventLog {
@@ -212,6 +215,7 @@ impl EventLog {
                 "show_id = $3 AND aggregate_type IN ('WaitingRoom', 'QueueEntry')",
                 vec![show],
             ),
+            LogFilter::Tickets(show) => ("show_id = $3 AND aggregate_type = 'Ticket'", vec![show]),
         };
         let sql = format!(
             "SELECT {columns} FROM events WHERE position > $1 AND {condition}{safe} ORDER BY position LIMIT $2"
@@ -226,6 +230,32 @@ impl EventLog {
     }
 
     /// Events of a show recorded at or before `at_us`, in global order.
+    /// The ticket streams that ever named `holder` as their holder (the
+    /// index `events_ticket_holders`): whose tickets they hold now is for
+    /// the caller to fold.
+    pub async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
+        let sql = match self.backend() {
+            Backend::Postgres(_) => {
+                "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
+                 AND event_type IN ('TicketIssued', 'TicketTransferred') \
+                 AND coalesce(payload -> 'TicketIssued' ->> 'holder', payload -> 'TicketTransferred' ->> 'to') = $1"
+            }
+            Backend::Sqlite(_) => {
+                "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
+                 AND event_type IN ('TicketIssued', 'TicketTransferred') \
+                 AND coalesce(json_extract(payload, '$.TicketIssued.holder'), \
+                              json_extract(payload, '$.TicketTransferred.to')) = $1"
+            }
+        };
+        on_store!(self, read pool => {
+            sqlx::query_scalar(sql)
+                .bind(holder)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::classify)
+        })
+    }
+
     pub async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
         let columns = match self.backend() {
             Backend::Postgres(_) => PG_COLUMNS,
