@@ -1,0 +1,118 @@
+//! A client's next operation: weighted by what it knows, drawn with its
+//! own generator. The weights lean towards the paths where the service's
+//! rules meet (an order of a pool's adult and child holds, a release
+//! racing a slow order, a free line cancelled alone, offers extended late).
+
+use rand::Rng;
+
+use super::Client;
+use crate::catalog::{FLOOR, LIMITED, SEATED, STARTING, YEN};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    HoldSeats(String),
+    HoldBest,
+    HoldPool,
+    Release(usize),
+    Extend(usize),
+    Purchase(usize),
+    /// An order of these holds; `race`: release one of them while it pays.
+    Order { holds: Vec<usize>, race: bool },
+    CancelLines(usize),
+    CancelBooking(usize),
+    Join(String),
+    Leave(usize),
+    Poll(usize),
+    /// The last hold request again, with its key.
+    Retry,
+    /// A purchase or order sent again (3-D Secure, unknown outcome).
+    Again(usize),
+}
+
+/// Shows a hold is placed on, and how often (of 100).
+const SHOW_WEIGHTS: [(&str, u32); 5] = [(SEATED, 35), (FLOOR, 30), (YEN, 10), (LIMITED, 10), (STARTING, 15)];
+
+pub fn choose(client: &mut Client) -> Op {
+    let mut options: Vec<(u32, Op)> = vec![(30, place(client)), (3, Op::Retry)];
+    let k = &client.known;
+    let holds = k.holds.len();
+    if holds > 0 {
+        let i = client.rng.gen_range(0..holds);
+        let j = client.rng.gen_range(0..holds);
+        let l = client.rng.gen_range(0..holds);
+        options.extend([(8, Op::Release(i)), (6, Op::Extend(j)), (14, Op::Purchase(l))]);
+        if let Some(order) = order_of(client) {
+            options.push((16, order));
+        }
+    }
+    let k = &client.known;
+    let (orders, bookings, entries, again) = (k.orders.len(), k.bookings.len(), k.entries.len(), k.again.len());
+    if orders > 0 {
+        options.push((20, Op::CancelLines(client.rng.gen_range(0..orders))));
+    }
+    if bookings > 0 {
+        options.push((10, Op::CancelBooking(client.rng.gen_range(0..bookings))));
+    }
+    if entries > 0 {
+        options.push((2, Op::Leave(client.rng.gen_range(0..entries))));
+        options.push((4, Op::Poll(client.rng.gen_range(0..entries))));
+    }
+    if again > 0 {
+        options.push((10, Op::Again(client.rng.gen_range(0..again))));
+    }
+    let join = pick_show(client);
+    if !client.known.entries.iter().any(|(_, show)| *show == join) {
+        options.push((5, Op::Join(join)));
+    }
+    pick(client, options)
+}
+
+fn pick(client: &mut Client, options: Vec<(u32, Op)>) -> Op {
+    let total: u32 = options.iter().map(|(w, _)| w).sum();
+    let mut draw = client.rng.gen_range(0..total);
+    for (weight, op) in options {
+        if draw < weight {
+            return op;
+        }
+        draw -= weight;
+    }
+    Op::Retry
+}
+
+fn pick_show(client: &mut Client) -> String {
+    let mut draw = client.rng.gen_range(0..100);
+    for (show, weight) in SHOW_WEIGHTS {
+        if draw < weight {
+            return show.to_owned();
+        }
+        draw -= weight;
+    }
+    SEATED.to_owned()
+}
+
+fn place(client: &mut Client) -> Op {
+    let show = pick_show(client);
+    match show.as_str() {
+        FLOOR => Op::HoldPool,
+        SEATED if client.rng.gen_bool(0.25) => Op::HoldBest,
+        _ => Op::HoldSeats(show),
+    }
+}
+
+/// An order of 2..=4 of the client's holds of one show, pool holds
+/// preferred; slow and raced by a release of one of them now and then.
+fn order_of(client: &mut Client) -> Option<Op> {
+    let first = client.rng.gen_range(0..client.known.holds.len());
+    let show = client.known.holds[first].show_id.clone();
+    let mut holds = client.known.holds_of_show(&show);
+    if holds.len() < 2 && client.rng.gen_bool(0.7) {
+        return None;
+    }
+    let wanted = client.rng.gen_range(2..=4).min(holds.len());
+    while holds.len() > wanted {
+        let drop = client.rng.gen_range(0..holds.len());
+        holds.remove(drop);
+    }
+    let race = holds.len() >= 2 && client.rng.gen_bool(0.3);
+    Some(Op::Order { holds, race })
+}

@@ -1,0 +1,96 @@
+//! Quiescence: with the crowd and the faults stopped and every instance
+//! up, the buyers tidy up (leave the waiting lists, release what they
+//! hold, settle requests whose outcome they never learnt), then the run
+//! waits, polling with a deadline, until nothing is left to happen: no
+//! checkout unfinished, no hold live, nothing owed to a waiting list.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+
+use crate::api::Request;
+use crate::database::Reader;
+use crate::generator::Client;
+use crate::model::Model;
+use crate::report::Violation;
+use crate::rows::UNFINISHED_PHASES;
+use crate::shows::ShowSpec;
+
+/// How often the quiet state is read again.
+const POLL: Duration = Duration::from_millis(500);
+
+impl Client {
+    /// A buyer's tidying: first out of every waiting list (so nothing new
+    /// is offered to it), then its holds released.
+    pub async fn tidy(&mut self) {
+        for request in std::mem::take(&mut self.known.unknown_holds) {
+            let outcome = self.send(request.clone()).await;
+            if let Some(hold) = crate::generator::knowledge::KnownHold::from_answer(outcome.body()) {
+                self.known.holds.push(hold);
+            }
+        }
+        for request in std::mem::take(&mut self.known.again) {
+            let outcome = self.send(request.clone()).await;
+            self.learn_payment(&request, &outcome, &[]);
+        }
+        let shows: Vec<ShowSpec> = self.shows.iter().filter(|s| s.has_waitlist()).cloned().collect();
+        for show in shows {
+            self.leave_line(&show.show_id).await;
+        }
+        for hold in std::mem::take(&mut self.known.holds) {
+            self.send(Request::new("tidy_release", Method::DELETE, format!("/v1/holds/{}", hold.hold_id))).await;
+        }
+    }
+
+    async fn leave_line(&mut self, show_id: &str) {
+        let mine = self.send(Request::new("tidy_entry", Method::GET, format!("/v1/shows/{show_id}/waitlist/me"))).await;
+        let Some(entry) = mine.body()["entry_id"].as_str().map(str::to_owned) else { return };
+        self.send(Request::new("tidy_leave", Method::DELETE, format!("/v1/waitlist/{entry}"))).await;
+        let after = self.send(Request::new("tidy_entry", Method::GET, format!("/v1/waitlist/{entry}"))).await;
+        if let Some(hold) = after.body()["hold_id"].as_str() {
+            if after.body()["status"] == "offered" {
+                self.send(Request::new("tidy_release", Method::DELETE, format!("/v1/holds/{hold}"))).await;
+            }
+        }
+    }
+}
+
+/// What still keeps the run from being quiet, or `None`.
+pub fn unquiet(model: &Model, phases: &[crate::rows::CheckoutPhase], now_us: i64) -> Option<Violation> {
+    if let Some(c) = phases.iter().find(|c| UNFINISHED_PHASES.contains(&c.phase.as_str())) {
+        return Some(Violation::new("quiescence", format!("checkout {} is still {}", c.id, c.phase), vec![c.id.clone()]));
+    }
+    if let Some(h) = model.holds.values().find(|h| h.live_at(now_us)) {
+        return Some(Violation::new("quiescence", format!("hold {} is still live", h.hold_id), vec![h.hold_id.clone()]));
+    }
+    if let Some(s) = model.seats.values().find(|s| s.owed_at(now_us)) {
+        return Some(Violation::new("nothing_owed_at_end", format!("seat {} reads held, owed to the waiting list, with no live hold", s.stream), vec![s.stream.clone()]));
+    }
+    if let Some(s) = model.shards.values().find(|s| s.owed_at(now_us) > 0) {
+        return Some(Violation::new("nothing_owed_at_end", format!("{} places of {} owed to the waiting list with no live hold", s.owed_at(now_us), s.stream), vec![s.stream.clone()]));
+    }
+    None
+}
+
+/// Polls until quiet, or until `deadline` passes (then what is still
+/// unquiet is the violation).
+pub async fn await_quiet(reader: &Reader, shows: &[ShowSpec], deadline: Duration) -> Result<(), Violation> {
+    let started = Instant::now();
+    loop {
+        let state = async {
+            let log = reader.events().await?;
+            let phases = reader.phases().await?;
+            anyhow::Ok(unquiet(&Model::build(&log, shows), &phases, chrono::Utc::now().timestamp_micros()))
+        };
+        let last = match state.await {
+            Ok(None) => return Ok(()),
+            Ok(Some(violation)) => violation,
+            Err(e) => Violation::new("quiescence", format!("the database could not be read: {e}"), vec![]),
+        };
+        if started.elapsed() > deadline {
+            let detail = format!("not quiet {}s after the crowd stopped: {}", deadline.as_secs(), last.detail);
+            return Err(Violation { detail, ..last });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
