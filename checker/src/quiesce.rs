@@ -55,26 +55,27 @@ impl Client {
     }
 }
 
-/// What still keeps the run from being quiet, or `None`.
-pub fn unquiet(model: &Model, phases: &[crate::rows::CheckoutPhase], now_us: i64) -> Option<Violation> {
-    if let Some(c) = phases.iter().find(|c| UNFINISHED_PHASES.contains(&c.phase.as_str())) {
-        return Some(Violation::new("quiescence", format!("checkout {} is still {}", c.id, c.phase), vec![c.id.clone()]));
+/// What still keeps the run from being quiet (empty: quiet).
+pub fn unquiet(model: &Model, phases: &[crate::rows::CheckoutPhase], now_us: i64) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for c in phases.iter().filter(|c| UNFINISHED_PHASES.contains(&c.phase.as_str())) {
+        out.push(Violation::new("quiescence", format!("checkout {} is still {}", c.id, c.phase), vec![c.id.clone()]));
     }
-    if let Some(h) = model.holds.values().find(|h| h.live_at(now_us)) {
-        return Some(Violation::new("quiescence", format!("hold {} is still live", h.hold_id), vec![h.hold_id.clone()]));
+    for h in model.holds.values().filter(|h| h.live_at(now_us)) {
+        out.push(Violation::new("quiescence", format!("hold {} is still live", h.hold_id), vec![h.hold_id.clone()]));
     }
-    if let Some(s) = model.seats.values().find(|s| s.owed_at(now_us)) {
-        return Some(Violation::new("nothing_owed_at_end", format!("seat {} reads held, owed to the waiting list, with no live hold", s.stream), vec![s.stream.clone()]));
+    for s in model.seats.values().filter(|s| s.owed_at(now_us)) {
+        out.push(Violation::new("nothing_owed_at_end", format!("seat {} reads held, owed to the waiting list, with no live hold", s.stream), vec![s.stream.clone()]));
     }
-    if let Some(s) = model.shards.values().find(|s| s.owed_at(now_us) > 0) {
-        return Some(Violation::new("nothing_owed_at_end", format!("{} places of {} owed to the waiting list with no live hold", s.owed_at(now_us), s.stream), vec![s.stream.clone()]));
+    for s in model.shards.values().filter(|s| s.owed_at(now_us) > 0) {
+        out.push(Violation::new("nothing_owed_at_end", format!("{} places of {} owed to the waiting list with no live hold", s.owed_at(now_us), s.stream), vec![s.stream.clone()]));
     }
-    None
+    out
 }
 
 /// Polls until quiet, or until `deadline` passes (then what is still
-/// unquiet is the violation).
-pub async fn await_quiet(reader: &Reader, shows: &[ShowSpec], deadline: Duration) -> Result<(), Violation> {
+/// unquiet are the violations).
+pub async fn await_quiet(reader: &Reader, shows: &[ShowSpec], deadline: Duration) -> Vec<Violation> {
     let started = Instant::now();
     loop {
         let state = async {
@@ -83,13 +84,13 @@ pub async fn await_quiet(reader: &Reader, shows: &[ShowSpec], deadline: Duration
             anyhow::Ok(unquiet(&Model::build(&log, shows), &phases, chrono::Utc::now().timestamp_micros()))
         };
         let last = match state.await {
-            Ok(None) => return Ok(()),
-            Ok(Some(violation)) => violation,
-            Err(e) => Violation::new("quiescence", format!("the database could not be read: {e}"), vec![]),
+            Ok(unquiet) if unquiet.is_empty() => return unquiet,
+            Ok(unquiet) => unquiet,
+            Err(e) => vec![Violation::new("quiescence", format!("the database could not be read: {e}"), vec![])],
         };
         if started.elapsed() > deadline {
-            let detail = format!("not quiet {}s after the crowd stopped: {}", deadline.as_secs(), last.detail);
-            return Err(Violation { detail, ..last });
+            let after = |v: Violation| Violation { detail: format!("{}s after the crowd stopped: {}", deadline.as_secs(), v.detail), ..v };
+            return last.into_iter().map(after).collect();
         }
         tokio::time::sleep(POLL).await;
     }

@@ -100,9 +100,7 @@ impl Run {
         report.events = evidence.log.len();
         let (held, mut violations) = crate::properties::check_all(&evidence);
         report.properties = held;
-        if let Err(v) = quiet {
-            violations.insert(0, v);
-        }
+        violations.splice(0..0, quiet);
         if violations.is_empty() { Ok(()) } else { Err(violations) }
     }
 
@@ -153,7 +151,7 @@ impl Run {
 
     /// Every instance up (one that exited by itself is reported), the
     /// buyers' tidying, then the wait for quiet.
-    async fn quiesce(&mut self, clients: Vec<Client>) -> (Vec<String>, Result<(), Violation>) {
+    async fn quiesce(&mut self, clients: Vec<Client>) -> (Vec<String>, Vec<Violation>) {
         let mut crashed = Vec::new();
         {
             let mut instances = self.instances.lock().await;
@@ -163,7 +161,7 @@ impl Run {
                 }
             }
             if let Err(e) = instances.start_all().await {
-                return (crashed, Err(Violation::new("quiescence", format!("an instance did not start again: {e:#}"), vec![])));
+                return (crashed, vec![Violation::new("quiescence", format!("an instance did not start again: {e:#}"), vec![])]);
             }
         }
         let tidied = clients.into_iter().map(|mut c| async move {
@@ -177,7 +175,7 @@ impl Run {
                 reader.close().await;
                 quiet
             }
-            Err(e) => Err(Violation::new("quiescence", format!("the database could not be read: {e:#}"), vec![])),
+            Err(e) => vec![Violation::new("quiescence", format!("the database could not be read: {e:#}"), vec![])],
         };
         (crashed, quiet)
     }

@@ -56,6 +56,9 @@ impl Client {
 
     async fn allocate_seats(&mut self) {
         let seats = self.some_seats(SEATED, 2).await;
+        if seats.is_empty() {
+            return;
+        }
         let body = json!({"channel_id": PARTNER, "seats": seats});
         self.send(Request::new("allocate", Method::POST, format!("/v1/shows/{SEATED}/allocations")).body(body)).await;
     }
@@ -83,7 +86,11 @@ impl Client {
         let mut body = if show == FLOOR {
             json!({"pool_id": "ga", "quantity": self.rng.gen_range(1..=2)})
         } else {
-            json!({"seats": self.some_seats(show, 2).await})
+            let seats = self.some_seats(show, 2).await;
+            if seats.is_empty() {
+                return;
+            }
+            json!({ "seats": seats })
         };
         let buyer = if self.rng.gen_bool(0.15) { FORMULA_BUYER.to_owned() } else { format!("walk-in-{}", self.rng.gen_range(1..=50)) };
         body["buyer"] = json!(buyer);

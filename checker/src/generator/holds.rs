@@ -33,16 +33,13 @@ impl Client {
     /// buyers look before they pick), or any of its seats.
     pub async fn candidate_seats(&mut self, show_id: &str) -> Vec<String> {
         let all: Vec<String> = self.show(show_id).map(|s| s.seats.iter().map(|s| s.seat_id.clone()).collect()).unwrap_or_default();
-        if self.rng.gen_bool(0.3) {
-            return all;
-        }
-        let outcome = self.send(Request::new("availability", Method::GET, format!("/v1/shows/{show_id}/availability"))).await;
+XX, Method::GET, format!("/v1/shows/{show_id}/availability"))).await;
         let free: Vec<String> = (outcome.body()["seats"].as_array().into_iter().flatten())
             .filter(|s| s["status"] == "available")
             .filter_map(|s| s["seat_id"].as_str().map(str::to_owned))
             .collect();
         // Nothing free: a buyer mostly goes away rather than ask anyway.
-        match (free.is_empty(), self.rng.gen_bool(0.8)) {
+        match (free.is_empty(), self.rng.gen_bool(0.95)) {
             (false, _) => free,
             (true, true) => Vec::new(),
             (true, false) => all,
@@ -71,6 +68,9 @@ impl Client {
     }
 
     pub async fn hold_best(&mut self, show_id: &str) {
+        if self.candidate_seats(show_id).await.len() < 2 {
+            return;
+        }
         let mut ask = json!({ "quantity": self.rng.gen_range(1..=3) });
         if self.rng.gen_bool(0.5) {
             ask["section"] = json!(if self.rng.gen_bool(0.5) { "A" } else { "B" });
@@ -85,12 +85,12 @@ impl Client {
 
     /// Whether the pool reads some places available (asked now and then).
     async fn pool_has_room(&mut self) -> bool {
-        if self.rng.gen_bool(0.4) {
+        if self.rng.gen_bool(0.05) {
             return true;
         }
         let outcome = self.send(Request::new("availability", Method::GET, format!("/v1/shows/{FLOOR}/availability"))).await;
         let available = (outcome.body()["pools"].as_array().into_iter().flatten()).filter_map(|p| p["available"].as_u64()).sum::<u64>();
-        available > 0 || self.rng.gen_bool(0.2)
+        available > 0 || self.rng.gen_bool(0.1)
     }
 
     pub async fn hold_pool(&mut self) {
