@@ -33,7 +33,10 @@ impl Client {
     /// buyers look before they pick), or any of its seats.
     pub async fn candidate_seats(&mut self, show_id: &str) -> Vec<String> {
         let all: Vec<String> = self.show(show_id).map(|s| s.seats.iter().map(|s| s.seat_id.clone()).collect()).unwrap_or_default();
-XX, Method::GET, format!("/v1/shows/{show_id}/availability"))).await;
+        if self.rng.gen_bool(0.1) {
+            return all;
+        }
+        let outcome = self.send(Request::new("availability", Method::GET, format!("/v1/shows/{show_id}/availability"))).await;
         let free: Vec<String> = (outcome.body()["seats"].as_array().into_iter().flatten())
             .filter(|s| s["status"] == "available")
             .filter_map(|s| s["seat_id"].as_str().map(str::to_owned))
