@@ -12,6 +12,9 @@ pub mod reads;
 pub mod units;
 pub mod waitlist;
 
+#[cfg(test)]
+mod tests;
+
 use crate::evidence::Evidence;
 use crate::model::Model;
 use crate::report::Violation;
