@@ -69,7 +69,7 @@ pub fn plan(now_us: i64, max_entries: Option<usize>) -> Vec<ShowSpec> {
     let mut floor = base(FLOOR, now_us, 4, 12);
     floor.pools = vec![PoolSpec {
         pool_id: "ga".into(),
-        capacity: 16,
+        capacity: 20,
         shards: 2,
         category: Some("standing".into()),
     }];

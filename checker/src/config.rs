@@ -35,6 +35,10 @@ pub struct Config {
     /// Buyers in the crowd (the clerk is one more).
     pub clients: usize,
     pub faults: bool,
+    /// On PostgreSQL with faults: restart the database too (a cluster of
+    /// the run's own, made with initdb); else kills only, on the shared
+    /// server.
+    pub database_faults: bool,
     pub postgres_admin_url: String,
     /// Where the history goes (default: a file in the temporary folder).
     pub history: Option<PathBuf>,
@@ -57,6 +61,7 @@ impl Config {
             },
             clients: 32,
             faults: true,
+            database_faults: true,
             postgres_admin_url: DEFAULT_POSTGRES_ADMIN_URL.into(),
             history: None,
             keep_history: false,

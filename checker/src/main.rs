@@ -38,6 +38,13 @@ struct Args {
     /// Keep the history when every property holds.
     #[arg(long)]
     keep_history: bool,
+    /// How long quiescence may take before it is a violation.
+    #[arg(long, default_value_t = 90)]
+    quiet_seconds: u64,
+    /// On PostgreSQL, kill instances only (the shared server, no cluster
+    /// of the run's own).
+    #[arg(long)]
+    no_database_faults: bool,
 }
 
 fn config(args: Args) -> Config {
@@ -51,6 +58,8 @@ fn config(args: Args) -> Config {
     config.postgres_admin_url = args.postgres_admin_url;
     config.history = args.history;
     config.keep_history = args.keep_history;
+    config.quiet_deadline = Duration::from_secs(args.quiet_seconds);
+    config.database_faults = !args.no_database_faults;
     config
 }
 

@@ -79,7 +79,7 @@ impl Run {
         let name = format!("checker_{}_{}_{}", config.seed, std::process::id(), chrono::Utc::now().timestamp_millis());
         let database = match config.store {
             Store::Sqlite => RunDatabase::sqlite()?,
-            Store::Postgres if config.faults => RunDatabase::own_postgres(&name)?,
+            Store::Postgres if config.faults && config.database_faults => RunDatabase::own_postgres(&name)?,
             Store::Postgres => RunDatabase::shared_postgres(&config.postgres_admin_url, &name).await?,
         };
         let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());

@@ -30,6 +30,7 @@ impl Client {
             Op::HoldSeats(show) => self.hold_seats(&show).await,
             Op::HoldBest => self.hold_best(SEATED).await,
             Op::HoldPool => self.hold_pool().await,
+            Op::PoolOrder => self.pool_order().await,
             Op::Release(i) => self.release(i).await,
             Op::Extend(i) => self.extend(i).await,
             Op::Purchase(i) => self.purchase(i).await,

@@ -13,6 +13,8 @@ pub enum Op {
     HoldSeats(String),
     HoldBest,
     HoldPool,
+    /// A pool's adult and child holds, ordered together.
+    PoolOrder,
     Release(usize),
     Extend(usize),
     Purchase(usize),
@@ -33,7 +35,7 @@ pub enum Op {
 const SHOW_WEIGHTS: [(&str, u32); 5] = [(SEATED, 35), (FLOOR, 30), (YEN, 10), (LIMITED, 10), (STARTING, 15)];
 
 pub fn choose(client: &mut Client) -> Op {
-    let mut options: Vec<(u32, Op)> = vec![(30, place(client)), (3, Op::Retry)];
+    let mut options: Vec<(u32, Op)> = vec![(30, place(client)), (3, Op::Retry), (8, Op::PoolOrder)];
     let k = &client.known;
     let holds = k.holds.len();
     if holds > 0 {

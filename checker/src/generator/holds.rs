@@ -70,6 +70,7 @@ impl Client {
         self.place(show_id, body).await;
     }
 
+
     pub async fn hold_best(&mut self, show_id: &str) {
         if self.candidate_seats(show_id).await.len() < 2 {
             return;
@@ -85,6 +86,7 @@ impl Client {
         self.channel(show_id, &mut body);
         self.place(show_id, body).await;
     }
+
 
     /// Whether the pool reads some places available (asked now and then).
     async fn pool_has_room(&mut self) -> bool {
@@ -110,12 +112,29 @@ impl Client {
         self.place(FLOOR, body).await;
     }
 
-    async fn place(&mut self, show_id: &str, body: Value) {
+    /// Places a hold; its id when it was placed.
+    async fn place(&mut self, show_id: &str, body: Value) -> Option<String> {
         let key = self.new_key();
         let request = Request::new("hold", Method::POST, format!("/v1/shows/{show_id}/holds")).body(body).key(Some(key));
         self.known.last_hold = Some(request.clone());
         let outcome = self.send(request.clone()).await;
         self.learn_hold(&request, &outcome);
+        outcome.succeeded().then(|| outcome.body()["hold_id"].as_str().map(str::to_owned)).flatten()
+    }
+
+    /// The path of a pool line cancelled and of a pool hold lost while its
+    /// order pays: an adult hold and a child hold of the pool, ordered
+    /// together (a slow payment raced by a release of one, now and then).
+    pub async fn pool_order(&mut self) {
+        if !self.pool_has_room().await {
+            return;
+        }
+        let adult = json!({"pool_id": "ga", "quantity": self.rng.gen_range(1..=2), "ticket_type": "adult"});
+        let child = json!({"pool_id": "ga", "quantity": 1, "ticket_type": "child"});
+        let (Some(first), Some(second)) = (self.place(FLOOR, adult).await, self.place(FLOOR, child).await) else { return };
+        let holds: Vec<usize> = (self.known.holds.iter().enumerate()).filter(|(_, h)| h.hold_id == first || h.hold_id == second).map(|(i, _)| i).collect();
+        let race = self.rng.gen_bool(0.4);
+        self.order(&holds, race).await;
     }
 
     fn learn_hold(&mut self, request: &Request, outcome: &Outcome) {

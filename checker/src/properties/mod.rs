@@ -26,6 +26,7 @@ pub const ALL: &[(&str, Check)] = &[
     ("units sold once (seat and shard folds)", units::folded),
     ("checkout sales are unit sales", units::conversions_are_unit_sales),
     ("log sales agree", units::bookings_agree),
+    ("cancellations free their own lines", units::cancellations_free_their_lines),
     ("acknowledged sales stand", acknowledged::sales_stand),
     ("unknown outcomes at most once", acknowledged::at_most_once),
     ("money balances", money::balances),

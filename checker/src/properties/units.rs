@@ -85,3 +85,51 @@ fn pools_agree(model: &Model, sold: &[SoldUnit]) -> Vec<Violation> {
         .map(|(pool, (lines, places))| Violation::new("log_sales_agree", format!("pool {pool}: {lines} places confirmed by standing checkouts, {places} sold in its shards"), vec![pool]))
         .collect()
 }
+
+/// A cancellation frees its own lines: the units an `OrderLinesFreed` of
+/// hold H frees in its append (same record instant, the order's booking)
+/// are H's units, as many as H's lines in the cancellation. A pool line
+/// cancelled must not give back another hold's place.
+pub fn cancellations_free_their_lines(evidence: &Evidence, model: &Model) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut asked: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for e in evidence.log.iter().filter(|e| e.aggregate_type == "Checkout") {
+        match e.event_type.as_str() {
+            "LinesCancelRequested" => {
+                let lines = e.data()["lines"].as_array().map(|l| l.iter().filter_map(|v| v.as_u64()).collect()).unwrap_or_default();
+                asked.insert(&e.aggregate_id, lines);
+            }
+            "OrderLinesFreed" => {
+                let (Some(order), Some(hold_id)) = (model.checkouts.get(&e.aggregate_id), e.str("hold_id")) else { continue };
+                let lines = asked.get(e.aggregate_id.as_str()).cloned().unwrap_or_default();
+                let wanted = order.lines.iter().filter(|l| l.hold_id == hold_id && lines.contains(&l.line_id)).count() as u64;
+                out.extend(freed_in_append(evidence, model, e, hold_id, wanted));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn freed_in_append(evidence: &Evidence, model: &Model, freed: &crate::rows::LogEvent, hold_id: &str, wanted: u64) -> Vec<Violation> {
+    let parts: Vec<&str> = model.holds.get(hold_id).map(|h| h.parts.iter().map(|p| p.stream.as_str()).collect()).unwrap_or_default();
+    let order = freed.aggregate_id.as_str();
+    let mut given = 0;
+    let mut out = Vec::new();
+    let same_append = (evidence.log.iter()).filter(|u| u.recorded_at_us == freed.recorded_at_us && u.str("booking_id") == Some(order));
+    for unit in same_append {
+        let quantity = match unit.event_type.as_str() {
+            "PoolPlacesReturned" => unit.u64("quantity").unwrap_or(0),
+            "BookingCancelled" => 1,
+            _ => continue,
+        };
+        given += quantity;
+        if !parts.contains(&unit.aggregate_id.as_str()) {
+            out.push(Violation::new("cancellation_frees_its_lines", format!("order {order}: cancelling lines of hold {hold_id} freed {quantity} on {}, where that hold has nothing", unit.aggregate_id), vec![order.to_owned(), hold_id.to_owned()]));
+        }
+    }
+    if given != wanted {
+        out.push(Violation::new("cancellation_frees_its_lines", format!("order {order}: cancelling {wanted} lines of hold {hold_id} freed {given} units"), vec![order.to_owned(), hold_id.to_owned()]));
+    }
+    out
+}
