@@ -1,7 +1,7 @@
 //! The run's shows (see `shows.rs` for why each exists), as planned at the
 //! run's start.
 
-use crate::shows::{Price, PoolSpec, SeatSpec, ShowSpec};
+use crate::shows::{PoolSpec, Price, SeatSpec, ShowSpec};
 
 pub const SEATED: &str = "seated";
 pub const FLOOR: &str = "floor";

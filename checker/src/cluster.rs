@@ -22,9 +22,7 @@ fn tool(name: &str) -> PathBuf {
 }
 
 fn run(command: &mut Command) -> anyhow::Result<String> {
-    let output = command
-        .output()
-        .with_context(|| format!("{command:?}"))?;
+    let output = command.output().with_context(|| format!("{command:?}"))?;
     if output.status.success() {
         return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
     }

@@ -45,14 +45,36 @@ pub struct Evidence {
 
 /// Reads each show's availability, report and export (JSON and CSV) as
 /// an admin, from instance 0.
-pub async fn read_models(api: &Api, admin: &Caller, shows: &[ShowSpec]) -> BTreeMap<String, ShowReads> {
+pub async fn read_models(
+    api: &Api,
+    admin: &Caller,
+    shows: &[ShowSpec],
+) -> BTreeMap<String, ShowReads> {
     let mut reads = BTreeMap::new();
     for show in shows {
         let id = &show.show_id;
         let get = |op, path: String| Request::new(op, Method::GET, path);
-        let availability = api.send(admin, 0, get("read_availability", format!("/v1/shows/{id}/availability"))).await;
-        let report = api.send(admin, 0, get("read_report", format!("/v1/shows/{id}/report"))).await;
-        let export = api.send(admin, 0, get("read_export", format!("/v1/shows/{id}/bookings"))).await;
+        let availability = api
+            .send(
+                admin,
+                0,
+                get("read_availability", format!("/v1/shows/{id}/availability")),
+            )
+            .await;
+        let report = api
+            .send(
+                admin,
+                0,
+                get("read_report", format!("/v1/shows/{id}/report")),
+            )
+            .await;
+        let export = api
+            .send(
+                admin,
+                0,
+                get("read_export", format!("/v1/shows/{id}/bookings")),
+            )
+            .await;
         let mut csv = get("read_export_csv", format!("/v1/shows/{id}/bookings"));
         csv.accept = Some("text/csv");
         let export_csv = api.send(admin, 0, csv).await;

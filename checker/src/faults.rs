@@ -42,17 +42,25 @@ pub struct FaultWindow {
 pub fn plan(seed: u64, length: Duration, instances: usize, own_cluster: bool) -> Vec<Fault> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_5eed);
     let length_ms = length.as_millis() as u64;
-    let moment = |rng: &mut ChaCha8Rng, from: u64, to: u64| Duration::from_millis(rng.gen_range(length_ms * from / 100..=length_ms * to / 100));
+    let moment = |rng: &mut ChaCha8Rng, from: u64, to: u64| {
+        Duration::from_millis(rng.gen_range(length_ms * from / 100..=length_ms * to / 100))
+    };
     let mut faults = Vec::new();
     for _ in 0..rng.gen_range(1..=2) {
         faults.push(Fault {
             at: moment(&mut rng, 15, 75),
             down: Duration::from_millis(rng.gen_range(300..=2_500)),
-            kind: FaultKind::Kill { instance: rng.gen_range(0..instances.max(1)) },
+            kind: FaultKind::Kill {
+                instance: rng.gen_range(0..instances.max(1)),
+            },
         });
     }
     if own_cluster {
-        let mode = if rng.gen_bool(0.5) { StopMode::Fast } else { StopMode::Immediate };
+        let mode = if rng.gen_bool(0.5) {
+            StopMode::Fast
+        } else {
+            StopMode::Immediate
+        };
         faults.push(Fault {
             at: moment(&mut rng, 30, 80),
             down: Duration::from_millis(rng.gen_range(300..=2_000)),
@@ -89,12 +97,20 @@ pub async fn run(
             Err(e) => format!("{:?} at {:?} failed: {e}", fault.kind, fault.at),
         };
         tracing::info!(%what, "fault done");
-        windows.push(FaultWindow { start_us, end_us: now_us(), what });
+        windows.push(FaultWindow {
+            start_us,
+            end_us: now_us(),
+            what,
+        });
     }
     windows
 }
 
-async fn execute(fault: &Fault, instances: &Mutex<Instances>, database: &Arc<RunDatabase>) -> anyhow::Result<()> {
+async fn execute(
+    fault: &Fault,
+    instances: &Mutex<Instances>,
+    database: &Arc<RunDatabase>,
+) -> anyhow::Result<()> {
     match fault.kind {
         FaultKind::Kill { instance } => {
             instances.lock().await.kill(instance).await?;
@@ -103,10 +119,12 @@ async fn execute(fault: &Fault, instances: &Mutex<Instances>, database: &Arc<Run
         }
         FaultKind::RestartDatabase { mode } => {
             let db = database.clone();
-            tokio::task::spawn_blocking(move || db.cluster().map_or(Ok(()), |c| c.stop(mode))).await??;
+            tokio::task::spawn_blocking(move || db.cluster().map_or(Ok(()), |c| c.stop(mode)))
+                .await??;
             tokio::time::sleep(fault.down).await;
             let db = database.clone();
-            tokio::task::spawn_blocking(move || db.cluster().map_or(Ok(()), |c| c.start_again())).await?
+            tokio::task::spawn_blocking(move || db.cluster().map_or(Ok(()), |c| c.start_again()))
+                .await?
         }
     }
 }

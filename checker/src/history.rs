@@ -89,7 +89,9 @@ impl Record {
             self.body.as_ref().map(Value::to_string).unwrap_or_default(),
             self.outcome.body()
         );
-        needles.iter().any(|n| !n.is_empty() && text.contains(n.as_str()))
+        needles
+            .iter()
+            .any(|n| !n.is_empty() && text.contains(n.as_str()))
     }
 }
 

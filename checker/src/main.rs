@@ -12,7 +12,9 @@ use checker::{Config, Store};
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(about = "Drives the booking binary with a seeded crowd and faults, then checks its invariants")]
+#[command(
+    about = "Drives the booking binary with a seeded crowd and faults, then checks its invariants"
+)]
 struct Args {
     #[arg(long)]
     booking_bin: PathBuf,
@@ -66,7 +68,9 @@ fn config(args: Args) -> Config {
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let outcome = checker::run(config(Args::parse())).await;

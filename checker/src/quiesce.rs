@@ -25,7 +25,8 @@ impl Client {
     pub async fn tidy(&mut self) {
         for request in std::mem::take(&mut self.known.unknown_holds) {
             let outcome = self.send(request.clone()).await;
-            if let Some(hold) = crate::generator::knowledge::KnownHold::from_answer(outcome.body()) {
+            if let Some(hold) = crate::generator::knowledge::KnownHold::from_answer(outcome.body())
+            {
                 self.known.holds.push(hold);
             }
         }
@@ -33,63 +34,146 @@ impl Client {
             let outcome = self.send(request.clone()).await;
             self.learn_payment(&request, &outcome, &[]);
         }
-        let shows: Vec<ShowSpec> = self.shows.iter().filter(|s| s.has_waitlist()).cloned().collect();
+        let shows: Vec<ShowSpec> = self
+            .shows
+            .iter()
+            .filter(|s| s.has_waitlist())
+            .cloned()
+            .collect();
         for show in shows {
             self.leave_line(&show.show_id).await;
         }
         for hold in std::mem::take(&mut self.known.holds) {
-            self.send(Request::new("tidy_release", Method::DELETE, format!("/v1/holds/{}", hold.hold_id))).await;
+            self.send(Request::new(
+                "tidy_release",
+                Method::DELETE,
+                format!("/v1/holds/{}", hold.hold_id),
+            ))
+            .await;
         }
     }
 
     async fn leave_line(&mut self, show_id: &str) {
-        let mine = self.send(Request::new("tidy_entry", Method::GET, format!("/v1/shows/{show_id}/waitlist/me"))).await;
-        let Some(entry) = mine.body()["entry_id"].as_str().map(str::to_owned) else { return };
-        self.send(Request::new("tidy_leave", Method::DELETE, format!("/v1/waitlist/{entry}"))).await;
-        let after = self.send(Request::new("tidy_entry", Method::GET, format!("/v1/waitlist/{entry}"))).await;
+        let mine = self
+            .send(Request::new(
+                "tidy_entry",
+                Method::GET,
+                format!("/v1/shows/{show_id}/waitlist/me"),
+            ))
+            .await;
+        let Some(entry) = mine.body()["entry_id"].as_str().map(str::to_owned) else {
+            return;
+        };
+        self.send(Request::new(
+            "tidy_leave",
+            Method::DELETE,
+            format!("/v1/waitlist/{entry}"),
+        ))
+        .await;
+        let after = self
+            .send(Request::new(
+                "tidy_entry",
+                Method::GET,
+                format!("/v1/waitlist/{entry}"),
+            ))
+            .await;
         if let Some(hold) = after.body()["hold_id"].as_str() {
             if after.body()["status"] == "offered" {
-                self.send(Request::new("tidy_release", Method::DELETE, format!("/v1/holds/{hold}"))).await;
+                self.send(Request::new(
+                    "tidy_release",
+                    Method::DELETE,
+                    format!("/v1/holds/{hold}"),
+                ))
+                .await;
             }
         }
     }
 }
 
 /// What still keeps the run from being quiet (empty: quiet).
-pub fn unquiet(model: &Model, phases: &[crate::rows::CheckoutPhase], now_us: i64) -> Vec<Violation> {
+pub fn unquiet(
+    model: &Model,
+    phases: &[crate::rows::CheckoutPhase],
+    now_us: i64,
+) -> Vec<Violation> {
     let mut out = Vec::new();
-    for c in phases.iter().filter(|c| UNFINISHED_PHASES.contains(&c.phase.as_str())) {
-        out.push(Violation::new("quiescence", format!("checkout {} is still {}", c.id, c.phase), vec![c.id.clone()]));
+    for c in phases
+        .iter()
+        .filter(|c| UNFINISHED_PHASES.contains(&c.phase.as_str()))
+    {
+        out.push(Violation::new(
+            "quiescence",
+            format!("checkout {} is still {}", c.id, c.phase),
+            vec![c.id.clone()],
+        ));
     }
     for h in model.holds.values().filter(|h| h.live_at(now_us)) {
-        out.push(Violation::new("quiescence", format!("hold {} is still live", h.hold_id), vec![h.hold_id.clone()]));
+        out.push(Violation::new(
+            "quiescence",
+            format!("hold {} is still live", h.hold_id),
+            vec![h.hold_id.clone()],
+        ));
     }
     for s in model.seats.values().filter(|s| s.owed_at(now_us)) {
-        out.push(Violation::new("nothing_owed_at_end", format!("seat {} reads held, owed to the waiting list, with no live hold", s.stream), vec![s.stream.clone()]));
+        out.push(Violation::new(
+            "nothing_owed_at_end",
+            format!(
+                "seat {} reads held, owed to the waiting list, with no live hold",
+                s.stream
+            ),
+            vec![s.stream.clone()],
+        ));
     }
     for s in model.shards.values().filter(|s| s.owed_at(now_us) > 0) {
-        out.push(Violation::new("nothing_owed_at_end", format!("{} places of {} owed to the waiting list with no live hold", s.owed_at(now_us), s.stream), vec![s.stream.clone()]));
+        out.push(Violation::new(
+            "nothing_owed_at_end",
+            format!(
+                "{} places of {} owed to the waiting list with no live hold",
+                s.owed_at(now_us),
+                s.stream
+            ),
+            vec![s.stream.clone()],
+        ));
     }
     out
 }
 
 /// Polls until quiet, or until `deadline` passes (then what is still
 /// unquiet are the violations).
-pub async fn await_quiet(reader: &Reader, shows: &[ShowSpec], deadline: Duration) -> Vec<Violation> {
+pub async fn await_quiet(
+    reader: &Reader,
+    shows: &[ShowSpec],
+    deadline: Duration,
+) -> Vec<Violation> {
     let started = Instant::now();
     loop {
         let state = async {
             let log = reader.events().await?;
             let phases = reader.phases().await?;
-            anyhow::Ok(unquiet(&Model::build(&log, shows), &phases, chrono::Utc::now().timestamp_micros()))
+            anyhow::Ok(unquiet(
+                &Model::build(&log, shows),
+                &phases,
+                chrono::Utc::now().timestamp_micros(),
+            ))
         };
         let last = match state.await {
             Ok(unquiet) if unquiet.is_empty() => return unquiet,
             Ok(unquiet) => unquiet,
-            Err(e) => vec![Violation::new("quiescence", format!("the database could not be read: {e}"), vec![])],
+            Err(e) => vec![Violation::new(
+                "quiescence",
+                format!("the database could not be read: {e}"),
+                vec![],
+            )],
         };
         if started.elapsed() > deadline {
-            let after = |v: Violation| Violation { detail: format!("{}s after the crowd stopped: {}", deadline.as_secs(), v.detail), ..v };
+            let after = |v: Violation| Violation {
+                detail: format!(
+                    "{}s after the crowd stopped: {}",
+                    deadline.as_secs(),
+                    v.detail
+                ),
+                ..v
+            };
             return last.into_iter().map(after).collect();
         }
         tokio::time::sleep(POLL).await;

@@ -104,7 +104,10 @@ const EXAMPLES_SHOWN: usize = 2;
 
 impl Failure {
     pub fn new(report: Report, violations: Vec<Violation>, records: &[Record]) -> Self {
-        let ids = violations.first().map(|v| v.ids.clone()).unwrap_or_default();
+        let ids = violations
+            .first()
+            .map(|v| v.ids.clone())
+            .unwrap_or_default();
         let lines = records
             .iter()
             .filter(|r| r.mentions(&ids))

@@ -101,11 +101,25 @@ impl ShowSpec {
         }
         if !self.ticket_types.is_empty() {
             map.insert("categories".into(), json!(self.categories_json()));
-            map.insert("ticket_types".into(), json!(self.ticket_types.iter().map(|t| json!({"ticket_type": t, "label": t})).collect::<Vec<_>>()));
+            map.insert(
+                "ticket_types".into(),
+                json!(self
+                    .ticket_types
+                    .iter()
+                    .map(|t| json!({"ticket_type": t, "label": t}))
+                    .collect::<Vec<_>>()),
+            );
             map.insert("prices".into(), prices_json(&self.prices));
         }
         if !self.channels.is_empty() {
-            map.insert("channels".into(), json!(self.channels.iter().map(|c| json!({"channel_id": c, "label": c})).collect::<Vec<_>>()));
+            map.insert(
+                "channels".into(),
+                json!(self
+                    .channels
+                    .iter()
+                    .map(|c| json!({"channel_id": c, "label": c}))
+                    .collect::<Vec<_>>()),
+            );
         }
         if let Some(offer_seconds) = self.offer_seconds {
             let mut waitlist = json!({ "offer_seconds": offer_seconds });
@@ -151,7 +165,8 @@ fn seat_json(show: &ShowSpec, index: usize, seat: &SeatSpec) -> Value {
 }
 
 fn pool_json(pool: &PoolSpec) -> Value {
-    let mut value = json!({"pool_id": pool.pool_id, "capacity": pool.capacity, "shards": pool.shards});
+    let mut value =
+        json!({"pool_id": pool.pool_id, "capacity": pool.capacity, "shards": pool.shards});
     if let Some(category) = &pool.category {
         value["category"] = json!(category);
     }

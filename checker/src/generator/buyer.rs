@@ -20,7 +20,8 @@ pub async fn run(mut client: Client, stop: Arc<AtomicBool>) -> Client {
 
 impl Client {
     async fn step(&mut self) {
-        self.known.forget_expired(chrono::Utc::now().timestamp_micros());
+        self.known
+            .forget_expired(chrono::Utc::now().timestamp_micros());
         if let Some(i) = self.late_offer() {
             let hold_id = self.known.holds[i].hold_id.clone();
             self.known.late_extended.push(hold_id);

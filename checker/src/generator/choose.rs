@@ -19,7 +19,10 @@ pub enum Op {
     Extend(usize),
     Purchase(usize),
     /// An order of these holds; `race`: release one of them while it pays.
-    Order { holds: Vec<usize>, race: bool },
+    Order {
+        holds: Vec<usize>,
+        race: bool,
+    },
     CancelLines(usize),
     CancelBooking(usize),
     Join(String),
@@ -32,7 +35,13 @@ pub enum Op {
 }
 
 /// Shows a hold is placed on, and how often (of 100).
-const SHOW_WEIGHTS: [(&str, u32); 5] = [(SEATED, 35), (FLOOR, 30), (YEN, 10), (LIMITED, 10), (STARTING, 15)];
+const SHOW_WEIGHTS: [(&str, u32); 5] = [
+    (SEATED, 35),
+    (FLOOR, 30),
+    (YEN, 10),
+    (LIMITED, 10),
+    (STARTING, 15),
+];
 
 pub fn choose(client: &mut Client) -> Op {
     let mut options: Vec<(u32, Op)> = vec![(30, place(client)), (3, Op::Retry), (8, Op::PoolOrder)];
@@ -42,13 +51,22 @@ pub fn choose(client: &mut Client) -> Op {
         let i = client.rng.gen_range(0..holds);
         let j = client.rng.gen_range(0..holds);
         let l = client.rng.gen_range(0..holds);
-        options.extend([(8, Op::Release(i)), (6, Op::Extend(j)), (14, Op::Purchase(l))]);
+        options.extend([
+            (8, Op::Release(i)),
+            (6, Op::Extend(j)),
+            (14, Op::Purchase(l)),
+        ]);
         if let Some(order) = order_of(client) {
             options.push((16, order));
         }
     }
     let k = &client.known;
-    let (orders, bookings, entries, again) = (k.orders.len(), k.bookings.len(), k.entries.len(), k.again.len());
+    let (orders, bookings, entries, again) = (
+        k.orders.len(),
+        k.bookings.len(),
+        k.entries.len(),
+        k.again.len(),
+    );
     if orders > 0 {
         options.push((20, Op::CancelLines(client.rng.gen_range(0..orders))));
     }

@@ -18,12 +18,18 @@ impl Client {
         let types = self.show(show_id)?.types();
         // Adults most often; the free type now and then.
         let weights = [5, 3, 2];
-        let i = (0..types.len()).collect::<Vec<_>>().choose_weighted(&mut self.rng, |i| weights.get(*i).copied().unwrap_or(1)).ok().copied()?;
+        let i = (0..types.len())
+            .collect::<Vec<_>>()
+            .choose_weighted(&mut self.rng, |i| weights.get(*i).copied().unwrap_or(1))
+            .ok()
+            .copied()?;
         types.get(i).cloned()
     }
 
     fn channel(&mut self, show_id: &str, body: &mut Value) {
-        let lists = self.show(show_id).is_some_and(|s| s.channels.iter().any(|c| c == PARTNER));
+        let lists = self
+            .show(show_id)
+            .is_some_and(|s| s.channels.iter().any(|c| c == PARTNER));
         if self.partner && lists && self.rng.gen_bool(0.5) {
             body["channel"] = json!(PARTNER);
         }
@@ -32,11 +38,20 @@ impl Client {
     /// Seats of `show_id` that availability reads `available` now (most
     /// buyers look before they pick), or any of its seats.
     pub async fn candidate_seats(&mut self, show_id: &str) -> Vec<String> {
-        let all: Vec<String> = self.show(show_id).map(|s| s.seats.iter().map(|s| s.seat_id.clone()).collect()).unwrap_or_default();
+        let all: Vec<String> = self
+            .show(show_id)
+            .map(|s| s.seats.iter().map(|s| s.seat_id.clone()).collect())
+            .unwrap_or_default();
         if self.rng.gen_bool(0.1) {
             return all;
         }
-        let outcome = self.send(Request::new("availability", Method::GET, format!("/v1/shows/{show_id}/availability"))).await;
+        let outcome = self
+            .send(Request::new(
+                "availability",
+                Method::GET,
+                format!("/v1/shows/{show_id}/availability"),
+            ))
+            .await;
         let free: Vec<String> = (outcome.body()["seats"].as_array().into_iter().flatten())
             .filter(|s| s["status"] == "available")
             .filter_map(|s| s["seat_id"].as_str().map(str::to_owned))
@@ -50,13 +65,18 @@ impl Client {
     }
 
     pub async fn hold_seats(&mut self, show_id: &str) {
-        let Some(show) = self.show(show_id).cloned() else { return };
+        let Some(show) = self.show(show_id).cloned() else {
+            return;
+        };
         let count = self.rng.gen_range(1..=3);
         let candidates = self.candidate_seats(show_id).await;
         if candidates.is_empty() {
             return;
         }
-        let seats: Vec<String> = candidates.choose_multiple(&mut self.rng, count).cloned().collect();
+        let seats: Vec<String> = candidates
+            .choose_multiple(&mut self.rng, count)
+            .cloned()
+            .collect();
         let mut entries = Vec::new();
         for seat in seats {
             if show.ticket_types.is_empty() || self.rng.gen_bool(0.3) {
@@ -69,7 +89,6 @@ impl Client {
         self.channel(show_id, &mut body);
         self.place(show_id, body).await;
     }
-
 
     pub async fn hold_best(&mut self, show_id: &str) {
         if self.candidate_seats(show_id).await.len() < 2 {
@@ -87,14 +106,21 @@ impl Client {
         self.place(show_id, body).await;
     }
 
-
     /// Whether the pool reads some places available (asked now and then).
     async fn pool_has_room(&mut self) -> bool {
         if self.rng.gen_bool(0.05) {
             return true;
         }
-        let outcome = self.send(Request::new("availability", Method::GET, format!("/v1/shows/{FLOOR}/availability"))).await;
-        let available = (outcome.body()["pools"].as_array().into_iter().flatten()).filter_map(|p| p["available"].as_u64()).sum::<u64>();
+        let outcome = self
+            .send(Request::new(
+                "availability",
+                Method::GET,
+                format!("/v1/shows/{FLOOR}/availability"),
+            ))
+            .await;
+        let available = (outcome.body()["pools"].as_array().into_iter().flatten())
+            .filter_map(|p| p["available"].as_u64())
+            .sum::<u64>();
         available > 0 || self.rng.gen_bool(0.1)
     }
 
@@ -102,7 +128,11 @@ impl Client {
         if !self.pool_has_room().await {
             return;
         }
-        let pool_id = self.show(FLOOR).and_then(|s| s.pools.first()).map(|p| p.pool_id.clone()).unwrap_or_default();
+        let pool_id = self
+            .show(FLOOR)
+            .and_then(|s| s.pools.first())
+            .map(|p| p.pool_id.clone())
+            .unwrap_or_default();
         let mut body = json!({
             "pool_id": pool_id,
             "quantity": self.rng.gen_range(1..=3),
@@ -115,11 +145,16 @@ impl Client {
     /// Places a hold; its id when it was placed.
     async fn place(&mut self, show_id: &str, body: Value) -> Option<String> {
         let key = self.new_key();
-        let request = Request::new("hold", Method::POST, format!("/v1/shows/{show_id}/holds")).body(body).key(Some(key));
+        let request = Request::new("hold", Method::POST, format!("/v1/shows/{show_id}/holds"))
+            .body(body)
+            .key(Some(key));
         self.known.last_hold = Some(request.clone());
         let outcome = self.send(request.clone()).await;
         self.learn_hold(&request, &outcome);
-        outcome.succeeded().then(|| outcome.body()["hold_id"].as_str().map(str::to_owned)).flatten()
+        outcome
+            .succeeded()
+            .then(|| outcome.body()["hold_id"].as_str().map(str::to_owned))
+            .flatten()
     }
 
     /// The path of a pool line cancelled and of a pool hold lost while its
@@ -129,17 +164,29 @@ impl Client {
         if !self.pool_has_room().await {
             return;
         }
-        let adult = json!({"pool_id": "ga", "quantity": self.rng.gen_range(1..=2), "ticket_type": "adult"});
+        let adult =
+            json!({"pool_id": "ga", "quantity": self.rng.gen_range(1..=2), "ticket_type": "adult"});
         let child = json!({"pool_id": "ga", "quantity": 1, "ticket_type": "child"});
-        let (Some(first), Some(second)) = (self.place(FLOOR, adult).await, self.place(FLOOR, child).await) else { return };
-        let holds: Vec<usize> = (self.known.holds.iter().enumerate()).filter(|(_, h)| h.hold_id == first || h.hold_id == second).map(|(i, _)| i).collect();
+        let (Some(first), Some(second)) = (
+            self.place(FLOOR, adult).await,
+            self.place(FLOOR, child).await,
+        ) else {
+            return;
+        };
+        let holds: Vec<usize> = (self.known.holds.iter().enumerate())
+            .filter(|(_, h)| h.hold_id == first || h.hold_id == second)
+            .map(|(i, _)| i)
+            .collect();
         let race = self.rng.gen_bool(0.4);
         self.order(&holds, race).await;
     }
 
     fn learn_hold(&mut self, request: &Request, outcome: &Outcome) {
         match outcome {
-            Outcome::Answered { status: 200 | 201, body } => {
+            Outcome::Answered {
+                status: 200 | 201,
+                body,
+            } => {
                 if let Some(hold) = KnownHold::from_answer(body) {
                     self.known.forget_hold(&hold.hold_id);
                     self.known.holds.push(hold);
@@ -152,15 +199,28 @@ impl Client {
 
     /// The last hold request again, same key and body: the same hold.
     pub async fn retry_hold(&mut self) {
-        let Some(request) = self.known.last_hold.clone() else { return };
+        let Some(request) = self.known.last_hold.clone() else {
+            return;
+        };
         let outcome = self.send(request.clone()).await;
         self.learn_hold(&request, &outcome);
     }
 
     pub async fn release(&mut self, i: usize) {
-        let Some(hold) = self.known.holds.get(i).cloned() else { return };
-        let outcome = self.send(Request::new("release", Method::DELETE, format!("/v1/holds/{}", hold.hold_id))).await;
-        if outcome.status().is_some_and(|s| s == 204 || s == 409 || s == 404) {
+        let Some(hold) = self.known.holds.get(i).cloned() else {
+            return;
+        };
+        let outcome = self
+            .send(Request::new(
+                "release",
+                Method::DELETE,
+                format!("/v1/holds/{}", hold.hold_id),
+            ))
+            .await;
+        if outcome
+            .status()
+            .is_some_and(|s| s == 204 || s == 409 || s == 404)
+        {
             self.known.forget_hold(&hold.hold_id);
         }
     }
@@ -169,18 +229,29 @@ impl Client {
     /// show's TTL less than `offer_seconds` allows (when an extension
     /// would outlive the offer if it were measured from the TTL).
     pub async fn extend(&mut self, i: usize) {
-        let Some(hold) = self.known.holds.get(i).cloned() else { return };
+        let Some(hold) = self.known.holds.get(i).cloned() else {
+            return;
+        };
         let path = format!("/v1/holds/{}/extend", hold.hold_id);
-        let outcome = self.send(Request::new("extend", Method::POST, path).body(json!({}))).await;
+        let outcome = self
+            .send(Request::new("extend", Method::POST, path).body(json!({})))
+            .await;
         match &outcome {
             Outcome::Answered { status: 200, body } => {
                 if let Some(extended) = KnownHold::from_answer(body) {
-                    if let Some(known) = self.known.holds.iter_mut().find(|h| h.hold_id == hold.hold_id) {
+                    if let Some(known) = self
+                        .known
+                        .holds
+                        .iter_mut()
+                        .find(|h| h.hold_id == hold.hold_id)
+                    {
                         known.expires_us = extended.expires_us;
                     }
                 }
             }
-            Outcome::Answered { status: 409, .. } if outcome.code() != Some("hold_extension_limit") => {
+            Outcome::Answered { status: 409, .. }
+                if outcome.code() != Some("hold_extension_limit") =>
+            {
                 self.known.forget_hold(&hold.hold_id)
             }
             _ => {}

@@ -46,7 +46,9 @@ impl KnownOrder {
             show_id: body.get("show_id")?.as_str()?.to_owned(),
             lines: lines
                 .iter()
-                .filter_map(|l| Some((l.get("line_id")?.as_u64()?, l.get("price_cents")?.as_i64()?)))
+                .filter_map(|l| {
+                    Some((l.get("line_id")?.as_u64()?, l.get("price_cents")?.as_i64()?))
+                })
                 .collect(),
         })
     }

@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::api::{Api, Caller, Request};
 use crate::history::Outcome;
 use crate::shows::ShowSpec;
-use knowledge::{KnownOrder, Knowledge};
+use knowledge::{Knowledge, KnownOrder};
 
 /// What clients share: the orders and bookings any of them made, for the
 /// clerk's cancellations (an admin cancels buyers' orders too).
@@ -56,8 +56,24 @@ pub fn client_rng(seed: u64, index: u64) -> ChaCha8Rng {
 }
 
 impl Client {
-    pub fn new(caller: Caller, partner: bool, rng: ChaCha8Rng, api: Api, shows: Arc<Vec<ShowSpec>>, shared: Arc<Shared>) -> Self {
-        Self { caller, partner, rng, api, shows, known: Knowledge::default(), shared, next_key: 0 }
+    pub fn new(
+        caller: Caller,
+        partner: bool,
+        rng: ChaCha8Rng,
+        api: Api,
+        shows: Arc<Vec<ShowSpec>>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        Self {
+            caller,
+            partner,
+            rng,
+            api,
+            shows,
+            known: Knowledge::default(),
+            shared,
+            next_key: 0,
+        }
     }
 
     /// A key never used before by this client.

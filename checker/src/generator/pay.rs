@@ -32,9 +32,16 @@ impl Client {
     }
 
     pub async fn purchase(&mut self, i: usize) {
-        let Some(hold) = self.known.holds.get(i).cloned() else { return };
+        let Some(hold) = self.known.holds.get(i).cloned() else {
+            return;
+        };
         let body = json!({ "payment_method": self.payment_method() });
-        let request = Request::new("purchase", Method::POST, format!("/v1/holds/{}/purchase", hold.hold_id)).body(body);
+        let request = Request::new(
+            "purchase",
+            Method::POST,
+            format!("/v1/holds/{}/purchase", hold.hold_id),
+        )
+        .body(body);
         let outcome = self.send(request.clone()).await;
         self.learn_payment(&request, &outcome, &[hold.hold_id]);
     }
@@ -52,7 +59,9 @@ impl Client {
                     if let Ok(mut shared) = self.shared.orders.lock() {
                         shared.push(order);
                     }
-                } else if let (Some(booking), Some(show)) = (body["booking_id"].as_str(), body["show_id"].as_str()) {
+                } else if let (Some(booking), Some(show)) =
+                    (body["booking_id"].as_str(), body["show_id"].as_str())
+                {
                     let booking = (booking.to_owned(), show.to_owned());
                     self.known.bookings.push(booking.clone());
                     if let Ok(mut shared) = self.shared.bookings.lock() {
@@ -63,7 +72,11 @@ impl Client {
             Some(202) => self.known.again.push(request.clone()),
             Some(409) => {
                 let lost = crate::rows::strings(body.get("holds"));
-                let lost = if lost.is_empty() { holds.to_vec() } else { lost };
+                let lost = if lost.is_empty() {
+                    holds.to_vec()
+                } else {
+                    lost
+                };
                 for hold in lost {
                     self.known.forget_hold(&hold);
                 }
@@ -74,12 +87,21 @@ impl Client {
     }
 
     pub async fn order(&mut self, holds: &[usize], race: bool) {
-        let ids: Vec<String> = holds.iter().filter_map(|&i| self.known.holds.get(i)).map(|h| h.hold_id.clone()).collect();
+        let ids: Vec<String> = holds
+            .iter()
+            .filter_map(|&i| self.known.holds.get(i))
+            .map(|h| h.hold_id.clone())
+            .collect();
         if ids.is_empty() {
             return;
         }
-        let method = if race { "pm_sim_delay_2500".to_owned() } else { self.payment_method() };
-        let request = Request::new("order", Method::POST, "/v1/orders".into()).body(json!({"holds": ids, "payment_method": method}));
+        let method = if race {
+            "pm_sim_delay_2500".to_owned()
+        } else {
+            self.payment_method()
+        };
+        let request = Request::new("order", Method::POST, "/v1/orders".into())
+            .body(json!({"holds": ids, "payment_method": method}));
         let outcome = if race {
             self.raced_order(request.clone(), &ids).await
         } else {
@@ -95,7 +117,11 @@ impl Client {
     async fn raced_order(&mut self, request: Request, ids: &[String]) -> Outcome {
         let victim = ids.choose(&mut self.rng).cloned().unwrap_or_default();
         let (first, second) = (self.instance(), self.instance());
-        let release = Request::new("release_during_order", Method::DELETE, format!("/v1/holds/{victim}"));
+        let release = Request::new(
+            "release_during_order",
+            Method::DELETE,
+            format!("/v1/holds/{victim}"),
+        );
         let (api, caller) = (&self.api, &self.caller);
         let (outcome, released) = tokio::join!(api.send(caller, first, request), async {
             tokio::time::sleep(RACE_AFTER).await;
@@ -112,15 +138,24 @@ impl Client {
     async fn check_holds_kept(&mut self, ids: &[String], outcome: &Outcome) {
         let lost = crate::rows::strings(outcome.body().get("holds"));
         for hold in ids.iter().filter(|h| !lost.contains(h)) {
-            self.send(Request::new("check_hold", Method::GET, format!("/v1/holds/{hold}"))).await;
+            self.send(Request::new(
+                "check_hold",
+                Method::GET,
+                format!("/v1/holds/{hold}"),
+            ))
+            .await;
         }
     }
 
     pub async fn cancel_lines(&mut self, i: usize) {
-        let Some(order) = self.known.orders.get(i).cloned() else { return };
+        let Some(order) = self.known.orders.get(i).cloned() else {
+            return;
+        };
         let body = self.lines_to_cancel(&order);
         let path = format!("/v1/orders/{}/cancel", order.order_id);
-        let outcome = self.send(Request::new("cancel_lines", Method::POST, path).body(body)).await;
+        let outcome = self
+            .send(Request::new("cancel_lines", Method::POST, path).body(body))
+            .await;
         if outcome.status() == Some(200) {
             self.known.orders.retain(|o| o.order_id != order.order_id);
         }
@@ -131,7 +166,12 @@ impl Client {
         if order.lines.is_empty() || self.rng.gen_bool(0.25) {
             return json!({});
         }
-        let free: Vec<u64> = order.lines.iter().filter(|(_, p)| *p == 0).map(|(l, _)| *l).collect();
+        let free: Vec<u64> = order
+            .lines
+            .iter()
+            .filter(|(_, p)| *p == 0)
+            .map(|(l, _)| *l)
+            .collect();
         let line = match free.choose(&mut self.rng) {
             Some(line) if self.rng.gen_bool(0.5) => *line,
             _ => order.lines.choose(&mut self.rng).map_or(1, |(l, _)| *l),
@@ -140,9 +180,13 @@ impl Client {
     }
 
     pub async fn cancel_booking(&mut self, i: usize) {
-        let Some((booking, _)) = self.known.bookings.get(i).cloned() else { return };
+        let Some((booking, _)) = self.known.bookings.get(i).cloned() else {
+            return;
+        };
         let path = format!("/v1/bookings/{booking}/cancel");
-        let outcome = self.send(Request::new("cancel_booking", Method::POST, path)).await;
+        let outcome = self
+            .send(Request::new("cancel_booking", Method::POST, path))
+            .await;
         if outcome.status() == Some(200) {
             self.known.bookings.retain(|(b, _)| *b != booking);
         }
@@ -157,7 +201,13 @@ impl Client {
         let request = self.known.again.remove(i);
         let holds = match &request.body {
             Some(body) if body.get("holds").is_some() => crate::rows::strings(body.get("holds")),
-            _ => request.path.split('/').nth(3).map(str::to_owned).into_iter().collect(),
+            _ => request
+                .path
+                .split('/')
+                .nth(3)
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
         };
         let outcome = self.send(request.clone()).await;
         self.learn_payment(&request, &outcome, &holds);

@@ -116,7 +116,10 @@ fn apply(hold: &mut HoldFacts, event: &LogEvent, pool: bool) {
             hold.placed_us = hold.placed_us.min(at);
             hold.line |= event.flag("line");
             hold.offer |= event.flag("offer");
-            hold.channel = hold.channel.take().or(event.str("channel").map(str::to_owned));
+            hold.channel = hold
+                .channel
+                .take()
+                .or(event.str("channel").map(str::to_owned));
             hold.parts.push(Part {
                 stream: event.aggregate_id.clone(),
                 quantity: event.u64("quantity").unwrap_or(1) as u32,
@@ -137,7 +140,10 @@ fn apply(hold: &mut HoldFacts, event: &LogEvent, pool: bool) {
         "HoldConverted" | "PoolHoldConverted" => {
             if let Some(booking) = event.str("booking_id") {
                 hold.bookings.insert(booking.to_owned());
-                let part = hold.parts.iter_mut().find(|p| p.stream == event.aggregate_id);
+                let part = hold
+                    .parts
+                    .iter_mut()
+                    .find(|p| p.stream == event.aggregate_id);
                 if let Some(part) = part {
                     part.converted.get_or_insert_with(|| booking.to_owned());
                 }

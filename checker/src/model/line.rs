@@ -79,13 +79,19 @@ impl LineFold {
     }
 }
 
-pub fn fold(log: &[LogEvent], shows: &[ShowSpec], out: &mut Vec<Violation>) -> BTreeMap<String, LineFold> {
+pub fn fold(
+    log: &[LogEvent],
+    shows: &[ShowSpec],
+    out: &mut Vec<Violation>,
+) -> BTreeMap<String, LineFold> {
     let mut lines: BTreeMap<String, LineFold> = BTreeMap::new();
     for event in log.iter().filter(|e| e.aggregate_type == "Waitlist") {
-        let line = lines.entry(event.aggregate_id.clone()).or_insert_with(|| LineFold {
-            show_id: event.aggregate_id.clone(),
-            ..LineFold::default()
-        });
+        let line = lines
+            .entry(event.aggregate_id.clone())
+            .or_insert_with(|| LineFold {
+                show_id: event.aggregate_id.clone(),
+                ..LineFold::default()
+            });
         let show = shows.iter().find(|s| s.show_id == event.aggregate_id);
         apply(line, event, show, out);
         let live = line.live();
@@ -121,15 +127,22 @@ fn offered(line: &mut LineFold, e: &LogEvent, show: Option<&ShowSpec>, out: &mut
     let entry_id = e.str("entry_id").unwrap_or_default().to_owned();
     let hold_id = e.str("hold_id").unwrap_or_default().to_owned();
     let expires_us = e.time_us("expires_at").unwrap_or(e.recorded_at_us);
-    let offer_us = show.and_then(|s| s.offer_seconds).map_or(i64::MAX, |s| i64::from(s) * 1_000_000);
+    let offer_us = show
+        .and_then(|s| s.offer_seconds)
+        .map_or(i64::MAX, |s| i64::from(s) * 1_000_000);
     if expires_us > e.recorded_at_us.saturating_add(offer_us) {
         out.push(Violation::new(
             "offer_within_offer_seconds",
-            format!("{}: offer {hold_id} expires {} µs after it was made, past offer_seconds", line.show_id, expires_us - e.recorded_at_us),
+            format!(
+                "{}: offer {hold_id} expires {} µs after it was made, past offer_seconds",
+                line.show_id,
+                expires_us - e.recorded_at_us
+            ),
             vec![hold_id.clone(), entry_id.clone()],
         ));
     }
-    line.offers.insert(hold_id.clone(), (e.recorded_at_us, expires_us));
+    line.offers
+        .insert(hold_id.clone(), (e.recorded_at_us, expires_us));
     set_status(line, &entry_id, EntryStatus::Offered { hold_id });
 }
 

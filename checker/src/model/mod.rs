@@ -97,10 +97,9 @@ fn purchase_units(
     let mut units = Vec::new();
     for part in &hold.parts {
         let unit = unit_of(&part.stream);
-        let (ticket_type, price_cents) = part
-            .price
-            .as_ref()
-            .map_or((String::new(), 0), |p| (p.ticket_type.clone(), p.price_cents));
+        let (ticket_type, price_cents) = part.price.as_ref().map_or((String::new(), 0), |p| {
+            (p.ticket_type.clone(), p.price_cents)
+        });
         for _ in 0..part.quantity {
             units.push(SoldUnit {
                 show_id: hold.show_id.clone(),

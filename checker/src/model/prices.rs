@@ -23,7 +23,9 @@ impl PriceHistory {
             .iter()
             .filter(|e| e.aggregate_type == "ShowPrices" && e.aggregate_id == show.show_id);
         for change in changes {
-            let at = change.time_us("effective_at").unwrap_or(change.recorded_at_us);
+            let at = change
+                .time_us("effective_at")
+                .unwrap_or(change.recorded_at_us);
             tables.push((at, table(change)));
         }
         tables.sort_by_key(|(at, _)| *at);
@@ -35,7 +37,13 @@ impl PriceHistory {
 
     /// The prices of (`category`, `ticket_type`) in force at some instant
     /// of `[from_us, to_us]`.
-    pub fn allowed(&self, category: Option<&str>, ticket_type: &str, from_us: i64, to_us: i64) -> Vec<i64> {
+    pub fn allowed(
+        &self,
+        category: Option<&str>,
+        ticket_type: &str,
+        from_us: i64,
+        to_us: i64,
+    ) -> Vec<i64> {
         let in_force_from = (self.tables.iter())
             .rposition(|(at, _)| *at <= from_us)
             .unwrap_or(0);
@@ -65,7 +73,10 @@ fn table(change: &LogEvent) -> Vec<Price> {
                 .iter()
                 .filter_map(|p| {
                     Some(Price {
-                        category: p.get("category").and_then(|c| c.as_str()).map(str::to_owned),
+                        category: p
+                            .get("category")
+                            .and_then(|c| c.as_str())
+                            .map(str::to_owned),
                         ticket_type: p.get("ticket_type")?.as_str()?.to_owned(),
                         price_cents: p.get("price_cents")?.as_i64()?,
                     })

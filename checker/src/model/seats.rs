@@ -97,7 +97,12 @@ fn apply(seat: &mut SeatFold, e: &LogEvent, offers: &BTreeSet<String>, out: &mut
             }
         }
         "HoldExtended" => {
-            if let SeatState::Held { hold: h, expires_us, .. } = &mut seat.state {
+            if let SeatState::Held {
+                hold: h,
+                expires_us,
+                ..
+            } = &mut seat.state
+            {
                 if *h == hold {
                     *expires_us = e.time_us("expires_at").unwrap_or(*expires_us);
                 }
@@ -106,7 +111,10 @@ fn apply(seat: &mut SeatFold, e: &LogEvent, offers: &BTreeSet<String>, out: &mut
         "HoldConverted" => convert(seat, e, hold, out),
         "BookingCancelled" => {
             let booking = e.str("booking_id").unwrap_or_default();
-            if let SeatState::Booked { booking: b, line, .. } = &seat.state {
+            if let SeatState::Booked {
+                booking: b, line, ..
+            } = &seat.state
+            {
                 if b == booking {
                     seat.state = freed(*line);
                 }
@@ -119,11 +127,7 @@ fn apply(seat: &mut SeatFold, e: &LogEvent, offers: &BTreeSet<String>, out: &mut
                 seat.state = SeatState::Returned;
             }
         }
-        "SeatPassed" => {
-            if seat.owed_at(e.recorded_at_us) {
-                seat.state = SeatState::Free;
-            }
-        }
+        "SeatPassed" if seat.owed_at(e.recorded_at_us) => seat.state = SeatState::Free,
         _ => {}
     }
 }
@@ -148,19 +152,30 @@ fn place(
     match &seat.state {
         SeatState::Booked { booking, .. } => out.push(Violation::new(
             "no_double_sale",
-            format!("{}: hold {hold} placed on a seat booked by {booking}", seat.stream),
+            format!(
+                "{}: hold {hold} placed on a seat booked by {booking}",
+                seat.stream
+            ),
             [ids.clone(), vec![booking.clone()]].concat(),
         )),
-        SeatState::Held { hold: other, expires_us, .. } if *other != hold && *expires_us > at => {
-            out.push(Violation::new(
-                "one_live_hold_per_seat",
-                format!("{}: hold {hold} placed while hold {other} was live", seat.stream),
-                [ids.clone(), vec![other.clone()]].concat(),
-            ))
-        }
+        SeatState::Held {
+            hold: other,
+            expires_us,
+            ..
+        } if *other != hold && *expires_us > at => out.push(Violation::new(
+            "one_live_hold_per_seat",
+            format!(
+                "{}: hold {hold} placed while hold {other} was live",
+                seat.stream
+            ),
+            [ids.clone(), vec![other.clone()]].concat(),
+        )),
         _ if seat.owed_at(at) && !offers.contains(&hold) => out.push(Violation::new(
             "waitlist_first",
-            format!("{}: hold {hold}, not the waiting list's offer, took a seat owed to the line", seat.stream),
+            format!(
+                "{}: hold {hold}, not the waiting list's offer, took a seat owed to the line",
+                seat.stream
+            ),
             ids,
         )),
         _ => {}
@@ -177,32 +192,48 @@ fn convert(seat: &mut SeatFold, e: &LogEvent, hold: String, out: &mut Vec<Violat
     let mut ids = vec![hold.clone(), booking.clone(), seat.stream.clone()];
     let line = match &seat.state {
         SeatState::Held { hold: h, line, .. } if *h == hold => *line,
-        SeatState::Booked { booking: b, hold: h, line } if *b == booking && *h == hold => *line,
+        SeatState::Booked {
+            booking: b,
+            hold: h,
+            line,
+        } if *b == booking && *h == hold => *line,
         other => {
             if let SeatState::Booked { booking: b, .. } = other {
                 ids.push(b.clone());
             }
             out.push(Violation::new(
                 "no_double_sale",
-                format!("{}: hold {hold} converted into {booking} while the seat was {other:?}", seat.stream),
+                format!(
+                    "{}: hold {hold} converted into {booking} while the seat was {other:?}",
+                    seat.stream
+                ),
                 ids,
             ));
             false
         }
     };
-    seat.state = SeatState::Booked { booking, hold, line };
+    seat.state = SeatState::Booked {
+        booking,
+        hold,
+        line,
+    };
 }
 
 fn allocate(seat: &mut SeatFold, e: &LogEvent, out: &mut Vec<Violation>) {
     let live = match &seat.state {
         SeatState::Booked { .. } | SeatState::Returned => true,
-        SeatState::Held { expires_us, line, .. } => *line || *expires_us > e.recorded_at_us,
+        SeatState::Held {
+            expires_us, line, ..
+        } => *line || *expires_us > e.recorded_at_us,
         SeatState::Free => false,
     };
     if live {
         out.push(Violation::new(
             "allocation_only_when_free",
-            format!("{}: allocated to a channel while {:?}", seat.stream, seat.state),
+            format!(
+                "{}: allocated to a channel while {:?}",
+                seat.stream, seat.state
+            ),
             vec![seat.stream.clone()],
         ));
     }

@@ -125,10 +125,16 @@ fn apply(shard: &mut ShardFold, e: &LogEvent, out: &mut Vec<Violation>) {
         }
         "PoolPlacesReturned" => places_returned(shard, e, quantity, out),
         "PoolPlacesAllocated" => {
-            *shard.allocated.entry(channel.unwrap_or_default()).or_default() += quantity;
+            *shard
+                .allocated
+                .entry(channel.unwrap_or_default())
+                .or_default() += quantity;
         }
         "PoolPlacesDeallocated" => {
-            let allocated = shard.allocated.entry(channel.unwrap_or_default()).or_default();
+            let allocated = shard
+                .allocated
+                .entry(channel.unwrap_or_default())
+                .or_default();
             *allocated = allocated.saturating_sub(quantity);
             if e.flag("line") {
                 shard.returned += quantity;
@@ -162,14 +168,28 @@ fn convert(shard: &mut ShardFold, e: &LogEvent, hold: String, out: &mut Vec<Viol
     let booking = e.str("booking_id").unwrap_or_default().to_owned();
     let ids = vec![hold.clone(), booking.clone(), shard.stream.clone()];
     let Some(h) = shard.holds.get_mut(&hold) else {
-        out.push(Violation::new("no_double_sale", format!("{}: hold {hold} converted into {booking} but never placed on this shard", shard.stream), ids));
+        out.push(Violation::new(
+            "no_double_sale",
+            format!(
+                "{}: hold {hold} converted into {booking} but never placed on this shard",
+                shard.stream
+            ),
+            ids,
+        ));
         return;
     };
     match &h.state {
         PlaceHold::Live => {}
         PlaceHold::Converted(b) if *b == booking => return,
         other => {
-            out.push(Violation::new("no_double_sale", format!("{}: hold {hold} converted into {booking} while it was {other:?}", shard.stream), ids.clone()));
+            out.push(Violation::new(
+                "no_double_sale",
+                format!(
+                    "{}: hold {hold} converted into {booking} while it was {other:?}",
+                    shard.stream
+                ),
+                ids.clone(),
+            ));
             return;
         }
     }
@@ -182,7 +202,16 @@ fn convert(shard: &mut ShardFold, e: &LogEvent, hold: String, out: &mut Vec<Viol
     *shard.sold.entry(booking.clone()).or_default() += quantity;
     shard.line_sales.insert(booking, line);
     if shard.sold_total() > shard.capacity {
-        out.push(Violation::new("no_pool_oversale", format!("{}: {} places sold live of {}", shard.stream, shard.sold_total(), shard.capacity), ids));
+        out.push(Violation::new(
+            "no_pool_oversale",
+            format!(
+                "{}: {} places sold live of {}",
+                shard.stream,
+                shard.sold_total(),
+                shard.capacity
+            ),
+            ids,
+        ));
     }
 }
 
@@ -190,7 +219,14 @@ fn places_returned(shard: &mut ShardFold, e: &LogEvent, quantity: u32, out: &mut
     let booking = e.str("booking_id").unwrap_or_default().to_owned();
     let sold = shard.sold.entry(booking.clone()).or_default();
     if *sold < quantity {
-        out.push(Violation::new("no_double_sale", format!("{}: {quantity} places of {booking} returned, {sold} sold", shard.stream), vec![booking.clone(), shard.stream.clone()]));
+        out.push(Violation::new(
+            "no_double_sale",
+            format!(
+                "{}: {quantity} places of {booking} returned, {sold} sold",
+                shard.stream
+            ),
+            vec![booking.clone(), shard.stream.clone()],
+        ));
     }
     *sold = sold.saturating_sub(quantity);
     give_back(shard, &booking, quantity, None);

@@ -12,7 +12,10 @@ use crate::report::Violation;
 const AFTER_FAULT_US: i64 = 15_000_000;
 
 fn during_fault(evidence: &Evidence, r: &Record) -> bool {
-    evidence.faults.iter().any(|f| r.end_us >= f.start_us && r.start_us <= f.end_us + AFTER_FAULT_US)
+    evidence
+        .faults
+        .iter()
+        .any(|f| r.end_us >= f.start_us && r.start_us <= f.end_us + AFTER_FAULT_US)
 }
 
 fn told_to_fail(r: &Record) -> bool {
@@ -21,7 +24,11 @@ fn told_to_fail(r: &Record) -> bool {
 
 pub fn no_server_errors(evidence: &Evidence, _: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
-    for r in evidence.history.iter().filter(|r| r.outcome.status().is_some_and(|s| s >= 500)) {
+    for r in evidence
+        .history
+        .iter()
+        .filter(|r| r.outcome.status().is_some_and(|s| s >= 500))
+    {
         let code = r.outcome.code();
         let retry_after = r.outcome.body().get("retry_after_header").is_some();
         let allowed = match (r.outcome.status(), code) {
@@ -30,7 +37,20 @@ pub fn no_server_errors(evidence: &Evidence, _: &Model) -> Vec<Violation> {
             _ => false,
         };
         if !allowed {
-            out.push(Violation::new("no_server_errors", format!("{} {} answered {} {:?}", r.method, r.path, r.outcome.status().unwrap_or(0), code), vec![r.request_id.clone(), r.path.split('/').nth(3).unwrap_or_default().to_owned()]));
+            out.push(Violation::new(
+                "no_server_errors",
+                format!(
+                    "{} {} answered {} {:?}",
+                    r.method,
+                    r.path,
+                    r.outcome.status().unwrap_or(0),
+                    code
+                ),
+                vec![
+                    r.request_id.clone(),
+                    r.path.split('/').nth(3).unwrap_or_default().to_owned(),
+                ],
+            ));
         }
     }
     for crashed in &evidence.crashed {

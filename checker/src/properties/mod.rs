@@ -24,26 +24,44 @@ pub type Check = fn(&Evidence, &Model) -> Vec<Violation>;
 /// Every property: its name (as the summary lists it) and its check.
 pub const ALL: &[(&str, Check)] = &[
     ("units sold once (seat and shard folds)", units::folded),
-    ("checkout sales are unit sales", units::conversions_are_unit_sales),
+    (
+        "checkout sales are unit sales",
+        units::conversions_are_unit_sales,
+    ),
     ("log sales agree", units::bookings_agree),
-    ("cancellations free their own lines", units::cancellations_free_their_lines),
+    (
+        "cancellations free their own lines",
+        units::cancellations_free_their_lines,
+    ),
     ("acknowledged sales stand", acknowledged::sales_stand),
     ("unknown outcomes at most once", acknowledged::at_most_once),
     ("money balances", money::balances),
     ("authorizations settled", money::authorizations_settled),
     ("refusals change nothing", answers::refusals_change_nothing),
-    ("refused orders keep holds, voided tells the truth", answers::refused_orders_keep_holds),
+    (
+        "refused orders keep holds, voided tells the truth",
+        answers::refused_orders_keep_holds,
+    ),
     ("released holds never sold", answers::released_never_sold),
-    ("price changes truthful, yen expressible", answers::price_changes_truthful),
+    (
+        "price changes truthful, yen expressible",
+        answers::price_changes_truthful,
+    ),
     ("availability agrees", reads::availability_agrees),
     ("report agrees", reads::report_agrees),
     ("export agrees", reads::export_agrees),
     ("export CSV safe", reads::export_csv_safe),
     ("verify clean", reads::verify_clean),
-    ("waitlist full only when full", waitlist::full_only_when_full),
+    (
+        "waitlist full only when full",
+        waitlist::full_only_when_full,
+    ),
     ("offers end in time", waitlist::offers_end_in_time),
     ("holds within max_hold", holds::within_max_hold),
-    ("priced by the table in force", holds::priced_by_table_in_force),
+    (
+        "priced by the table in force",
+        holds::priced_by_table_in_force,
+    ),
     ("no server errors", errors::no_server_errors),
     ("shows read back as defined", setup_answers),
 ];

@@ -15,14 +15,30 @@ use crate::report::Violation;
 pub fn availability_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
     for show in &evidence.shows {
-        let Some(reads) = evidence.reads.get(&show.show_id) else { continue };
-        let seats = reads.availability["seats"].as_array().cloned().unwrap_or_default();
+        let Some(reads) = evidence.reads.get(&show.show_id) else {
+            continue;
+        };
+        let seats = reads.availability["seats"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for seat in &show.seats {
             let stream = format!("{}/{}", show.show_id, seat.seat_id);
-            let expected = model.seats.get(&stream).map_or("available", |s| s.status_at(evidence.read_at_us));
-            let read = seats.iter().find(|s| s["seat_id"] == seat.seat_id.as_str()).and_then(|s| s["status"].as_str()).unwrap_or("(absent)");
+            let expected = model
+                .seats
+                .get(&stream)
+                .map_or("available", |s| s.status_at(evidence.read_at_us));
+            let read = seats
+                .iter()
+                .find(|s| s["seat_id"] == seat.seat_id.as_str())
+                .and_then(|s| s["status"].as_str())
+                .unwrap_or("(absent)");
             if read != expected {
-                out.push(Violation::new("availability_agrees", format!("{stream} reads {read}, the log folds to {expected}"), vec![stream.clone()]));
+                out.push(Violation::new(
+                    "availability_agrees",
+                    format!("{stream} reads {read}, the log folds to {expected}"),
+                    vec![stream.clone()],
+                ));
             }
         }
         out.extend(pools_agree(show, &reads.availability, model));
@@ -30,16 +46,33 @@ pub fn availability_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation>
     out
 }
 
-fn pools_agree(show: &crate::shows::ShowSpec, availability: &Value, model: &Model) -> Vec<Violation> {
+fn pools_agree(
+    show: &crate::shows::ShowSpec,
+    availability: &Value,
+    model: &Model,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     for pool in &show.pools {
         let prefix = format!("{}/{}#", show.show_id, pool.pool_id);
-        let sold: u32 = model.shards.values().filter(|s| s.stream.starts_with(&prefix)).map(|s| s.sold_total()).sum();
-        let read = (availability["pools"].as_array().into_iter().flatten()).find(|p| p["pool_id"] == pool.pool_id.as_str());
+        let sold: u32 = model
+            .shards
+            .values()
+            .filter(|s| s.stream.starts_with(&prefix))
+            .map(|s| s.sold_total())
+            .sum();
+        let read = (availability["pools"].as_array().into_iter().flatten())
+            .find(|p| p["pool_id"] == pool.pool_id.as_str());
         let figure = |f: &str| read.and_then(|p| p[f].as_u64()).unwrap_or(0) as u32;
         let free = figure("available") + figure("allocated");
         if figure("sold") != sold || figure("held") != 0 || free + sold != pool.capacity {
-            out.push(Violation::new("availability_agrees", format!("pool {prefix}: reads {:?}, the log folds to {sold} sold, none held", read), vec![prefix]));
+            out.push(Violation::new(
+                "availability_agrees",
+                format!(
+                    "pool {prefix}: reads {:?}, the log folds to {sold} sold, none held",
+                    read
+                ),
+                vec![prefix],
+            ));
         }
     }
     out
@@ -60,11 +93,20 @@ pub fn report_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let sold = model.sold_units();
     let mut out = Vec::new();
     for show in &evidence.shows {
-        let Some(reads) = evidence.reads.get(&show.show_id) else { continue };
+        let Some(reads) = evidence.reads.get(&show.show_id) else {
+            continue;
+        };
         let expected = by_type(sold.iter().filter(|u| u.show_id == show.show_id));
         let mut read: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-        for row in reads.report["rows"].as_array().into_iter().flatten().filter(|r| r["status"] == "booked") {
-            let entry = read.entry(row["ticket_type"].as_str().unwrap_or_default().to_owned()).or_default();
+        for row in reads.report["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["status"] == "booked")
+        {
+            let entry = read
+                .entry(row["ticket_type"].as_str().unwrap_or_default().to_owned())
+                .or_default();
             entry.0 += row["count"].as_u64().unwrap_or(0);
             entry.1 += row["revenue_cents"].as_i64().unwrap_or(0);
         }
@@ -75,28 +117,73 @@ pub fn report_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     out
 }
 
+/// One booked unit as the export lists it: (booking, unit, ticket type, price).
+type ExportLine = (String, String, String, i64);
+
+fn export_lines(export: &Value) -> Vec<ExportLine> {
+    let mut lines: Vec<ExportLine> = (export["bookings"].as_array().into_iter().flatten())
+        .map(|b| {
+            let text = |f: &str| b[f].as_str().unwrap_or_default().to_owned();
+            let unit = b["seat_id"]
+                .as_str()
+                .or(b["pool_id"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (
+                text("booking_id"),
+                unit,
+                text("ticket_type"),
+                b["price_cents"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
 pub fn export_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let sold = model.sold_units();
     let mut out = Vec::new();
     for show in &evidence.shows {
-        let Some(reads) = evidence.reads.get(&show.show_id) else { continue };
-        let mut expected: Vec<(String, String, String, i64)> = (sold.iter().filter(|u| u.show_id == show.show_id))
-            .map(|u| (u.booking_id.clone(), u.unit.clone(), u.ticket_type.clone(), u.price_cents))
-            .collect();
-        let mut read: Vec<(String, String, String, i64)> = (reads.export["bookings"].as_array().into_iter().flatten())
-            .map(|b| {
-                let text = |f: &str| b[f].as_str().unwrap_or_default().to_owned();
-                let unit = b["seat_id"].as_str().or(b["pool_id"].as_str()).unwrap_or_default().to_owned();
-                (text("booking_id"), unit, text("ticket_type"), b["price_cents"].as_i64().unwrap_or(0))
+        let Some(reads) = evidence.reads.get(&show.show_id) else {
+            continue;
+        };
+        let mut expected: Vec<ExportLine> = (sold.iter().filter(|u| u.show_id == show.show_id))
+            .map(|u| {
+                (
+                    u.booking_id.clone(),
+                    u.unit.clone(),
+                    u.ticket_type.clone(),
+                    u.price_cents,
+                )
             })
             .collect();
         expected.sort();
-        read.sort();
+        let read = export_lines(&reads.export);
         if read != expected {
-            let missing: Vec<_> = expected.iter().filter(|e| !read.contains(e)).take(5).collect();
-            let extra: Vec<_> = read.iter().filter(|e| !expected.contains(e)).take(5).collect();
-            let ids = missing.iter().chain(extra.iter()).map(|e| e.0.clone()).collect();
-            out.push(Violation::new("export_agrees", format!("{}: the export lacks {missing:?} and has {extra:?}", show.show_id), ids));
+            let missing: Vec<_> = expected
+                .iter()
+                .filter(|e| !read.contains(e))
+                .take(5)
+                .collect();
+            let extra: Vec<_> = read
+                .iter()
+                .filter(|e| !expected.contains(e))
+                .take(5)
+                .collect();
+            let ids = missing
+                .iter()
+                .chain(extra.iter())
+                .map(|e| e.0.clone())
+                .collect();
+            out.push(Violation::new(
+                "export_agrees",
+                format!(
+                    "{}: the export lacks {missing:?} and has {extra:?}",
+                    show.show_id
+                ),
+                ids,
+            ));
         }
     }
     out
@@ -110,10 +197,18 @@ fn formula(cell: &str) -> bool {
 pub fn export_csv_safe(evidence: &Evidence, _: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
     for (show, reads) in &evidence.reads {
-        let mut csv = csv::ReaderBuilder::new().has_headers(true).from_reader(reads.export_csv.as_bytes());
+        let mut csv = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .from_reader(reads.export_csv.as_bytes());
         for record in csv.records().flatten() {
             if let Some(cell) = record.iter().find(|c| formula(c)) {
-                out.push(Violation::new("export_csv_safe", format!("{show}: the CSV export has the cell {cell:?}, a formula to a spreadsheet"), vec![cell.to_owned()]));
+                out.push(Violation::new(
+                    "export_csv_safe",
+                    format!(
+                        "{show}: the CSV export has the cell {cell:?}, a formula to a spreadsheet"
+                    ),
+                    vec![cell.to_owned()],
+                ));
             }
         }
     }

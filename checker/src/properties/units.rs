@@ -21,7 +21,14 @@ pub fn conversions_are_unit_sales(_: &Evidence, model: &Model) -> Vec<Violation>
     let mut out = Vec::new();
     for c in model.checkouts.values().filter(|c| c.completed.is_some()) {
         let booking = c.booking_id.clone().unwrap_or_default();
-        let holds: Vec<String> = if c.is_order() { c.converted_holds.difference(&c.given_back).cloned().collect() } else { vec![c.id.clone()] };
+        let holds: Vec<String> = if c.is_order() {
+            c.converted_holds
+                .difference(&c.given_back)
+                .cloned()
+                .collect()
+        } else {
+            vec![c.id.clone()]
+        };
         for hold_id in holds {
             let converted = converted_everywhere(model, &hold_id, &booking);
             if !converted {
@@ -40,7 +47,11 @@ pub fn conversions_are_unit_sales(_: &Evidence, model: &Model) -> Vec<Violation>
 /// `booking` in its own stream.
 fn converted_everywhere(model: &Model, hold_id: &str, booking: &str) -> bool {
     model.holds.get(hold_id).is_some_and(|hold| {
-        !hold.parts.is_empty() && hold.parts.iter().all(|p| p.converted.as_deref() == Some(booking))
+        !hold.parts.is_empty()
+            && hold
+                .parts
+                .iter()
+                .all(|p| p.converted.as_deref() == Some(booking))
     })
 }
 
@@ -52,19 +63,34 @@ pub fn bookings_agree(_: &Evidence, model: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut expected: BTreeMap<(String, String), Vec<&SoldUnit>> = BTreeMap::new();
     for unit in &sold {
-        expected.entry((unit.show_id.clone(), unit.unit.clone())).or_default().push(unit);
+        expected
+            .entry((unit.show_id.clone(), unit.unit.clone()))
+            .or_default()
+            .push(unit);
     }
     for (stream, seat) in &model.seats {
         let show = stream.split('/').next().unwrap_or_default().to_owned();
         let key = (show, unit_of(stream));
-        let wanted: Vec<&String> = expected.get(&key).map(|u| u.iter().map(|u| &u.booking_id).collect()).unwrap_or_default();
+        let wanted: Vec<&String> = expected
+            .get(&key)
+            .map(|u| u.iter().map(|u| &u.booking_id).collect())
+            .unwrap_or_default();
         let booked = match &seat.state {
             crate::model::seats::SeatState::Booked { booking, .. } => vec![booking],
             _ => vec![],
         };
         if wanted != booked {
-            let ids = [vec![stream.clone()], wanted.iter().map(|s| (*s).clone()).collect(), booked.iter().map(|s| (*s).clone()).collect()].concat();
-            out.push(Violation::new("log_sales_agree", format!("{stream}: standing sales {wanted:?}, the seat's stream booked {booked:?}"), ids));
+            let ids = [
+                vec![stream.clone()],
+                wanted.iter().map(|s| (*s).clone()).collect(),
+                booked.iter().map(|s| (*s).clone()).collect(),
+            ]
+            .concat();
+            out.push(Violation::new(
+                "log_sales_agree",
+                format!("{stream}: standing sales {wanted:?}, the seat's stream booked {booked:?}"),
+                ids,
+            ));
         }
     }
     out.extend(pools_agree(model, &sold));
@@ -74,11 +100,17 @@ pub fn bookings_agree(_: &Evidence, model: &Model) -> Vec<Violation> {
 fn pools_agree(model: &Model, sold: &[SoldUnit]) -> Vec<Violation> {
     let mut by_pool: BTreeMap<String, (u32, u32)> = BTreeMap::new();
     for shard in model.shards.values() {
-        let pool = shard.stream.rsplit_once('#').map_or(shard.stream.clone(), |(p, _)| p.to_owned());
+        let pool = shard
+            .stream
+            .rsplit_once('#')
+            .map_or(shard.stream.clone(), |(p, _)| p.to_owned());
         by_pool.entry(pool).or_default().1 += shard.sold_total();
     }
     for unit in sold.iter().filter(|u| u.pool) {
-        by_pool.entry(format!("{}/{}", unit.show_id, unit.unit)).or_default().0 += 1;
+        by_pool
+            .entry(format!("{}/{}", unit.show_id, unit.unit))
+            .or_default()
+            .0 += 1;
     }
     (by_pool.into_iter())
         .filter(|(_, (lines, places))| lines != places)
@@ -93,16 +125,34 @@ fn pools_agree(model: &Model, sold: &[SoldUnit]) -> Vec<Violation> {
 pub fn cancellations_free_their_lines(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut asked: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for e in evidence.log.iter().filter(|e| e.aggregate_type == "Checkout") {
+    for e in evidence
+        .log
+        .iter()
+        .filter(|e| e.aggregate_type == "Checkout")
+    {
         match e.event_type.as_str() {
             "LinesCancelRequested" => {
-                let lines = e.data()["lines"].as_array().map(|l| l.iter().filter_map(|v| v.as_u64()).collect()).unwrap_or_default();
+                let lines = e.data()["lines"]
+                    .as_array()
+                    .map(|l| l.iter().filter_map(|v| v.as_u64()).collect())
+                    .unwrap_or_default();
                 asked.insert(&e.aggregate_id, lines);
             }
             "OrderLinesFreed" => {
-                let (Some(order), Some(hold_id)) = (model.checkouts.get(&e.aggregate_id), e.str("hold_id")) else { continue };
-                let lines = asked.get(e.aggregate_id.as_str()).cloned().unwrap_or_default();
-                let wanted = order.lines.iter().filter(|l| l.hold_id == hold_id && lines.contains(&l.line_id)).count() as u64;
+                let (Some(order), Some(hold_id)) =
+                    (model.checkouts.get(&e.aggregate_id), e.str("hold_id"))
+                else {
+                    continue;
+                };
+                let lines = asked
+                    .get(e.aggregate_id.as_str())
+                    .cloned()
+                    .unwrap_or_default();
+                let wanted = order
+                    .lines
+                    .iter()
+                    .filter(|l| l.hold_id == hold_id && lines.contains(&l.line_id))
+                    .count() as u64;
                 out.extend(freed_in_append(evidence, model, e, hold_id, wanted));
             }
             _ => {}
@@ -111,12 +161,23 @@ pub fn cancellations_free_their_lines(evidence: &Evidence, model: &Model) -> Vec
     out
 }
 
-fn freed_in_append(evidence: &Evidence, model: &Model, freed: &crate::rows::LogEvent, hold_id: &str, wanted: u64) -> Vec<Violation> {
-    let parts: Vec<&str> = model.holds.get(hold_id).map(|h| h.parts.iter().map(|p| p.stream.as_str()).collect()).unwrap_or_default();
+fn freed_in_append(
+    evidence: &Evidence,
+    model: &Model,
+    freed: &crate::rows::LogEvent,
+    hold_id: &str,
+    wanted: u64,
+) -> Vec<Violation> {
+    let parts: Vec<&str> = model
+        .holds
+        .get(hold_id)
+        .map(|h| h.parts.iter().map(|p| p.stream.as_str()).collect())
+        .unwrap_or_default();
     let order = freed.aggregate_id.as_str();
     let mut given = 0;
     let mut out = Vec::new();
-    let same_append = (evidence.log.iter()).filter(|u| u.recorded_at_us == freed.recorded_at_us && u.str("booking_id") == Some(order));
+    let same_append = (evidence.log.iter())
+        .filter(|u| u.recorded_at_us == freed.recorded_at_us && u.str("booking_id") == Some(order));
     for unit in same_append {
         let quantity = match unit.event_type.as_str() {
             "PoolPlacesReturned" => unit.u64("quantity").unwrap_or(0),
@@ -129,7 +190,13 @@ fn freed_in_append(evidence: &Evidence, model: &Model, freed: &crate::rows::LogE
         }
     }
     if given != wanted {
-        out.push(Violation::new("cancellation_frees_its_lines", format!("order {order}: cancelling {wanted} lines of hold {hold_id} freed {given} units"), vec![order.to_owned(), hold_id.to_owned()]));
+        out.push(Violation::new(
+            "cancellation_frees_its_lines",
+            format!(
+                "order {order}: cancelling {wanted} lines of hold {hold_id} freed {given} units"
+            ),
+            vec![order.to_owned(), hold_id.to_owned()],
+        ));
     }
     out
 }
