@@ -39,6 +39,10 @@ pub struct Evidence {
     pub max_entries: usize,
     /// Instances found exited by themselves (not killed by a fault).
     pub crashed: Vec<String>,
+    /// Whether quiescence was reached: the read models are compared with
+    /// the fold, and open authorizations counted, only then (a run that
+    /// never got quiet has that as its violation).
+    pub quiet: bool,
     /// What the service answered at setup that the contract does not allow.
     pub setup: Vec<crate::report::Violation>,
 }

@@ -153,7 +153,7 @@ impl Run {
         report.faults = windows.iter().map(|w| w.what.clone()).collect();
         let (crashed, quiet) = self.quiesce(clients).await;
         let evidence = self
-            .evidence(windows, crashed)
+            .evidence(windows, crashed, quiet.is_empty())
             .await
             .map_err(|e| vec![Violation::new("evidence", format!("{e:#}"), vec![])])?;
         report.events = evidence.log.len();
@@ -327,6 +327,7 @@ impl Run {
             verify: verify.err(),
             max_entries: self.max_entries,
             crashed,
+            quiet,
             setup: self.setup.clone(),
         })
     }

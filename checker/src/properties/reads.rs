@@ -13,6 +13,9 @@ use crate::model::{Model, SoldUnit};
 use crate::report::Violation;
 
 pub fn availability_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
+    if !evidence.quiet {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     for show in &evidence.shows {
         let Some(reads) = evidence.reads.get(&show.show_id) else {
@@ -90,6 +93,9 @@ fn by_type<'a>(units: impl Iterator<Item = &'a SoldUnit>) -> BTreeMap<String, (u
 }
 
 pub fn report_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
+    if !evidence.quiet {
+        return Vec::new();
+    }
     let sold = model.sold_units();
     let mut out = Vec::new();
     for show in &evidence.shows {
@@ -142,6 +148,9 @@ fn export_lines(export: &Value) -> Vec<ExportLine> {
 }
 
 pub fn export_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
+    if !evidence.quiet {
+        return Vec::new();
+    }
     let sold = model.sold_units();
     let mut out = Vec::new();
     for show in &evidence.shows {
