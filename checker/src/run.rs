@@ -304,6 +304,7 @@ impl Run {
         &self,
         faults: Vec<FaultWindow>,
         crashed: Vec<String>,
+        quiet: bool,
     ) -> anyhow::Result<Evidence> {
         let reads = read_models(&self.api, &self.admin, &self.shows).await;
         let read_at_us = chrono::Utc::now().timestamp_micros();
