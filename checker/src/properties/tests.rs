@@ -138,6 +138,7 @@ fn evidence(log: Vec<LogEvent>) -> Evidence {
         log,
         max_entries: 10,
         read_at_us: T0 + 1_000 * SECOND,
+        quiet: true,
         ..Evidence::default()
     }
 }
