@@ -160,6 +160,9 @@ impl Run {
         let (held, mut violations) = crate::properties::check_all(&evidence);
         report.properties = held;
         violations.splice(0..0, quiet);
+        if !violations.is_empty() {
+            keep_log(report, &evidence);
+        }
         if violations.is_empty() {
             Ok(())
         } else {
@@ -331,6 +334,21 @@ impl Run {
             quiet,
             setup: self.setup.clone(),
         })
+    }
+}
+
+/// A failed run's event log, beside its history (`.log.jsonl`): the
+/// database goes with the run.
+fn keep_log(report: &Report, evidence: &Evidence) {
+    let Some(history) = &report.history else {
+        return;
+    };
+    let path = history.with_extension("log.jsonl");
+    let lines: Vec<String> = (evidence.log.iter())
+        .filter_map(|e| serde_json::to_string(e).ok())
+        .collect();
+    if let Err(e) = std::fs::write(&path, lines.join("\n")) {
+        tracing::warn!(error = %e, "the event log was not kept");
     }
 }
 

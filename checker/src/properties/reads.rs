@@ -198,6 +198,22 @@ pub fn export_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     out
 }
 
+/// The lines of `a` not matched one for one in `b` (at most five).
+fn minus<'a>(a: &'a [ExportLine], b: &[ExportLine]) -> Vec<&'a ExportLine> {
+    let mut rest: Vec<&ExportLine> = b.iter().collect();
+    let mut left = Vec::new();
+    for line in a {
+        match rest.iter().position(|r| *r == line) {
+            Some(i) => {
+                rest.remove(i);
+            }
+            None => left.push(line),
+        }
+    }
+    left.truncate(5);
+    left
+}
+
 /// A cell a spreadsheet would evaluate (OWASP's CSV injection).
 fn formula(cell: &str) -> bool {
     cell.starts_with(['=', '+', '-', '@', '\t', '\r'])
