@@ -170,16 +170,7 @@ pub fn export_agrees(evidence: &Evidence, model: &Model) -> Vec<Violation> {
         expected.sort();
         let read = export_lines(&reads.export);
         if read != expected {
-            let missing: Vec<_> = expected
-                .iter()
-                .filter(|e| !read.contains(e))
-                .take(5)
-                .collect();
-            let extra: Vec<_> = read
-                .iter()
-                .filter(|e| !expected.contains(e))
-                .take(5)
-                .collect();
+            let (missing, extra) = (minus(&expected, &read), minus(&read, &expected));
             let ids = missing
                 .iter()
                 .chain(extra.iter())
