@@ -125,6 +125,10 @@ fn order_of(client: &mut Client) -> Option<Op> {
     let first = client.rng.gen_range(0..client.known.holds.len());
     let show = client.known.holds[first].show_id.clone();
     let mut holds = client.known.holds_of_show(&show);
+    holds.retain(|&i| !client.kept_for_late_extension(i));
+    if holds.is_empty() {
+        return None;
+    }
     if holds.len() < 2 && client.rng.gen_bool(0.7) {
         return None;
     }

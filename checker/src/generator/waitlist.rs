@@ -101,6 +101,22 @@ impl Client {
         });
     }
 
+    /// An offer on a show whose TTL is at least half its `offer_seconds`
+    /// is kept (not bought, released or ordered) until it is extended
+    /// late: that extension is the one that could outlive the offer.
+    pub fn kept_for_late_extension(&self, i: usize) -> bool {
+        let Some(hold) = self.known.holds.get(i) else {
+            return false;
+        };
+        let Some(show) = self.show(&hold.show_id) else {
+            return false;
+        };
+        let long_ttl = show
+            .offer_seconds
+            .is_some_and(|o| show.hold_ttl_seconds * 2 >= o);
+        hold.offered_us.is_some() && long_ttl && !self.known.late_extended.contains(&hold.hold_id)
+    }
+
     /// An offer old enough that an extension measured from the show's TTL
     /// would outlive the offer: extended, once (the rule is that it must
     /// not be).
