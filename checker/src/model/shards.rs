@@ -121,7 +121,7 @@ fn apply(shard: &mut ShardFold, e: &LogEvent, out: &mut Vec<Violation>) {
         "PoolBookingCancelled" => {
             let booking = e.str("booking_id").unwrap_or_default();
             let places = shard.sold.remove(booking).unwrap_or(0);
-            give_back(shard, booking, places, None);
+            give_back(shard, booking, places);
         }
         "PoolPlacesReturned" => places_returned(shard, e, quantity, out),
         "PoolPlacesAllocated" => {
@@ -157,8 +157,8 @@ fn end_hold(shard: &mut ShardFold, hold: &str) {
 }
 
 /// Places of `booking` freed: owed to the line if its holds were line
-/// holds; a channel's sale returns to the channel's allocation.
-fn give_back(shard: &mut ShardFold, booking: &str, places: u32, _channel: Option<&str>) {
+/// holds.
+fn give_back(shard: &mut ShardFold, booking: &str, places: u32) {
     if shard.line_sales.get(booking).copied().unwrap_or(false) {
         shard.returned += places;
     }
@@ -229,5 +229,5 @@ fn places_returned(shard: &mut ShardFold, e: &LogEvent, quantity: u32, out: &mut
         ));
     }
     *sold = sold.saturating_sub(quantity);
-    give_back(shard, &booking, quantity, None);
+    give_back(shard, &booking, quantity);
 }
