@@ -102,19 +102,25 @@ impl Client {
         };
         let request = Request::new("order", Method::POST, "/v1/orders".into())
             .body(json!({"holds": ids, "payment_method": method}));
-        let outcome = if race {
+        let (outcome, raced) = if race {
             self.raced_order(request.clone(), &ids).await
         } else {
-            self.send(request.clone()).await
+            (self.send(request.clone()).await, None)
         };
         self.learn_payment(&request, &outcome, &ids);
         if outcome.status() == Some(409) {
-            self.check_holds_kept(&ids, &outcome).await;
+            // The hold the client released itself is not one to check.
+            let kept: Vec<String> = ids
+                .into_iter()
+                .filter(|h| Some(h) != raced.as_ref())
+                .collect();
+            self.check_holds_kept(&kept, &outcome).await;
         }
     }
 
-    /// The order, and a release of one of its holds while it pays.
-    async fn raced_order(&mut self, request: Request, ids: &[String]) -> Outcome {
+    /// The order, and a release of one of its holds while it pays (the
+    /// released hold's id comes back with the order's outcome).
+    async fn raced_order(&mut self, request: Request, ids: &[String]) -> (Outcome, Option<String>) {
         let victim = ids.choose(&mut self.rng).cloned().unwrap_or_default();
         let (first, second) = (self.instance(), self.instance());
         let release = Request::new(
@@ -130,7 +136,7 @@ impl Client {
         if released.status() == Some(204) {
             self.known.forget_hold(&victim);
         }
-        outcome
+        (outcome, Some(victim))
     }
 
     /// After a refused order, reads each of its other holds (the checker
