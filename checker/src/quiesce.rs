@@ -53,6 +53,8 @@ impl Client {
         }
     }
 
+    /// Leaves the show's line, then releases the entry's offer if it has
+    /// one (read before and after leaving).
     async fn leave_line(&mut self, show_id: &str) {
         let mine = self
             .send(Request::new(
@@ -77,15 +79,15 @@ impl Client {
                 format!("/v1/waitlist/{entry}"),
             ))
             .await;
-        if let Some(hold) = after.body()["hold_id"].as_str() {
-            if after.body()["status"] == "offered" {
-                self.send(Request::new(
-                    "tidy_release",
-                    Method::DELETE,
-                    format!("/v1/holds/{hold}"),
-                ))
+        // An offer may have come between the two reads; releasing a hold
+        // that is no longer held changes nothing.
+        let offer = after.body()["hold_id"]
+            .as_str()
+            .or(mine.body()["hold_id"].as_str());
+        if let Some(hold) = offer.map(str::to_owned) {
+            let path = format!("/v1/holds/{hold}");
+            self.send(Request::new("tidy_release", Method::DELETE, path))
                 .await;
-            }
         }
     }
 }

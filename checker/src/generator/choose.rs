@@ -45,12 +45,13 @@ const SHOW_WEIGHTS: [(&str, u32); 5] = [
 
 pub fn choose(client: &mut Client) -> Op {
     let mut options: Vec<(u32, Op)> = vec![(30, place(client)), (3, Op::Retry), (8, Op::PoolOrder)];
-    let k = &client.known;
-    let holds = k.holds.len();
-    if holds > 0 {
-        let i = client.rng.gen_range(0..holds);
-        let j = client.rng.gen_range(0..holds);
-        let l = client.rng.gen_range(0..holds);
+    let free: Vec<usize> = (0..client.known.holds.len())
+        .filter(|&i| !client.kept_for_late_extension(i))
+        .collect();
+    if !free.is_empty() {
+        let i = free[client.rng.gen_range(0..free.len())];
+        let j = free[client.rng.gen_range(0..free.len())];
+        let l = free[client.rng.gen_range(0..free.len())];
         options.extend([
             (8, Op::Release(i)),
             (6, Op::Extend(j)),
@@ -129,6 +130,10 @@ fn order_of(client: &mut Client) -> Option<Op> {
     if holds.is_empty() {
         return None;
     }
+    holds.retain(|&i| !client.kept_for_late_extension(i));
+    if holds.is_empty() {
+        return None;
+    }
     if holds.len() < 2 && client.rng.gen_bool(0.7) {
         return None;
     }
@@ -139,4 +144,60 @@ fn order_of(client: &mut Client) -> Option<Op> {
     }
     let race = holds.len() >= 2 && client.rng.gen_bool(0.3);
     Some(Op::Order { holds, race })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::api::{Addresses, Api, Caller};
+    use crate::generator::knowledge::KnownHold;
+    use crate::generator::{client_rng, Shared};
+    use crate::history::History;
+
+    fn client(dir: &tempfile::TempDir) -> Client {
+        let history = Arc::new(History::create(&dir.path().join("h.jsonl")).expect("history"));
+        let api = Api::new(Addresses::new(1), history).expect("api");
+        let caller = Caller {
+            client: "b1".into(),
+            sub: "b1".into(),
+            token: String::new(),
+        };
+        let shows = Arc::new(crate::catalog::plan(0, None));
+        Client::new(
+            caller,
+            false,
+            client_rng(1, 1),
+            api,
+            shows,
+            Arc::new(Shared::default()),
+        )
+    }
+
+    #[test]
+    fn an_offer_kept_for_its_late_extension_is_neither_bought_nor_released() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut client = client(&dir);
+        let now = chrono::Utc::now().timestamp_micros();
+        client.known.holds.push(KnownHold {
+            hold_id: "offer".into(),
+            show_id: YEN.into(),
+            pool: false,
+            expires_us: now + 60_000_000,
+            offered_us: Some(now),
+        });
+        assert!(client.kept_for_late_extension(0));
+        for _ in 0..500 {
+            let op = choose(&mut client);
+            assert!(
+                !matches!(op, Op::Release(0) | Op::Purchase(0) | Op::Extend(0)),
+                "{op:?}"
+            );
+            assert!(
+                !matches!(&op, Op::Order { holds, .. } if holds.contains(&0)),
+                "{op:?}"
+            );
+        }
+    }
 }
