@@ -13,6 +13,7 @@ mod best;
 mod browser;
 mod caching;
 mod channels;
+mod checker;
 mod checkout;
 mod cluster;
 mod corrections;
@@ -94,6 +95,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(webhooks::tests());
     all.extend(waiting_room::tests());
     all.extend(rate_limits::tests());
+    all.extend(checker::tests());
     all
 }
 
