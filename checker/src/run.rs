@@ -127,7 +127,7 @@ impl Run {
         let admin = Caller {
             client: "admin".into(),
             sub: "clerk".into(),
-            token: minter.token("clerk", "admin", &[])?,
+            token: minter.token("clerk", "admin", (&[], &[]))?,
         };
         Ok(Self {
             config,
@@ -192,14 +192,18 @@ impl Run {
             format!("b{index}")
         };
         let partner = index % 4 == 1;
-        let channels = if partner {
-            vec![crate::catalog::PARTNER.to_owned()]
+        let (channels, shows) = if partner {
+            let shows = [crate::catalog::SEATED, crate::catalog::FLOOR];
+            (
+                vec![crate::catalog::PARTNER.to_owned()],
+                shows.map(str::to_owned).to_vec(),
+            )
         } else {
-            vec![]
+            (vec![], vec![])
         };
         let caller = Caller {
             client: format!("b{index}"),
-            token: self.minter.token(&sub, "buyer", &channels)?,
+            token: self.minter.token(&sub, "buyer", (&channels, &shows))?,
             sub,
         };
         Ok(Client::new(
