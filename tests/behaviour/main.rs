@@ -41,6 +41,7 @@ mod secret;
 mod shows;
 mod store;
 mod streams;
+mod tickets;
 mod venues;
 mod waiting_room;
 mod waitlist;
@@ -75,6 +76,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(checkout::tests());
     all.extend(orders::tests());
     all.extend(corrections::tests());
+    all.extend(tickets::tests());
     all.extend(channels::tests());
     all.extend(waitlist::tests());
     all.extend(crash::tests());

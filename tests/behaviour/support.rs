@@ -518,6 +518,20 @@ impl TestApp {
         self.token("ops", Role::Admin)
     }
 
+    /// A door's scanner for `shows`.
+    pub fn scanner(&self, sub: &str, shows: &[&str]) -> String {
+        let grant = booking::auth::Grant {
+            channels: Vec::new(),
+            shows: (shows.iter())
+                .map(|s| domain::ids::ShowId::parse(s).expect("show"))
+                .collect(),
+        };
+        let sub = BuyerId::parse(sub).expect("sub");
+        (self.keys)
+            .issue_granting(&sub, Role::Scanner, &grant, chrono::Duration::hours(1))
+            .expect("token")
+    }
+
     /// A buyer whose token lets them hold from `channels` of `show` too.
     pub fn channel_buyer(&self, sub: &str, channels: &[&str], show: &str) -> String {
         let grant = booking::auth::Grant {
