@@ -22,6 +22,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         a_kill_9_during_checkouts_loses_no_booking_and_no_charge,
         a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund,
+        a_kill_9_during_a_batch_upload_loses_no_scan_and_counts_none_twice,
     ]
 }
 
@@ -545,4 +546,134 @@ async fn a_kill_9_during_orders_and_cancellations_loses_no_order_and_no_refund(e
         confirmed.len()
     );
     drop(service);
+}
+
+/// Tickets the door batch test scans: one box-office sale of this many seats.
+const DOOR_TICKETS: usize = 200;
+
+/// An offline scanner's upload of 1,000 scans is cut by a kill -9 of the
+/// service; sent again to the restarted service, every scan is recorded
+/// once (those that landed before the kill are `duplicate`), and the door
+/// counts each entry and exit once.
+async fn a_kill_9_during_a_batch_upload_loses_no_scan_and_counts_none_twice(env: TestEnv) {
+    let _heavy = HEAVY.acquire().await.expect("semaphore");
+    let (database_url, _dir) = env.database_url().await;
+    let secret = uuid::Uuid::new_v4().to_string();
+    let keys = TokenKeys::new(&secret);
+    let admin = token_from(&keys, "ops", Role::Admin, chrono::Duration::hours(1));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut service = start(&database_url, &secret).await;
+    let show = show_body(DOOR_TICKETS, 480);
+    let created = client
+        .put(format!("{}/v1/shows/door", service.base))
+        .bearer_auth(&admin)
+        .json(&show)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let mut codes: Vec<String> = Vec::with_capacity(DOOR_TICKETS);
+    // Sales of a hold's most seats each (MAX_SEATS_PER_HOLD).
+    for first in (1..=DOOR_TICKETS).step_by(50) {
+        let seats: Vec<String> = (first..first + 50).map(|n| format!("S{n}")).collect();
+        let sale = json!({"seats": seats, "buyer": "group", "payment": "invoice"});
+        let url = format!("{}/v1/shows/door/bookings", service.base);
+        let sold = post(&client, url, &admin, sale).await.expect("answered");
+        assert_eq!(sold.status, StatusCode::CREATED, "{}", sold.body);
+        let url = format!(
+            "{}/v1/orders/{}/tickets",
+            service.base,
+            sold.str("order_id")
+        );
+        let tickets = client.get(url).bearer_auth(&admin).send().await.unwrap();
+        let tickets: Value = tickets.json().await.unwrap();
+        let sold_codes = tickets["tickets"].as_array().unwrap().iter();
+        codes.extend(sold_codes.map(|t| t["code"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(codes.len(), DOOR_TICKETS);
+
+    // 1,000 scans: each ticket in, out, in, out, in (5 scans), in order.
+    let start_at = chrono::Utc::now() - chrono::Duration::hours(1);
+    let scans: Vec<Value> = (0..5)
+        .flat_map(|round| {
+            let codes = &codes;
+            (0..DOOR_TICKETS).map(move |t| {
+                json!({"code": codes[t], "gate": "main",
+                       "direction": if round % 2 == 0 { "entry" } else { "exit" },
+                       "nonce": format!("s-{round}-{t}"),
+                       "scanned_at": (start_at + chrono::Duration::seconds(60 * round + t as i64)).to_rfc3339()})
+            })
+        })
+        .collect();
+    let batch = json!({"scans": scans});
+    let scanner = scanner_for(&keys, "door");
+    let url = format!("{}/v1/shows/door/checkins/batch", service.base);
+    let upload = {
+        let (client, scanner, batch) = (client.clone(), scanner.clone(), batch.clone());
+        tokio::spawn(async move { post(&client, url, &scanner, batch).await })
+    };
+    // Anywhere from before the request is read to after its commit.
+    let delay = rand::thread_rng().gen_range(0..1_500);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    service.child.kill().await.expect("kill -9");
+    let cut = upload.await.expect("joined");
+    let service = start(&database_url, &secret).await;
+    let again = post(
+        &client,
+        format!("{}/v1/shows/door/checkins/batch", service.base),
+        &scanner,
+        batch,
+    )
+    .await
+    .expect("answered after the restart");
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    let results = again.body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1000);
+    let landed_before = results
+        .iter()
+        .filter(|r| r["result"] == "duplicate")
+        .count();
+    assert!(
+        landed_before == 0 || landed_before == 1000,
+        "one round for the batch: all of it landed or none ({landed_before})"
+    );
+    if cut.as_ref().is_some_and(|a| a.status == StatusCode::OK) {
+        assert_eq!(
+            landed_before, 1000,
+            "answered 200 before the kill, so recorded"
+        );
+    }
+    let url = format!("{}/v1/shows/door/attendance", service.base);
+    let attendance: Value = client
+        .get(url)
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(attendance["inside"], DOOR_TICKETS, "{attendance}");
+    assert_eq!(
+        attendance["by_gate"],
+        json!([{"gate_id": "main", "entries": 3 * DOOR_TICKETS, "exits": 2 * DOOR_TICKETS}])
+    );
+    println!(
+        "batch upload on {}: killed after {delay} ms, {landed_before} scans had landed",
+        env.backend.name()
+    );
+    drop(service);
+}
+
+fn scanner_for(keys: &TokenKeys, show: &str) -> String {
+    let grant = booking::auth::Grant {
+        channels: Vec::new(),
+        shows: vec![domain::ids::ShowId::parse(show).unwrap()],
+    };
+    let sub = domain::ids::BuyerId::parse("door-1").unwrap();
+    keys.issue_granting(&sub, Role::Scanner, &grant, chrono::Duration::hours(1))
+        .unwrap()
 }
