@@ -227,7 +227,12 @@ impl Wings {
         settings: &Settings,
         clock: &Arc<dyn Clock>,
     ) -> anyhow::Result<Webhooks> {
-        let payloads = Payloads::new(store.checkouts(), self.checkout.clone(), self.holds.clone());
+        let services = (
+            self.checkout.clone(),
+            self.holds.clone(),
+            self.tickets.clone(),
+        );
+        let payloads = Payloads::new(store.checkouts(), services);
         Ok(Webhooks {
             dispatcher: Dispatcher::new(
                 store.log(),

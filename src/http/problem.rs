@@ -843,7 +843,8 @@ impl ApiError {
             WebhookUrlInvalid(why) => format!("url {why}; nothing was registered"),
             UnknownEventType(name) => format!(
                 "{name:?} is not an event type (booking.confirmed, booking.cancelled, \
-                 refund.issued, hold.expired, order.confirmed, order.cancelled, waitlist.offered); \
+                 refund.issued, hold.expired, order.confirmed, order.cancelled, waitlist.offered, \
+                 ticket.transferred, ticket.revoked, ticket.checked_in); \
                  nothing was registered"
             ),
             WebhookLimitReached => format!(

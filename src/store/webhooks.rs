@@ -55,10 +55,13 @@ pub enum WebhookEventType {
     OrderConfirmed,
     OrderCancelled,
     WaitlistOffered,
+    TicketTransferred,
+    TicketRevoked,
+    TicketCheckedIn,
 }
 
 impl WebhookEventType {
-    pub const ALL: [WebhookEventType; 7] = [
+    pub const ALL: [WebhookEventType; 10] = [
         WebhookEventType::BookingConfirmed,
         WebhookEventType::BookingCancelled,
         WebhookEventType::RefundIssued,
@@ -66,6 +69,9 @@ impl WebhookEventType {
         WebhookEventType::OrderConfirmed,
         WebhookEventType::OrderCancelled,
         WebhookEventType::WaitlistOffered,
+        WebhookEventType::TicketTransferred,
+        WebhookEventType::TicketRevoked,
+        WebhookEventType::TicketCheckedIn,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +83,9 @@ impl WebhookEventType {
             WebhookEventType::OrderConfirmed => "order.confirmed",
             WebhookEventType::OrderCancelled => "order.cancelled",
             WebhookEventType::WaitlistOffered => "waitlist.offered",
+            WebhookEventType::TicketTransferred => "ticket.transferred",
+            WebhookEventType::TicketRevoked => "ticket.revoked",
+            WebhookEventType::TicketCheckedIn => "ticket.checked_in",
         }
     }
 }

@@ -25,6 +25,7 @@ use domain::checkout::{Checkout, CheckoutEvent};
 use domain::ids::{BookingId, HoldId, OrderId};
 use domain::pool::{PoolEvent, PoolShard};
 use domain::seat::{Seat, SeatEvent};
+use domain::ticket::{Mode, Outcome, Ticket, TicketEvent};
 use domain::waitlist::{Waitlist, WaitlistEvent};
 use projections::checkouts::CheckoutRow;
 use projections::time::from_micros;
@@ -33,6 +34,7 @@ use serde_json::{json, Value};
 
 use crate::command::checkout::{BookingStatus, CheckoutError, CheckoutService};
 use crate::command::holds::{HoldError, HoldService};
+use crate::command::tickets::{TicketRef, TicketService};
 use crate::store::{Checkouts, LogEvent, StoreError, WebhookEventType};
 
 /// One webhook event an event of the log gives.
@@ -77,6 +79,11 @@ pub fn types_of(event: &LogEvent) -> &'static [WebhookEventType] {
         (kind, "HoldExpired") if kind == Seat::TYPE => &[HoldExpired],
         (kind, "PoolHoldExpired") if kind == PoolShard::TYPE => &[HoldExpired],
         (kind, "EntryOffered") if kind == Waitlist::TYPE => &[WaitlistOffered],
+        // A transfer revokes the code it replaces.
+        (kind, "TicketTransferred") if kind == Ticket::TYPE => &[TicketTransferred, TicketRevoked],
+        (kind, "TicketRevoked") if kind == Ticket::TYPE => &[TicketRevoked],
+        // Only an admission: `ticket_data` tells.
+        (kind, "TicketScanned") if kind == Ticket::TYPE => &[TicketCheckedIn],
         _ => &[],
     }
 }
@@ -103,6 +110,20 @@ fn from_checkout(error: CheckoutError) -> StoreError {
         CheckoutError::Store(e) => e,
         other => StoreError::Corrupt(other.to_string()),
     }
+}
+
+fn from_ticket(error: crate::command::tickets::TicketError) -> StoreError {
+    match error {
+        crate::command::tickets::TicketError::Store(e) => e,
+        other => StoreError::Corrupt(other.to_string()),
+    }
+}
+
+/// The ticket a ticket event is of (its stream `show/uuid`).
+fn ticket_of(event: &LogEvent) -> Result<TicketRef, StoreError> {
+    let (show_id, ticket_id) = domain::ids::parse_ticket_stream_id(&event.aggregate_id)
+        .ok_or_else(|| corrupt(event, "not a ticket's stream"))?;
+    Ok(TicketRef { show_id, ticket_id })
 }
 
 fn from_hold(error: HoldError) -> StoreError {
@@ -145,18 +166,19 @@ pub struct Payloads {
     checkouts: Checkouts,
     checkout: Arc<CheckoutService>,
     holds: Arc<HoldService>,
+    tickets: Arc<TicketService>,
 }
 
 impl Payloads {
     pub fn new(
         checkouts: Checkouts,
-        checkout: Arc<CheckoutService>,
-        holds: Arc<HoldService>,
+        (checkout, holds, tickets): (Arc<CheckoutService>, Arc<HoldService>, Arc<TicketService>),
     ) -> Self {
         Self {
             checkouts,
             checkout,
             holds,
+            tickets,
         }
     }
 
@@ -203,6 +225,9 @@ impl Payloads {
         }
         if event.aggregate_type == Waitlist::TYPE {
             return Ok(vec![self.waitlist_offered(event).await?]);
+        }
+        if event.aggregate_type == Ticket::TYPE {
+            return self.ticket_data(event, types).await;
         }
         match expired_hold(event)? {
             Some(hold_id) => Ok(vec![self.hold_expired(event, hold_id).await?]),
@@ -436,6 +461,67 @@ impl Payloads {
             "hold": to_value(event, &hold)?,
         });
         Ok((WebhookEventType::WaitlistOffered, entry, data))
+    }
+
+    /// What a ticket's event gives: `ticket.transferred` (from, to, the
+    /// new version) with `ticket.revoked` of the code it replaces,
+    /// `ticket.revoked` (its line cancelled: the version revoked),
+    /// `ticket.checked_in` (an admission: the gate, the instant, online or
+    /// offline), each with the ticket as the API shows it now.
+    async fn ticket_data(
+        &self,
+        event: &LogEvent,
+        types: &[WebhookEventType],
+    ) -> Result<Vec<Found>, StoreError> {
+        use WebhookEventType as W;
+        let told: Vec<(WebhookEventType, Value)> = match decode::<TicketEvent>(event)? {
+            TicketEvent::TicketTransferred {
+                from, to, version, ..
+            } => vec![
+                (
+                    W::TicketTransferred,
+                    json!({"from": from, "to": to, "version": version}),
+                ),
+                (
+                    W::TicketRevoked,
+                    json!({"version": version.saturating_sub(1)}),
+                ),
+            ],
+            TicketEvent::TicketRevoked { version } => {
+                vec![(W::TicketRevoked, json!({"version": version}))]
+            }
+            TicketEvent::TicketScanned { scan } if scan.outcome == Outcome::Admitted => vec![(
+                W::TicketCheckedIn,
+                json!({"gate": scan.gate, "at": scan.scanned_at, "nonce": scan.nonce,
+                       "mode": if scan.mode == Mode::Online { "online" } else { "offline" }}),
+            )],
+            _ => Vec::new(),
+        };
+        let told: Vec<_> = told
+            .into_iter()
+            .filter(|(t, _)| types.contains(t))
+            .collect();
+        if told.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ticket = ticket_of(event)?;
+        let views = self
+            .tickets
+            .views(std::slice::from_ref(&ticket))
+            .await
+            .map_err(from_ticket)?;
+        let view = match views.first() {
+            Some(view) => to_value(event, view)?,
+            None => Value::Null,
+        };
+        let subject = format!("{ticket}:{}", event.sequence);
+        Ok(told
+            .into_iter()
+            .map(|(event_type, mut data)| {
+                data["ticket"] = view.clone();
+                (event_type, subject.clone(), data)
+            })
+            .collect())
     }
 
     /// `hold.expired`: the hold as the API shows it.

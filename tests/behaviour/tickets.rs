@@ -25,6 +25,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         two_offline_scanners_end_alike_whichever_uploads_first,
         bad_scans_are_refused_naming_why_and_recorded,
         verify_is_clean_with_tickets_and_scans_in_the_log,
+        transfers_revocations_and_admissions_are_told_to_webhooks,
     ]
 }
 
@@ -614,5 +615,57 @@ async fn verify_is_clean_with_tickets_and_scans_in_the_log(env: TestEnv) {
     let after = tickets(&get(&app, &format!("/v1/bookings/{booking}/tickets"), &alice).await);
     assert!(after.iter().all(|t| t["status"] == "revoked"), "{after:?}");
     assert_eq!(crate::audit::verify_exit_code(&app).0, 0, "verify");
+    app.stop().await;
+}
+
+async fn transfers_revocations_and_admissions_are_told_to_webhooks(env: TestEnv) {
+    use crate::receiver::{Mode, Receiver};
+    use crate::webhooks::{quick, register, WAIT};
+    let receiver = Receiver::start(Mode::Answer(204)).await;
+    let app = env.spawn_with_webhooks(quick()).await;
+    let types = ["ticket.transferred", "ticket.revoked", "ticket.checked_in"];
+    register(&app, &receiver.url, &types).await;
+    door_show(&app, "told", 2).await;
+    let alice = app.buyer("alice");
+    let booking = bought(&app, &alice, "told", &["S1", "S2"]).await;
+    let both = tickets(&get(&app, &format!("/v1/bookings/{booking}/tickets"), &alice).await);
+    let (first, second) = (
+        both[0]["ticket_id"].as_str().expect("id"),
+        both[1]["code"].as_str().expect("code"),
+    );
+    let moved = transfer(&app, &alice, first, "bob").await;
+    assert_eq!(moved.status, StatusCode::OK, "{}", moved.body);
+    assert_eq!(
+        scan(&app, "told", second, ("south", "entry", "w1"))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    let of_type = |requests: &[crate::receiver::Received], ty: &str| {
+        requests.iter().map(|r| r.json()).find(|e| e["type"] == ty)
+    };
+    for ty in types {
+        let requests = receiver
+            .wait_for(ty, WAIT, |r| of_type(r, ty).is_some())
+            .await;
+        let event = of_type(&requests, ty).expect("one of the type");
+        match ty {
+            "ticket.transferred" => {
+                assert_eq!(
+                    (event["data"]["from"].as_str(), event["data"]["to"].as_str()),
+                    (Some("alice"), Some("bob"))
+                );
+                assert_eq!(event["data"]["ticket"]["ticket_id"], first);
+            }
+            "ticket.revoked" => assert_eq!(event["data"]["version"], 1),
+            _ => assert_eq!(
+                (
+                    event["data"]["gate"].as_str(),
+                    event["data"]["mode"].as_str()
+                ),
+                (Some("south"), Some("online"))
+            ),
+        }
+    }
     app.stop().await;
 }
