@@ -645,9 +645,7 @@ fn release_hold(
             Ok(vec![PoolEvent::PoolHoldExpired { hold_id }])
         }
         Some(_) => Ok(vec![PoolEvent::PoolHoldReleased { hold_id }]),
-        None if shard.bookings.contains_key(&converted_booking(&hold_id)) => {
-            Err(PoolError::HoldConverted)
-        }
+        None if shard.sold_hold(&hold_id) => Err(PoolError::HoldConverted),
         None => Ok(vec![]),
     }
 }
@@ -726,16 +724,9 @@ fn extend_hold(
             Err(ExtensionRefusal::Expired) => Err(PoolError::HoldExpired),
             Err(ExtensionRefusal::Limit) => Err(PoolError::ExtensionLimit),
         },
-        None if shard.bookings.contains_key(&converted_booking(&hold_id)) => {
-            Err(PoolError::HoldConverted)
-        }
+        None if shard.sold_hold(&hold_id) => Err(PoolError::HoldConverted),
         None => Err(PoolError::HoldLost),
     }
-}
-
-/// The booking a hold converts into (the same derivation the checkout uses).
-fn converted_booking(hold_id: &HoldId) -> BookingId {
-    crate::checkout::Checkout::booking_id_for(*hold_id)
 }
 
 impl PoolShard {
@@ -883,6 +874,17 @@ impl PoolShard {
         if sales.is_empty() {
             self.sales.remove(booking_id);
         }
+    }
+
+    /// Whether `hold_id` sold places here, to any booking: its own
+    /// purchase's, or an order's (which books every hold under the
+    /// order's id). A hold is judged by its own sale, never by a booking
+    /// id derived from it.
+    pub fn sold_hold(&self, hold_id: &HoldId) -> bool {
+        self.sales
+            .values()
+            .flatten()
+            .any(|sale| sale.hold_id.as_ref() == Some(hold_id))
     }
 
     /// Places `hold_id` sold to `booking_id` here and not given back.
@@ -1248,6 +1250,41 @@ mod tests {
         }
 
         #[test]
+        fn it_should_refuse_to_release_or_extend_a_hold_its_order_converted() {
+            // Given a hold converted by an order (booked under the order's id)
+            let shard = given(10, &[(place(1, 2, 480), 0), (convert_for_order(1), 5)]);
+            // When its buyer releases or extends it: converted, not gone
+            assert_eq!(
+                decide(
+                    &shard,
+                    10,
+                    &PoolCommand::ReleaseHold { hold_id: hold(1) },
+                    t(6)
+                ),
+                Err(PoolError::HoldConverted)
+            );
+            let extend = PoolCommand::ExtendHold {
+                hold_id: hold(1),
+                ttl: Duration::seconds(100),
+                max_hold: Duration::seconds(300),
+            };
+            assert_eq!(
+                decide(&shard, 10, &extend, t(6)),
+                Err(PoolError::HoldConverted)
+            );
+            // Another hold never placed here: nothing to release
+            assert_eq!(
+                decide(
+                    &shard,
+                    10,
+                    &PoolCommand::ReleaseHold { hold_id: hold(2) },
+                    t(6)
+                ),
+                Ok(vec![])
+            );
+        }
+
+        #[test]
         fn an_old_give_back_without_its_hold_returns_the_latest_sale_as_it_did() {
             let mut shard = given(
                 10,
@@ -1457,7 +1494,7 @@ mod tests {
             decide(&released, 5, &extend(1), t(6)),
             Err(PoolError::HoldLost)
         );
-        let booking_id = converted_booking(&hold(1));
+        let booking_id = crate::checkout::Checkout::booking_id_for(hold(1));
         let converted = given(
             5,
             &[

@@ -22,6 +22,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         an_offer_is_never_extended_past_its_time,
         a_show_always_lists_its_ticket_types,
         the_export_writes_a_formula_as_text,
+        a_pool_hold_its_order_bought_is_not_released,
     ]
 }
 
@@ -358,6 +359,43 @@ async fn the_export_writes_a_formula_as_text(env: TestEnv) {
     assert!(
         csv.contains("\"'=HYPERLINK(") && !csv.contains(",\"=HYPERLINK("),
         "the buyer is text, not a formula: {csv}"
+    );
+    app.stop().await;
+}
+
+/// Found by the checker (PostgreSQL, seed 3): a pool hold converted by its
+/// order (booked under the order's id) was "released" with 204 and no
+/// event, because the shard looked for the hold's own booking id. Judged by
+/// the hold's own sale, it is converted: 409, and it stays sold.
+async fn a_pool_hold_its_order_bought_is_not_released(env: TestEnv) {
+    let app = env.spawn().await;
+    app.create_show_from("bought", &family_pool_show()).await;
+    let alice = app.buyer("alice");
+    let hold = hold_places(&app, &alice, "bought", 2, "adult").await;
+    let body = json!({"holds": [hold], "payment_method": "pm_sim_ok"});
+    let placed = post(&app, "/v1/orders", &alice, &body).await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.body);
+    let released = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/holds/{hold}"),
+            Some(&alice),
+            None,
+            &[],
+        )
+        .await;
+    released.expect_problem(409, "hold_converted");
+    let extended = post(
+        &app,
+        &format!("/v1/holds/{hold}/extend"),
+        &alice,
+        &json!({}),
+    )
+    .await;
+    extended.expect_problem(409, "hold_converted");
+    assert_eq!(
+        booked_by_ticket_type(&app, "bought").await,
+        vec![("adult".to_owned(), 2)]
     );
     app.stop().await;
 }

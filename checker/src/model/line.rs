@@ -55,6 +55,8 @@ pub struct LineFold {
     pub entries: Vec<Entry>,
     /// Live entries (waiting or offered) after each event: (recorded_at, count).
     pub live_counts: Vec<(i64, usize)>,
+    /// Each leave: its event's `recorded_at` and the request that made it.
+    pub leaves: Vec<(i64, Option<String>)>,
     /// Offer hold id → (offered at, expires_at).
     pub offers: BTreeMap<String, (i64, i64)>,
 }
@@ -66,16 +68,36 @@ impl LineFold {
             .count()
     }
 
-    /// The most live entries at any instant in `[from_us, to_us]`.
-    pub fn most_live_between(&self, from_us: i64, to_us: i64) -> usize {
+    /// The most live entries the service may have seen at any instant in
+    /// `[from_us, to_us]`: a leave counts from when it was acknowledged
+    /// (`acked`, by request id; its event may commit after its decision),
+    /// so every left entry still live up to then is counted.
+    pub fn most_live_between(
+        &self,
+        from_us: i64,
+        to_us: i64,
+        acked: &std::collections::HashMap<&str, i64>,
+    ) -> usize {
         let before = (self.live_counts.iter())
             .take_while(|(at, _)| *at < from_us)
             .last()
             .map_or(0, |(_, n)| *n);
-        (self.live_counts.iter())
+        let most = (self.live_counts.iter())
             .filter(|(at, _)| (from_us..=to_us).contains(at))
             .map(|(_, n)| *n)
-            .fold(before, usize::max)
+            .fold(before, usize::max);
+        // Leaves decided before the window whose acknowledgement came after
+        // its start: the service may not have seen them yet.
+        let unseen = (self.leaves.iter())
+            .filter(|(at, request)| {
+                *at < from_us
+                    && request
+                        .as_deref()
+                        .and_then(|r| acked.get(r))
+                        .is_some_and(|end| *end >= from_us)
+            })
+            .count();
+        most.max(before + unseen)
     }
 }
 
@@ -93,6 +115,10 @@ pub fn fold(
                 ..LineFold::default()
             });
         let show = shows.iter().find(|s| s.show_id == event.aggregate_id);
+        if event.event_type == "EntryLeft" {
+            let request = event.request_id().map(str::to_owned);
+            line.leaves.push((event.recorded_at_us, request));
+        }
         apply(line, event, show, out);
         let live = line.live();
         line.live_counts.push((event.recorded_at_us, live));

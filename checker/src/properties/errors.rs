@@ -1,6 +1,8 @@
 //! No 5xx, except 503 `busy` with `Retry-After` while a fault is in
 //! progress (or just after: connections come back), and 503
-//! `payment_unavailable` for a payment the simulator was told to fail.
+//! `payment_unavailable` for a payment the simulator was told to fail, or
+//! with `Retry-After` while the database is restarted (the simulator keeps
+//! its ledger in the service's database: the provider is down with it).
 
 use crate::evidence::Evidence;
 use crate::history::Record;
@@ -12,10 +14,14 @@ use crate::report::Violation;
 const AFTER_FAULT_US: i64 = 15_000_000;
 
 fn during_fault(evidence: &Evidence, r: &Record) -> bool {
-    evidence
-        .faults
-        .iter()
-        .any(|f| r.end_us >= f.start_us && r.start_us <= f.end_us + AFTER_FAULT_US)
+    during(evidence, r, |_| true)
+}
+
+/// Whether `r` overlaps a fault `which` picks (or the time after it).
+fn during(evidence: &Evidence, r: &Record, which: impl Fn(&str) -> bool) -> bool {
+    evidence.faults.iter().any(|f| {
+        which(&f.what) && r.end_us >= f.start_us && r.start_us <= f.end_us + AFTER_FAULT_US
+    })
 }
 
 fn told_to_fail(r: &Record) -> bool {
@@ -33,7 +39,10 @@ pub fn no_server_errors(evidence: &Evidence, _: &Model) -> Vec<Violation> {
         let retry_after = r.outcome.body().get("retry_after_header").is_some();
         let allowed = match (r.outcome.status(), code) {
             (Some(503), Some("busy")) => retry_after && during_fault(evidence, r),
-            (Some(503), Some("payment_unavailable")) => told_to_fail(r),
+            (Some(503), Some("payment_unavailable")) => {
+                told_to_fail(r)
+                    || (retry_after && during(evidence, r, |what| what.contains("RestartDatabase")))
+            }
             _ => false,
         };
         if !allowed {

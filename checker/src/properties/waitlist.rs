@@ -10,6 +10,7 @@ use crate::report::Violation;
 
 pub fn full_only_when_full(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
+    let acked = acknowledged_leaves(evidence);
     for r in evidence
         .history
         .iter()
@@ -19,7 +20,7 @@ pub fn full_only_when_full(evidence: &Evidence, model: &Model) -> Vec<Violation>
         let most = model
             .lines
             .get(show)
-            .map_or(0, |l| l.most_live_between(r.start_us, r.end_us));
+            .map_or(0, |l| l.most_live_between(r.start_us, r.end_us, &acked));
         if most < evidence.max_entries {
             out.push(Violation::new(
                 "waitlist_full_only_when_full",
@@ -32,6 +33,18 @@ pub fn full_only_when_full(evidence: &Evidence, model: &Model) -> Vec<Violation>
         }
     }
     out
+}
+
+/// When each leave was acknowledged (its request's end), by request id:
+/// an event's `recorded_at_us` is its decision's instant, and it may
+/// commit later; a join decided before the commit still sees the entry.
+fn acknowledged_leaves(evidence: &Evidence) -> std::collections::HashMap<&str, i64> {
+    evidence
+        .history
+        .iter()
+        .filter(|r| r.method == "DELETE" && r.path.starts_with("/v1/waitlist/"))
+        .map(|r| (r.request_id.as_str(), r.end_us))
+        .collect()
 }
 
 pub fn offers_end_in_time(evidence: &Evidence, model: &Model) -> Vec<Violation> {
