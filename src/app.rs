@@ -289,7 +289,7 @@ impl Wings {
             webhooks: endpoints,
             keys: TokenKeys::new(&settings.jwt_secret),
             clock,
-            seat_map: crate::http::page::Page::new(self.stripe.as_ref().map(|s| s.settings())),
+            pages: crate::http::page::Pages::new(self.stripe.as_ref().map(|s| s.settings())),
             waiting_rooms: self.waiting_rooms,
             stripe: self.stripe,
         })

@@ -70,8 +70,8 @@ pub struct Services {
     /// Stripe, when the service pays through it (its webhook, the seat
     /// map's Stripe.js).
     pub stripe: Option<Arc<crate::payment::stripe::Stripe>>,
-    /// The seat map page, made once for the payment provider.
-    pub seat_map: page::Page,
+    /// The pages (the seat map's made once for the payment provider).
+    pub pages: page::Pages,
     /// Waiting lists: joining, leaving (and the judge's offers).
     pub waitlists: Arc<crate::command::waitlist::WaitlistService>,
     /// Waiting lists as readers see them.

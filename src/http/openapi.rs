@@ -48,7 +48,7 @@ impl Modify for Extras {
 #[openapi(
     info(title = "booking", description = "Event-sourced seat reservation: a seat is sold at most once."),
     paths(
-        shows::put_show, shows::get_show, shows::change_prices, venues::put_venue, venues::get_venue, availability::availability, live::stream, page::seat_map,
+        shows::put_show, shows::get_show, shows::change_prices, venues::put_venue, venues::get_venue, availability::availability, live::stream, page::seat_map, page::door, page::door_worker, page::ticket_page,
         holds::place_hold, holds::get_hold, holds::release_hold, holds::extend_hold,
         waiting_room::join, waiting_room::me, waiting_room::stream, waiting_room::overview, waiting_room::change_rate,
         bookings::purchase, bookings::get_booking, bookings::cancel_booking, stripe::stripe_webhook,

@@ -1,6 +1,9 @@
-//! `GET /shows/{show_id}`: the seat map (docs/api.md, "Seat map"). One
-//! page, its script and styles compiled into the binary and inlined, so it
-//! needs nothing from anywhere else; its Content-Security-Policy says so to
+//! The service's pages: `GET /shows/{show_id}`, the seat map (docs/api.md,
+//! "Seat map"); `GET /shows/{show_id}/scan`, the door (with its service
+//! worker at `/shows/{show_id}/scan-sw.js`, which keeps the page for a reload
+//! without the network); `GET /tickets/{ticket_id}`, a ticket to show or
+//! print. Each page has its script and styles compiled into the binary and
+//! inlined, so it needs nothing from anywhere else; its Content-Security-Policy says so to
 //! the browser (the inline script and styles are allowed by their hashes,
 //! and it may connect only to this origin). With Stripe, the page loads
 //! Stripe.js from `BOOKING_STRIPE_JS_URL` (which must come from Stripe to
@@ -29,8 +32,15 @@ use crate::payment::stripe::StripeSettings;
 const HTML: &str = include_str!("../../assets/seatmap.html");
 const SCRIPT: &str = include_str!("../../assets/seatmap.js");
 const STYLE: &str = include_str!("../../assets/seatmap.css");
+const DOOR_HTML: &str = include_str!("../../assets/door.html");
+const DOOR_SCRIPT: &str = include_str!("../../assets/door.js");
+const DOOR_STYLE: &str = include_str!("../../assets/door.css");
+const DOOR_WORKER: &str = include_str!("../../assets/door-sw.js");
+const TICKET_HTML: &str = include_str!("../../assets/ticket.html");
+const TICKET_SCRIPT: &str = include_str!("../../assets/ticket.js");
+const TICKET_STYLE: &str = include_str!("../../assets/ticket.css");
 
-/// The seat map as this service serves it: the page, and its policy.
+/// A page as this service serves it: the HTML, and its policy.
 pub struct Page {
     html: String,
     policy: HeaderValue,
@@ -92,17 +102,94 @@ impl Page {
             "default-src 'none'; script-src {script_src}; style-src {}; connect-src {connect_src}; frame-src {frame_src}; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             hash(STYLE)
         );
+        Page::with_policy(html, &policy)
+    }
+
+    /// The door's page: it talks to this origin only, registers its worker
+    /// from here, and shows the camera's stream (a `MediaStream`, which no
+    /// policy source governs) where there is one.
+    pub fn door() -> Self {
+        let html =
+            DOOR_HTML
+                .replacen("/*STYLE*/", DOOR_STYLE, 1)
+                .replacen("/*SCRIPT*/", DOOR_SCRIPT, 1);
+        let policy = format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; worker-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            hash(DOOR_SCRIPT),
+            hash(DOOR_STYLE)
+        );
+        Page::with_policy(html, &policy)
+    }
+
+    /// A ticket's page: its QR code is fetched with the holder's token and
+    /// shown from a `blob:` address.
+    pub fn ticket() -> Self {
+        let html = TICKET_HTML.replacen("/*STYLE*/", TICKET_STYLE, 1).replacen(
+            "/*SCRIPT*/",
+            TICKET_SCRIPT,
+            1,
+        );
+        let policy = format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src 'self' blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            hash(TICKET_SCRIPT),
+            hash(TICKET_STYLE)
+        );
+        Page::with_policy(html, &policy)
+    }
+
+    fn with_policy(html: String, policy: &str) -> Self {
         Page {
             html,
             // Hashes are base64, origins ASCII URLs: always a valid header.
-            policy: HeaderValue::from_str(&policy)
+            policy: HeaderValue::from_str(policy)
                 .unwrap_or(HeaderValue::from_static("default-src 'self'")),
+        }
+    }
+
+    fn respond(&self) -> Response {
+        (
+            StatusCode::OK,
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                ),
+                (header::CONTENT_SECURITY_POLICY, self.policy.clone()),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                ),
+            ],
+            self.html.clone(),
+        )
+            .into_response()
+    }
+}
+
+/// The service's pages, built once at start.
+pub struct Pages {
+    pub seat_map: Page,
+    pub door: Page,
+    pub ticket: Page,
+}
+
+impl Pages {
+    pub fn new(stripe: Option<&StripeSettings>) -> Self {
+        Pages {
+            seat_map: Page::new(stripe),
+            door: Page::door(),
+            ticket: Page::ticket(),
         }
     }
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/shows/{show_id}", super::etag::cached(get(seat_map)))
+    Router::new()
+        .route("/shows/{show_id}", super::etag::cached(get(seat_map)))
+        .route("/shows/{show_id}/scan", get(door))
+        .route("/shows/{show_id}/scan-sw.js", get(door_worker))
+        .route("/tickets/{ticket_id}", get(ticket_page))
 }
 
 /// The seat map page of a show (HTML).
@@ -115,22 +202,59 @@ pub(super) async fn seat_map(
     PathParams(show_id): PathParams<String>,
 ) -> Result<Response, ApiError> {
     super::response::show_entry(&state, &show_id).await?;
-    let page = &state.seat_map;
-    Ok((
+    Ok(state.pages.seat_map.respond())
+}
+
+/// The door's page of a show (HTML; a scanner's token after `#token=`).
+#[utoipa::path(get, path = "/shows/{show_id}/scan", tag = "check-in",
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    responses((status = 200, description = "the door's page", content_type = "text/html", body = String),
+              (status = 404, description = "show_not_found", body = super::response::Problem, content_type = "application/problem+json")))]
+pub(super) async fn door(
+    State(state): State<AppState>,
+    PathParams(show_id): PathParams<String>,
+) -> Result<Response, ApiError> {
+    super::response::show_entry(&state, &show_id).await?;
+    Ok(state.pages.door.respond())
+}
+
+/// The door page's service worker (JavaScript): it keeps the page for a
+/// reload without the network. Not checked against the catalogue: the
+/// worker is the same for every show, and a browser asks for it again
+/// while the network is down.
+#[utoipa::path(get, path = "/shows/{show_id}/scan-sw.js", tag = "check-in",
+    params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
+    responses((status = 200, description = "the door page's service worker", content_type = "text/javascript", body = String)))]
+pub(super) async fn door_worker(PathParams(_show_id): PathParams<String>) -> Response {
+    (
         StatusCode::OK,
         [
             (
                 header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
+                HeaderValue::from_static("text/javascript; charset=utf-8"),
             ),
-            (header::CONTENT_SECURITY_POLICY, page.policy.clone()),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
             (
                 header::X_CONTENT_TYPE_OPTIONS,
                 HeaderValue::from_static("nosniff"),
             ),
         ],
-        page.html.clone(),
+        DOOR_WORKER,
     )
-        .into_response())
+        .into_response()
+}
+
+/// A ticket's page (HTML; the holder's token after `#token=`): the ticket
+/// itself is read by the page with that token, so the page answers for any
+/// well-formed id and says nothing about whether it exists.
+#[utoipa::path(get, path = "/tickets/{ticket_id}", tag = "tickets",
+    params(("ticket_id" = String, Path, min_length = 1, max_length = 120)),
+    responses((status = 200, description = "the ticket's page", content_type = "text/html", body = String),
+              (status = 404, description = "ticket_not_found: not a ticket id", body = super::response::Problem, content_type = "application/problem+json")))]
+pub(super) async fn ticket_page(
+    State(state): State<AppState>,
+    PathParams(ticket_id): PathParams<String>,
+) -> Result<Response, ApiError> {
+    crate::tickets::TicketRef::parse(&ticket_id).ok_or(ApiError::TicketNotFound)?;
+    Ok(state.pages.ticket.respond())
 }

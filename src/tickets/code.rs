@@ -30,6 +30,21 @@ pub struct CodePayload {
     pub show_id: ShowId,
     pub version: u32,
     pub key_id: String,
+    /// What it admits, for a door without the network to show (never
+    /// changing for a ticket); left out when the code would pass
+    /// `MAX_CODE_CHARS` with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admits: Option<Admitted>,
+}
+
+/// What a code says it admits: a seat or a pool's place, as a ticket type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Admitted {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_id: Option<String>,
+    pub ticket_type: String,
 }
 
 impl CodePayload {
@@ -53,16 +68,27 @@ pub enum CodeError {
     Signature,
 }
 
-/// The code of `ticket` at `version`, signed by `key`.
-pub fn sign(key: &TicketKey, ticket: &TicketRef, version: u32) -> String {
-    let payload = CodePayload {
+/// The code of `ticket` at `version`, signed by `key`, saying what it
+/// `admits` when that fits.
+pub fn sign(key: &TicketKey, ticket: &TicketRef, version: u32, admits: Option<Admitted>) -> String {
+    let mut payload = CodePayload {
         ticket_id: ticket.to_string(),
         show_id: ticket.show_id.clone(),
         version,
         key_id: key.key_id.clone(),
+        admits,
     };
-    // A struct of ids and a number always serializes.
-    let json = serde_json::to_vec(&payload).unwrap_or_default();
+    let code = signed(key, &payload);
+    if code.len() <= MAX_CODE_CHARS || payload.admits.is_none() {
+        return code;
+    }
+    payload.admits = None;
+    signed(key, &payload)
+}
+
+fn signed(key: &TicketKey, payload: &CodePayload) -> String {
+    // A struct of ids, strings and a number always serializes.
+    let json = serde_json::to_vec(payload).unwrap_or_default();
     let encoded = URL_SAFE_NO_PAD.encode(json);
     let signature = URL_SAFE_NO_PAD.encode(key.sign(encoded.as_bytes()));
     format!("{encoded}.{signature}")
@@ -101,21 +127,39 @@ mod tests {
         }
     }
 
+    fn read_code(code: &str, key: &TicketKey) -> CodePayload {
+        read(code, &KeyRing::of(key.clone())).unwrap()
+    }
+
     #[test]
     fn a_signed_code_reads_back_and_fits_a_qr_code() {
         let key = TicketKey::from_seed([3; 32]);
         let longest = ticket(&"s".repeat(64));
-        let code = sign(&key, &longest, 12);
+        let admits = Admitted {
+            seat_id: Some("s".repeat(32)),
+            pool_id: None,
+            ticket_type: "t".repeat(32),
+        };
+        let code = sign(&key, &longest, 12, Some(admits));
         assert!(code.len() <= MAX_CODE_CHARS, "{} chars", code.len());
-        let read = read(&code, &KeyRing::of(key)).unwrap();
+        let read = read_code(&code, &key);
         assert_eq!((read.ticket(), read.version), (Some(longest), 12));
+        assert_eq!(read.admits, None, "left out: it would not fit");
+        let short = ticket("rock");
+        let admits = Admitted {
+            seat_id: Some("A-1".into()),
+            pool_id: None,
+            ticket_type: "child".into(),
+        };
+        let code = sign(&key, &short, 1, Some(admits.clone()));
+        assert_eq!(read_code(&code, &key).admits, Some(admits));
     }
 
     #[test]
     fn a_tampered_or_garbled_code_or_another_keys_is_refused() {
         let key = TicketKey::from_seed([3; 32]);
         let ring = KeyRing::of(key.clone());
-        let code = sign(&key, &ticket("rock"), 1);
+        let code = sign(&key, &ticket("rock"), 1, None);
         let (payload, signature) = code.split_once('.').unwrap();
         let forged = URL_SAFE_NO_PAD.encode(
             String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap())
@@ -129,7 +173,7 @@ mod tests {
         assert_eq!(read("garbage", &ring), Err(CodeError::Malformed));
         assert_eq!(read(&"a".repeat(500), &ring), Err(CodeError::TooLong));
         let other = TicketKey::from_seed([4; 32]);
-        let elsewhere = sign(&other, &ticket("rock"), 1);
+        let elsewhere = sign(&other, &ticket("rock"), 1, None);
         assert_eq!(read(&elsewhere, &ring), Err(CodeError::Signature));
         let not_json = format!("{}.{signature}", URL_SAFE_NO_PAD.encode("{}"));
         assert!(matches!(read(&not_json, &ring), Err(CodeError::Payload(_))));

@@ -35,19 +35,19 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long the test waits for the browser to show something (a bound for
 /// a broken build, not a performance figure).
-const PATIENCE: Duration = Duration::from_secs(15);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(15);
 /// docs/api.md: a write reaches every open map; the issue asks for 1 s.
 const LIVE_WITHIN: Duration = Duration::from_secs(1);
 /// WebDriver's code for the Enter key.
-const ENTER: &str = "\u{E007}";
+pub(crate) const ENTER: &str = "\u{E007}";
 /// WebDriver's codes for the arrow keys right and down.
 const ARROW_RIGHT: &str = "\u{E014}";
 const ARROW_DOWN: &str = "\u{E015}";
 
 /// chromedriver on a free port of 127.0.0.1, killed when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Driver {
@@ -56,7 +56,7 @@ impl Drop for Driver {
     }
 }
 
-async fn start_driver() -> Driver {
+pub(crate) async fn start_driver() -> Driver {
     for path in [CHROMIUM, CHROMEDRIVER] {
         assert!(
             std::path::Path::new(path).exists(),
@@ -93,7 +93,7 @@ async fn start_driver() -> Driver {
     Driver { child, url }
 }
 
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+pub(crate) async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
         "goog:chromeOptions".into(),
@@ -114,7 +114,7 @@ async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
 }
 
 /// The attribute of the first element `css` selects, once present.
-async fn attr(client: &Client, css: &str, name: &str) -> Option<String> {
+pub(crate) async fn attr(client: &Client, css: &str, name: &str) -> Option<String> {
     match client.find(Locator::Css(css)).await {
         Ok(element) => element.attr(name).await.ok().flatten(),
         Err(_) => None,
@@ -122,7 +122,7 @@ async fn attr(client: &Client, css: &str, name: &str) -> Option<String> {
 }
 
 /// Waits until the attribute satisfies `want`, within `within`; returns it.
-async fn wait_attr(
+pub(crate) async fn wait_attr(
     client: &Client,
     css: &str,
     name: &str,
@@ -145,7 +145,7 @@ async fn wait_attr(
     }
 }
 
-async fn text(client: &Client, css: &str) -> String {
+pub(crate) async fn text(client: &Client, css: &str) -> String {
     client
         .find(Locator::Css(css))
         .await
@@ -183,7 +183,7 @@ async fn open_map(client: &Client, app: &TestApp, show: &str, token: &str) {
 /// The service a browser test drives: on PostgreSQL in a cluster of its
 /// own (see live.rs, `quiet_pair`), which it keeps; `None` if no cluster
 /// can be started here (the test is then reported unavailable).
-async fn map_app(env: &TestEnv) -> Option<(TestApp, Option<OwnCluster>)> {
+pub(crate) async fn map_app(env: &TestEnv) -> Option<(TestApp, Option<OwnCluster>)> {
     match env.backend {
         Backend::Sqlite => Some((env.spawn().await, None)),
         Backend::Postgres => {
@@ -639,7 +639,7 @@ fn venue_seat(seat_id: &str) -> String {
 }
 
 /// What `script` returns in the page (a WebDriver "execute script").
-async fn run(client: &Client, script: &str) -> serde_json::Value {
+pub(crate) async fn run(client: &Client, script: &str) -> serde_json::Value {
     client
         .execute(script, Vec::new())
         .await
@@ -1001,7 +1001,7 @@ async fn a_family_pays_seats_and_places_at_once_on_the_page(env: TestEnv) {
 /// axe-core's source, from `AXE_CORE_JS` or where `.ci/run` installs it
 /// (`target/axe`); `None` (the test is skipped, and says so) when it is
 /// missing, except under `CI=true`, where that fails the test.
-fn axe_source() -> Option<String> {
+pub(crate) fn axe_source() -> Option<String> {
     let path = std::env::var_os("AXE_CORE_JS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
@@ -1031,7 +1031,7 @@ fn axe_source() -> Option<String> {
 
 /// Runs axe-core in the page; panics naming every violation of impact
 /// `serious` or `critical`.
-async fn assert_accessible(client: &Client, axe: &str, state: &str) {
+pub(crate) async fn assert_accessible(client: &Client, axe: &str, state: &str) {
     let results = run(
         client,
         &format!("{axe}\n;return await axe.run(document, {{resultTypes: ['violations']}});"),

@@ -19,6 +19,7 @@ mod cluster;
 mod corrections;
 mod cqrs;
 mod crash;
+mod door_page;
 mod edge;
 mod extension;
 mod failover;
@@ -94,6 +95,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(best::tests());
     all.extend(live::tests());
     all.extend(browser::tests());
+    all.extend(door_page::tests());
     all.extend(webhooks::tests());
     all.extend(waiting_room::tests());
     all.extend(rate_limits::tests());

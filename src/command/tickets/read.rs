@@ -150,13 +150,27 @@ impl TicketService {
             holder_name: issued.holder_name.clone(),
             status: if state.revoked { "revoked" } else { "valid" },
             version: state.version,
-            code: code::sign(self.keys.signing(), ticket, state.version),
+            code: code::sign(
+                self.keys.signing(),
+                ticket,
+                state.version,
+                Some(admitted(issued)),
+            ),
             checked_in: inside.map(|scan| CheckedInView {
                 inside: true,
                 gate: scan.gate.to_string(),
                 at: scan.scanned_at,
             }),
         })
+    }
+}
+
+/// What the ticket admits, as its code tells a door offline.
+fn admitted(issued: &domain::ticket::Issued) -> code::Admitted {
+    code::Admitted {
+        seat_id: issued.admits.seat_id.as_ref().map(ToString::to_string),
+        pool_id: issued.admits.pool_id.as_ref().map(ToString::to_string),
+        ticket_type: issued.admits.ticket_type.to_string(),
     }
 }
 
