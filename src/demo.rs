@@ -3,8 +3,12 @@
 //! 20,000 seats before a stage, three price categories, wheelchair spaces,
 //! a standing area) and a show on it with adult and child tickets, through
 //! its own HTTP API like any operator; then it prints the seat map's
-//! address with a buyer token in it. Made again on a database that has
-//! them, it answers the same (a venue and a show never change).
+//! address with a buyer token in it. It also sells a family's tickets at
+//! the box office (two adults and two children in the lower tier's last
+//! row, two standing places) and prints the door's page with a scanner's
+//! token and each ticket's page, so a steward has codes to scan. Made again
+//! on a database that has them, it answers the same (a venue and a show
+//! never change; the family's seats are sold once).
 
 use chrono::{Duration, Utc};
 use serde_json::{json, Value};
@@ -143,6 +147,69 @@ pub async fn create(base: &str, token: &str) -> anyhow::Result<()> {
         anyhow::bail!("creating the demo show: {}", show.text().await?);
     }
     Ok(())
+}
+
+/// The buyer the demo's tickets are sold to at the box office.
+pub const FAMILY: &str = "demo-family";
+
+/// The family's seats (adult, adult, child, child) and standing places.
+const FAMILY_SEATS: [(&str, &str); 4] = [
+    ("A-20-10", "adult"),
+    ("A-20-11", "adult"),
+    ("A-20-12", "child"),
+    ("A-20-13", "child"),
+];
+const FAMILY_STANDING: u32 = 2;
+
+/// Sells the family's tickets at the box office (paid in cash, so any
+/// payment provider will do) with an admin `token`, unless a run before
+/// sold them (409: taken as done); returns their ticket ids, read with the
+/// family's `holder` token.
+pub async fn sell_tickets(base: &str, token: &str, holder: &str) -> anyhow::Result<Vec<String>> {
+    let client = reqwest::Client::new();
+    let seats: Vec<Value> = FAMILY_SEATS
+        .iter()
+        .map(|(seat_id, ticket_type)| json!({"seat_id": seat_id, "ticket_type": ticket_type}))
+        .collect();
+    let sales = [
+        json!({"seats": seats, "buyer": FAMILY, "payment": "cash", "note": "demo"}),
+        json!({"pool_id": "floor", "quantity": FAMILY_STANDING, "buyer": FAMILY,
+               "payment": "cash", "note": "demo"}),
+    ];
+    let mine: Value = client
+        .get(format!("{base}/v1/me/tickets"))
+        .bearer_auth(holder)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let sold_before = mine["tickets"].as_array().is_some_and(|t| !t.is_empty());
+    if !sold_before {
+        for sale in sales {
+            let sold = client
+                .post(format!("{base}/v1/shows/{SHOW_ID}/bookings"))
+                .bearer_auth(token)
+                .json(&sale)
+                .send()
+                .await?;
+            if !sold.status().is_success() {
+                anyhow::bail!("selling the demo's tickets: {}", sold.text().await?);
+            }
+        }
+    }
+    let mine: Value = client
+        .get(format!("{base}/v1/me/tickets"))
+        .bearer_auth(holder)
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(mine["tickets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["ticket_id"].as_str().map(str::to_owned))
+        .collect())
 }
 
 #[cfg(test)]

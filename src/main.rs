@@ -70,10 +70,29 @@ async fn demo(args: ServeArgs) -> anyhow::Result<()> {
     let buyer = keys.issue(&BuyerId::parse("demo-buyer")?, Role::Buyer, day)?;
     booking::demo::create(&base, &admin).await?;
     let show = booking::demo::SHOW_ID;
+    let family = keys.issue(&BuyerId::parse(booking::demo::FAMILY)?, Role::Buyer, day)?;
+    let tickets = booking::demo::sell_tickets(&base, &admin, &family).await?;
+    let grant = booking::auth::Grant {
+        channels: Vec::new(),
+        shows: vec![ShowId::parse(show)?],
+    };
+    let scanner = keys.issue_granting(&BuyerId::parse("demo-door")?, Role::Scanner, &grant, day)?;
+    let mut out = std::io::stdout().lock();
     writeln!(
-        std::io::stdout(),
+        out,
         "The demo show is ready: open {base}/shows/{show}#token={buyer}"
     )?;
+    writeln!(
+        out,
+        "The door is ready: open {base}/shows/{show}/scan#token={scanner}"
+    )?;
+    for ticket in tickets {
+        writeln!(
+            out,
+            "A ticket to scan: open {base}/tickets/{ticket}#token={family}"
+        )?;
+    }
+    drop(out);
     running.await??;
     tracing::info!("booking stopped");
     Ok(())

@@ -691,17 +691,30 @@ async fn the_demo_serves_a_20000_seat_arena_and_prints_where_to_see_it(env: Test
             .expect("the booking binary starts");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        // The seat map's address, the door's, and the six tickets' (four
+        // seats, two standing places), in that order.
+        let printed = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+            let mut printed = Vec::new();
             while let Some(line) = lines.next_line().await.expect("read stdout") {
-                if let Some(url) = line.strip_prefix("The demo show is ready: open ") {
-                    return Some(url.to_owned());
+                // The log shares stdout: only the demo's own lines.
+                if ["The demo show", "The door", "A ticket"]
+                    .iter()
+                    .any(|said| line.starts_with(said))
+                {
+                    printed.push(line);
+                }
+                if printed.len() == 8 {
+                    break;
                 }
             }
-            None
+            printed
         })
         .await
-        .expect("the demo says where to look within two minutes")
-        .expect("the demo prints the seat map's address");
+        .expect("the demo says where to look within two minutes");
+        let ready = printed[0]
+            .strip_prefix("The demo show is ready: open ")
+            .expect("the demo prints the seat map's address")
+            .to_owned();
         let (page, token) = ready.split_once("#token=").expect("a token in the address");
         let base = page
             .strip_suffix("/shows/demo")
@@ -735,6 +748,81 @@ async fn the_demo_serves_a_20000_seat_arena_and_prints_where_to_see_it(env: Test
         assert_eq!(held.status(), StatusCode::CREATED, "run {run}");
         let held: Value = held.json().await.expect("a hold");
         assert_eq!(held["amount_cents"], 12000 + 6000);
+        demo_door(&client, base, &printed[1..], run).await;
         child.kill().await.expect("the demo stops");
     }
+}
+
+/// The demo's door (`lines[0]`) and tickets (the rest): each ticket's page
+/// opens, and the door's token lets the first ticket in on the first
+/// `run` (on the second it is inside already).
+async fn demo_door(client: &reqwest::Client, base: &str, lines: &[String], run: usize) {
+    let door = lines[0]
+        .strip_prefix("The door is ready: open ")
+        .expect("the door's address");
+    let (door_page, scanner) = door.split_once("#token=").expect("a scanner token");
+    assert_eq!(door_page, format!("{base}/shows/demo/scan"));
+    let page = client.get(door_page).send().await.expect("the door page");
+    assert_eq!(page.status(), StatusCode::OK);
+    let tickets: Vec<(&str, &str)> = lines[1..]
+        .iter()
+        .map(|line| {
+            let url = line
+                .strip_prefix("A ticket to scan: open ")
+                .expect("a ticket's address");
+            url.split_once("#token=").expect("the holder's token")
+        })
+        .collect();
+    assert_eq!(tickets.len(), 6, "{lines:?}");
+    let mut kinds = Vec::new();
+    for (page, holder) in &tickets {
+        let ticket_id = page.rsplit('/').next().expect("an id");
+        let ticket: Value = client
+            .get(format!("{base}/v1/tickets/{ticket_id}"))
+            .bearer_auth(holder)
+            .send()
+            .await
+            .expect("the ticket")
+            .json()
+            .await
+            .expect("a ticket");
+        assert_eq!(ticket["status"], "valid", "{ticket}");
+        kinds.push(ticket["ticket_type"].as_str().unwrap_or("").to_owned());
+        let shown = client.get(*page).send().await.expect("the ticket page");
+        assert_eq!(shown.status(), StatusCode::OK);
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        // Two adults and two children seated, two standing as adults
+        // (the show's first ticket type).
+        ["adult", "adult", "adult", "adult", "child", "child"]
+    );
+    let ticket_id = tickets[0].0.rsplit('/').next().expect("an id");
+    let code = client
+        .get(format!("{base}/v1/tickets/{ticket_id}"))
+        .bearer_auth(tickets[0].1)
+        .send()
+        .await
+        .expect("the ticket")
+        .json::<Value>()
+        .await
+        .expect("a ticket")["code"]
+        .clone();
+    let scanned = client
+        .post(format!("{base}/v1/shows/demo/checkins"))
+        .bearer_auth(scanner)
+        .json(&json!({"code": code, "gate": "main", "direction": "entry",
+                      "nonce": uuid::Uuid::new_v4().to_string()}))
+        .send()
+        .await
+        .expect("a scan");
+    // The first run lets the ticket in; the second finds it inside.
+    let want = if run == 0 { 201 } else { 409 };
+    assert_eq!(
+        scanned.status().as_u16(),
+        want,
+        "run {run}: {}",
+        scanned.text().await.unwrap_or_default()
+    );
 }
