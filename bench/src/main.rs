@@ -11,6 +11,7 @@
 
 mod baseline;
 mod channels;
+mod door;
 mod external;
 mod failover;
 mod heap;
@@ -62,7 +63,8 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Scenarios to run, comma-separated (default: all but the opt-in ones,
-    /// `best`, `limit`, `live`, `webhooks`, `stripe`, `queue` and `seatmap`).
+    /// `best`, `limit`, `live`, `webhooks`, `stripe`, `queue`, `seatmap`, `door`
+    /// and `checker`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Events in the log the replay scenario rebuilds from.
@@ -129,6 +131,22 @@ pub struct Target {
 }
 
 impl Target {
+    /// A door scanner's token for `show`.
+    pub fn scanner(&self, sub: &str, show: &str) -> String {
+        let grant = booking::auth::Grant {
+            channels: Vec::new(),
+            shows: vec![domain::ids::ShowId::parse(show).expect("show")],
+        };
+        self.keys
+            .issue_granting(
+                &BuyerId::parse(sub).expect("sub"),
+                Role::Scanner,
+                &grant,
+                chrono::Duration::hours(2),
+            )
+            .expect("token")
+    }
+
     pub fn token(&self, sub: &str, role: Role) -> String {
         self.keys
             .issue(
@@ -398,6 +416,11 @@ async fn run_store(
             let _ = stop_second.send(());
             second_server.await??;
         }
+    }
+    // Tickets at the door (issue #48): online check-in against the plain
+    // hold, and offline scanners' uploads checked against the door's rules.
+    if named("door") {
+        results.extend(door::run(&target, seconds).await?);
     }
     if named("webhooks") {
         results.push(scenarios::webhooks(&target, args.concurrency, seconds).await?);
