@@ -358,7 +358,13 @@ fn offline_scans(
                 for i in 0..OWNED {
                     let ticket = k * OWNED + i;
                     let ms = (pass * OWNED + i) * 10 + k;
-                    fresh.push(scan(ticket, &tickets[ticket].1, pass.is_multiple_of(2), ms, false));
+                    fresh.push(scan(
+                        ticket,
+                        &tickets[ticket].1,
+                        pass.is_multiple_of(2),
+                        ms,
+                        false,
+                    ));
                 }
             }
             // The next scanner's first tickets, while their first entry

@@ -11,6 +11,7 @@
 
 mod baseline;
 mod channels;
+mod checking;
 mod door;
 mod external;
 mod failover;
@@ -95,6 +96,20 @@ struct Args {
     /// `--only failover`: what the switch is, for the report.
     #[arg(long, default_value = "failover")]
     failover_label: String,
+    /// `--only checker`: the booking binary the checker drives (default:
+    /// the one beside this bench).
+    #[arg(long)]
+    booking_bin: Option<std::path::PathBuf>,
+    /// `--only checker`: the first seed; runs take the seeds after it.
+    #[arg(long, default_value_t = 1)]
+    checker_seed: u64,
+    /// `--only checker`: seeded runs per store.
+    #[arg(long, default_value_t = 50)]
+    checker_runs: u64,
+    /// `--only checker`: seconds of crowd per run (then quiescence and the
+    /// checks).
+    #[arg(long, default_value_t = 60)]
+    checker_seconds: u64,
     /// Where the markdown table goes.
     #[arg(long, default_value = "BENCHMARKS.md")]
     markdown: String,
@@ -536,9 +551,24 @@ async fn main() -> anyhow::Result<()> {
         let _ = stop.send(());
         server.await??;
     } else {
+        // The checker drives binaries of its own; alone, no service here.
+        let checker_alone = args.only.iter().all(|o| o == "checker");
+        let checker_runs = checking::Runs {
+            booking_bin: args.booking_bin.clone(),
+            first_seed: args.checker_seed,
+            runs: args.checker_runs,
+            seconds: args.checker_seconds,
+            postgres_url: args.postgres_url.clone(),
+        };
         for store in stores {
-            eprintln!("== service on {store}");
-            run_store(&args, store, &mut results).await?;
+            if args.only.iter().any(|o| o == "checker") {
+                eprintln!("== the checker on {store}");
+                results.extend(checking::run(&checker_runs, store).await?);
+            }
+            if !checker_alone {
+                eprintln!("== service on {store}");
+                run_store(&args, store, &mut results).await?;
+            }
         }
     }
     eprintln!("== raw SQL baseline on PostgreSQL");
