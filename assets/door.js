@@ -18,6 +18,9 @@
   const save = (name, value) => localStorage.setItem(key(name), JSON.stringify(value));
   /** Scans sent in one upload at most (the service takes 1,000). */
   const BATCH = 1000;
+  /** The longest code the service takes; a longer one is no ticket, and
+   * is kept (refused) cut to this. */
+  const MAX_CODE = 400;
   /** How often the page looks for the network, revocations and its queue. */
   const EVERY_MS = 2000;
 
@@ -33,6 +36,9 @@
     counter: load("counter", 0),
     online: true,
     syncing: false,
+    /** Scans the service would not take (a batch entry it refused as
+     * malformed), dropped so they never block the rest. */
+    dropped: load("dropped", 0),
   };
   save("device", state.device);
 
@@ -47,7 +53,8 @@
   function showQueue() {
     const pending = state.queue.length;
     $("scan-queue").dataset.pending = String(pending);
-    $("scan-queue").textContent = `${pending} scan${pending === 1 ? "" : "s"} to send`;
+    const dropped = state.dropped ? ` (${state.dropped} not accepted)` : "";
+    $("scan-queue").textContent = `${pending} scan${pending === 1 ? "" : "s"} to send${dropped}`;
   }
 
   function answer(result, verdict, detail) {
@@ -118,16 +125,26 @@
     const asked = { code, gate: $("scan-gate").value, direction: direction(), nonce: nonce() };
     if (state.online) {
       try {
-        return online(asked, await api("POST", `/v1/shows/${encodeURIComponent(showId)}/checkins`, asked));
+        const answered = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/checkins`, asked);
+        // The service could not decide (overloaded, its database away):
+        // the door decides, as without the network, and the scan is sent
+        // later under the same nonce (the same scan if it was recorded).
+        if (answered.status < 500 && answered.status !== 429 && answered.status !== 408) {
+          return online(asked, answered);
+        }
       } catch {
-        setOnline(false);
+        // No network: below.
       }
+      setOnline(false);
     }
     return offline(asked);
   }
 
   /** The service's answer to a scan. */
   function online(asked, { status, json }) {
+    if (status === 401) {
+      return answer("refused", "Not checked", "This door's token has expired: open the page with a new one");
+    }
     if (status === 201) {
       if (json.result === "admitted") state.inside[json.ticket_id] = true;
       else delete state.inside[json.ticket_id];
@@ -151,7 +168,7 @@
     const payload = await verify(asked.code);
     const scanned_at = new Date().toISOString();
     const queue = (refused) => {
-      state.queue.push({ ...asked, scanned_at, refused });
+      state.queue.push({ ...asked, code: asked.code.slice(0, MAX_CODE), scanned_at, refused });
       save("queue", state.queue);
       showQueue();
     };
@@ -181,15 +198,28 @@
     return answer(entry ? "admitted" : "exited", entry ? "Admitted" : "Exited", place(shown));
   }
 
-  /** Sends the queue, a batch at a time, while the network answers. */
+  /** Sends the queue, a batch at a time, while the network answers. A
+   * batch refused as malformed (422) is sent again one scan at a time, and
+   * a scan refused alone is dropped (and counted on the page), so one bad
+   * entry never holds up the rest. */
   async function sync() {
     if (state.syncing || !state.queue.length) return;
     state.syncing = true;
     try {
+      let size = BATCH;
       while (state.queue.length) {
-        const batch = state.queue.slice(0, BATCH);
+        const batch = state.queue.slice(0, size);
         const { status } = await api("POST", `/v1/shows/${encodeURIComponent(showId)}/checkins/batch`, { scans: batch });
-        if (status !== 200) break;
+        if (status === 422 && size > 1) {
+          size = 1;
+          continue;
+        }
+        if (status === 422) {
+          state.dropped += 1;
+          save("dropped", state.dropped);
+        } else if (status !== 200) {
+          break;
+        }
         state.queue = state.queue.slice(batch.length);
         save("queue", state.queue);
         showQueue();

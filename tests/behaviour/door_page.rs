@@ -257,7 +257,12 @@ async fn the_door_page_keeps_admitting_without_the_network_and_sends_its_queue_w
     let (result, detail) = scan(&page, &code(3)).await;
     assert_eq!(result, "refused");
     assert!(detail.contains("Revoked"), "{detail}");
-    assert_eq!(pending(&page).await, "3");
+    // A scanner's garbage (longer than any code) is refused and kept, cut
+    // to what the service takes, so it never blocks the upload.
+    let (result, detail) = scan(&page, &"x".repeat(450)).await;
+    assert_eq!(result, "refused");
+    assert!(detail.contains("Not a valid ticket"), "{detail}");
+    assert_eq!(pending(&page).await, "4");
     // Nothing has reached the service yet.
     let attendance = app
         .call(
@@ -279,7 +284,7 @@ async fn the_door_page_keeps_admitting_without_the_network_and_sends_its_queue_w
     )
     .await;
     assert_eq!(served, json!("cache-storage"), "the worker's copy opened");
-    wait_attr(&page, "#scan-queue", "data-pending", PATIENCE, |v| v == "3").await;
+    wait_attr(&page, "#scan-queue", "data-pending", PATIENCE, |v| v == "4").await;
     wait_attr(&page, "body", "data-online", PATIENCE, |v| v == "false").await;
     let gate =
         crate::browser::run(&page, "return document.getElementById('scan-gate').value;").await;
@@ -287,7 +292,7 @@ async fn the_door_page_keeps_admitting_without_the_network_and_sends_its_queue_w
     let (result, detail) = scan(&page, &code(1)).await;
     assert_eq!(result, "refused", "let in twice offline: {detail}");
     assert!(detail.contains("Already inside"), "{detail}");
-    assert_eq!(pending(&page).await, "4");
+    assert_eq!(pending(&page).await, "5");
 
     // The network returns: the page sends its queue.
     network.set(false).await;
@@ -300,6 +305,11 @@ async fn the_door_page_keeps_admitting_without_the_network_and_sends_its_queue_w
     )
     .await;
     wait_attr(&page, "body", "data-online", PATIENCE, |v| v == "true").await;
+    assert_eq!(
+        text(&page, "#scan-queue").await,
+        "0 scans to send",
+        "nothing was dropped"
+    );
     let attendance = app
         .call(
             Method::GET,
