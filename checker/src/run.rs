@@ -160,7 +160,7 @@ impl Run {
         let (held, mut violations) = crate::properties::check_all(&evidence);
         report.properties = held;
         violations.splice(0..0, quiet);
-        if !violations.is_empty() {
+        if !violations.is_empty() || self.config.keep_history {
             keep_log(report, &evidence);
         }
         if violations.is_empty() {
@@ -341,8 +341,8 @@ impl Run {
     }
 }
 
-/// A failed run's event log, beside its history (`.log.jsonl`): the
-/// database goes with the run.
+/// A failed run's event log (or any run's, with `--keep-history`), beside
+/// its history (`.log.jsonl`): the database goes with the run.
 fn keep_log(report: &Report, evidence: &Evidence) {
     let Some(history) = &report.history else {
         return;

@@ -37,6 +37,8 @@ pub struct CheckoutFacts {
     pub booking_id: Option<String>,
     pub completed: Option<(String, i64)>,
     pub captured_charges: Vec<String>,
+    /// When each `PaymentCaptured` was recorded: its append's instant.
+    pub captured_us: Vec<i64>,
     pub voided: bool,
     pub void_holds: Vec<String>,
     pub reversed: bool,
@@ -45,6 +47,14 @@ pub struct CheckoutFacts {
     /// (refund id, lines, amount) of each line cancellation.
     pub line_refunds: Vec<(String, Vec<u64>, i64)>,
     pub refunds: Vec<String>,
+    /// When the whole cancellation was recorded (`CheckoutCancelled`, in
+    /// the append that frees the units).
+    pub cancelled_us: Option<i64>,
+    /// The lines of the line cancellation in progress (`LinesCancelRequested`).
+    pub cancelling: Vec<u64>,
+    /// Each `OrderLinesFreed` (in the append that frees a hold's cancelled
+    /// lines' units): when, the hold, and the lines then being cancelled.
+    pub lines_freed: Vec<(i64, String, Vec<u64>)>,
     pub first_us: i64,
 }
 
@@ -94,7 +104,10 @@ fn apply(c: &mut CheckoutFacts, e: &LogEvent) {
         "PaymentCreated" | "PaymentAuthorized" | "PaymentActionRequired" => {
             c.payments.insert(text("payment_id"));
         }
-        "PaymentCaptured" => c.captured_charges.push(text("charge_id")),
+        "PaymentCaptured" => {
+            c.captured_charges.push(text("charge_id"));
+            c.captured_us.push(e.recorded_at_us);
+        }
         "OrderHoldConverted" => {
             c.converted_holds.insert(text("hold_id"));
         }
@@ -111,19 +124,30 @@ fn apply(c: &mut CheckoutFacts, e: &LogEvent) {
         "BookingReversed" => c.reversed = true,
         "CheckoutCancelled" => {
             c.cancelled = Some(text("booking_id"));
+            c.cancelled_us.get_or_insert(e.recorded_at_us);
             c.refunds.push(text("refund_id"));
         }
         "PaymentRefunded" => c.refunds.push(text("refund_id")),
+        "LinesCancelRequested" => c.cancelling = line_ids(e),
+        "OrderLinesFreed" => {
+            let freed = (e.recorded_at_us, text("hold_id"), c.cancelling.clone());
+            c.lines_freed.push(freed);
+        }
         "LinesCancelled" => {
-            let lines: Vec<u64> = (e.data().get("lines").and_then(Value::as_array))
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
+            let lines = line_ids(e);
             c.cancelled_lines.extend(lines.iter().copied());
             c.line_refunds
                 .push((text("refund_id"), lines, e.i64("amount_cents").unwrap_or(0)));
         }
         _ => {}
     }
+}
+
+/// The event's `lines` (line ids).
+fn line_ids(e: &LogEvent) -> Vec<u64> {
+    (e.data().get("lines").and_then(Value::as_array))
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
 }
 
 fn order_requested(c: &mut CheckoutFacts, e: &LogEvent) {

@@ -9,6 +9,7 @@ pub mod line;
 pub mod prices;
 pub mod seats;
 pub mod shards;
+pub mod tickets;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,9 @@ pub struct SoldUnit {
     pub booking_id: String,
     pub checkout: String,
     pub hold_id: String,
+    /// The order's line that sold it; `None` for a hold's purchase, whose
+    /// lines the API does not number.
+    pub line_id: Option<u64>,
 }
 
 pub struct Model {
@@ -36,6 +40,8 @@ pub struct Model {
     pub shards: BTreeMap<String, shards::ShardFold>,
     pub checkouts: BTreeMap<String, checkouts::CheckoutFacts>,
     pub lines: BTreeMap<String, line::LineFold>,
+    /// Every ticket stream, by stream id.
+    pub tickets: BTreeMap<String, tickets::TicketFacts>,
     /// Hold ids the waiting lists offered.
     pub offers: BTreeSet<String>,
     /// What the folds refused as they went.
@@ -58,6 +64,7 @@ impl Model {
             shards,
             checkouts: checkouts::fold(log),
             lines,
+            tickets: tickets::fold(log),
             offers,
             fold_violations: out,
         }
@@ -79,6 +86,7 @@ impl Model {
                     booking_id: booking_id.clone(),
                     checkout: checkout.id.clone(),
                     hold_id: l.hold_id.clone(),
+                    line_id: Some(l.line_id),
                 }));
             } else if let Some(hold) = self.holds.get(&checkout.id) {
                 sold.extend(purchase_units(checkout, hold, &booking_id));
@@ -110,6 +118,7 @@ fn purchase_units(
                 booking_id: booking_id.to_owned(),
                 checkout: checkout.id.clone(),
                 hold_id: hold.hold_id.clone(),
+                line_id: None,
             });
         }
     }

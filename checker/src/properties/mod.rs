@@ -9,6 +9,7 @@ pub mod errors;
 pub mod holds;
 pub mod money;
 pub mod reads;
+pub mod tickets;
 pub mod units;
 pub mod waitlist;
 
@@ -37,6 +38,7 @@ pub const ALL: &[(&str, Check)] = &[
     ("unknown outcomes at most once", acknowledged::at_most_once),
     ("money balances", money::balances),
     ("authorizations settled", money::authorizations_settled),
+    ("tickets follow sales", tickets::follow_sales),
     ("refusals change nothing", answers::refusals_change_nothing),
     (
         "refused orders keep holds, voided tells the truth",

@@ -96,10 +96,44 @@ fn purchase(n: i64, hold: &str, booking: &str, payment: &str) -> Vec<LogEvent> {
             "Checkout",
             hold,
             n + 4,
+            "PaymentCaptured",
+            json!({"attempt": 1, "charge_id": payment}),
+        ),
+        ev(
+            "Checkout",
+            hold,
+            n + 4,
             "CheckoutCompleted",
             json!({"booking_id": booking, "charge_id": payment, "amount_cents": 5000}),
         ),
+        ticket(
+            n + 4,
+            hold,
+            booking,
+            1,
+            json!({"seat_id": "A-1", "ticket_type": "adult"}),
+        ),
     ]
+}
+
+/// The ticket of line `line` of `checkout`'s sale, issued at `n`.
+fn ticket(n: i64, checkout: &str, booking: &str, line: u64, admits: Value) -> LogEvent {
+    let id = format!("t-{checkout}-{line}");
+    ev(
+        "Ticket",
+        &format!("s/{id}"),
+        n,
+        "TicketIssued",
+        json!({"ticket_id": id, "show_id": "s", "holder": "b1", "issued_at": expires(n),
+               "sold": {"checkout": checkout, "booking_id": booking, "line_id": line},
+               "admits": admits}),
+    )
+}
+
+/// The ticket of line `line` of `checkout` revoked at `n`.
+fn revoked(n: i64, checkout: &str, line: u64) -> LogEvent {
+    let stream = format!("s/t-{checkout}-{line}");
+    ev("Ticket", &stream, n, "TicketRevoked", json!({"version": 1}))
 }
 
 fn payment(id: &str, hold: &str, amount: i64, status: &str) -> SimPayment {
@@ -285,8 +319,36 @@ fn order(lines_cancelled: &[Value]) -> Vec<LogEvent> {
             "Checkout",
             "o1",
             6,
+            "PaymentCaptured",
+            json!({"attempt": 1, "charge_id": "pi_o"}),
+        ),
+        ev(
+            "Checkout",
+            "o1",
+            6,
             "CheckoutCompleted",
             json!({"booking_id": "o1", "charge_id": "pi_o", "amount_cents": 10000}),
+        ),
+        ticket(
+            6,
+            "o1",
+            "o1",
+            1,
+            json!({"seat_id": "A-1", "ticket_type": "adult"}),
+        ),
+        ticket(
+            6,
+            "o1",
+            "o1",
+            2,
+            json!({"pool_id": "ga", "ticket_type": "child"}),
+        ),
+        ticket(
+            6,
+            "o1",
+            "o1",
+            3,
+            json!({"pool_id": "ga", "ticket_type": "child"}),
         ),
     ];
     for (i, cancel) in lines_cancelled.iter().enumerate() {
@@ -541,4 +603,213 @@ fn a_cancelled_line_that_frees_another_holds_place_is_refused() {
         json!({"hold_id": "h1"}),
     ));
     assert!(violated(&evidence(log)).contains(&"cancellation_frees_its_lines"));
+}
+
+/// The violations of "tickets follow sales" alone.
+fn ticket_violations(evidence: &Evidence) -> Vec<String> {
+    (check_all(evidence).1.into_iter())
+        .filter(|v| v.property == "tickets_follow_sales")
+        .map(|v| v.detail)
+        .collect()
+}
+
+/// The order with line 1 (seat A-1, hold h1) cancelled: requested at 10,
+/// its ticket revoked at `revoked_at` (if at all), the seat freed at 12,
+/// the cancellation recorded at 13; the ledger to match.
+fn order_with_line_1_cancelled(revoked_at: Option<i64>) -> Evidence {
+    let mut log = order(&[]);
+    log.push(ev(
+        "Checkout",
+        "o1",
+        10,
+        "LinesCancelRequested",
+        json!({"number": 1, "lines": [1], "amount_cents": 5000}),
+    ));
+    log.extend(revoked_at.map(|n| revoked(n, "o1", 1)));
+    log.push(ev(
+        "Seat",
+        "s/A-1",
+        12,
+        "BookingCancelled",
+        json!({"booking_id": "o1"}),
+    ));
+    log.push(ev(
+        "Checkout",
+        "o1",
+        12,
+        "OrderLinesFreed",
+        json!({"hold_id": "h1"}),
+    ));
+    log.push(ev(
+        "Checkout",
+        "o1",
+        13,
+        "LinesCancelled",
+        json!({"number": 1, "refund_id": "re_1", "lines": [1], "amount_cents": 5000}),
+    ));
+    log.sort_by_key(|e| e.position);
+    let mut e = evidence(log);
+    e.ledger
+        .payments
+        .push(payment("pi_o", "o1", 10000, "captured"));
+    e.ledger.refunds.push(SimRefund {
+        refund_id: "re_1".into(),
+        idempotency_key: "k1".into(),
+        payment_id: "pi_o".into(),
+        amount_minor: 5000,
+    });
+    e
+}
+
+#[test]
+fn a_ticketed_order_with_a_revoked_cancelled_line_breaks_no_property() {
+    let e = order_with_line_1_cancelled(Some(11));
+    assert_eq!(violated(&e), Vec::<&str>::new());
+}
+
+#[test]
+fn a_live_sale_without_its_ticket_is_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    log.retain(|e| e.aggregate_type != "Ticket");
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("has no valid ticket")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_live_sale_whose_ticket_was_revoked_is_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    log.push(revoked(9, "h1", 1));
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("has no valid ticket")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_ticket_admitting_another_unit_than_its_line_is_refused() {
+    let mut log = order(&[]);
+    let second = (log.iter_mut())
+        .find(|e| e.aggregate_id == "s/t-o1-2")
+        .expect("line 2's ticket");
+    second.payload["TicketIssued"]["admits"] = json!({"seat_id": "A-1", "ticket_type": "child"});
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("the line sold ga")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_cancelled_line_whose_ticket_is_still_valid_is_refused() {
+    let found = ticket_violations(&order_with_line_1_cancelled(None));
+    assert!(
+        found.iter().any(|d| d.contains("is still valid")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_cancelled_booking_whose_ticket_is_still_valid_is_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    log.push(ev(
+        "Checkout",
+        "h1",
+        9,
+        "CheckoutCancelled",
+        json!({"booking_id": "k1", "refund_id": "re_1"}),
+    ));
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("is still valid")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_ticket_revoked_after_its_unit_was_freed_is_refused() {
+    let found = ticket_violations(&order_with_line_1_cancelled(Some(14)));
+    assert!(
+        found.iter().any(|d| d.contains("revoked only at")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_ticket_without_a_capture_is_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    log.retain(|e| e.event_type != "PaymentCaptured");
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("never captured")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_ticket_of_a_checkout_never_requested_is_refused() {
+    let log = vec![ticket(
+        3,
+        "h9",
+        "k9",
+        1,
+        json!({"seat_id": "A-1", "ticket_type": "adult"}),
+    )];
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("never captured")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_ticket_issued_outside_its_capture_append_is_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    for e in log.iter_mut().filter(|e| e.aggregate_type == "Ticket") {
+        e.recorded_at_us += SECOND;
+    }
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("outside the append")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn two_tickets_of_one_line_are_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    let mut again = ticket(
+        5,
+        "h1",
+        "k1",
+        1,
+        json!({"seat_id": "A-1", "ticket_type": "adult"}),
+    );
+    again.aggregate_id = "s/t-h1-1-again".into();
+    log.push(again);
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("has 2 tickets")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_ticket_stream_issued_twice_is_refused() {
+    let mut log = purchase(1, "h1", "k1", "pi_1");
+    log.push(ticket(
+        5,
+        "h1",
+        "k1",
+        1,
+        json!({"seat_id": "A-1", "ticket_type": "adult"}),
+    ));
+    let found = ticket_violations(&evidence(log));
+    assert!(
+        found.iter().any(|d| d.contains("holds 2 TicketIssued")),
+        "{found:?}"
+    );
 }
