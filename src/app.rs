@@ -164,26 +164,7 @@ impl Wings {
         // same slot (see command/streams.rs).
         let rounds = Arc::new(Rounds::new(store.log(), clock.clone()));
         let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
-        let waiting_rooms: Arc<WaitingRoomService> = Arc::new(WaitingRoomService::new(
-            store.log(),
-            catalog.clone(),
-            clock.clone(),
-            rounds.clone(),
-            Arc::new(WaitingRoomBook::new(store.log())),
-        ));
-        let reads = HoldReads {
-            records: store.holds(),
-            keys: store.idempotency_keys(),
-            shows: store.shows(),
-        };
-        let holds = Arc::new(HoldService::new(
-            reads,
-            catalog.clone(),
-            clock.clone(),
-            rounds.clone(),
-            availability.clone(),
-            waiting_rooms.clone(),
-        ));
+        let (waiting_rooms, holds) = Self::holds(store, &catalog, clock, &rounds, &availability);
         let prices = Arc::new(PriceService::new(catalog.clone(), rounds.clone()));
         let line_parts = (catalog.clone(), rounds.clone(), holds.clone());
         let waitlists = Arc::new(WaitlistService::new(
@@ -218,6 +199,37 @@ impl Wings {
             waitlists,
             stripe,
         })
+    }
+
+    /// The waiting rooms, and the holds that ask them who is admitted.
+    fn holds(
+        store: &Store,
+        catalog: &Arc<ShowCatalog>,
+        clock: &Arc<dyn Clock>,
+        rounds: &Arc<Rounds>,
+        availability: &Arc<crate::query::availability::AvailabilityCache>,
+    ) -> (Arc<WaitingRoomService>, Arc<HoldService>) {
+        let waiting_rooms: Arc<WaitingRoomService> = Arc::new(WaitingRoomService::new(
+            store.log(),
+            catalog.clone(),
+            clock.clone(),
+            rounds.clone(),
+            Arc::new(WaitingRoomBook::new(store.log())),
+        ));
+        let reads = HoldReads {
+            records: store.holds(),
+            keys: store.idempotency_keys(),
+            shows: store.shows(),
+        };
+        let holds = Arc::new(HoldService::new(
+            reads,
+            catalog.clone(),
+            clock.clone(),
+            rounds.clone(),
+            availability.clone(),
+            waiting_rooms.clone(),
+        ));
+        (waiting_rooms, holds)
     }
 
     /// The webhook dispatcher (from the log) and sender (to endpoints).
@@ -369,6 +381,24 @@ async fn finish_previous_run(projector: &Projector, recovery: &Recovery) -> anyh
     Ok(())
 }
 
+/// The tickets' signing keys: those kept in the database, with the
+/// operator's (if given) kept too and signing from now on; a first key
+/// made on a database that has none.
+async fn ticket_keys(
+    store: &Store,
+    settings: &Settings,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<KeyRing> {
+    let now_us = projections::time::to_micros(clock.now());
+    KeyRing::load(
+        &store.ticket_keys(),
+        settings.ticket_signing_key.as_deref(),
+        now_us,
+    )
+    .await
+    .context("the ticket signing key")
+}
+
 /// The database `url` names, with its migrations applied: for the service
 /// and for the binary's tools alike.
 pub async fn open_store(url: &str, connections: u32) -> anyhow::Result<Store> {
@@ -414,14 +444,7 @@ impl Application {
         // Metrics recorded before the recorder exists are lost: install it first.
         let _ = crate::metrics::handle();
         let store = open_store(&settings.database_url, settings.database_connections).await?;
-        let now_us = projections::time::to_micros(clock.now());
-        let keys = KeyRing::load(
-            &store.ticket_keys(),
-            settings.ticket_signing_key.as_deref(),
-            now_us,
-        )
-        .await
-        .context("the ticket signing key")?;
+        let keys = ticket_keys(&store, &settings, &clock).await?;
         let wings = Wings::wire(&store, &settings, &clock, Arc::new(keys))?;
         let recovery = Recovery::new(wings.checkout.clone());
         let projector = Projector::new(store.log(), wings.catalog.clone());

@@ -176,15 +176,20 @@ pub async fn sell_tickets(base: &str, token: &str, holder: &str) -> anyhow::Resu
         json!({"pool_id": "floor", "quantity": FAMILY_STANDING, "buyer": FAMILY,
                "payment": "cash", "note": "demo"}),
     ];
-    let mine: Value = client
-        .get(format!("{base}/v1/me/tickets"))
-        .bearer_auth(holder)
-        .send()
-        .await?
-        .json()
-        .await?;
-    let sold_before = mine["tickets"].as_array().is_some_and(|t| !t.is_empty());
-    if !sold_before {
+    let mine = || async {
+        let listed: Value = client
+            .get(format!("{base}/v1/me/tickets"))
+            .bearer_auth(holder)
+            .send()
+            .await?
+            .json()
+            .await?;
+        let ids: Vec<String> = (listed["tickets"].as_array().into_iter().flatten())
+            .filter_map(|t| t["ticket_id"].as_str().map(str::to_owned))
+            .collect();
+        anyhow::Ok(ids)
+    };
+    if mine().await?.is_empty() {
         for sale in sales {
             let sold = client
                 .post(format!("{base}/v1/shows/{SHOW_ID}/bookings"))
@@ -197,19 +202,7 @@ pub async fn sell_tickets(base: &str, token: &str, holder: &str) -> anyhow::Resu
             }
         }
     }
-    let mine: Value = client
-        .get(format!("{base}/v1/me/tickets"))
-        .bearer_auth(holder)
-        .send()
-        .await?
-        .json()
-        .await?;
-    Ok(mine["tickets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["ticket_id"].as_str().map(str::to_owned))
-        .collect())
+    mine().await
 }
 
 #[cfg(test)]

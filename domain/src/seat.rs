@@ -703,18 +703,7 @@ impl Seat {
             SeatEvent::HoldConverted {
                 hold_id,
                 booking_id,
-            } => {
-                if let SeatState::Held(hold) = &self.state {
-                    if hold.hold_id == *hold_id {
-                        self.state = SeatState::Booked {
-                            hold_id: *hold_id,
-                            booking_id: *booking_id,
-                            buyer: hold.buyer.clone(),
-                            line: hold.line,
-                        };
-                    }
-                }
-            }
+            } => self.converted(*hold_id, *booking_id),
             SeatEvent::BookingCancelled { booking_id } => self.cancelled(*booking_id),
             SeatEvent::SeatAllocated { channel } => self.channel = Some(channel.clone()),
             SeatEvent::SeatDeallocated { line, .. } => {
@@ -725,6 +714,20 @@ impl Seat {
                 self.state = SeatState::Available
             }
             SeatEvent::SeatPassed => {}
+        }
+    }
+
+    /// Booked by `hold_id`'s sale, if the seat is held by it.
+    fn converted(&mut self, hold_id: HoldId, booking_id: BookingId) {
+        if let SeatState::Held(hold) = &self.state {
+            if hold.hold_id == hold_id {
+                self.state = SeatState::Booked {
+                    hold_id,
+                    booking_id,
+                    buyer: hold.buyer.clone(),
+                    line: hold.line,
+                };
+            }
         }
     }
 

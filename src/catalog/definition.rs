@@ -413,8 +413,12 @@ impl ShowDefinition {
         Ok(())
     }
 
-    pub fn to_show(&self, show_id: ShowId, venue: Option<&Venue>) -> Result<Show, ShowError> {
-        let (seats, pools, chart) = match (&self.venue_id, venue) {
+    /// The show's seats, pools and chart: its venue's, or its own.
+    fn units(
+        &self,
+        venue: Option<&Venue>,
+    ) -> Result<(Vec<SeatSpec>, Vec<PoolSpec>, Chart), ShowError> {
+        Ok(match (&self.venue_id, venue) {
             (Some(_), _) if !self.seats.is_empty() || !self.pools.is_empty() => {
                 return Err(ShowError::Either {
                     field: "venue_id".into(),
@@ -441,7 +445,11 @@ impl ShowDefinition {
                     ..Chart::default()
                 },
             ),
-        };
+        })
+    }
+
+    pub fn to_show(&self, show_id: ShowId, venue: Option<&Venue>) -> Result<Show, ShowError> {
+        let (seats, pools, chart) = self.units(venue)?;
         let categories = (chart.categories.iter()).map(|c| c.category.clone());
         let categories = categories.collect();
         let ticket_types = self.ticket_type_specs();

@@ -772,27 +772,7 @@ fn batch<U: Stream>(
     let mut batch = AppendBatch::new(now);
     batch.idempotency = decided.idempotency.clone();
     batch.commit_by = decided.commit_by;
-    if let Some(line) = round.line.as_deref() {
-        // The line is one per show: its stream id is the show's.
-        let show_id = ShowId::parse(line.id())
-            .map_err(|e| StoreError::Corrupt(format!("waiting list {}: {e}", line.id())))?;
-        batch.push_events::<Waitlist>(
-            line.id(),
-            line.version(),
-            &decided.line,
-            metadata,
-            Some(&show_id),
-        )?;
-    }
-    if let (Some(stream), Some(limit)) = (&locked.allowance, &round.limit) {
-        batch.push_events::<Allowance>(
-            stream.id(),
-            stream.version(),
-            &decided.allowance,
-            metadata,
-            Some(&limit.show_id),
-        )?;
-    }
+    push_line_and_allowance(&mut batch, round, decided, locked)?;
     let mut rows = Rows::default();
     let written = locked.streams.iter().zip(units).zip(&decided.units);
     for ((stream, (_, key)), events) in written {
@@ -823,6 +803,38 @@ fn batch<U: Stream>(
     }
     batch.rows = rows;
     Ok(batch)
+}
+
+/// The line's and the allowance's events of a decision, first in its batch.
+fn push_line_and_allowance<U: Stream>(
+    batch: &mut AppendBatch,
+    round: &Round<'_>,
+    decided: &Decided<U>,
+    locked: &Locked<U>,
+) -> Result<(), StoreError> {
+    let metadata = &round.metadata;
+    if let Some(line) = round.line.as_deref() {
+        // The line is one per show: its stream id is the show's.
+        let show_id = ShowId::parse(line.id())
+            .map_err(|e| StoreError::Corrupt(format!("waiting list {}: {e}", line.id())))?;
+        batch.push_events::<Waitlist>(
+            line.id(),
+            line.version(),
+            &decided.line,
+            metadata,
+            Some(&show_id),
+        )?;
+    }
+    if let (Some(stream), Some(limit)) = (&locked.allowance, &round.limit) {
+        batch.push_events::<Allowance>(
+            stream.id(),
+            stream.version(),
+            &decided.allowance,
+            metadata,
+            Some(&limit.show_id),
+        )?;
+    }
+    Ok(())
 }
 
 /// The streams of one append, whose caches follow its outcome.

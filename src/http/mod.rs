@@ -86,21 +86,8 @@ pub struct Services {
 
 pub type AppState = Arc<Services>;
 
-/// No compression layer here, on purpose: the large read answers opt in
-/// route by route (`etag::cached`), so a streaming route (`text/event-stream`)
-/// is never compressed by construction.
-/// `request_timeout`: see `timeout.rs` (streaming routes go after its layer).
-/// `rate_limits`: see `rate_limit.rs` (its layer covers every route, the
-/// streams and the fallbacks, inside the metrics).
-pub fn router(
-    state: AppState,
-    request_timeout: std::time::Duration,
-    rate_limits: crate::rate_limit::RateLimits,
-) -> Router {
-    let gate = Arc::new(rate_limit::Gate::new(
-        state.keys.clone(),
-        crate::rate_limit::RateLimiter::new(rate_limits, state.clock.clone()),
-    ));
+/// Every route answered within the request timeout.
+fn routes() -> Router<AppState> {
     Router::new()
         .merge(shows::router())
         .merge(venues::router())
@@ -121,6 +108,24 @@ pub fn router(
         .merge(openapi::router())
         .merge(ops::router())
         .merge(page::router())
+}
+
+/// No compression layer here, on purpose: the large read answers opt in
+/// route by route (`etag::cached`), so a streaming route (`text/event-stream`)
+/// is never compressed by construction.
+/// `request_timeout`: see `timeout.rs` (streaming routes go after its layer).
+/// `rate_limits`: see `rate_limit.rs` (its layer covers every route, the
+/// streams and the fallbacks, inside the metrics).
+pub fn router(
+    state: AppState,
+    request_timeout: std::time::Duration,
+    rate_limits: crate::rate_limit::RateLimits,
+) -> Router {
+    let gate = Arc::new(rate_limit::Gate::new(
+        state.keys.clone(),
+        crate::rate_limit::RateLimiter::new(rate_limits, state.clock.clone()),
+    ));
+    routes()
         .layer(axum::middleware::from_fn_with_state(
             request_timeout,
             timeout::request_timeout,

@@ -487,19 +487,17 @@ impl ApiError {
             AdmissionRequired { .. } => row(S::FORBIDDEN, "admission_required"),
             WaitingRoomNotFound => row(S::NOT_FOUND, "waiting_room_not_found"),
             QueueEntryNotFound => row(S::NOT_FOUND, "queue_entry_not_found"),
-            NoWaitlist => row(S::CONFLICT, "no_waitlist"),
-            AvailableNow => row(S::CONFLICT, "available_now"),
-            WaitlistEntryExists { .. } => row(S::CONFLICT, "waitlist_entry_exists"),
-            WaitlistFull => row(S::CONFLICT, "waitlist_full"),
-            WaitlistEntryNotFound => row(S::NOT_FOUND, "waitlist_entry_not_found"),
+            NoWaitlist
+            | AvailableNow
+            | WaitlistEntryExists { .. }
+            | WaitlistFull
+            | WaitlistEntryNotFound => self.waitlist_type(),
             RateLimited { .. } => row(S::TOO_MANY_REQUESTS, "rate_limited"),
             NotFound => row(S::NOT_FOUND, "not_found"),
             ShowNotFound => row(S::NOT_FOUND, "show_not_found"),
             HoldNotFound => row(S::NOT_FOUND, "hold_not_found"),
             BookingNotFound => row(S::NOT_FOUND, "booking_not_found"),
             UnknownSeatHere(_) => row(S::NOT_FOUND, "unknown_seat"),
-            WebhookNotFound => row(S::NOT_FOUND, "webhook_not_found"),
-            DeliveryNotFound => row(S::NOT_FOUND, "delivery_not_found"),
             MethodNotAllowed => row(S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             BodyTimeout => row(S::REQUEST_TIMEOUT, "request_timeout"),
             ShowExists => row(S::CONFLICT, "show_exists"),
@@ -514,7 +512,6 @@ impl ApiError {
             UnknownLine(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_line"),
             OrderNotConfirmed => row(S::CONFLICT, "order_not_confirmed"),
             CancellationClosed => row(S::CONFLICT, "cancellation_closed"),
-            WebhookLimitReached => row(S::CONFLICT, "webhook_limit_reached"),
             PaymentDeclined { .. } | PaymentNotCaptured { .. } => {
                 row(S::PAYMENT_REQUIRED, "payment_declined")
             }
@@ -522,21 +519,58 @@ impl ApiError {
             UnsupportedMediaType => row(S::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             Validation(_) => row(S::UNPROCESSABLE_ENTITY, "validation_failed"),
             IdempotencyKeyReused => row(S::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
-            WebhookUrlTooLong => row(S::UNPROCESSABLE_ENTITY, "webhook_url_too_long"),
-            WebhookUrlCredentials => row(S::UNPROCESSABLE_ENTITY, "webhook_url_credentials"),
-            WebhookUrlInvalid(_) => row(S::UNPROCESSABLE_ENTITY, "webhook_url_invalid"),
-            UnknownEventType(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_event_type"),
             Internal(_) => row(S::INTERNAL_SERVER_ERROR, "internal_error"),
             PaymentUnavailable(_) => row(S::SERVICE_UNAVAILABLE, "payment_unavailable"),
             Busy => row(S::SERVICE_UNAVAILABLE, "busy"),
             NotReady(_) => row(S::SERVICE_UNAVAILABLE, "not_ready"),
-            TicketNotFound => row(S::NOT_FOUND, "ticket_not_found"),
+            TicketNotFound | TicketCheckedIn | TransferClosed | TicketRevoked | Door(_) => {
+                self.ticket_type()
+            }
+            // The webhooks' and the inventory's refusals, in rows below.
+            _ => self.webhook_type(),
+        }
+    }
+
+    /// The webhook endpoints' refusals: the row of each (the inventory's
+    /// after them).
+    fn webhook_type(&self) -> &'static ProblemType {
+        use ApiError::*;
+        use StatusCode as S;
+        match self {
+            WebhookNotFound => row(S::NOT_FOUND, "webhook_not_found"),
+            DeliveryNotFound => row(S::NOT_FOUND, "delivery_not_found"),
+            WebhookLimitReached => row(S::CONFLICT, "webhook_limit_reached"),
+            WebhookUrlTooLong => row(S::UNPROCESSABLE_ENTITY, "webhook_url_too_long"),
+            WebhookUrlCredentials => row(S::UNPROCESSABLE_ENTITY, "webhook_url_credentials"),
+            WebhookUrlInvalid(_) => row(S::UNPROCESSABLE_ENTITY, "webhook_url_invalid"),
+            UnknownEventType(_) => row(S::UNPROCESSABLE_ENTITY, "unknown_event_type"),
+            _ => self.inventory_type(),
+        }
+    }
+
+    /// A waiting list's refusals: the row of each.
+    fn waitlist_type(&self) -> &'static ProblemType {
+        use ApiError::*;
+        use StatusCode as S;
+        match self {
+            NoWaitlist => row(S::CONFLICT, "no_waitlist"),
+            AvailableNow => row(S::CONFLICT, "available_now"),
+            WaitlistEntryExists { .. } => row(S::CONFLICT, "waitlist_entry_exists"),
+            WaitlistFull => row(S::CONFLICT, "waitlist_full"),
+            _ => row(S::NOT_FOUND, "waitlist_entry_not_found"),
+        }
+    }
+
+    /// A ticket's and the door's refusals: the row of each.
+    fn ticket_type(&self) -> &'static ProblemType {
+        use ApiError::*;
+        use StatusCode as S;
+        match self {
             TicketCheckedIn => row(S::CONFLICT, "ticket_checked_in"),
             TransferClosed => row(S::CONFLICT, "transfer_closed"),
             TicketRevoked => row(S::CONFLICT, "ticket_revoked"),
             Door(refused) => door_type(refused),
-            // The inventory's refusals, each in its own row below.
-            _ => self.inventory_type(),
+            _ => row(S::NOT_FOUND, "ticket_not_found"),
         }
     }
 

@@ -48,6 +48,12 @@ pub(super) enum WebhookEventName {
     OrderCancelled,
     #[serde(rename = "waitlist.offered")]
     WaitlistOffered,
+    #[serde(rename = "ticket.transferred")]
+    TicketTransferred,
+    #[serde(rename = "ticket.revoked")]
+    TicketRevoked,
+    #[serde(rename = "ticket.checked_in")]
+    TicketCheckedIn,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -61,7 +67,7 @@ pub(super) struct RegisterWebhook {
     )]
     url: String,
     /// The event types to deliver, each once.
-    #[schema(value_type = Vec<WebhookEventName>, min_items = 1, max_items = 7)]
+    #[schema(value_type = Vec<WebhookEventName>, min_items = 1, max_items = 10)]
     events: Vec<String>,
 }
 

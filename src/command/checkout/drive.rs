@@ -160,12 +160,8 @@ impl CheckoutService {
                 payment_id,
                 ..
             } => {
-                if self
-                    .capture(ctx, subject, checkout, (attempt, &payment_id))
-                    .await?
-                {
-                    progress.completed_here = true;
-                }
+                let payment = (attempt, payment_id.as_str());
+                progress.completed_here |= self.capture(ctx, subject, checkout, payment).await?;
             }
             Phase::ReversalRequested { .. } => self.reverse(ctx, subject, checkout).await?,
             Phase::VoidRequested { payment_id, .. } => {
@@ -173,13 +169,10 @@ impl CheckoutService {
                 self.void(ctx, checkout, &payment_id).await?
             }
             Phase::LinesCancelRequested { charge_id, .. } => {
-                self.cancel_lines(ctx, subject, checkout, &charge_id)
-                    .await?
+                (self.cancel_lines(ctx, subject, checkout, &charge_id)).await?
             }
             Phase::Captured { .. } => {
-                if self.convert_captured(ctx, subject, checkout).await? {
-                    progress.completed_here = true;
-                }
+                progress.completed_here |= self.convert_captured(ctx, subject, checkout).await?;
             }
             Phase::RefundRequested {
                 charge_id,
@@ -194,10 +187,8 @@ impl CheckoutService {
                 amount_cents,
                 ..
             } => {
-                self.revoke_booking_tickets(ctx, subject, checkout.aggregate())
-                    .await?;
-                let refund_id = self.refund(&charge_id, amount_cents).await?;
-                self.free_units(ctx, subject, refund_id, checkout).await?;
+                self.cancel_booking(ctx, subject, checkout, (&charge_id, amount_cents))
+                    .await?
             }
             Phase::Idle
             | Phase::Requested { .. }
@@ -213,6 +204,22 @@ impl CheckoutService {
             }
         }
         Ok(Step::Next)
+    }
+
+    /// A booking's cancellation: its tickets revoked, its charge refunded,
+    /// then its units freed (in that order, so a freed unit never has a
+    /// valid ticket, and nothing is free before its money is back).
+    async fn cancel_booking(
+        &self,
+        ctx: &RequestContext,
+        subject: &Subject,
+        checkout: &mut CheckoutLock,
+        (charge_id, amount_cents): (&str, i64),
+    ) -> Result<(), CheckoutError> {
+        self.revoke_booking_tickets(ctx, subject, checkout.aggregate())
+            .await?;
+        let refund_id = self.refund(charge_id, amount_cents).await?;
+        self.free_units(ctx, subject, refund_id, checkout).await
     }
 
     /// Idle: records the intent to pay, before any provider call, once the

@@ -244,31 +244,13 @@ impl WaitlistService {
                     Some((line.aggregate().entry(&entry_id)?.clone(), seats))
                 })
                 .collect();
-            match self.holds.offer(line, entry, &offers).await {
-                Ok(()) => {
-                    tracing::debug!(
-                        show_id = show_id.as_str(),
-                        offers = offers.len(),
-                        "waiting list: offered"
-                    );
-                    judged.offered += offers.len();
-                    owed.retain(|s| !offers.iter().any(|(_, seats)| seats.contains(&s.seat_id)));
-                }
-                // The buyer may not hold more now (one offer a round): the
-                // next entry is judged; this one keeps its place.
-                Err(HoldError::BuyerLimitReached { .. }) => {
-                    skip.extend(offers.iter().map(|(e, _)| e.entry_id))
-                }
-                // No longer owed (passed, or taken, by another instance
-                // since the candidates were read): judged without them.
-                Err(HoldError::SeatsTaken(gone) | HoldError::NotForSale(gone)) => {
-                    owed.retain(|s| !gone.contains(&s.seat_id))
-                }
-                // Offered or left meanwhile: the line, read again by the
-                // round, says so at the next turn.
-                Err(HoldError::OfferGone) => {}
-                Err(other) => return Err(other.into()),
-            }
+            let offered = self.holds.offer(line, entry, &offers).await;
+            seats_offered(offered, &offers, (&mut judged, &mut owed, &mut skip))?;
+            tracing::debug!(
+                show_id = show_id.as_str(),
+                offered = judged.offered,
+                "waiting list: judged"
+            );
         }
         Ok(judged)
     }
@@ -376,6 +358,34 @@ fn settled_pass(settled: Settled<Passing>) -> Passing {
         Settled::Appended(passing) | Settled::Answered(passing) => passing,
         Settled::KeyTaken => Passing::Passed(0),
     }
+}
+
+/// What an offer of seats to entries came to, for the rest of the
+/// judgement: counted and no longer owed; the entry skipped (its buyer may
+/// hold no more now: the next is judged, it keeps its place); the seats no
+/// longer owed dropped (passed or taken by another instance since the
+/// candidates were read); or nothing (offered or left meanwhile: the line,
+/// read again by the round, says so at the next turn).
+fn seats_offered(
+    offered: Result<(), HoldError>,
+    offers: &[(Entry, Vec<SeatId>)],
+    (judged, owed, skip): (&mut Judged, &mut Vec<&SeatSpec>, &mut Vec<EntryId>),
+) -> Result<(), LineError> {
+    match offered {
+        Ok(()) => {
+            judged.offered += offers.len();
+            owed.retain(|s| !offers.iter().any(|(_, seats)| seats.contains(&s.seat_id)));
+        }
+        Err(HoldError::BuyerLimitReached { .. }) => {
+            skip.extend(offers.iter().map(|(e, _)| e.entry_id))
+        }
+        Err(HoldError::SeatsTaken(gone) | HoldError::NotForSale(gone)) => {
+            owed.retain(|s| !gone.contains(&s.seat_id))
+        }
+        Err(HoldError::OfferGone) => {}
+        Err(other) => return Err(other.into()),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
