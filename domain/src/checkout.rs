@@ -397,12 +397,15 @@ pub enum CheckoutCommand {
     RequestLinesCancel {
         lines: Vec<LineId>,
     },
-    /// (Orders) the lines being cancelled were refunded (`refund_id`) and
-    /// `hold_id`'s among them freed in the same transaction; the last hold
-    /// ends the cancellation.
+    /// (Orders) the lines of cancellation `number` were refunded
+    /// (`refund_id`) and `hold_id`'s among them freed in the same
+    /// transaction; the last hold ends the cancellation. Refused once
+    /// another cancellation is the pending one: the refund and the units
+    /// were worked out for this one.
     FreeLines {
         hold_id: HoldId,
         refund_id: String,
+        number: u32,
     },
 }
 
@@ -677,7 +680,11 @@ fn decide_order(
         C::ConvertOrderHold { hold_id } => convert_order_hold(checkout, *hold_id),
         C::GiveBack { hold_id } => give_back(checkout, *hold_id),
         C::RequestLinesCancel { lines } => request_lines_cancel(checkout, lines),
-        C::FreeLines { hold_id, refund_id } => free_lines(checkout, *hold_id, refund_id),
+        C::FreeLines {
+            hold_id,
+            refund_id,
+            number,
+        } => free_lines(checkout, *hold_id, refund_id, *number),
         _ => Err(wrong("an order's command", checkout)),
     }
 }
@@ -1426,12 +1433,13 @@ fn free_lines(
     checkout: &Checkout,
     hold_id: HoldId,
     refund_id: &str,
+    number: u32,
 ) -> Result<Vec<CheckoutEvent>, CheckoutError> {
     let (Phase::LinesCancelRequested { .. }, Some(order)) = (&checkout.phase, &checkout.order)
     else {
         return Err(wrong("FreeLines", checkout));
     };
-    let Some(pending) = &order.cancelling else {
+    let Some(pending) = order.cancelling.as_ref().filter(|p| p.number == number) else {
         return Err(wrong("FreeLines", checkout));
     };
     let holds = pending.holds(order);
@@ -2271,6 +2279,7 @@ mod tests {
                 &CheckoutCommand::FreeLines {
                     hold_id: hold(1),
                     refund_id: "re_1".into(),
+                    number: 1,
                 },
             )
             .unwrap();
@@ -2281,10 +2290,12 @@ mod tests {
             commands.push(CheckoutCommand::FreeLines {
                 hold_id: hold(1),
                 refund_id: "re_1".into(),
+                number: 1,
             });
             commands.push(CheckoutCommand::FreeLines {
                 hold_id: hold(2),
                 refund_id: "re_1".into(),
+                number: 1,
             });
             let partly = given(&commands);
             assert!(matches!(partly.phase, Phase::Completed { .. }));
@@ -2306,9 +2317,27 @@ mod tests {
                 Err(CheckoutError::UnknownLine { line: 9 })
             );
             commands.push(CheckoutCommand::RequestLinesCancel { lines: vec![] });
+            // Found by the checker (PostgreSQL, seed 23): a process that
+            // worked out the first cancellation's refund and units while
+            // another finished it and a second was asked for must not end
+            // the second with them.
+            let second = given(&commands);
+            assert!(
+                decide(
+                    &second,
+                    &CheckoutCommand::FreeLines {
+                        hold_id: hold(1),
+                        refund_id: "re_1".into(),
+                        number: 1,
+                    }
+                )
+                .is_err(),
+                "the first cancellation's step does not end the second"
+            );
             commands.push(CheckoutCommand::FreeLines {
                 hold_id: hold(1),
                 refund_id: "re_2".into(),
+                number: 2,
             });
             let cancelled = given(&commands);
             assert!(matches!(cancelled.phase, Phase::Cancelled { .. }));

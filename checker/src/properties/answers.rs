@@ -90,7 +90,7 @@ fn checkout_of(r: &Record) -> Option<String> {
 
 /// A refused order changed none of its other holds; `"voided"` told the
 /// truth about the authorization.
-pub fn refused_orders_keep_holds(evidence: &Evidence, _: &Model) -> Vec<Violation> {
+pub fn refused_orders_keep_holds(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let by_request = events_by_request(&evidence.log);
     let mut out = Vec::new();
     for r in evidence
@@ -122,7 +122,7 @@ pub fn refused_orders_keep_holds(evidence: &Evidence, _: &Model) -> Vec<Violatio
         }
         out.extend(voided_truth(evidence, r));
     }
-    out.extend(checked_holds(evidence));
+    out.extend(checked_holds(evidence, model));
     out
 }
 
@@ -152,8 +152,21 @@ fn voided_truth(evidence: &Evidence, r: &Record) -> Option<Violation> {
     })
 }
 
-/// After a refused order, its other holds read `held` (or expired by then).
-fn checked_holds(evidence: &Evidence) -> Vec<Violation> {
+/// After a refused order, its other holds read `held` (or expired by then,
+/// or converted by another checkout of the hold that completed: an order
+/// or purchase of it still paying when the refused one was asked for).
+fn checked_holds(evidence: &Evidence, model: &Model) -> Vec<Violation> {
+    let refused: Vec<String> = (evidence.history.iter())
+        .filter(|r| r.op == "order" && r.outcome.status() == Some(409))
+        .filter_map(checkout_of)
+        .collect();
+    let sold_elsewhere = |hold: &str| {
+        (model.checkouts.values()).any(|c| {
+            c.completed.is_some()
+                && (c.id == hold || c.order_holds.iter().any(|h| h == hold))
+                && !refused.contains(&c.id)
+        })
+    };
     (evidence.history.iter())
         .filter(|r| r.op == "check_hold" && r.outcome.status() == Some(200))
         .filter(|r| {
@@ -162,7 +175,9 @@ fn checked_holds(evidence: &Evidence) -> Vec<Violation> {
                 .as_str()
                 .and_then(crate::rows::parse_time_us)
                 .is_some_and(|t| t <= r.end_us);
-            body["status"] != "held" && !expired_by_then
+            let hold = r.path.rsplit('/').next().unwrap_or_default();
+            let converted_elsewhere = body["status"] == "converted" && sold_elsewhere(hold);
+            body["status"] != "held" && !expired_by_then && !converted_elsewhere
         })
         .map(|r| {
             Violation::new(

@@ -33,9 +33,14 @@ pub(super) enum Finish {
     /// (Orders, voiding or reversing) free one converted hold's units:
     /// `places` on each shard for a pool hold (its parts), every seat.
     GiveBack { places: BTreeMap<u32, u32> },
-    /// (Orders, cancelling lines) free one hold's lines: the seats given,
-    /// or `places` places of its pool; refunded by `refund_id`.
-    FreeLines { refund_id: String, places: u32 },
+    /// (Orders, cancelling lines) free one hold's lines of cancellation
+    /// `number`: the seats given, or `places` places of its pool; refunded
+    /// by `refund_id`.
+    FreeLines {
+        refund_id: String,
+        places: u32,
+        number: u32,
+    },
 }
 
 /// What the last step came to.
@@ -76,9 +81,11 @@ impl Decide for Finishing {
     ) -> Result<Decision<U, Finished>, CheckoutError> {
         let step = match &self.finish {
             Finish::GiveBack { places } => Ok(self.give_back_step(view, places)),
-            Finish::FreeLines { refund_id, places } => {
-                Ok(self.free_lines_step(view, refund_id, *places))
-            }
+            Finish::FreeLines {
+                refund_id,
+                places,
+                number,
+            } => Ok(self.free_lines_step(view, refund_id, (*places, *number))),
             _ => self.hold_step(view),
         };
         let (units, command, counted) = match step {
@@ -167,7 +174,7 @@ impl Finishing {
         &self,
         view: &View<'_, U>,
         refund_id: &str,
-        places: u32,
+        (places, number): (u32, u32),
     ) -> Step<U> {
         let hold_id = self.hold_id;
         let mut left = places;
@@ -188,6 +195,7 @@ impl Finishing {
         let command = CheckoutCommand::FreeLines {
             hold_id,
             refund_id: refund_id.to_owned(),
+            number,
         };
         let counted = AllowanceCommand::ReturnUnits {
             hold_id,

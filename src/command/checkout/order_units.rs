@@ -170,6 +170,7 @@ impl CheckoutService {
             let finish = Finish::FreeLines {
                 refund_id: refund_id.clone(),
                 places: lines.len() as u32,
+                number: pending.number,
             };
             if let Finished::Moved = self
                 .finish_on(ctx, &record, checkout, finish, booking_id, units)
