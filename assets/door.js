@@ -57,19 +57,34 @@
     $("scan-queue").textContent = `${pending} scan${pending === 1 ? "" : "s"} to send${dropped}`;
   }
 
-  function answer(result, verdict, detail) {
+  /** The answer, large: the verdict, where (or why), and whom (the
+   * ticket type and name, for staff to check a child's ticket). */
+  function answer(result, verdict, detail, who = "") {
     $("scan-result").dataset.result = result;
     $("scan-verdict").textContent = verdict;
     $("scan-detail").textContent = detail;
+    $("scan-who").textContent = who;
   }
 
+  /** Where a ticket admits to: its seat by section, row and number when
+   * the service says them, else its seat id or area. */
   function place(of) {
-    const seat = of.seat_id ? `Seat ${of.seat_id}` : of.pool_id ? `Area ${of.pool_id}` : "";
-    const where = [of.section ? `Section ${of.section}` : "", of.row ? `Row ${of.row}` : ""].filter(Boolean);
-    const type = of.ticket_type ? `${state.types[of.ticket_type] || of.ticket_type} ticket` : "";
-    return [seat, ...where, type, of.holder_name || ""]
-      .filter(Boolean).join(" · ");
+    if (of.section && of.row && of.number != null) {
+      return `Section ${of.section} · Row ${of.row} · Seat ${of.number}`;
+    }
+    return of.seat_id ? `Seat ${of.seat_id}` : of.pool_id ? `Area ${of.pool_id}` : "";
   }
+
+  function who(of) {
+    const type = of.ticket_type ? `${state.types[of.ticket_type] || of.ticket_type} ticket` : "";
+    return [type, of.holder_name || ""].filter(Boolean).join(" · ");
+  }
+
+  const gateLabel = (id) => state.gates.find((g) => g.gate_id === id)?.label || id || "another gate";
+  const clock = (at) => {
+    const when = new Date(at);
+    return Number.isNaN(when.getTime()) ? "" : ` since ${when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`;
+  };
 
   /** The service's JSON; a network failure throws `offline`. */
   async function api(method, path, body) {
@@ -146,13 +161,13 @@
       return answer("refused", "Not checked", "This door's token has expired: open the page with a new one");
     }
     if (status === 201) {
-      if (json.result === "admitted") state.inside[json.ticket_id] = true;
+      if (json.result === "admitted") state.inside[json.ticket_id] = { at: json.at, gate: json.gate };
       else delete state.inside[json.ticket_id];
       save("inside", state.inside);
-      return answer(json.result, json.result === "admitted" ? "Admitted" : "Exited", place(json));
+      return answer(json.result, json.result === "admitted" ? "Admitted" : "Exited", place(json), who(json));
     }
     const why = {
-      already_inside: `Already inside (${json.gate || "?"})`,
+      already_inside: `Already inside${clock(json.at)}, in at ${gateLabel(json.gate)}`,
       reentry_not_allowed: "No re-entry",
       not_inside: "Not inside",
       ticket_revoked: "Revoked ticket",
@@ -181,21 +196,23 @@
       queue(true);
       return answer("refused", "Refused", "Revoked ticket");
     }
-    const isInside = Boolean(state.inside[payload.ticket_id]);
+    const inside = state.inside[payload.ticket_id];
+    const isInside = Boolean(inside);
     if (asked.direction === "entry" && isInside) {
       queue(true);
-      return answer("refused", "Refused", "Already inside");
+      const where = inside.gate ? `${clock(inside.at)}, in at ${gateLabel(inside.gate)}` : "";
+      return answer("refused", "Refused", `Already inside${where}`, who(shown));
     }
     if (asked.direction === "exit" && !isInside) {
       queue(true);
       return answer("refused", "Refused", "Not inside");
     }
-    if (asked.direction === "entry") state.inside[payload.ticket_id] = true;
+    if (asked.direction === "entry") state.inside[payload.ticket_id] = { at: scanned_at, gate: asked.gate };
     else delete state.inside[payload.ticket_id];
     save("inside", state.inside);
     queue(false);
     const entry = asked.direction === "entry";
-    return answer(entry ? "admitted" : "exited", entry ? "Admitted" : "Exited", place(shown));
+    return answer(entry ? "admitted" : "exited", entry ? "Admitted" : "Exited", place(shown), who(shown));
   }
 
   /** Sends the queue, a batch at a time, while the network answers. A
