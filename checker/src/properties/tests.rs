@@ -643,12 +643,66 @@ fn a_cancelled_line_that_frees_another_holds_place_is_refused() {
     assert!(violated(&evidence(log)).contains(&"cancellation_frees_its_lines"));
 }
 
-/// The violations of "tickets follow sales" alone.
-fn ticket_violations(evidence: &Evidence) -> Vec<String> {
+/// Line 2 (a place of hold h2) cancelled; its place given back from the
+/// sale of `from`.
+fn pool_line_cancelled(from: &str) -> Vec<LogEvent> {
+    let mut log = order(&[]);
+    log.push(ev(
+        "Checkout",
+        "o1",
+        10,
+        "LinesCancelRequested",
+        json!({"number": 1, "lines": [2], "amount_cents": 2500}),
+    ));
+    log.push(ev(
+        "PoolShard",
+        "s/ga#0",
+        11,
+        "PoolPlacesReturned",
+        json!({"booking_id": "o1", "hold_id": from, "quantity": 1}),
+    ));
+    log.push(ev(
+        "Checkout",
+        "o1",
+        11,
+        "OrderLinesFreed",
+        json!({"hold_id": "h2"}),
+    ));
+    log
+}
+
+/// Defect 2 of #47 put back: a place given back from another sale than its
+/// line's hold's is caught at the first cancellation.
+#[test]
+fn a_cancelled_pool_line_given_back_from_another_holds_sale_is_refused() {
+    let wrong = violations_of(
+        &evidence(pool_line_cancelled("h9")),
+        "cancellation_frees_its_lines",
+    );
+    assert!(
+        wrong.iter().any(|d| d.contains("from the sale of")),
+        "{wrong:?}"
+    );
+    let right = violations_of(
+        &evidence(pool_line_cancelled("h2")),
+        "cancellation_frees_its_lines",
+    );
+    assert!(
+        !right.iter().any(|d| d.contains("from the sale of")),
+        "{right:?}"
+    );
+}
+
+fn violations_of(evidence: &Evidence, property: &str) -> Vec<String> {
     (check_all(evidence).1.into_iter())
-        .filter(|v| v.property == "tickets_follow_sales")
+        .filter(|v| v.property == property)
         .map(|v| v.detail)
         .collect()
+}
+
+/// The violations of "tickets follow sales" alone.
+fn ticket_violations(evidence: &Evidence) -> Vec<String> {
+    violations_of(evidence, "tickets_follow_sales")
 }
 
 /// The order with line 1 (seat A-1, hold h1) cancelled: requested at 10,

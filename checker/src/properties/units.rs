@@ -185,6 +185,20 @@ fn freed_in_append(
             _ => continue,
         };
         given += quantity;
+        // A place goes back from the line's own hold's sale (its ticket
+        // type, its channel), never from another hold's of the order.
+        let from = unit.str("hold_id");
+        if unit.event_type == "PoolPlacesReturned" && from != Some(hold_id) {
+            out.push(Violation::new(
+                "cancellation_frees_its_lines",
+                format!(
+                    "order {order}: cancelling lines of hold {hold_id} returned {quantity} places \
+                     of {} from the sale of {from:?}",
+                    unit.aggregate_id
+                ),
+                vec![order.to_owned(), hold_id.to_owned()],
+            ));
+        }
         if !parts.contains(&unit.aggregate_id.as_str()) {
             out.push(Violation::new("cancellation_frees_its_lines", format!("order {order}: cancelling lines of hold {hold_id} freed {quantity} on {}, where that hold has nothing", unit.aggregate_id), vec![order.to_owned(), hold_id.to_owned()]));
         }
