@@ -44,7 +44,7 @@ pub(super) struct ScanBody {
     direction: Direction,
     /// The scanner's id for this scan: the same nonce again is the same
     /// answer.
-    #[schema(value_type = String, min_length = 1, max_length = 64)]
+    #[schema(value_type = String, pattern = "^[\\x21-\\x7E]{1,64}$", min_length = 1, max_length = 64)]
     nonce: ScanNonce,
 }
 
@@ -100,7 +100,7 @@ pub(super) struct BatchScanBody {
     gate: GateId,
     #[schema(value_type = String, pattern = "^(entry|exit)$")]
     direction: Direction,
-    #[schema(value_type = String, min_length = 1, max_length = 64)]
+    #[schema(value_type = String, pattern = "^[\\x21-\\x7E]{1,64}$", min_length = 1, max_length = 64)]
     nonce: ScanNonce,
     /// When it happened at the door (RFC 3339).
     scanned_at: DateTime<Utc>,

@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use base64::Engine as _;
+use domain::ids::ShowId;
 use sha2::{Digest, Sha256};
 
 use super::extract::PathParams;
@@ -219,14 +220,19 @@ pub(super) async fn door(
 }
 
 /// The door page's service worker (JavaScript): it keeps the page for a
-/// reload without the network. Not checked against the catalogue: the
+/// reload without the network. Not checked against the catalogue (the
 /// worker is the same for every show, and a browser asks for it again
-/// while the network is down.
+/// while the network is down), only the id's form: a malformed id is no
+/// show's.
 #[utoipa::path(get, path = "/shows/{show_id}/scan-sw.js", tag = "check-in",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
-    responses((status = 200, description = "the door page's service worker", content_type = "text/javascript", body = String)))]
-pub(super) async fn door_worker(PathParams(_show_id): PathParams<String>) -> Response {
-    (
+    responses((status = 200, description = "the door page's service worker", content_type = "text/javascript", body = String),
+              (status = 404, description = "show_not_found: not a show id", body = super::response::Problem, content_type = "application/problem+json")))]
+pub(super) async fn door_worker(
+    PathParams(show_id): PathParams<String>,
+) -> Result<Response, ApiError> {
+    ShowId::parse(&show_id).map_err(|_| ApiError::ShowNotFound)?;
+    Ok((
         StatusCode::OK,
         [
             (
@@ -241,7 +247,7 @@ pub(super) async fn door_worker(PathParams(_show_id): PathParams<String>) -> Res
         ],
         DOOR_WORKER,
     )
-        .into_response()
+        .into_response())
 }
 
 /// A ticket's page (HTML; the holder's token after `#token=`): the ticket

@@ -122,7 +122,11 @@ pub(super) async fn ticket(
 #[serde(deny_unknown_fields)]
 pub(super) struct NameBody {
     /// Who comes with the ticket: 1..=100 characters (not in the code).
-    #[schema(min_length = 1, max_length = 100)]
+    #[schema(
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]{1,100}$",
+        min_length = 1,
+        max_length = 100
+    )]
     holder_name: String,
 }
 
@@ -153,10 +157,14 @@ pub(super) async fn name_ticket(
 #[serde(deny_unknown_fields)]
 pub(super) struct TransferBody {
     /// The buyer (a token's `sub`) who holds it from now on.
-    #[schema(value_type = String, min_length = 1, max_length = 64)]
+    #[schema(value_type = String, pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]{1,64}$", min_length = 1, max_length = 64)]
     to: BuyerId,
     /// Who comes with it (1..=100 characters).
-    #[schema(min_length = 1, max_length = 100)]
+    #[schema(
+        pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]{1,100}$",
+        min_length = 1,
+        max_length = 100
+    )]
     holder_name: Option<String>,
 }
 

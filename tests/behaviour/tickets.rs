@@ -574,6 +574,29 @@ async fn bad_scans_are_refused_naming_why_and_recorded(env: TestEnv) {
         results.body["results"],
         json!([{"nonce": "m1", "result": "invalid"}, {"nonce": "m2", "result": "admitted"}])
     );
+    // A nonce is printable ASCII; a transfer goes to a buyer id without
+    // control characters: each a 422 before anything is read or written.
+    let accented =
+        json!({"code": elsewhere, "gate": "north", "direction": "entry", "nonce": "n\u{e9}"});
+    post(&app, "/v1/shows/other/checkins", &scanner, &accented)
+        .await
+        .expect_problem(422, "validation_failed");
+    let ticket = ticket_of(&app, &alice, &booking).await;
+    let ticket_path = format!(
+        "/v1/tickets/{}/transfer",
+        ticket["ticket_id"].as_str().expect("id")
+    );
+    post(&app, &ticket_path, &alice, &json!({"to": "bob\u{7}"}))
+        .await
+        .expect_problem(422, "validation_failed");
+    // The door page's worker is every show's, but only for a show id's form.
+    app.call(Method::GET, "/shows/%FF/scan-sw.js", None, None, &[])
+        .await
+        .expect_problem(404, "show_not_found");
+    let worker = app
+        .call(Method::GET, "/shows/any-show/scan-sw.js", None, None, &[])
+        .await;
+    assert_eq!(worker.status, StatusCode::OK);
     // Every refused scan is in the show's history.
     let history = get(&app, "/v1/shows/strict/history?limit=100", &app.admin()).await;
     let refused = history.body["events"]
