@@ -27,6 +27,14 @@ pub trait Decider {
     fn evolve(&mut self, event: &Self::Event);
 }
 
+/// A command with the instant it is decided at, captured once per request so
+/// that every seat of a multi-seat command sees the same `now`.
+#[derive(Debug, Clone)]
+pub struct Timed<C> {
+    pub command: C,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
 /// Implements `cqrs_es::Aggregate` for a type that implements [`Decider`],
 /// with `$type` as its `TYPE`, the aggregate type stored beside every event
 /// of the stream (stored: never change it). `handle` writes the events
@@ -99,11 +107,12 @@ mod tests {
     use cqrs_es::test::TestFramework;
     use cqrs_es::{Aggregate, DomainEvent};
 
+    use super::Timed;
     use crate::allowance::Allowance;
     use crate::checkout::{Checkout, CheckoutEvent};
     use crate::ids::ShowId;
     use crate::pool::{PoolCommand, PoolError, PoolEvent, PoolShard};
-    use crate::seat::{Seat, SeatCommand, SeatError, SeatEvent, Timed};
+    use crate::seat::{Seat, SeatCommand, SeatError, SeatEvent};
     use crate::waiting_room::{
         JoinQueue, QueueEntry, QueueEvent, RoomEvent, WaitingRoom, WaitingRoomSettings,
     };

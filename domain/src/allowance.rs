@@ -31,9 +31,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::Timed;
 use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BuyerId, HoldId, ShowId};
-use crate::seat::{has_expired, Timed};
+use crate::seat::has_expired;
 
 /// The id of a buyer's allowance stream on a show: `show_id@buyer`.
 ///

@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 
 use chrono::Duration;
 
+use crate::aggregate::Timed;
 use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{CategoryId, ShowId, TicketType};
 use crate::limits::{MAX_CATEGORIES, MAX_PRICE_CENTS, MAX_PRICE_CHANGES, MAX_TICKET_TYPES};
 use crate::money::{Currency, MoneyError};
-use crate::seat::Timed;
 
 /// A ticket type a show sells, with the label a buyer sees.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{event_names, impl_aggregate, Decider};
+use crate::aggregate::{event_names, impl_aggregate, Decider, Timed};
 use crate::ids::{BookingId, BuyerId, ChannelId, HoldId};
 use crate::pricing::ItemPrice;
 
@@ -771,14 +771,6 @@ fn freed(line: bool) -> SeatState {
     } else {
         SeatState::Available
     }
-}
-
-/// A command with the instant it is decided at, captured once per request so
-/// that every seat of a multi-seat command sees the same `now`.
-#[derive(Debug, Clone)]
-pub struct Timed<C> {
-    pub command: C,
-    pub now: DateTime<Utc>,
 }
 
 impl Decider for Seat {

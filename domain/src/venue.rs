@@ -6,27 +6,10 @@
 
 use std::collections::HashSet;
 
+use crate::definition::{check_counts, check_pools, check_text, index_seats, ShowError};
 use crate::ids::{CategoryId, PoolId, SeatId, VenueId};
 use crate::limits::{MAX_CATEGORIES, MAX_COORDINATE, MAX_SECTIONS};
-use crate::show::{
-    check_counts, check_pools, check_text, index_seats, PoolSpec, SeatSpec, ShowError,
-};
-
-/// A point of the chart.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Position {
-    pub x: f64,
-    pub y: f64,
-}
-
-/// A rectangle of the chart: the stage, a pool's standing area.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Area {
-    pub x: f64,
-    pub y: f64,
-    pub width: f64,
-    pub height: f64,
-}
+use crate::places::{Area, PoolSpec, SeatSpec};
 
 /// The stage, drawn so that a buyer sees which way the seats face.
 #[derive(Debug, Clone, PartialEq)]
@@ -260,6 +243,7 @@ fn check_area(area: &Area, field: &str) -> Result<(), ShowError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::places::Position;
 
     pub(crate) fn category(id: &str) -> CategoryId {
         CategoryId::parse(id).unwrap()

@@ -350,7 +350,7 @@ impl QueueEntry {
 }
 
 impl Decider for QueueEntry {
-    type Command = crate::seat::Timed<JoinQueue>;
+    type Command = crate::aggregate::Timed<JoinQueue>;
     type Event = QueueEvent;
     type Error = QueueError;
 

@@ -22,7 +22,7 @@ use crate::ids::{BuyerId, CategoryId, EntryId, HoldId, PoolId, SeatId, ShowId};
 use crate::limits::{
     MAX_OFFER_SECONDS, MAX_WAITLIST_ENTRIES, MAX_WAITLIST_QUANTITY, MIN_OFFER_SECONDS,
 };
-use crate::show::SeatSpec;
+use crate::places::SeatSpec;
 
 /// A show's waiting list, as its definition sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

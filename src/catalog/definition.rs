@@ -4,12 +4,14 @@
 //! thing store the same text).
 
 use chrono::{DateTime, Utc};
+use domain::definition::ShowError;
 use domain::ids::{CategoryId, ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::money::Currency;
+use domain::places::{Area, PoolSpec, Position, SeatSpec};
 use domain::pool::default_shards;
 use domain::pricing::{PriceTable, Pricing, TicketTypeSpec};
-use domain::show::{ChannelSpec, PoolSpec, SeatSpec, Show, ShowError};
-use domain::venue::{Area, CategorySpec, Chart, Position, SectionSpec, Stage, Venue};
+use domain::show::{ChannelSpec, Show};
+use domain::venue::{CategorySpec, Chart, SectionSpec, Stage, Venue};
 use domain::waiting_room::WaitingRoomSettings;
 use domain::waitlist::WaitlistSettings;
 use serde::{Deserialize, Serialize};

@@ -12,11 +12,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
+use domain::definition::ShowError;
 use domain::ids::{PoolId, SeatId, ShowId};
 use domain::money::Currency;
 use domain::pool::shard_capacity;
 use domain::pricing::{PriceTable, TicketTypeSpec};
-use domain::show::{Show, ShowError};
+use domain::show::Show;
 use projections::time::to_micros;
 
 use crate::store::{EventLog, ShowInsert, Shows, StoreError};

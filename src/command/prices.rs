@@ -18,11 +18,11 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use domain::aggregate::Timed;
 use domain::ids::ShowId;
 use domain::pricing::{
     prices_stream_id, PriceEntry, PricesCommand, PricesCommandError, PricesEvent, ShowPrices,
 };
-use domain::seat::Timed;
 
 use crate::catalog::{ShowCatalog, PRICES_MAX_AGE};
 use crate::command::context::RequestContext;

@@ -5,11 +5,12 @@
 use chrono::{DateTime, Duration, Utc};
 use domain::ids::seat_stream_id;
 use domain::ids::{BookingId, HoldId, PoolId, SeatId, ShowId};
+use domain::places::PoolSpec;
 use domain::pool::{
     self, shard_capacity, shard_stream_id, PoolCommand, PoolError, PoolEvent, PoolShard,
 };
 use domain::seat::{self, Seat, SeatCommand, SeatError, SeatEvent};
-use domain::show::{PoolSpec, Show};
+use domain::show::Show;
 use projections::rows::Rows;
 
 use crate::command::streams::{Inventory, Stream, StreamCache};

@@ -629,7 +629,7 @@ impl std::ops::Add for Summary {
     }
 }
 
-fn pool_entry<'a>(pool: &'a domain::show::PoolSpec, now: PoolNow) -> PoolAvailability<'a> {
+fn pool_entry<'a>(pool: &'a domain::places::PoolSpec, now: PoolNow) -> PoolAvailability<'a> {
     PoolAvailability {
         pool_id: pool.pool_id.as_str(),
         capacity: pool.capacity,

@@ -297,9 +297,9 @@ async fn limit_is_validated_read_back_and_absent_means_none(env: TestEnv) {
 }
 
 async fn limit_stream_loads_through_cqrs_es_and_decides_as_the_service_does(env: TestEnv) {
+    use domain::aggregate::Timed;
     use domain::allowance::{allowance_stream_id, Allowance, AllowanceCommand, AllowanceError};
     use domain::ids::{BuyerId, HoldId, ShowId};
-    use domain::seat::Timed;
 
     let app = env.spawn().await;
     limited_show(&app, "limitcqrs", 10, 480, LIMIT).await;

@@ -186,9 +186,9 @@ mod tests {
     use domain::checkout::{CheckoutEvent, Phase};
     use domain::ids::{BuyerId, OrderId, ShowId, TicketType};
     use domain::order::{OrderLine, OrderTerms};
+    use domain::places::PoolSpec;
     use domain::pool::{PoolCommand, PoolEvent};
     use domain::seat::{Line, SeatEvent};
-    use domain::show::PoolSpec;
 
     use super::*;
     use crate::command::units::fixtures::{now, seat_held_by, seat_key};

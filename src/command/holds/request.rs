@@ -8,7 +8,7 @@ use domain::limits::{
     MAX_BEST_AVAILABLE_QUANTITY, MAX_POOL_HOLD_QUANTITY, MAX_SEATS_PER_HOLD,
     MIN_BEST_AVAILABLE_QUANTITY,
 };
-use domain::show::SeatSpec;
+use domain::places::SeatSpec;
 use sha2::{Digest, Sha256};
 
 use super::HoldError;

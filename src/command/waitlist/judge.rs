@@ -19,9 +19,9 @@
 //! shards (`PassPlaces`).
 
 use domain::ids::{EntryId, PoolId, SeatId, ShowId};
+use domain::places::SeatSpec;
 use domain::pool::{self, PoolCommand, PoolEvent, PoolShard};
 use domain::seat::{self, Seat, SeatCommand};
-use domain::show::SeatSpec;
 use domain::waitlist::{self, Entry, WaitlistCommand};
 use projections::time::to_micros;
 

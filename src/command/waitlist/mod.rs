@@ -15,8 +15,8 @@ mod judge;
 use std::sync::Arc;
 
 use domain::ids::{EntryId, ShowId};
+use domain::places::SeatSpec;
 use domain::seat::SeatStatus;
-use domain::show::SeatSpec;
 use domain::waitlist::{self, waitlist_stream_id, Ask, Waitlist, WaitlistCommand, WaitlistEvent};
 
 use crate::auth::Actor;
