@@ -13,8 +13,8 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::cluster::{unavailable, OwnCluster};
-use crate::support::{seat_id, Answer, Backend, TestApp, TestEnv};
+use crate::cluster::quiet_app;
+use crate::support::{seat_id, Answer, TestApp, TestEnv};
 use crate::tests;
 use crate::venues::{show_on, venue_body};
 
@@ -180,31 +180,10 @@ async fn open_map(client: &Client, app: &TestApp, show: &str, token: &str) {
     .await;
 }
 
-/// The service a browser test drives: on PostgreSQL in a cluster of its
-/// own (see live.rs, `quiet_pair`), which it keeps; `None` if no cluster
-/// can be started here (the test is then reported unavailable).
-pub(crate) async fn map_app(env: &TestEnv) -> Option<(TestApp, Option<OwnCluster>)> {
-    match env.backend {
-        Backend::Sqlite => Some((env.spawn().await, None)),
-        Backend::Postgres => {
-            let cluster = match OwnCluster::start() {
-                Ok(cluster) => cluster,
-                Err(reason) => {
-                    unavailable(&reason);
-                    return None;
-                }
-            };
-            cluster.create_database("map").expect("database");
-            let app = env.spawn_at(cluster.url("map")).await;
-            Some((app, Some(cluster)))
-        }
-    }
-}
-
 async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
     // Two browsers at once: one such test at a time on the machine.
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = map_app(&env).await else {
+    let Some((app, _cluster)) = quiet_app(&env).await else {
         return;
     };
     let show = format!("map-{}", uuid::Uuid::new_v4().simple());
@@ -388,7 +367,7 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
 /// a second, is let in, and the map appears and holds a seat.
 async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = map_app(&env).await else {
+    let Some((app, _cluster)) = quiet_app(&env).await else {
         return;
     };
     let show = format!("queue-{}", uuid::Uuid::new_v4().simple());
@@ -502,7 +481,7 @@ async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
 /// The booking the page says it made, read through the API: confirmed.
 async fn a_buyer_joins_the_waiting_list_on_the_page_and_is_offered_a_seat(env: TestEnv) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = map_app(&env).await else {
+    let Some((app, _cluster)) = quiet_app(&env).await else {
         return;
     };
     let show = format!("line-{}", uuid::Uuid::new_v4().simple());
@@ -1116,7 +1095,7 @@ async fn a_buyer_joins_a_sold_out_pools_waiting_list_on_the_page_and_is_offered_
     env: TestEnv,
 ) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = map_app(&env).await else {
+    let Some((app, _cluster)) = quiet_app(&env).await else {
         return;
     };
     let show = format!("ga-line-{}", uuid::Uuid::new_v4().simple());

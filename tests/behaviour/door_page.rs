@@ -11,10 +11,11 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::browser::{
-    assert_accessible, attr, axe_source, browser, map_app, start_driver, text, wait_attr, Driver,
-    ENTER, PATIENCE,
+    assert_accessible, attr, axe_source, browser, start_driver, text, wait_attr, Driver, ENTER,
+    PATIENCE,
 };
 use crate::checkout::hold_for;
+use crate::cluster::quiet_app;
 use crate::support::{seat_id, TestApp, TestEnv};
 use crate::tests;
 
@@ -179,7 +180,7 @@ async fn the_door_page_keeps_admitting_without_the_network_and_sends_its_queue_w
     env: TestEnv,
 ) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = map_app(&env).await else {
+    let Some((app, _cluster)) = quiet_app(&env).await else {
         return;
     };
     let show = format!("door-{}", uuid::Uuid::new_v4().simple());
