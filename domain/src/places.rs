@@ -21,6 +21,7 @@ pub struct Area {
     pub height: f64,
 }
 
+/// A seat as a show (or its venue) defines it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeatSpec {
     pub seat_id: SeatId,
@@ -39,6 +40,7 @@ pub struct SeatSpec {
     pub accessible: bool,
 }
 
+/// A general-admission pool as a show (or its venue) defines it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolSpec {
     pub pool_id: PoolId,
