@@ -700,9 +700,10 @@ fn violations_of(evidence: &Evidence, property: &str) -> Vec<String> {
         .collect()
 }
 
-/// The violations of "tickets follow sales" alone.
-fn ticket_violations(evidence: &Evidence) -> Vec<String> {
-    violations_of(evidence, "tickets_follow_sales")
+/// "Tickets follow sales" is violated, one of its details saying `why`.
+fn assert_tickets_refused(evidence: &Evidence, why: &str) {
+    let found = violations_of(evidence, "tickets_follow_sales");
+    assert!(found.iter().any(|d| d.contains(why)), "{found:?}");
 }
 
 /// The order with line 1 (seat A-1, hold h1) cancelled: requested at 10,
@@ -763,22 +764,14 @@ fn a_ticketed_order_with_a_revoked_cancelled_line_breaks_no_property() {
 fn a_live_sale_without_its_ticket_is_refused() {
     let mut log = purchase(1, "h1", "k1", "pi_1");
     log.retain(|e| e.aggregate_type != "Ticket");
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("has no valid ticket")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "has no valid ticket");
 }
 
 #[test]
 fn a_live_sale_whose_ticket_was_revoked_is_refused() {
     let mut log = purchase(1, "h1", "k1", "pi_1");
     log.push(revoked(9, "h1", 1));
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("has no valid ticket")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "has no valid ticket");
 }
 
 #[test]
@@ -788,20 +781,12 @@ fn a_ticket_admitting_another_unit_than_its_line_is_refused() {
         .find(|e| e.aggregate_id == "s/t-o1-2")
         .expect("line 2's ticket");
     second.payload["TicketIssued"]["admits"] = json!({"seat_id": "A-1", "ticket_type": "child"});
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("the line sold ga")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "the line sold ga");
 }
 
 #[test]
 fn a_cancelled_line_whose_ticket_is_still_valid_is_refused() {
-    let found = ticket_violations(&order_with_line_1_cancelled(None));
-    assert!(
-        found.iter().any(|d| d.contains("is still valid")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&order_with_line_1_cancelled(None), "is still valid");
 }
 
 #[test]
@@ -814,31 +799,19 @@ fn a_cancelled_booking_whose_ticket_is_still_valid_is_refused() {
         "CheckoutCancelled",
         json!({"booking_id": "k1", "refund_id": "re_1"}),
     ));
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("is still valid")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "is still valid");
 }
 
 #[test]
 fn a_ticket_revoked_after_its_unit_was_freed_is_refused() {
-    let found = ticket_violations(&order_with_line_1_cancelled(Some(14)));
-    assert!(
-        found.iter().any(|d| d.contains("revoked only at")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&order_with_line_1_cancelled(Some(14)), "revoked only at");
 }
 
 #[test]
 fn a_ticket_without_a_capture_is_refused() {
     let mut log = purchase(1, "h1", "k1", "pi_1");
     log.retain(|e| e.event_type != "PaymentCaptured");
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("never captured")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "never captured");
 }
 
 #[test]
@@ -850,11 +823,7 @@ fn a_ticket_of_a_checkout_never_requested_is_refused() {
         1,
         json!({"seat_id": "A-1", "ticket_type": "adult"}),
     )];
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("never captured")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "never captured");
 }
 
 #[test]
@@ -863,11 +832,7 @@ fn a_ticket_issued_outside_its_capture_append_is_refused() {
     for e in log.iter_mut().filter(|e| e.aggregate_type == "Ticket") {
         e.recorded_at_us += SECOND;
     }
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("outside the append")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "outside the append");
 }
 
 #[test]
@@ -882,11 +847,7 @@ fn two_tickets_of_one_line_are_refused() {
     );
     again.aggregate_id = "s/t-h1-1-again".into();
     log.push(again);
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("has 2 tickets")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "has 2 tickets");
 }
 
 #[test]
@@ -899,9 +860,5 @@ fn a_ticket_stream_issued_twice_is_refused() {
         1,
         json!({"seat_id": "A-1", "ticket_type": "adult"}),
     ));
-    let found = ticket_violations(&evidence(log));
-    assert!(
-        found.iter().any(|d| d.contains("holds 2 TicketIssued")),
-        "{found:?}"
-    );
+    assert_tickets_refused(&evidence(log), "holds 2 TicketIssued");
 }
