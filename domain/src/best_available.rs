@@ -68,6 +68,24 @@ pub enum BestAvailableError {
 /// How a block compares: smaller is better (see the module documentation).
 type Key<'a> = (u8, i128, i64, &'a SeatId);
 
+/// Which of the best blocks a choice takes ([`SeatOrder::choose_spread`]):
+/// the `pick`-th (modulo how many there are) of the `among` best. The
+/// first choice of a request takes the best ([`Spread::BEST`]); a choice
+/// made again after losing its block to a buyer on another instance, who
+/// read the same statuses and chooses in the same order, spreads over more
+/// of the next best blocks with a random `pick`, or the losers of both
+/// instances would keep choosing the same block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spread {
+    pub among: usize,
+    pub pick: usize,
+}
+
+impl Spread {
+    /// The best block.
+    pub const BEST: Spread = Spread { among: 1, pick: 0 };
+}
+
 fn adjacent(a: &SeatPlace, b: &SeatPlace) -> bool {
     a.section == b.section && a.row == b.row && a.number.checked_add(1) == Some(b.number)
 }
@@ -131,10 +149,27 @@ impl SeatOrder {
         quantity: usize,
         section: Option<&str>,
     ) -> Result<Vec<usize>, BestAvailableError> {
+        self.choose_spread(free, quantity, section, Spread::BEST)
+    }
+
+    /// Like [`SeatOrder::choose`], but takes the `spread.pick`-th (modulo
+    /// how many there are) of the `spread.among` best blocks that strand
+    /// no more seats than the best one does. After a lost race, choosers on
+    /// several instances that read the same statuses would otherwise all
+    /// choose the same next block again (see [`Spread`]).
+    pub fn choose_spread(
+        &self,
+        free: &[bool],
+        quantity: usize,
+        section: Option<&str>,
+        spread: Spread,
+    ) -> Result<Vec<usize>, BestAvailableError> {
         if !(MIN_BEST_AVAILABLE_QUANTITY..=MAX_BEST_AVAILABLE_QUANTITY).contains(&quantity) {
             return Err(BestAvailableError::QuantityOutOfRange { quantity });
         }
-        let mut best: Option<(Key<'_>, &[usize])> = None;
+        let among = spread.among.max(1);
+        // The best `among` blocks, best first.
+        let mut best: Vec<(Key<'_>, &[usize])> = Vec::with_capacity(among);
         for (range, section_index) in &self.runs {
             if section.is_some_and(|wanted| self.sections[*section_index] != wanted) {
                 continue;
@@ -162,12 +197,20 @@ impl SeatOrder {
                     self.ranks[first],
                     &self.ids[first],
                 );
-                if best.as_ref().is_none_or(|(best_key, _)| key < *best_key) {
-                    best = Some((key, &run[start..=end]));
+                if best.len() == among && best.last().is_some_and(|(worst, _)| key >= *worst) {
+                    continue;
                 }
+                let at = best.partition_point(|(kept, _)| *kept < key);
+                best.insert(at, (key, &run[start..=end]));
+                best.truncate(among);
             }
         }
-        best.map(|(_, block)| block.to_vec())
+        // Never a block stranding more than the best one does.
+        let strands = best.first().map(|((stranded, ..), _)| *stranded);
+        best.retain(|((stranded, ..), _)| Some(*stranded) == strands);
+        let count = best.len().max(1);
+        best.get(spread.pick % count)
+            .map(|(_, block)| block.to_vec())
             .ok_or(BestAvailableError::NoBlock)
     }
 }
@@ -246,6 +289,27 @@ mod tests {
         }
         // 2-3 ranks best but strands 1; 3-4 strands 5; 1-2 strands nothing.
         assert_eq!(choose(&seats, 2, None), Ok(ids(&["A-1-1", "A-1-2"])));
+    }
+
+    #[test]
+    fn it_should_spread_over_the_best_blocks_that_strand_nothing() {
+        let seats = by_position(row("A", "1", "......"));
+        let order = SeatOrder::new(&seats);
+        let free = vec![true; seats.len()];
+        let pick = |pick| {
+            let spread = Spread { among: 3, pick };
+            let chosen = order.choose_spread(&free, 2, None, spread).unwrap();
+            chosen
+                .into_iter()
+                .map(|o| seats[o].seat_id.clone())
+                .collect::<Vec<_>>()
+        };
+        // 2-3 strands 1 and 4-5 strands 6, so the three that strand
+        // nothing are 1-2, 3-4 and 5-6, best first; the pick wraps round.
+        assert_eq!(pick(0), ids(&["A-1-1", "A-1-2"]));
+        assert_eq!(pick(1), ids(&["A-1-3", "A-1-4"]));
+        assert_eq!(pick(2), ids(&["A-1-5", "A-1-6"]));
+        assert_eq!(pick(3), ids(&["A-1-1", "A-1-2"]));
     }
 
     #[test]
@@ -469,6 +533,42 @@ mod tests {
                     prop_assert!(stranded <= 1, "a block stranding two is never the best");
                     prop_assert_eq!(block, best);
                 }
+            }
+        }
+
+        #[test]
+        fn a_spread_choice_is_a_free_block_stranding_no_more_than_the_best(
+            seats in show(),
+            quantity in 1usize..=5,
+            among in 1usize..=8,
+            pick in 0usize..16,
+        ) {
+            let order = SeatOrder::new(&seats);
+            let free: Vec<bool> = seats.iter().map(|s| s.free).collect();
+            let spread = Spread { among, pick };
+            let chosen = order.choose_spread(&free, quantity, None, spread);
+            let expected = oracle(&seats, quantity, None);
+            match (chosen, expected) {
+                (Err(e), None) => prop_assert_eq!(e, BestAvailableError::NoBlock),
+                (Ok(block), Some((stranded, _))) => {
+                    let places: Vec<&SeatPlace> = block.iter().map(|&o| &seats[o]).collect();
+                    prop_assert_eq!(places.len(), quantity);
+                    for pair in places.windows(2) {
+                        prop_assert!(adjacent(pair[0], pair[1]), "{:?}", pair);
+                    }
+                    prop_assert!(places.iter().all(|p| p.free));
+                    // What it strands (see the module documentation).
+                    let (first, last) = (places[0], places[quantity - 1]);
+                    let free_at = |n: u32| seats.iter().any(|s| {
+                        s.free && s.section == first.section && s.row == first.row && s.number == n
+                    });
+                    let below = first.number.checked_sub(1).is_some_and(free_at)
+                        && !first.number.checked_sub(2).is_some_and(free_at);
+                    let above = free_at(last.number + 1) && !free_at(last.number + 2);
+                    let own = usize::from(below) + usize::from(above);
+                    prop_assert_eq!(own, stranded, "strands no more than the best");
+                }
+                (chosen, expected) => prop_assert!(false, "{:?} against {:?}", chosen, expected),
             }
         }
 

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use domain::best_available::BestAvailableError;
+use domain::best_available::{BestAvailableError, Spread};
 use domain::ids::{SeatId, ShowId};
 use domain::seat::SeatStatus;
 
@@ -168,7 +168,8 @@ impl Claims {
 
     /// Chooses a block from `statuses` (read since `reading` started),
     /// treating seats claimed by other requests, or placed since, as taken
-    /// unless only they would make a block, and claims it.
+    /// unless only they would make a block, and claims it; `spread` says
+    /// which of the best blocks.
     pub(super) fn choose(
         &self,
         entry: &CatalogEntry,
@@ -176,6 +177,7 @@ impl Claims {
         reading: &Reading<'_>,
         quantity: usize,
         wanted: Wanted<'_>,
+        spread: Spread,
     ) -> Result<(Claim<'_>, Vec<SeatId>), HoldError> {
         let show = &entry.show;
         let section = wanted.section;
@@ -194,7 +196,7 @@ impl Claims {
         let claims = shows.entry(show.show_id.clone()).or_default();
         let unclaimed = claims.take_claimed(reading.started, &mut free);
         let order = &entry.seat_order;
-        let ordinals = match order.choose(&free, quantity, section) {
+        let ordinals = match order.choose_spread(&free, quantity, section, spread) {
             Ok(chosen) => chosen,
             Err(BestAvailableError::NoBlock) if !unclaimed.is_empty() => {
                 for ordinal in &unclaimed {
