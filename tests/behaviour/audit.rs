@@ -35,7 +35,7 @@ pub fn postgres_tests() -> Vec<(&'static str, crate::TestFn)> {
 
 /// A HoldPlaced event as a foreign writer (or a crash before the read-model
 /// write) would leave it: in the log, with no row written.
-fn bare_hold_event(
+pub(crate) fn bare_hold_event(
     show: &str,
     seat: &str,
     sequence: i64,

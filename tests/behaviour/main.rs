@@ -37,6 +37,7 @@ mod payments;
 mod pools;
 mod positions;
 mod rate_limits;
+mod readers;
 mod receiver;
 mod secret;
 mod shows;
@@ -100,6 +101,7 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all.extend(waiting_room::tests());
     all.extend(rate_limits::tests());
     all.extend(checker::tests());
+    all.extend(readers::tests());
     all
 }
 

@@ -208,6 +208,67 @@ impl EventLog {
         Ok(outcome)
     }
 
+    /// Appends the batch alone in a transaction that then stays open for
+    /// `open_for` before it commits (`commit`) or rolls back: what a writer
+    /// stalled between its append and its commit (a paused process, a slow
+    /// disk, a lost client) looks like to the readers of the log. For tests
+    /// and fault drills; commands never call it. On SQLite it holds the one
+    /// writer meanwhile, as such a transaction would. The outcome is the
+    /// append's, whichever way the transaction ended.
+    pub async fn append_held(
+        &self,
+        batch: &AppendBatch,
+        open_for: std::time::Duration,
+        commit: bool,
+    ) -> StoreResult<AppendOutcome> {
+        let document = document::Document::of(batch);
+        let outcome = match self.backend() {
+            Backend::Postgres(s) => {
+                let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
+                let written = sqlx::query(postgres::APPEND)
+                    .bind(document.to_json()?)
+                    .execute(&mut *tx)
+                    .await;
+                let outcome = match written {
+                    Ok(_) => AppendOutcome::Appended,
+                    Err(err) => postgres::refusal(&err).ok_or_else(|| StoreError::classify(err))?,
+                };
+                tokio::time::sleep(open_for).await;
+                let ended = match (commit, outcome) {
+                    (true, AppendOutcome::Appended) => tx.commit().await,
+                    _ => tx.rollback().await,
+                };
+                ended.map_err(StoreError::classify)?;
+                outcome
+            }
+            Backend::Sqlite(s) => {
+                let job = sqlite::SqliteJob::of(&document)?;
+                let mut conn = s.write.acquire().await.map_err(StoreError::classify)?;
+                let mut tx = sqlx::Connection::begin(&mut *conn)
+                    .await
+                    .map_err(StoreError::classify)?;
+                let outcome = match job.write(&mut tx).await {
+                    sqlite::JobWrite::Done(written) => written.map_err(StoreError::classify)?,
+                    sqlite::JobWrite::TransactionLost(err) => {
+                        return Err(StoreError::classify(err))
+                    }
+                };
+                tokio::time::sleep(open_for).await;
+                let ended = if commit {
+                    tx.commit().await
+                } else {
+                    tx.rollback().await
+                };
+                ended.map_err(StoreError::classify)?;
+                outcome
+            }
+        };
+        if commit && outcome == AppendOutcome::Appended && !batch.events.is_empty() {
+            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(outcome)
+    }
+
     /// Appends the batches as the store's writer would if they had queued
     /// at the same instant: in groups, each in one transaction (on
     /// PostgreSQL, the groups its queue makes of them: one show, no hold's

@@ -1,0 +1,269 @@
+//! The readers of the log under writers that commit late or not at all:
+//! 10,000 appends over 50 shows from 16 writers, a random tenth of their
+//! transactions rolled back or held open (for up to seconds on PostgreSQL,
+//! where transactions commit in any order; briefly on SQLite, where an
+//! open write transaction holds the one writer). Readers tailing the log
+//! meanwhile, as the projector, the webhooks dispatcher and the live feed
+//! do, must each see every committed event exactly once, in the log's
+//! order (so each show's in order), and nothing rolled back; the read
+//! models the projector built must equal a replay of the log.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use booking::store::{AppendBatch, AppendOutcome, EventLog, LogFilter};
+use chrono::Utc;
+use rand::{Rng, SeedableRng};
+use reqwest::StatusCode;
+
+use crate::support::{Backend, TestEnv};
+use crate::{tests, HEAVY};
+
+pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
+    tests![every_reader_sees_each_committed_event_once_in_order_while_writers_commit_late]
+}
+
+const SHOWS: usize = 50;
+const WRITERS: usize = 16;
+const APPENDS: usize = 10_000;
+/// Tailing readers of whole events (as the projector and the webhooks
+/// dispatcher read) and of positions and shows (as the live feed does).
+const EVENT_READERS: usize = 3;
+const TOUCH_READERS: usize = 1;
+/// How long a reader may take to reach the head once the writers are done
+/// (on PostgreSQL another test's transaction may hold every reader of the
+/// server back meanwhile: the position bound is the cluster's xmin).
+const CATCH_UP: Duration = Duration::from_secs(60);
+
+/// What becomes of one append's transaction.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fate {
+    Committed,
+    RolledBack,
+    HeldOpen(Duration),
+}
+
+/// One writer's fates: nine in ten committed at once; of the rest half
+/// rolled back, half held open before committing, on PostgreSQL for 50 to
+/// 500 ms and one in fifty for 2 to 3 s, on SQLite (where it holds every
+/// writer) for 1 to 10 ms.
+fn fate(rng: &mut rand::rngs::StdRng, backend: Backend) -> Fate {
+    let roll: f64 = rng.gen();
+    if roll >= 0.1 {
+        return Fate::Committed;
+    }
+    if roll < 0.05 {
+        return Fate::RolledBack;
+    }
+    let ms = match backend {
+        Backend::Sqlite => rng.gen_range(1..=10),
+        Backend::Postgres if rng.gen_ratio(1, 50) => rng.gen_range(2_000..=3_000),
+        Backend::Postgres => rng.gen_range(50..=500),
+    };
+    Fate::HeldOpen(Duration::from_millis(ms))
+}
+
+/// The append with global index `n`: a hold placed on a seat no other
+/// append names, so that no two conflict.
+fn append_of(n: usize, until: chrono::DateTime<Utc>) -> (String, AppendBatch) {
+    let show = format!("reader{}", n % SHOWS);
+    let seat = crate::support::seat_id(n / SHOWS + 1);
+    let hold = uuid::Uuid::new_v4().to_string();
+    let event = crate::audit::bare_hold_event(&show, &seat, 1, &hold, until);
+    let stream = event.aggregate_id.clone();
+    let mut batch = AppendBatch::new(Utc::now());
+    batch.events.push(event);
+    (stream, batch)
+}
+
+/// Appends `n` for every `n` this writer owns; returns the streams whose
+/// events committed.
+async fn write(log: EventLog, writer: usize, backend: Backend) -> Vec<String> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(writer as u64);
+    let until = Utc::now() + chrono::Duration::hours(1);
+    let mut committed = Vec::new();
+    for n in (writer..APPENDS).step_by(WRITERS) {
+        let (stream, batch) = append_of(n, until);
+        let fate = fate(&mut rng, backend);
+        let outcome = match fate {
+            Fate::Committed => log.append(&batch).await,
+            Fate::RolledBack => log.append_held(&batch, Duration::ZERO, false).await,
+            Fate::HeldOpen(open_for) => log.append_held(&batch, open_for, true).await,
+        };
+        assert_eq!(
+            outcome.expect("the append is answered"),
+            AppendOutcome::Appended,
+            "{stream}: {fate:?}"
+        );
+        if fate != Fate::RolledBack {
+            committed.push(stream);
+        }
+    }
+    committed
+}
+
+/// One event as a reader saw it: its position and its stream.
+type Seen = (i64, String);
+
+/// Tails the log from the start as the projector and the webhooks
+/// dispatcher do (`read_log`, pages after a cursor, woken by this process's
+/// appends) until the writers are done and it has reached `head` then.
+async fn tail_events(log: EventLog, done: tokio::sync::watch::Receiver<Option<i64>>) -> Vec<Seen> {
+    let mut appends = log.appends();
+    let (mut cursor, mut seen) = (0, Vec::new());
+    loop {
+        let page = log
+            .read_log(LogFilter::All, cursor, 500)
+            .await
+            .expect("a page");
+        if let Some(last) = page.last() {
+            cursor = last.position;
+            seen.extend(page.into_iter().map(|e| (e.position, e.aggregate_id)));
+            continue;
+        }
+        if caught_up(&done, cursor) {
+            return seen;
+        }
+        wait_for_more(&mut appends).await;
+    }
+}
+
+/// Tails positions and shows as the live feed does (`log_touches`).
+async fn tail_touches(log: EventLog, done: tokio::sync::watch::Receiver<Option<i64>>) -> Vec<i64> {
+    let mut appends = log.appends();
+    let (mut cursor, mut seen) = (0, Vec::new());
+    loop {
+        let page = log.log_touches(cursor, 500).await.expect("a page");
+        if let Some((last, _)) = page.last() {
+            cursor = *last;
+            seen.extend(page.into_iter().map(|(position, _)| position));
+            continue;
+        }
+        if caught_up(&done, cursor) {
+            return seen;
+        }
+        wait_for_more(&mut appends).await;
+    }
+}
+
+/// Whether the writers are done and `cursor` has reached the head they
+/// left.
+fn caught_up(done: &tokio::sync::watch::Receiver<Option<i64>>, cursor: i64) -> bool {
+    match *done.borrow() {
+        Some(head) => {
+            assert!(
+                cursor <= head,
+                "a reader passed the head: {cursor} > {head}"
+            );
+            cursor == head
+        }
+        None => false,
+    }
+}
+
+/// Until this process appends again, or a moment passes (a transaction
+/// held open commits without waking anyone; another test's transaction on
+/// the server lets the position bound move).
+async fn wait_for_more(appends: &mut tokio::sync::watch::Receiver<u64>) {
+    let _ = tokio::time::timeout(Duration::from_millis(20), appends.changed()).await;
+}
+
+async fn every_reader_sees_each_committed_event_once_in_order_while_writers_commit_late(
+    env: TestEnv,
+) {
+    let _heavy = HEAVY.acquire().await.expect("semaphore");
+    let app = env.spawn().await;
+    for show in 0..SHOWS {
+        let created = app
+            .create_show(&format!("reader{show}"), APPENDS / SHOWS, 3_600)
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    }
+    app.settle().await;
+    let log = app.store.log();
+    let start = log.head_position().await.expect("head");
+    let (finished, done) = tokio::sync::watch::channel(None);
+    let readers: Vec<_> = (0..EVENT_READERS)
+        .map(|_| tokio::spawn(tail_events(log.clone(), done.clone())))
+        .collect();
+    let touch_readers: Vec<_> = (0..TOUCH_READERS)
+        .map(|_| tokio::spawn(tail_touches(log.clone(), done.clone())))
+        .collect();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|writer| tokio::spawn(write(log.clone(), writer, env.backend)))
+        .collect();
+    let mut committed = HashSet::new();
+    for writer in writers {
+        committed.extend(writer.await.expect("writer"));
+    }
+    let head = log.head_position().await.expect("head");
+    finished.send_replace(Some(head));
+    let deadline = Instant::now() + CATCH_UP;
+
+    // What the log holds once quiet: every committed append, nothing else.
+    let mut log_order = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = log
+            .read_log_committed(LogFilter::All, cursor, 4_000)
+            .await
+            .expect("a page");
+        let Some(last) = page.last() else { break };
+        cursor = last.position;
+        log_order.extend(page.into_iter().map(|e| (e.position, e.aggregate_id)));
+    }
+    let written: Vec<&Seen> = log_order.iter().filter(|(p, _)| *p > start).collect();
+    let streams: HashSet<&String> = written.iter().map(|(_, stream)| stream).collect();
+    assert_eq!(
+        written.len(),
+        committed.len(),
+        "one event per committed append"
+    );
+    assert_eq!(
+        streams,
+        committed.iter().collect(),
+        "the committed appends, none rolled back"
+    );
+    assert!(
+        committed.len() < APPENDS && committed.len() > APPENDS * 9 / 10,
+        "{} of {APPENDS} committed: a twentieth roll back",
+        committed.len()
+    );
+
+    for reader in readers {
+        let seen = tokio::time::timeout_at(deadline.into(), reader)
+            .await
+            .expect("the reader reaches the head in time")
+            .expect("reader");
+        assert_eq!(
+            seen, log_order,
+            "each committed event once, in the log's order"
+        );
+    }
+    let positions: Vec<i64> = log_order.iter().map(|(p, _)| *p).collect();
+    for reader in touch_readers {
+        let seen = tokio::time::timeout_at(deadline.into(), reader)
+            .await
+            .expect("the live feed's reader reaches the head in time")
+            .expect("reader");
+        assert_eq!(
+            seen, positions,
+            "each committed event once, in the log's order"
+        );
+    }
+
+    // The projector, a reader with a checkpoint, applied every one, and its
+    // read models are what a replay of the log makes.
+    app.settle().await;
+    let pass = app.projector.run_once().await.expect("projector");
+    assert_eq!(pass.position, head, "the projector reached the head");
+    let (code, report) = crate::audit::verify_exit_code(&app);
+    assert_eq!(code, 0, "replay equals the live read models: {report}");
+    let held = app.seat_statuses("reader0").await;
+    let expected = committed
+        .iter()
+        .filter(|s| s.starts_with("reader0/"))
+        .count();
+    assert_eq!(held.values().filter(|s| *s == "held").count(), expected);
+    app.stop().await;
+}
