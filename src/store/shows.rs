@@ -199,8 +199,8 @@ async fn insert_show_sqlite(pool: &sqlx::SqlitePool, show: &NewShowRows<'_>) -> 
 /// next time, in one statement (one snapshot).
 ///
 /// PostgreSQL (migration 0013): the watermark is a log position, the
-/// late-commit bound of the previous read's snapshot, (xmin + xid_offset)
-/// times 65,536: every transaction that read could not see writes its events
+/// late-commit bound of the previous read's snapshot (`pg_log_bound!`),
+/// (oldest + xid_offset) times 65,536: every transaction that read could not see writes its events
 /// at or above it. The seats that changed are those the show's seat events
 /// since then name (a command writes its rows with its events), unless the
 /// show's rows were rewritten without events since then (`-2`): then the

@@ -77,8 +77,8 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
         app.hold(&alice, "repair", &["S1"], None).await.status,
         StatusCode::CREATED
     );
-    // xmin is cluster-wide: another test's open transaction may hold the
-    // tailing reader back for a moment.
+    // Transaction ids are the server's: another test's transaction, ending
+    // as the reader looks, may hold the tailing reader back for a moment.
     app.settle().await;
     assert_eq!(
         app.projector.run_once().await.unwrap().position,
@@ -166,8 +166,9 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
     assert_eq!(app.seat_statuses("late").await["S2"], "available");
 
     sqlx::query("COMMIT").execute(&mut writer_a).await.unwrap();
-    // xmin is cluster-wide: a transaction of another test's database may hold
-    // it back a moment longer. Await the condition, with a deadline.
+    // Transaction ids are the server's: another test's transaction, ending
+    // as the reader looks, may hold it back a moment longer. Await the
+    // condition, with a deadline.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut applied = 0;
     let mut pass = app.projector.run_once().await.unwrap();

@@ -6,7 +6,9 @@
 //! meanwhile, as the projector, the webhooks dispatcher and the live feed
 //! do, must each see every committed event exactly once, in the log's
 //! order (so each show's in order), and nothing rolled back; the read
-//! models the projector built must equal a replay of the log.
+//! models the projector built must equal a replay of the log. On
+//! PostgreSQL a transaction of another database stays open throughout:
+//! transaction ids are the server's, and it must not hold them back.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -31,8 +33,8 @@ const APPENDS: usize = 10_000;
 const EVENT_READERS: usize = 3;
 const TOUCH_READERS: usize = 1;
 /// How long a reader may take to reach the head once the writers are done
-/// (on PostgreSQL another test's transaction may hold every reader of the
-/// server back meanwhile: the position bound is the cluster's xmin).
+/// (on PostgreSQL another test's transaction, ending as a reader looks,
+/// may hold it back a moment: see `pg_log_bound!`).
 const CATCH_UP: Duration = Duration::from_secs(60);
 
 /// What becomes of one append's transaction.
@@ -168,6 +170,35 @@ async fn wait_for_more(appends: &mut tokio::sync::watch::Receiver<u64>) {
     let _ = tokio::time::timeout(Duration::from_millis(20), appends.changed()).await;
 }
 
+/// A transaction holding a transaction id, open in another database of the
+/// server (`postgres`), and a connection to see that it still is.
+struct Foreign {
+    connection: sqlx::PgConnection,
+    watcher: sqlx::PgConnection,
+    pid: i32,
+}
+
+async fn open_a_transaction_elsewhere() -> Foreign {
+    use sqlx::Connection;
+    let url = crate::support::with_database(&crate::support::test_database_url(), "postgres");
+    let mut connection = sqlx::PgConnection::connect(&url).await.expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut connection)
+        .await
+        .expect("begin");
+    let (pid, _xid): (i32, String) =
+        sqlx::query_as("SELECT pg_backend_pid(), pg_current_xact_id()::text")
+            .fetch_one(&mut connection)
+            .await
+            .expect("an xid");
+    let watcher = sqlx::PgConnection::connect(&url).await.expect("connect");
+    Foreign {
+        connection,
+        watcher,
+        pid,
+    }
+}
+
 async fn every_reader_sees_each_committed_event_once_in_order_while_writers_commit_late(
     env: TestEnv,
 ) {
@@ -180,6 +211,10 @@ async fn every_reader_sees_each_committed_event_once_in_order_while_writers_comm
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     }
     app.settle().await;
+    let foreign = match env.backend {
+        Backend::Postgres => Some(open_a_transaction_elsewhere().await),
+        Backend::Sqlite => None,
+    };
     let log = app.store.log();
     let start = log.head_position().await.expect("head");
     let (finished, done) = tokio::sync::watch::channel(None);
@@ -257,6 +292,23 @@ async fn every_reader_sees_each_committed_event_once_in_order_while_writers_comm
     app.settle().await;
     let pass = app.projector.run_once().await.expect("projector");
     assert_eq!(pass.position, head, "the projector reached the head");
+    if let Some(mut foreign) = foreign {
+        let open: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND backend_xid IS NOT NULL",
+        )
+        .bind(foreign.pid)
+        .fetch_one(&mut foreign.watcher)
+        .await
+        .expect("the other database's transaction");
+        assert_eq!(
+            open, 1,
+            "the other database's transaction was open throughout"
+        );
+        sqlx::query("ROLLBACK")
+            .execute(&mut foreign.connection)
+            .await
+            .expect("rollback");
+    }
     let (code, report) = crate::audit::verify_exit_code(&app);
     assert_eq!(code, 0, "replay equals the live read models: {report}");
     let held = app.seat_statuses("reader0").await;

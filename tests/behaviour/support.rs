@@ -684,8 +684,9 @@ impl TestApp {
     }
 
     /// Awaits (with a deadline) the moment a tailing reader of the log can
-    /// see every committed event: on PostgreSQL `xmin` is cluster-wide, so a
-    /// transaction of another test's database can hold it back for a moment.
+    /// see every committed event: on PostgreSQL transaction ids are the
+    /// server's, so another test's transaction, ending as the reader looks,
+    /// can hold it back for a moment (`pg_log_bound!`).
     pub async fn settle(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
