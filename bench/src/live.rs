@@ -155,10 +155,22 @@ pub async fn subscribers(
     targets: &[&Target],
     writers: usize,
     duration: Duration,
+    elsewhere: Option<&str>,
 ) -> anyhow::Result<Figures> {
     let first = targets[0];
-    let show = format!("live{}", targets.len());
+    let show = format!(
+        "live{}{}",
+        targets.len(),
+        if elsewhere.is_some() { "x" } else { "" }
+    );
     create_show(first, &show).await?;
+    // Another database of the server with a transaction open throughout
+    // (issue #49): transaction ids are the server's, and the live feed must
+    // not wait for that one to end.
+    let foreign = match elsewhere {
+        Some(url) => Some(open_transaction(url).await?),
+        None => None,
+    };
     let before_kb = rss_kb();
     let connected = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -224,6 +236,9 @@ pub async fn subscribers(
     // Let the last changes arrive, then stop the readers.
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::SeqCst);
+    if let Some(mut foreign) = foreign {
+        sqlx::query("ROLLBACK").execute(&mut foreign).await?;
+    }
     let answered = answered.lock().map(|a| a.clone()).unwrap_or_default();
     let mut latencies = Vec::new();
     let mut missing = 0usize;
@@ -260,11 +275,16 @@ pub async fn subscribers(
     let delivered = events.load(Ordering::SeqCst);
     let mut figures = Figures::from_latencies(
         &format!(
-            "live: {SUBSCRIBERS} subscribers{} of a {SEATS}-seat show, {writers} writers",
+            "live: {SUBSCRIBERS} subscribers{} of a {SEATS}-seat show, {writers} writers{}",
             if targets.len() > 1 {
                 format!(" over {} instances", targets.len())
             } else {
                 String::new()
+            },
+            if elsewhere.is_some() {
+                ", another database's transaction open"
+            } else {
+                ""
             }
         ),
         first.store,
@@ -292,6 +312,18 @@ pub async fn subscribers(
         p99_by_second.join(", "),
     );
     Ok(figures)
+}
+
+/// A transaction holding a transaction id, open in the database `url`
+/// names until the connection is told to roll back.
+async fn open_transaction(url: &str) -> anyhow::Result<sqlx::PgConnection> {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(url).await?;
+    sqlx::query("BEGIN").execute(&mut connection).await?;
+    let _: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text")
+        .fetch_one(&mut connection)
+        .await?;
+    Ok(connection)
 }
 
 /// The first seconds of the writers, reported apart (see `subscribers`).

@@ -423,11 +423,18 @@ async fn run_store(
     }
     // 1,000 subscribers; on PostgreSQL also over two instances.
     if named("live") {
-        results.push(live::subscribers(&[&target], args.concurrency, seconds).await?);
+        results.push(live::subscribers(&[&target], args.concurrency, seconds, None).await?);
         if store == "postgres" {
+            // With a transaction open in another database of the server
+            // (the server's own, `--postgres-url`) throughout.
+            let elsewhere = Some(args.postgres_url.as_str());
+            results
+                .push(live::subscribers(&[&target], args.concurrency, seconds, elsewhere).await?);
             let (second, _, stop_second, second_server) =
                 start(&database_url, &secret, store).await?;
-            results.push(live::subscribers(&[&target, &second], args.concurrency, seconds).await?);
+            results.push(
+                live::subscribers(&[&target, &second], args.concurrency, seconds, None).await?,
+            );
             let _ = stop_second.send(());
             second_server.await??;
         }
