@@ -80,7 +80,11 @@ impl EventStream {
         let mut request = client
             .get(format!("{base}/v1/shows/{show_id}/availability/stream"))
             .header("accept", "text/event-stream")
-            .header("accept-encoding", "gzip, br");
+            .header("accept-encoding", "gzip, br")
+            // A stream lives as long as its test reads it: the client's
+            // 120 s for a whole request cut a long one off on a loaded
+            // machine (each read has its own deadline, `next`).
+            .timeout(Duration::from_secs(900));
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);
         }
