@@ -116,7 +116,40 @@ pub(crate) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     if err.kind() == sqlx::error::ErrorKind::UniqueViolation {
         return unique_refusal(err.table()?, err.constraint());
     }
-    refusal_of(err.code()?.as_ref())
+    let code = err.code()?;
+    if code == SHARD_ERROR {
+        let (table, constraint) = shard_duplicate(err.message())?;
+        return unique_refusal(table, Some(constraint));
+    }
+    refusal_of(code.as_ref())
+}
+
+/// The SQLSTATE a sharded PostgreSQL (Citus) gives a worker's error that
+/// it raises again on the coordinator without a code (`internal_error`):
+/// among them a shard's unique_violation met while it copies rows to the
+/// shard (`ReportCopyError` in Citus's `multi_copy.c`), with the worker's
+/// message and no table.
+const SHARD_ERROR: &str = "XX000";
+
+/// The start of PostgreSQL's message for a unique_violation, which Citus
+/// passes on as it is; the constraint's name follows, quoted. (The
+/// server's `lc_messages` must be English, as it is by default, for this
+/// to be recognised: otherwise such a duplicate stays an error, a 503.)
+const DUPLICATE_MESSAGE: &str = "duplicate key value violates unique constraint \"";
+
+/// `(table, constraint)` of a shard's unique_violation that Citus raised
+/// as `internal_error` (`SHARD_ERROR`): the constraint from the message, and
+/// the table from a primary key's name (`<table>_pkey`, a shard's suffix
+/// kept for `unique_refusal` to drop); for another constraint, the name
+/// alone, which no refusing table has.
+fn shard_duplicate(message: &str) -> Option<(&str, &str)> {
+    let constraint = message.strip_prefix(DUPLICATE_MESSAGE)?.split('"').next()?;
+    let unsharded = constraint
+        .rsplit_once('_')
+        .filter(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(constraint, |(name, _)| name);
+    let table = unsharded.strip_suffix("_pkey").unwrap_or(unsharded);
+    Some((table, constraint))
 }
 
 /// What a unique_violation on `table` (through `constraint`, if named)
@@ -615,6 +648,33 @@ mod tests {
             None
         );
         assert_eq!(unique_refusal("checkouts", Some("checkouts_booking")), None);
+    }
+
+    #[test]
+    fn a_shards_duplicate_raised_without_a_code_is_read_by_its_constraint() {
+        let refusal_in = |message: &str| {
+            shard_duplicate(message)
+                .and_then(|(table, constraint)| unique_refusal(table, Some(constraint)))
+        };
+        let duplicate = |constraint: &str| format!("{DUPLICATE_MESSAGE}{constraint}\"");
+        assert_eq!(
+            refusal_in(&duplicate("events_pkey_102080")),
+            Some(AppendOutcome::Conflict)
+        );
+        assert_eq!(
+            refusal_in(&duplicate("events_pkey")),
+            Some(AppendOutcome::Conflict)
+        );
+        assert_eq!(
+            refusal_in(&duplicate("idempotency_keys_pkey_102090")),
+            Some(AppendOutcome::IdempotencyKeyTaken)
+        );
+        // A duplicate position is a bug; other tables' keys are errors.
+        assert_eq!(refusal_in(&duplicate("events_position_102080")), None);
+        assert_eq!(refusal_in(&duplicate("checkouts_booking_102100")), None);
+        assert_eq!(refusal_in(&duplicate("holds_pkey_102110")), None);
+        // Any other internal error is not a refusal.
+        assert_eq!(refusal_in("could not connect to worker"), None);
     }
 
     fn job(show: &str) -> (PgJob, oneshot::Receiver<Result<AppendOutcome, StoreError>>) {
