@@ -62,13 +62,8 @@ fn spread_after(rechosen: u64) -> Spread {
     if rechosen == 0 {
         return Spread::BEST;
     }
-    let among = 1usize
-        .checked_shl(
-            u32::try_from(rechosen)
-                .unwrap_or(u32::MAX)
-                .saturating_add(1),
-        )
-        .map_or(MAX_SPREAD, |among| among.min(MAX_SPREAD));
+    // 4 for the first choice made again, twice as many each time after.
+    let among = (4usize << (rechosen - 1).min(16)).min(MAX_SPREAD);
     Spread {
         among,
         pick: rand::random::<usize>(),

@@ -138,18 +138,22 @@ const SHARD_ERROR: &str = "XX000";
 const DUPLICATE_MESSAGE: &str = "duplicate key value violates unique constraint \"";
 
 /// `(table, constraint)` of a shard's unique_violation that Citus raised
-/// as `internal_error` (`SHARD_ERROR`): the constraint from the message, and
-/// the table from a primary key's name (`<table>_pkey`, a shard's suffix
-/// kept for `unique_refusal` to drop); for another constraint, the name
-/// alone, which no refusing table has.
+/// as `internal_error` (`SHARD_ERROR`): the constraint from the message,
+/// and the table from a primary key's name (`<table>_pkey`, without the
+/// shard's number); for another constraint, its name without the number,
+/// which no refusing table has.
 fn shard_duplicate(message: &str) -> Option<(&str, &str)> {
     let constraint = message.strip_prefix(DUPLICATE_MESSAGE)?.split('"').next()?;
-    let unsharded = constraint
-        .rsplit_once('_')
+    let name = unsharded(constraint);
+    Some((name.strip_suffix("_pkey").unwrap_or(name), constraint))
+}
+
+/// A shard's table or index is named after its own with the shard's
+/// number after it (`events_102080`, `events_pkey_102080`): that name.
+fn unsharded(name: &str) -> &str {
+    name.rsplit_once('_')
         .filter(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
-        .map_or(constraint, |(name, _)| name);
-    let table = unsharded.strip_suffix("_pkey").unwrap_or(unsharded);
-    Some((table, constraint))
+        .map_or(name, |(name, _)| name)
 }
 
 /// What a unique_violation on `table` (through `constraint`, if named)
@@ -158,11 +162,7 @@ fn unique_refusal(table: &str, constraint: Option<&str>) -> Option<AppendOutcome
     if constraint.is_some_and(|name| name.starts_with(POSITION_INDEX)) {
         return None;
     }
-    // A shard's table is `events_102080`: the name before its suffix.
-    let table = table
-        .rsplit_once('_')
-        .filter(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
-        .map_or(table, |(name, _)| name);
+    let table = unsharded(table);
     REFUSING_TABLES
         .iter()
         .find(|(name, _)| *name == table)
