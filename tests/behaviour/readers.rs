@@ -163,11 +163,24 @@ fn caught_up(done: &tokio::sync::watch::Receiver<Option<i64>>, cursor: i64) -> b
     }
 }
 
+/// What a reader saw, once it reached the head (by `deadline`).
+async fn reached_head<T>(reader: tokio::task::JoinHandle<T>, deadline: Instant) -> T {
+    tokio::time::timeout_at(deadline.into(), reader)
+        .await
+        .expect("the reader reaches the head in time")
+        .expect("reader")
+}
+
+/// How long an idle reader waits before it reads again when this process
+/// has not appended: what wakes no one (a held transaction's commit,
+/// another test's transaction ending) is seen this late at most.
+const IDLE_READ: Duration = Duration::from_millis(20);
+
 /// Until this process appends again, or a moment passes (a transaction
 /// held open commits without waking anyone; another test's transaction on
 /// the server lets the position bound move).
 async fn wait_for_more(appends: &mut tokio::sync::watch::Receiver<u64>) {
-    let _ = tokio::time::timeout(Duration::from_millis(20), appends.changed()).await;
+    let _ = tokio::time::timeout(IDLE_READ, appends.changed()).await;
 }
 
 /// A transaction holding a transaction id, open in another database of the
@@ -266,10 +279,7 @@ async fn every_reader_sees_each_committed_event_once_in_order_while_writers_comm
     );
 
     for reader in readers {
-        let seen = tokio::time::timeout_at(deadline.into(), reader)
-            .await
-            .expect("the reader reaches the head in time")
-            .expect("reader");
+        let seen = reached_head(reader, deadline).await;
         assert_eq!(
             seen, log_order,
             "each committed event once, in the log's order"
@@ -277,10 +287,7 @@ async fn every_reader_sees_each_committed_event_once_in_order_while_writers_comm
     }
     let positions: Vec<i64> = log_order.iter().map(|(p, _)| *p).collect();
     for reader in touch_readers {
-        let seen = tokio::time::timeout_at(deadline.into(), reader)
-            .await
-            .expect("the live feed's reader reaches the head in time")
-            .expect("reader");
+        let seen = reached_head(reader, deadline).await;
         assert_eq!(
             seen, positions,
             "each committed event once, in the log's order"
