@@ -5,7 +5,7 @@
 //! refunded.
 //!
 //! Its ledger is a pair of tables in the service's own database
-//! (`payment/ledger.rs`). A payment is recorded under its idempotency key;
+//! (`store/ledger.rs`). A payment is recorded under its idempotency key;
 //! the same key returns that payment again, also after a restart. Methods:
 //!
 //! - `pm_sim_ok`: authorized after the base latency;

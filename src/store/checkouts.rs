@@ -1,12 +1,14 @@
 //! Checkout rows: bookings, and the purchases recovery must finish.
 
+use async_trait::async_trait;
 use domain::checkout::Phase;
 use domain::ids::{BookingId, HoldId};
 use projections::checkouts::CheckoutRow;
 
-use super::holds::parse_hold_id;
+use super::holds::{parse_hold_id, parse_hold_ids};
+use super::sql::{Param, SqlPool};
 use super::tables::{decode_row, CHECKOUT_COLUMNS};
-use super::{on_store, retry_read, Checkouts, StoreError, StoreResult};
+use super::{handle, retry_read, StoreResult};
 
 /// The checkouts recovery finishes (`Phase::PENDING`), oldest first, so a
 /// backlog drains in order. The list is the predicate of the partial index
@@ -34,63 +36,51 @@ const SELECT_WAITING: &str = "SELECT hold_id, updated_at_us FROM checkouts \
      WHERE phase = 'action_required' AND (updated_at_us > $1 OR (updated_at_us = $1 AND hold_id > $2)) \
      ORDER BY updated_at_us, hold_id LIMIT $3";
 
+/// Checkout records, as each backend reads them (`postgres/ports.rs`,
+/// `sqlite/ports.rs`). One call is one read: the handle reads again after a
+/// lost connection where a read is worth repeating.
+#[async_trait]
+pub trait CheckoutsPort: Send + Sync {
+    /// The checkout that made a booking.
+    async fn checkout_by_booking(&self, booking_id: &BookingId)
+        -> StoreResult<Option<CheckoutRow>>;
+
+    /// The checkout of a hold, if a purchase of it was ever asked for.
+    async fn checkout_by_hold(&self, hold_id: &HoldId) -> StoreResult<Option<CheckoutRow>>;
+
+    /// Hold ids of checkouts waiting on the payment provider, oldest first.
+    async fn pending_checkouts(&self, limit: i64) -> StoreResult<Vec<HoldId>>;
+
+    /// Checkouts waiting on their buyer (3-D Secure), after `after`.
+    async fn waiting_checkouts(
+        &self,
+        after: Option<&WaitingCheckout>,
+        limit: i64,
+    ) -> StoreResult<Vec<WaitingCheckout>>;
+}
+
+handle!(
+    /// Checkout records: [`CheckoutsPort`].
+    Checkouts: CheckoutsPort
+);
+
 impl Checkouts {
     /// The checkout that made a booking.
     pub async fn checkout_by_booking(
         &self,
         booking_id: &BookingId,
     ) -> StoreResult<Option<CheckoutRow>> {
-        let sql = format!(
-            "SELECT {} FROM checkouts WHERE booking_id = $1",
-            self.backend().row_object(CHECKOUT_COLUMNS)
-        );
-        let sql = &sql;
-        let text: Option<String> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_scalar(sql)
-                    .bind(booking_id.to_string())
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        text.map(|text| decode_row("checkouts", &text)).transpose()
+        retry_read(move || self.port.checkout_by_booking(booking_id)).await
     }
 
     /// The checkout of a hold, if a purchase of it was ever asked for.
     pub async fn checkout_by_hold(&self, hold_id: &HoldId) -> StoreResult<Option<CheckoutRow>> {
-        let sql = format!(
-            "SELECT {} FROM checkouts WHERE hold_id = $1",
-            self.backend().row_object(CHECKOUT_COLUMNS)
-        );
-        let sql = &sql;
-        let text: Option<String> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_scalar(sql)
-                    .bind(hold_id.to_string())
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        text.map(|text| decode_row("checkouts", &text)).transpose()
+        retry_read(move || self.port.checkout_by_hold(hold_id)).await
     }
 
     /// Hold ids of checkouts waiting on the payment provider, oldest first.
     pub async fn pending_checkouts(&self, limit: i64) -> StoreResult<Vec<HoldId>> {
-        let sql = select_pending();
-        let ids: Vec<String> = on_store!(self, read pool => {
-            sqlx::query_scalar(&sql)
-                .bind(limit)
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)?
-        });
-        ids.iter()
-            .map(|id| parse_hold_id("checkouts.hold_id", id))
-            .collect()
+        self.port.pending_checkouts(limit).await
     }
 
     /// Checkouts waiting on their buyer (3-D Secure), after `after`.
@@ -99,27 +89,74 @@ impl Checkouts {
         after: Option<&WaitingCheckout>,
         limit: i64,
     ) -> StoreResult<Vec<WaitingCheckout>> {
-        let (at_us, hold_id) = after.map_or((i64::MIN, String::new()), |a| {
-            (a.updated_at_us, a.hold_id.to_string())
-        });
-        let rows: Vec<(String, i64)> = on_store!(self, read pool => {
-            sqlx::query_as(SELECT_WAITING)
-                .bind(at_us)
-                .bind(&hold_id)
-                .bind(limit)
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)?
-        });
-        rows.into_iter()
-            .map(|(id, updated_at_us)| {
-                Ok(WaitingCheckout {
-                    hold_id: parse_hold_id("checkouts.hold_id", &id)?,
-                    updated_at_us,
-                })
-            })
-            .collect()
+        self.port.waiting_checkouts(after, limit).await
     }
+}
+
+/// The checkout whose `column` (`booking_id` or `hold_id`) is `id`, read on
+/// `pool`.
+pub(super) async fn read_checkout(
+    pool: &impl SqlPool,
+    column: CheckoutKey,
+    id: &str,
+) -> StoreResult<Option<CheckoutRow>> {
+    let sql = format!(
+        "SELECT {} FROM checkouts WHERE {} = $1",
+        pool.row_object(CHECKOUT_COLUMNS),
+        column.name()
+    );
+    let text: Option<(String,)> = pool.fetch_optional(&sql, &[Param::Text(id)]).await?;
+    text.map(|(text,)| decode_row("checkouts", &text))
+        .transpose()
+}
+
+/// A column a checkout is found by.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum CheckoutKey {
+    Booking,
+    Hold,
+}
+
+impl CheckoutKey {
+    fn name(self) -> &'static str {
+        match self {
+            CheckoutKey::Booking => "booking_id",
+            CheckoutKey::Hold => "hold_id",
+        }
+    }
+}
+
+/// Hold ids of checkouts waiting on the payment provider, read on `pool`.
+pub(super) async fn read_pending(pool: &impl SqlPool, limit: i64) -> StoreResult<Vec<HoldId>> {
+    let ids: Vec<(String,)> = pool
+        .fetch_all(&select_pending(), &[Param::Int(limit)])
+        .await?;
+    parse_hold_ids("checkouts.hold_id", &ids)
+}
+
+/// Checkouts waiting on their buyer after a cursor, read on `pool`.
+pub(super) async fn read_waiting(
+    pool: &impl SqlPool,
+    after: Option<&WaitingCheckout>,
+    limit: i64,
+) -> StoreResult<Vec<WaitingCheckout>> {
+    let (at_us, hold_id) = after.map_or((i64::MIN, String::new()), |a| {
+        (a.updated_at_us, a.hold_id.to_string())
+    });
+    let rows: Vec<(String, i64)> = pool
+        .fetch_all(
+            SELECT_WAITING,
+            &[Param::Int(at_us), Param::Text(&hold_id), Param::Int(limit)],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|(id, updated_at_us)| {
+            Ok(WaitingCheckout {
+                hold_id: parse_hold_id("checkouts.hold_id", &id)?,
+                updated_at_us,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use cqrs_es::persist::PersistenceError;
-
 /// Times a read whose connection was lost (the server restarted, crashed
 /// or was stopped) is run again on another connection. Only reads: an
 /// append whose connection broke may have committed, so it answers 503 and
@@ -194,27 +192,6 @@ impl StoreError {
             None => StoreError::Database(err),
         }
     }
-
-    /// The repositories of postgres-es and sqlite-es wrap sqlx errors: only
-    /// `Io` and `Tls` as `ConnectionError`, everything else (a full pool, a
-    /// terminated session) as `UnknownError`. A wrapped sqlx error is
-    /// classified like any other; only what is not one is corrupt data.
-    pub(super) fn from_persistence(err: PersistenceError) -> Self {
-        match err {
-            PersistenceError::ConnectionError(e) => match e.downcast::<sqlx::Error>() {
-                Ok(sqlx) => match StoreError::classify(*sqlx) {
-                    StoreError::Database(other) => StoreError::Unavailable(other.to_string()),
-                    classified => classified,
-                },
-                Err(e) => StoreError::Unavailable(e.to_string()),
-            },
-            PersistenceError::UnknownError(e) => match e.downcast::<sqlx::Error>() {
-                Ok(sqlx) => StoreError::classify(*sqlx),
-                Err(e) => StoreError::Corrupt(e.to_string()),
-            },
-            other => StoreError::Corrupt(other.to_string()),
-        }
-    }
 }
 
 /// read_only_sql_transaction: the server is a standby, or a primary being
@@ -302,23 +279,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_pool_inside_a_repository_load_is_unavailable_not_corrupt() {
-        let err = StoreError::from_persistence(PersistenceError::UnknownError(Box::new(
-            sqlx::Error::PoolTimedOut,
-        )));
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
-    }
-
-    #[test]
     fn an_administrator_shutdown_is_a_lost_connection() {
         let err = StoreError::classify(coded("57P01"));
         assert!(matches!(err, StoreError::ConnectionLost(_)), "{err:?}");
-        let wrapped =
-            StoreError::from_persistence(PersistenceError::UnknownError(Box::new(coded("57P01"))));
-        assert!(
-            matches!(wrapped, StoreError::ConnectionLost(_)),
-            "{wrapped:?}"
-        );
     }
 
     #[test]
@@ -355,10 +318,6 @@ mod tests {
             let err = StoreError::classify(coded(code));
             assert!(matches!(err, StoreError::Database(_)), "{code}: {err:?}");
         }
-        let err = StoreError::from_persistence(PersistenceError::UnknownError(Box::new(
-            serde_json::from_str::<u8>("x").unwrap_err(),
-        )));
-        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
     }
 
     /// How sqlx reports a real SQLite error's code: a write on a read-only

@@ -8,7 +8,10 @@ use projections::holds::{HoldItems, HoldState, SeatIds};
 use projections::time::from_micros;
 use uuid::Uuid;
 
-use super::{on_store, retry_read, Holds, StoreError, StoreResult};
+use async_trait::async_trait;
+
+use super::sql::{Param, SqlPool};
+use super::{handle, retry_read, StoreError, StoreResult};
 
 #[derive(Debug, Clone)]
 pub struct HoldRecord {
@@ -105,6 +108,37 @@ impl HoldHead {
             items: parse_column("holds.items", items.as_str(), HoldItems::from_json)?,
         })
     }
+
+    /// Is this a pool hold, whose parts are rows of `pool_holds`?
+    fn has_parts(&self) -> bool {
+        self.pool_id.is_some()
+    }
+
+    /// The record, with the rows of `pool_holds` (`(shard, quantity)`, read
+    /// only for a pool hold).
+    fn record(self, hold_id: HoldId, parts: Vec<(i32, i32)>) -> StoreResult<HoldRecord> {
+        let pool = match self.pool_id {
+            None => None,
+            Some(pool_id) => Some((
+                pool_id,
+                parts
+                    .into_iter()
+                    .map(parse_part)
+                    .collect::<StoreResult<Vec<_>>>()?,
+            )),
+        };
+        Ok(HoldRecord {
+            hold_id,
+            show_id: self.show_id,
+            buyer: self.buyer,
+            expires_at: self.expires_at,
+            state: self.state,
+            booking_id: self.booking_id,
+            seats: self.seats,
+            pool,
+            items: self.items,
+        })
+    }
 }
 
 fn parse_part((shard, quantity): (i32, i32)) -> StoreResult<(u32, u32)> {
@@ -114,69 +148,74 @@ fn parse_part((shard, quantity): (i32, i32)) -> StoreResult<(u32, u32)> {
     ))
 }
 
+/// Hold records, as each backend reads them (`postgres/holds.rs`,
+/// `sqlite/holds.rs`). One call is one read: the handle reads again after a
+/// lost connection.
+#[async_trait]
+pub trait HoldsPort: Send + Sync {
+    /// The hold's record, if it was ever placed.
+    async fn hold(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>>;
+
+    /// Ids of holds past their expiry (`expires_at_us <= now_us`) that no
+    /// event has closed, oldest first, at most `limit`.
+    async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>>;
+}
+
+handle!(
+    /// Hold records (the `holds` and `pool_holds` tables): [`HoldsPort`].
+    Holds: HoldsPort
+);
+
 impl Holds {
     pub async fn hold(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
-        retry_read(move || self.hold_once(hold_id)).await
+        retry_read(move || self.port.hold(hold_id)).await
     }
 
-    async fn hold_once(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
-        let id = hold_id.to_string();
-        on_store!(self, read pool => {
-            let row: Option<HoldColumns> = sqlx::query_as(SELECT_HOLD)
-                .bind(&id)
-                .fetch_optional(pool)
-                .await
-                .map_err(StoreError::classify)?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let head = HoldHead::parse(row)?;
-            let parts = match head.pool_id {
-                None => None,
-                Some(pool_id) => {
-                    let parts: Vec<(i32, i32)> = sqlx::query_as(SELECT_POOL_PARTS)
-                        .bind(&id)
-                        .fetch_all(pool)
-                        .await
-                        .map_err(StoreError::classify)?;
-                    let parts = parts
-                        .into_iter()
-                        .map(parse_part)
-                        .collect::<StoreResult<Vec<_>>>()?;
-                    Some((pool_id, parts))
-                }
-            };
-            Ok(Some(HoldRecord {
-                hold_id: *hold_id,
-                show_id: head.show_id,
-                buyer: head.buyer,
-                expires_at: head.expires_at,
-                state: head.state,
-                booking_id: head.booking_id,
-                seats: head.seats,
-                pool: parts,
-                items: head.items,
-            }))
-        })
+    /// Ids of holds past their expiry that no event has closed, oldest first.
+    pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
+        self.port.expired_holds(now_us, limit).await
     }
 }
 
-impl Holds {
-    /// Ids of holds past their expiry that no event has closed, oldest first.
-    pub async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
-        let ids: Vec<String> = on_store!(self, read pool => {
-            sqlx::query_scalar(
-                "SELECT hold_id FROM holds WHERE state = 'held' AND expires_at_us <= $1 \
-                 ORDER BY expires_at_us LIMIT $2",
-            )
-            .bind(now_us)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-            .map_err(StoreError::classify)?
-        });
-        ids.iter()
-            .map(|id| parse_hold_id("holds.hold_id", id))
-            .collect()
-    }
+/// A hold's record, read on `pool`.
+pub(super) async fn read_hold(
+    pool: &impl SqlPool,
+    hold_id: &HoldId,
+) -> StoreResult<Option<HoldRecord>> {
+    let id = hold_id.to_string();
+    let row: Option<HoldColumns> = pool
+        .fetch_optional(SELECT_HOLD, &[Param::Text(&id)])
+        .await?;
+    let Some(head) = row.map(HoldHead::parse).transpose()? else {
+        return Ok(None);
+    };
+    let parts = if head.has_parts() {
+        pool.fetch_all(SELECT_POOL_PARTS, &[Param::Text(&id)])
+            .await?
+    } else {
+        Vec::new()
+    };
+    head.record(*hold_id, parts).map(Some)
+}
+
+/// Ids of holds past their expiry that no event has closed, oldest first,
+/// read on `pool`: the sweeper's query.
+pub(super) async fn read_expired(
+    pool: &impl SqlPool,
+    now_us: i64,
+    limit: i64,
+) -> StoreResult<Vec<HoldId>> {
+    let ids: Vec<(String,)> = pool
+        .fetch_all(
+            "SELECT hold_id FROM holds WHERE state = 'held' AND expires_at_us <= $1 \
+             ORDER BY expires_at_us LIMIT $2",
+            &[Param::Int(now_us), Param::Int(limit)],
+        )
+        .await?;
+    parse_hold_ids("holds.hold_id", &ids)
+}
+
+/// Hold ids as read (one column).
+pub(super) fn parse_hold_ids(column: &str, ids: &[(String,)]) -> StoreResult<Vec<HoldId>> {
+    ids.iter().map(|(id,)| parse_hold_id(column, id)).collect()
 }

@@ -3,7 +3,12 @@
 //!
 //! [`Store`] opens one database and hands out its **ports**, one per
 //! concern; each wing of the service receives the ports it uses, never the
-//! whole database:
+//! whole database. A port is a trait (`...Port`) with one implementation
+//! per backend, in the backend's own folder (`postgres/`, `sqlite/`),
+//! chosen once, when [`Store::connect`] reads `DATABASE_URL`; a wing holds
+//! the port's handle (the name in the first column), which adds what does
+//! not depend on the database (reading again after a lost connection,
+//! parsing rows) and can be made over a fake in a test:
 //!
 //! | port | owns | used by |
 //! |---|---|---|
@@ -14,26 +19,29 @@
 //! | [`Checkouts`] (`checkouts.rs`) | checkout records | checkout recovery |
 //! | [`WebhookOutbox`] (`webhooks.rs`) | endpoints, deliveries, claims | webhooks |
 //! | [`ProjectionTables`] (`tables.rs`, `quiesce.rs`, `bulk.rs`) | every read model at once: dump, reset, write back | replay, verify |
+//! | [`TicketKeys`] (`ticket_keys.rs`) | the keys tickets' codes are signed with | tickets |
+//! | [`Ledger`] (`ledger.rs`) | the payment simulator's payments and refunds | the simulator |
 //! | [`Database`] (`database.rs`) | the connection itself: migrations, health, hosts | the binary, `/health` |
 //!
-//! The payment simulator's ledger is a port of the same kind beside the
-//! simulator (`payment::ledger`).
+//! Appends are our own: one transaction writes the events of every stream a
+//! command touched, at the sequences it decided on, together with the
+//! read-model rows those events produce (see [`batch`]). A duplicate
+//! `(aggregate_type, aggregate_id, sequence)` anywhere in the batch refuses
+//! the whole batch, which is what makes a multi-seat hold all or nothing;
+//! and a projection written in the same transaction can never be left
+//! behind by a crash. Each backend writes a batch's rows in one place:
+//! `sql/postgres/booking_apply.sql`, `sqlite/append.rs` (and, for replay's
+//! in-memory fold, `tables.rs`). The log is the `events` table of
+//! postgres-es and sqlite-es (`tests/behaviour/cqrs.rs` loads it through
+//! their repositories).
 //!
-//! Streams are loaded through the cqrs-es repositories of postgres-es and
-//! sqlite-es. Appends are our own: one transaction writes the events of every
-//! stream a command touched, at the sequences it decided on, together with
-//! the read-model rows those events produce (see [`batch`]). A
-//! duplicate `(aggregate_type, aggregate_id, sequence)` anywhere in the batch
-//! refuses the whole batch, which is what makes a multi-seat hold all or
-//! nothing; and a projection written in the same transaction can never be
-//! left behind by a crash. Each backend writes a batch's rows in one place:
-//! `sql/postgres/booking_apply.sql`, `log/sqlite.rs` (and, for replay's
-//! in-memory fold, `tables.rs`).
-//!
-//! Only the files of this folder (and the ledger) know which database is
-//! behind a port: both share their SQL where the dialects agree (`$n`
-//! parameters work in both); the [`on_store!`] macro expands one body for
-//! each pool type.
+//! Only the files of this folder know which database is behind a port. A
+//! concern's file holds its port's trait, its handle, and the statements
+//! both dialects share (`$n` parameters work in both), as functions over
+//! any pool ([`sql::SqlPool`]); a backend's implementation calls those
+//! where its dialect agrees and writes its own where it does not (the
+//! changed-seat read, the webhook claim, the late-commit bound, bulk
+//! writes, the appenders).
 
 pub(crate) mod batch;
 mod bulk;
@@ -44,10 +52,14 @@ mod error;
 mod flat;
 mod holds;
 mod idempotency;
+pub(crate) mod ledger;
 pub(crate) mod log;
-mod primary;
+pub(crate) mod postgres;
+
 mod quiesce;
 mod shows;
+mod sql;
+pub(crate) mod sqlite;
 mod tables;
 mod ticket_keys;
 mod webhooks;
@@ -58,23 +70,26 @@ use std::time::Duration;
 pub use batch::{
     AppendBatch, AppendOutcome, CheckpointMove, IdempotencyKeyRow, NewEvent, MAX_EVENTS_PER_BATCH,
 };
-pub use checkouts::WaitingCheckout;
-pub(crate) use database::Backend;
-pub use database::{Database, StoreKind};
+pub use checkouts::{Checkouts, CheckoutsPort, WaitingCheckout};
+pub use database::{Database, DatabasePort, StoreKind};
 use error::retry_read;
 pub use error::{
     StoreError, StoreResult, PING_IDLE_CONNECTIONS_AFTER, READ_RETRIES_ON_CONNECTION_LOSS,
 };
-pub use holds::HoldRecord;
-pub use idempotency::IdempotencyEntry;
-pub use log::{EventLog, LogEvent, LogFilter, LogScan};
-pub use quiesce::Quiesced;
-pub use shows::{PoolFigures, SeatChange, ShowInsert, WHOLE_SHOW};
-pub use tables::{Projection, Tables};
-pub use ticket_keys::TicketKeyRow;
+pub use holds::{HoldRecord, Holds, HoldsPort};
+pub use idempotency::{IdempotencyEntry, IdempotencyKeys, IdempotencyPort};
+pub use ledger::{Ledger, LedgerPort};
+pub use log::{EventLog, EventLogPort, LogEvent, LogFilter, LogScan};
+use postgres::PgBackend;
+pub use quiesce::{Quiesced, QuiescedPort};
+pub use shows::{PoolFigures, SeatChange, ShowInsert, Shows, ShowsPort, WHOLE_SHOW};
+use sqlite::SqliteBackend;
+pub use tables::{Projection, ProjectionTables, ProjectionTablesPort, Tables};
+pub use ticket_keys::{TicketKeyRow, TicketKeys, TicketKeysPort};
 pub use webhooks::{
     AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,
-    EndpointId, EndpointRow, NewDelivery, RetryOutcome, WebhookEventType,
+    EndpointId, EndpointRow, NewDelivery, RetryOutcome, WebhookEventType, WebhookOutbox,
+    WebhookOutboxPort,
 };
 
 /// Default size of the connection pool: PostgreSQL connections, or read
@@ -99,163 +114,143 @@ pub const QUERY_POOL_CONNECTIONS: u32 = 4;
 /// this deadline, so a request during an outage is answered just after it).
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// Declares a port: a handle on the one database, cheap to clone, whose
-/// methods (in the port's own file) are the only queries of its concern.
-macro_rules! port {
-    ($(#[$doc:meta])* $name:ident) => {
+/// Declares the handle of a port that is a trait: what a wing holds, cheap
+/// to clone, over the implementation of the backend chosen at start
+/// (`postgres/`, `sqlite/`) or, in a test, a fake. The handle's methods (in
+/// the port's own file) add what does not depend on the database, such as
+/// reading again after a lost connection.
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident: $port:ident) => {
         $(#[$doc])*
         #[derive(Clone)]
         pub struct $name {
-            db: std::sync::Arc<$crate::store::Backend>,
+            port: std::sync::Arc<dyn $port>,
         }
 
         impl $name {
-            pub(crate) fn on(db: std::sync::Arc<$crate::store::Backend>) -> Self {
-                Self { db }
-            }
-
-            /// The database behind the port (for `on_store!`).
-            pub(crate) fn backend(&self) -> &$crate::store::Backend {
-                &self.db
+            pub fn new(port: std::sync::Arc<dyn $port>) -> Self {
+                Self { port }
             }
         }
     };
 }
-pub(crate) use port;
-
-/// Expands `$body` once per backend with `$pool` bound to the pool for reads
-/// (`read`) or writes (`write`); on PostgreSQL both are the one pool. `query`
-/// is for public queries: PostgreSQL's query pool, SQLite's read pool.
-/// `$store` is a port (or the [`Backend`]).
-macro_rules! on_store {
-    ($store:expr, query $pool:ident => $body:expr) => {
-        match $store.backend() {
-            $crate::store::Backend::Postgres(s) => {
-                let $pool = &s.query;
-                $body
-            }
-            $crate::store::Backend::Sqlite(s) => {
-                let $pool = &s.read;
-                $body
-            }
-        }
-    };
-    ($store:expr, read $pool:ident => $body:expr) => {
-        match $store.backend() {
-            $crate::store::Backend::Postgres(s) => {
-                let $pool = &s.pool;
-                $body
-            }
-            $crate::store::Backend::Sqlite(s) => {
-                let $pool = &s.read;
-                $body
-            }
-        }
-    };
-    ($store:expr, write $pool:ident => $body:expr) => {
-        match $store.backend() {
-            $crate::store::Backend::Postgres(s) => {
-                let $pool = &s.pool;
-                $body
-            }
-            $crate::store::Backend::Sqlite(s) => {
-                let $pool = &s.write;
-                $body
-            }
-        }
-    };
-}
-pub(crate) use on_store;
-
-port!(
-    /// Show definitions and the seat and shard rows. See `shows.rs`.
-    Shows
-);
-port!(
-    /// Hold records (the `holds` and `pool_holds` tables). See `holds.rs`.
-    Holds
-);
-port!(
-    /// Buyers' idempotency keys. See `idempotency.rs`.
-    IdempotencyKeys
-);
-port!(
-    /// Checkout records. See `checkouts.rs`.
-    Checkouts
-);
-port!(
-    /// Webhook endpoints, deliveries and their claims. See `webhooks.rs`.
-    WebhookOutbox
-);
-port!(
-    /// Every read model at once, for replay and verify. See `tables.rs`.
-    ProjectionTables
-);
-port!(
-    /// The keys tickets' codes are signed with. See `ticket_keys.rs`.
-    TicketKeys
-);
+pub(crate) use handle;
 
 /// One database, opened once per process: what hands out the ports. The
 /// binary's wiring (`app.rs`) and tools hold it; a wing holds only the
 /// ports it is given.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Backend>,
+    handles: Handles,
+}
+
+/// The handles of the ports that are traits, made once at start over the
+/// backend `DATABASE_URL` chose.
+#[derive(Clone)]
+struct Handles {
+    log: EventLog,
+    shows: Shows,
+    holds: Holds,
+    idempotency_keys: IdempotencyKeys,
+    ticket_keys: TicketKeys,
+    checkouts: Checkouts,
+    webhooks: WebhookOutbox,
+    ledger: Ledger,
+    projections: ProjectionTables,
+    database: Database,
+}
+
+impl Handles {
+    fn over<B>(backend: Arc<B>) -> Self
+    where
+        B: EventLogPort
+            + ShowsPort
+            + HoldsPort
+            + IdempotencyPort
+            + TicketKeysPort
+            + CheckoutsPort
+            + WebhookOutboxPort
+            + LedgerPort
+            + ProjectionTablesPort
+            + DatabasePort
+            + 'static,
+    {
+        let log = EventLog::new(backend.clone());
+        Self {
+            log: log.clone(),
+            shows: Shows::new(backend.clone()),
+            holds: Holds::new(backend.clone()),
+            idempotency_keys: IdempotencyKeys::new(backend.clone()),
+            ticket_keys: TicketKeys::new(backend.clone()),
+            checkouts: Checkouts::new(backend.clone()),
+            webhooks: WebhookOutbox::new(backend.clone()),
+            ledger: Ledger::new(backend.clone()),
+            projections: ProjectionTables::new(backend.clone(), log.clone()),
+            database: Database::new(backend),
+        }
+    }
 }
 
 impl Store {
     /// Opens the store a `DATABASE_URL` names: `postgres://` or `postgresql://`
     /// for PostgreSQL, `sqlite://PATH` for a SQLite file (created if missing).
     pub async fn connect(url: &str, connections: u32) -> StoreResult<Self> {
-        Ok(Self {
-            db: Arc::new(Backend::connect(url, connections).await?),
-        })
+        let connections = connections.max(1);
+        let handles = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Handles::over(Arc::new(PgBackend::connect(url, connections).await?))
+        } else if url.starts_with("sqlite:") {
+            Handles::over(Arc::new(SqliteBackend::connect(url, connections).await?))
+        } else {
+            return Err(StoreError::BadUrl(format!(
+                "DATABASE_URL must start with sqlite:// or postgres://, got {:?}",
+                url.split(':').next().unwrap_or_default()
+            )));
+        };
+        Ok(Self { handles })
     }
 
     pub fn log(&self) -> EventLog {
-        EventLog::on(self.db.clone())
+        self.handles.log.clone()
     }
 
     pub fn shows(&self) -> Shows {
-        Shows::on(self.db.clone())
+        self.handles.shows.clone()
     }
 
     pub fn holds(&self) -> Holds {
-        Holds::on(self.db.clone())
+        self.handles.holds.clone()
     }
 
     pub fn idempotency_keys(&self) -> IdempotencyKeys {
-        IdempotencyKeys::on(self.db.clone())
+        self.handles.idempotency_keys.clone()
     }
 
     pub fn ticket_keys(&self) -> TicketKeys {
-        TicketKeys::on(self.db.clone())
+        self.handles.ticket_keys.clone()
     }
 
     pub fn checkouts(&self) -> Checkouts {
-        Checkouts::on(self.db.clone())
+        self.handles.checkouts.clone()
     }
 
     pub fn webhooks(&self) -> WebhookOutbox {
-        WebhookOutbox::on(self.db.clone())
+        self.handles.webhooks.clone()
     }
 
     pub fn projections(&self) -> ProjectionTables {
-        ProjectionTables::on(self.db.clone())
+        self.handles.projections.clone()
     }
 
     pub fn database(&self) -> Database {
-        Database::on(self.db.clone())
+        self.handles.database.clone()
     }
 
-    /// The database, for a port declared outside this folder (the
-    /// simulator's ledger, `payment::ledger`).
-    pub(crate) fn shared(&self) -> Arc<Backend> {
-        self.db.clone()
+    /// The payment simulator's ledger.
+    pub fn ledger(&self) -> Ledger {
+        self.handles.ledger.clone()
     }
 
     pub fn kind(&self) -> StoreKind {
-        self.db.kind()
+        self.handles.database.kind()
     }
 }

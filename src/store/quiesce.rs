@@ -14,50 +14,43 @@
 //! will ever commit below the log's current head: nothing can commit until
 //! the phase ends.
 
-use sqlx::{Postgres, Sqlite, Transaction};
+use async_trait::async_trait;
 
 use super::batch::AppendOutcome;
+use super::document::Document;
 use super::tables::{Projection, Table, Tables};
-use super::{Backend, ProjectionTables, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 
-const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, \
-     pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
+/// A write phase as each backend holds it (`postgres/quiesce.rs`,
+/// `sqlite/quiesce.rs`): one transaction no append commits beside.
+#[async_trait]
+pub trait QuiescedPort: Send {
+    /// Runs one statement (a constant: never input) in the phase.
+    async fn execute(&mut self, sql: &'static str) -> StoreResult<()>;
 
-const PG_STAMP_SHOWS: &str = "UPDATE shows SET rows_rewritten_at = \
-     (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16";
+    /// Seat rows were rewritten without events: what the availability
+    /// caches need to know of it.
+    async fn seat_rows_rewritten(&mut self) -> StoreResult<()>;
 
-pub enum Quiesced {
-    Postgres(Transaction<'static, Postgres>),
-    Sqlite(Transaction<'static, Sqlite>),
+    /// Writes the rows of the `reset` tables set-based (`bulk.rs`); returns
+    /// the statements that carried rows.
+    async fn write_reset(&mut self, tables: &Tables, reset: &[Table]) -> StoreResult<usize>;
+
+    /// Writes one append document in the phase.
+    async fn write_document(&mut self, document: &Document<'_>) -> StoreResult<AppendOutcome>;
+
+    async fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
-impl ProjectionTables {
-    /// Starts a write phase in which no other append commits (see the
-    /// module's comment). It ends with [`Quiesced::commit`]; dropped, it
-    /// rolls back.
-    pub async fn quiesce(&self) -> StoreResult<Quiesced> {
-        match self.backend() {
-            Backend::Postgres(s) => {
-                let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
-                sqlx::query(PG_LOCK)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::classify)?;
-                Ok(Quiesced::Postgres(tx))
-            }
-            Backend::Sqlite(s) => {
-                let tx = s
-                    .write
-                    .begin_with("BEGIN IMMEDIATE")
-                    .await
-                    .map_err(StoreError::classify)?;
-                Ok(Quiesced::Sqlite(tx))
-            }
-        }
-    }
-}
+/// A write phase in which no other append commits: it ends with
+/// [`Quiesced::commit`]; dropped, it rolls back.
+pub struct Quiesced(Box<dyn QuiescedPort>);
 
 impl Quiesced {
+    pub(super) fn new(phase: impl QuiescedPort + 'static) -> Self {
+        Self(Box::new(phase))
+    }
+
     /// Resets the named projections (see [`Projection`]).
     pub async fn reset_projections(&mut self, which: &[Projection]) -> StoreResult<()> {
         // Collected first: an iterator of borrowed statements held across
@@ -67,23 +60,10 @@ impl Quiesced {
             .flat_map(|p| p.reset_sql().iter().copied())
             .collect();
         for sql in statements {
-            match self {
-                Quiesced::Postgres(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
-                Quiesced::Sqlite(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
-            }
-            .map_err(StoreError::classify)?;
+            self.0.execute(sql).await?;
         }
-        // Seat rows rewritten without events: on PostgreSQL the availability
-        // caches find changes through the log, so every show is stamped
-        // with a position of this transaction and read whole next time
-        // (migration 0013). (SQLite's trigger marks each row it changes.)
-        if let (Quiesced::Postgres(tx), true) =
-            (&mut *self, which.contains(&Projection::Availability))
-        {
-            sqlx::query(PG_STAMP_SHOWS)
-                .execute(&mut **tx)
-                .await
-                .map_err(StoreError::classify)?;
+        if which.contains(&Projection::Availability) {
+            self.0.seat_rows_rewritten().await?;
         }
         Ok(())
     }
@@ -104,38 +84,10 @@ impl Quiesced {
             .into_iter()
             .filter(|t| !bulk.contains(t))
             .collect();
-        let mut statements = match self {
-            Quiesced::Postgres(tx) => super::bulk::write_postgres(tx, tables, &bulk).await?,
-            Quiesced::Sqlite(tx) => super::bulk::write_sqlite(tx, tables, &bulk).await?,
-        };
+        let mut statements = self.0.write_reset(tables, &bulk).await?;
         let docs = tables.documents(chunk, &merged);
         for document in &docs {
-            let outcome = match self {
-                Quiesced::Postgres(tx) => {
-                    let json = document.to_json()?;
-                    match sqlx::query(super::log::postgres::APPEND)
-                        .bind(json)
-                        .execute(&mut **tx)
-                        .await
-                    {
-                        Ok(_) => AppendOutcome::Appended,
-                        Err(err) => super::log::postgres::refusal(&err)
-                            .ok_or_else(|| StoreError::classify(err))?,
-                    }
-                }
-                Quiesced::Sqlite(tx) => {
-                    let job = super::log::sqlite::SqliteJob::of(document)?;
-                    match job.write(tx).await {
-                        super::log::sqlite::JobWrite::Done(outcome) => {
-                            outcome.map_err(StoreError::classify)?
-                        }
-                        // The caller's transaction is gone: its error ends the phase.
-                        super::log::sqlite::JobWrite::TransactionLost(error) => {
-                            return Err(StoreError::classify(error))
-                        }
-                    }
-                }
-            };
+            let outcome = self.0.write_document(document).await?;
             if outcome != AppendOutcome::Appended {
                 return Err(StoreError::Corrupt(format!(
                     "replay batch refused: {outcome:?}"
@@ -147,10 +99,6 @@ impl Quiesced {
     }
 
     pub async fn commit(self) -> StoreResult<()> {
-        match self {
-            Quiesced::Postgres(tx) => tx.commit().await,
-            Quiesced::Sqlite(tx) => tx.commit().await,
-        }
-        .map_err(StoreError::classify)
+        self.0.commit().await
     }
 }

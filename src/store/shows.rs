@@ -2,14 +2,16 @@
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
+
 use domain::ids::{ChannelId, PoolId, SeatId, ShowId, TicketType, VenueId};
 use domain::seat::SeatStatus;
 use domain::show::Show;
 use projections::pools::{HeldPlaces, PoolLedger, SoldPlaces};
 
 use super::holds::parse_column;
-use super::log::pg_log_bound;
-use super::{on_store, retry_read, Backend, Shows, StoreError, StoreResult};
+use super::sql::{Param, SqlPool};
+use super::{handle, retry_read, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShowInsert {
@@ -50,7 +52,7 @@ impl PoolFigures {
     }
 }
 
-const INSERT_SHOW: &str =
+pub(super) const INSERT_SHOW: &str =
     "INSERT INTO shows (show_id, definition, created_at_us) VALUES ($1, $2, $3) \
      ON CONFLICT DO NOTHING";
 const SELECT_SHOW: &str = "SELECT definition FROM shows WHERE show_id = $1";
@@ -58,18 +60,7 @@ const INSERT_VENUE: &str =
     "INSERT INTO venues (venue_id, definition, created_at_us) VALUES ($1, $2, $3) \
      ON CONFLICT (venue_id) DO NOTHING";
 const SELECT_VENUE: &str = "SELECT definition FROM venues WHERE venue_id = $1";
-const PG_INSERT_SEATS: &str = "INSERT INTO seat_availability (show_id, seat_id, ordinal, section) \
-     SELECT $1, s, o, c FROM UNNEST($2::text[], $3::int[], $4::text[]) AS u(s, o, c)";
-/// A new show's rows are `changed` at -1, below every watermark (a log
-/// position, 0 while the log is empty): only a whole read returns them.
-/// At the column's default, 0, an empty log's watermark (0) named every row
-/// changed, and every read of a show created before any event was a whole
-/// read (67 ms for 20,000 seats, measured in `bench --only availability`).
-const SQLITE_INSERT_SEAT: &str = "INSERT INTO seat_availability \
-     (show_id, seat_id, ordinal, section, changed) VALUES ($1, $2, $3, $4, -1)";
-/// The SQLite watermark of a whole read: below every `changed`.
-const SQLITE_WHOLE_SHOW: &str = "-1";
-const INSERT_SHARD: &str =
+pub(super) const INSERT_SHARD: &str =
     "INSERT INTO pool_shards (show_id, pool_id, shard, capacity) VALUES ($1, $2, $3, $4)";
 /// A show's shards with what they sold (JSON text) and owe the waiting
 /// list, then (`shard` -1) its held places by pool, channel and ticket
@@ -85,7 +76,7 @@ const SELECT_POOL_LEDGERS: &str =
        AND expires_at_us > (CASE WHEN channel IS NULL THEN $3 ELSE $2 END) \
      GROUP BY pool_id, channel, ticket_type";
 /// A row of [`SELECT_POOL_LEDGERS`].
-type LedgerRow = (
+pub type LedgerRow = (
     String,
     i64,
     i64,
@@ -128,6 +119,8 @@ macro_rules! insert_shards {
     };
 }
 
+pub(super) use insert_shards;
+
 /// The show's own row, in `tx` (the same statement on both stores: the
 /// transaction types differ); its outcome.
 macro_rules! insert_show_row {
@@ -142,111 +135,16 @@ macro_rules! insert_show_row {
     };
 }
 
+pub(super) use insert_show_row;
+
 /// A show's definition and the rows created with it.
-struct NewShowRows<'a> {
-    show_id: &'a ShowId,
-    definition: &'a str,
-    seats: &'a [NewSeat<'a>],
-    shards: &'a [NewShard<'a>],
-    created_at_us: i64,
+pub struct NewShowRows<'a> {
+    pub show_id: &'a ShowId,
+    pub definition: &'a str,
+    pub seats: &'a [NewSeat<'a>],
+    pub shards: &'a [NewShard<'a>],
+    pub created_at_us: i64,
 }
-
-/// Inserts the show and, if its id was free, its seat rows (one statement
-/// of arrays) and shard rows, in one transaction; whether it was free.
-async fn insert_show_pg(pool: &sqlx::PgPool, show: &NewShowRows<'_>) -> StoreResult<bool> {
-    let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-    let done = insert_show_row!(tx, show);
-    if done.rows_affected() == 1 {
-        let ids: Vec<&str> = show.seats.iter().map(|s| s.0.as_str()).collect();
-        let ordinals: Vec<i32> = show.seats.iter().map(|s| s.1).collect();
-        let sections: Vec<&str> = show.seats.iter().map(|s| s.2).collect();
-        sqlx::query(PG_INSERT_SEATS)
-            .bind(show.show_id.as_str())
-            .bind(&ids)
-            .bind(&ordinals)
-            .bind(&sections)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::classify)?;
-        insert_shards!(tx, show.show_id.as_str(), show.shards);
-    }
-    tx.commit().await.map_err(StoreError::classify)?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// As [`insert_show_pg`], a seat row a statement (SQLite has no arrays).
-async fn insert_show_sqlite(pool: &sqlx::SqlitePool, show: &NewShowRows<'_>) -> StoreResult<bool> {
-    let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-    let done = insert_show_row!(tx, show);
-    if done.rows_affected() == 1 {
-        for (seat_id, ordinal, section) in show.seats {
-            sqlx::query(SQLITE_INSERT_SEAT)
-                .bind(show.show_id.as_str())
-                .bind(seat_id.as_str())
-                .bind(ordinal)
-                .bind(section)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::classify)?;
-        }
-        insert_shards!(tx, show.show_id.as_str(), show.shards);
-    }
-    tx.commit().await.map_err(StoreError::classify)?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Seat rows of a show changed since a watermark, and the watermark to pass
-/// next time, in one statement (one snapshot).
-///
-/// PostgreSQL (migration 0013): the watermark is a log position, the
-/// late-commit bound of the previous read's snapshot (`pg_log_bound!`),
-/// (oldest + xid_offset) times 65,536: every transaction that read could not see writes its events
-/// at or above it. The seats that changed are those the show's seat events
-/// since then name (a command writes its rows with its events), unless the
-/// show's rows were rewritten without events since then (`-2`): then the
-/// show is read whole.
-///
-/// The seat rows are found one by one through the primary key (the LIMIT
-/// keeps the lateral subquery from being flattened into a join the planner
-/// could make a scan of the show's every row).
-///
-/// The show's events since the watermark are read through
-/// `events_show_position` alone: the stream type is tested outside a
-/// subquery the planner may not push it into (`OFFSET 0`). Asked inside, it
-/// made the planner scan the primary key's every `Seat` entry, of every
-/// show, when the log's statistics were young or generic (a log that grew
-/// from nothing in the last minute, before autovacuum's first ANALYZE):
-/// 8-12 ms a read with 20,000 seat events in the log and nothing new, up to
-/// 40 ms under writers, against 0.1 ms (measured by `auto_explain` during
-/// `bench --only availability`, and with `EXPLAIN ANALYZE` on 40,000 events).
-const PG_SEAT_CHANGES: &str = concat!(
-    "SELECT a.ordinal, a.status, a.expires_at_us, a.channel, a.ticket_type, a.price_cents, NULL::text \
-     FROM (SELECT DISTINCT aggregate_id \
-           FROM (SELECT aggregate_type, aggregate_id FROM events \
-                 WHERE show_id = $1 AND position >= $2::bigint OFFSET 0) recent \
-           WHERE aggregate_type = 'Seat') e \
-     CROSS JOIN LATERAL (SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents \
-           FROM seat_availability \
-           WHERE show_id = $1 AND seat_id = substr(e.aggregate_id, length($1) + 2) LIMIT 1) a \
-     UNION ALL SELECT -2, NULL, NULL, NULL, NULL, NULL, NULL FROM shows \
-       WHERE show_id = $1 AND rows_rewritten_at >= $2::bigint \
-     UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, ",
-    pg_log_bound!(),
-    "::text"
-);
-/// The whole show, and the watermark to pass next time.
-const PG_SEATS: &str = concat!(
-    "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL::text \
-     FROM seat_availability WHERE show_id = $1 \
-     UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, ",
-    pg_log_bound!(),
-    "::text"
-);
-const SQLITE_SEAT_CHANGES: &str =
-    "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL \
-     FROM seat_availability WHERE show_id = $1 AND changed >= CAST($2 AS INTEGER) \
-     UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, \
-       CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
 
 /// The watermark that asks for every seat row of a show (no log position
 /// reads as it).
@@ -255,7 +153,7 @@ pub const WHOLE_SHOW: &str = "whole";
 /// A row of a changed-rows read: `(ordinal, status, expires_at_us,
 /// channel, ticket_type, price_cents, mark)`; ordinal -1 carries the next
 /// watermark, -2 says "read the show whole".
-type SeatRow = (
+pub type SeatRow = (
     i32,
     Option<String>,
     Option<i64>,
@@ -275,6 +173,71 @@ pub struct SeatChange {
     pub channel: Option<ChannelId>,
     pub sale: Option<(TicketType, i64)>,
 }
+
+/// Shows, venues and the rows created with them, as each backend reads
+/// and writes them (`postgres/shows.rs`, `sqlite/shows.rs`). One call is
+/// one statement or one transaction; the handle reads again after a lost
+/// connection and parses what is read.
+#[async_trait]
+pub trait ShowsPort: Send + Sync {
+    /// One changed-rows read of a show's seats since `watermark` (`whole`:
+    /// all of them), on the pool of public queries; the rows of
+    /// [`SeatRow`].
+    async fn seat_rows(
+        &self,
+        show_id: &ShowId,
+        watermark: &str,
+        whole: bool,
+    ) -> StoreResult<Vec<SeatRow>>;
+
+    /// Inserts the show and, if its id was free, its seat and shard rows,
+    /// in one transaction; whether it was free.
+    async fn insert_show(&self, show: &NewShowRows<'_>) -> StoreResult<bool>;
+
+    /// Inserts the venue if its id is free; whether it was.
+    async fn insert_venue(
+        &self,
+        venue_id: &VenueId,
+        definition: &str,
+        created_at_us: i64,
+    ) -> StoreResult<bool>;
+
+    async fn venue_definition(&self, venue_id: &VenueId) -> StoreResult<Option<String>>;
+
+    async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>>;
+
+    /// The rows of [`SELECT_POOL_LEDGERS`], on the pool of public queries.
+    async fn pool_ledger_rows(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+        public_us: i64,
+    ) -> StoreResult<Vec<LedgerRow>>;
+
+    /// The earliest `expires_at` after `now_us` of a held pool place of the
+    /// show, on the pool of public queries.
+    async fn next_pool_expiry(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Option<i64>>;
+
+    /// The ids of the seats a show's waiting list is owed at `now_us`
+    /// (returned, or held by a line hold past its `expires_at`), each once
+    /// or more.
+    async fn owed_seat_ids(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<String>>;
+
+    /// The rows of [`OWED_PLACES`], on the pool of public queries.
+    async fn owed_place_rows(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+    ) -> StoreResult<Vec<(String, i64)>>;
+
+    /// Every show's id (see [`SHOW_IDS`]).
+    async fn show_ids(&self) -> StoreResult<Vec<String>>;
+}
+
+handle!(
+    /// Show definitions and the seat and shard rows: [`ShowsPort`].
+    Shows: ShowsPort
+);
 
 impl Shows {
     /// The seat rows of a show changed since `watermark` ([`WHOLE_SHOW`]: all of them),
@@ -328,7 +291,7 @@ impl Shows {
         Ok((changes, next))
     }
 
-    /// One changed-rows read (see [`PG_SEAT_CHANGES`]); `None` if the show
+    /// One changed-rows read (see [`ShowsPort::seat_rows`]); `None` if the show
     /// must be read whole instead.
     async fn seat_rows(
         &self,
@@ -337,26 +300,7 @@ impl Shows {
         whole: bool,
     ) -> StoreResult<Option<Vec<SeatRow>>> {
         let whole = whole || watermark == WHOLE_SHOW;
-        let rows: Vec<SeatRow> = retry_read(move || async move {
-            match self.backend() {
-                Backend::Postgres(s) => {
-                    let sql = if whole { PG_SEATS } else { PG_SEAT_CHANGES };
-                    let query = sqlx::query_as(sql).bind(show_id.as_str());
-                    let query = if whole { query } else { query.bind(watermark) };
-                    query
-                        .fetch_all(&s.query)
-                        .await
-                        .map_err(StoreError::classify)
-                }
-                Backend::Sqlite(s) => sqlx::query_as(SQLITE_SEAT_CHANGES)
-                    .bind(show_id.as_str())
-                    .bind(if whole { SQLITE_WHOLE_SHOW } else { watermark })
-                    .fetch_all(&s.read)
-                    .await
-                    .map_err(StoreError::classify),
-            }
-        })
-        .await?;
+        let rows = retry_read(move || self.port.seat_rows(show_id, watermark, whole)).await?;
         Ok((!rows.iter().any(|(ordinal, ..)| *ordinal == -2)).then_some(rows))
     }
 
@@ -377,11 +321,7 @@ impl Shows {
             shards,
             created_at_us,
         };
-        let inserted = match self.backend() {
-            Backend::Postgres(s) => insert_show_pg(&s.pool, &show).await?,
-            Backend::Sqlite(s) => insert_show_sqlite(&s.write, &show).await?,
-        };
-        if inserted {
+        if self.port.insert_show(&show).await? {
             return Ok(ShowInsert::Created);
         }
         let existing = self.show_definition(show_id).await?.ok_or_else(|| {
@@ -398,17 +338,11 @@ impl Shows {
         definition: &str,
         created_at_us: i64,
     ) -> StoreResult<ShowInsert> {
-        let inserted = on_store!(self, write pool => {
-            sqlx::query(INSERT_VENUE)
-                .bind(venue_id.as_str())
-                .bind(definition)
-                .bind(created_at_us)
-                .execute(pool)
-                .await
-                .map_err(StoreError::classify)?
-                .rows_affected()
-        });
-        if inserted == 1 {
+        let inserted = self
+            .port
+            .insert_venue(venue_id, definition, created_at_us)
+            .await?;
+        if inserted {
             return Ok(ShowInsert::Created);
         }
         let existing = self.venue_definition(venue_id).await?.ok_or_else(|| {
@@ -419,30 +353,12 @@ impl Shows {
 
     /// The stored definition of a venue (canonical JSON), if it exists.
     pub async fn venue_definition(&self, venue_id: &VenueId) -> StoreResult<Option<String>> {
-        retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_scalar(SELECT_VENUE)
-                    .bind(venue_id.as_str())
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await
+        retry_read(move || self.port.venue_definition(venue_id)).await
     }
 
     /// The stored definition of a show (canonical JSON), if it exists.
     pub async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>> {
-        retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_scalar(SELECT_SHOW)
-                    .bind(show_id.as_str())
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await
+        retry_read(move || self.port.show_definition(show_id)).await
     }
 
     /// Capacity, sold, held (by channel) and allocated places of each pool
@@ -472,18 +388,8 @@ impl Shows {
             Some(_) => i64::MIN,
             None => now_us,
         };
-        let rows: Vec<LedgerRow> = on_store!(self, query pool => {
-            retry_read(move || async move {
-                sqlx::query_as(SELECT_POOL_LEDGERS)
-                    .bind(show_id.as_str())
-                    .bind(now_us)
-                    .bind(public_us)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-            .await?
-        });
+        let rows =
+            retry_read(move || self.port.pool_ledger_rows(show_id, now_us, public_us)).await?;
         let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
         let mut pools: BTreeMap<PoolId, PoolLedger> = BTreeMap::new();
         for (pool_id, shard, places, sold, allocated, sales, channel, ticket_type, returned) in rows
@@ -530,36 +436,9 @@ impl Shows {
         show_id: &ShowId,
         now_us: i64,
     ) -> StoreResult<Option<i64>> {
-        on_store!(self, query pool => {
-            retry_read(move || async move {
-                sqlx::query_scalar(
-                    "SELECT MIN(expires_at_us) FROM pool_holds \
-                     WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2",
-                )
-                .bind(show_id.as_str())
-                .bind(now_us)
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::classify)
-            })
-            .await
-        })
+        retry_read(move || self.port.next_pool_expiry(show_id, now_us)).await
     }
 }
-
-/// Seats owed to a show's waiting list: returned (held, by no hold), or
-/// held by a line hold whose `expires_at` has passed (its seat row names
-/// no expiry: the hold's record does).
-const OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
-     WHERE show_id = $1 AND status = 'held' AND hold_id IS NULL AND booking_id IS NULL \
-     UNION ALL \
-     SELECT j.value FROM holds AS h, json_each(h.seat_ids) AS j \
-     WHERE h.state = 'held' AND h.expires_at_us <= $2 AND h.show_id = $1 AND h.pool_id IS NULL";
-const PG_OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
-     WHERE show_id = $1 AND status = 'held' AND hold_id IS NULL AND booking_id IS NULL \
-     UNION ALL \
-     SELECT j FROM holds AS h, jsonb_array_elements_text(h.seat_ids::jsonb) AS j \
-     WHERE h.state = 'held' AND h.expires_at_us <= $2 AND h.show_id = $1 AND h.pool_id IS NULL";
 
 /// Places owed to a show's waiting list by pool: its shards' returned
 /// places, and the public (line) holds past their `expires_at`.
@@ -579,27 +458,11 @@ const SHOW_IDS: &str = "SELECT show_id FROM shows ORDER BY show_id";
 
 impl Shows {
     /// The seats a show's waiting list is owed at `now_us` (see
-    /// [`OWED_SEATS`]): candidates for the line's judgement, whose seat
+    /// [`ShowsPort::owed_seat_ids`]): candidates for the line's judgement, whose seat
     /// streams decide. An expired hold that was not a line hold is among
     /// them too: its seat is free and the line passes it over.
     pub async fn owed_seats(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<SeatId>> {
-        let ids: Vec<String> = retry_read(move || async move {
-            match self.backend() {
-                Backend::Postgres(s) => sqlx::query_scalar(PG_OWED_SEATS)
-                    .bind(show_id.as_str())
-                    .bind(now_us)
-                    .fetch_all(&s.query)
-                    .await
-                    .map_err(StoreError::classify),
-                Backend::Sqlite(s) => sqlx::query_scalar(OWED_SEATS)
-                    .bind(show_id.as_str())
-                    .bind(now_us)
-                    .fetch_all(&s.read)
-                    .await
-                    .map_err(StoreError::classify),
-            }
-        })
-        .await?;
+        let ids = retry_read(move || self.port.owed_seat_ids(show_id, now_us)).await?;
         let mut seats = ids
             .iter()
             .map(|id| parse_column("seat_availability.seat_id", id.as_str(), SeatId::parse))
@@ -616,17 +479,7 @@ impl Shows {
         show_id: &ShowId,
         now_us: i64,
     ) -> StoreResult<BTreeMap<PoolId, u32>> {
-        let rows: Vec<(String, i64)> = on_store!(self, query pool => {
-            retry_read(move || async move {
-                sqlx::query_as(OWED_PLACES)
-                    .bind(show_id.as_str())
-                    .bind(now_us)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-            .await?
-        });
+        let rows = retry_read(move || self.port.owed_place_rows(show_id, now_us)).await?;
         let mut owed: BTreeMap<PoolId, u32> = BTreeMap::new();
         for (pool_id, places) in rows {
             let pool_id = parse_column("pool_shards.pool_id", pool_id.as_str(), PoolId::parse)?;
@@ -637,17 +490,105 @@ impl Shows {
 
     /// Every show's id (see [`SHOW_IDS`]).
     pub async fn show_ids(&self) -> StoreResult<Vec<ShowId>> {
-        let ids: Vec<String> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_scalar(SHOW_IDS)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
+        let ids = retry_read(move || self.port.show_ids()).await?;
         ids.iter()
             .map(|id| parse_column("shows.show_id", id.as_str(), ShowId::parse))
             .collect()
     }
+}
+
+/// Inserts the venue on `pool` if its id is free; whether it was.
+pub(super) async fn insert_venue(
+    pool: &impl SqlPool,
+    venue_id: &VenueId,
+    definition: &str,
+    created_at_us: i64,
+) -> StoreResult<bool> {
+    let inserted = pool
+        .execute(
+            INSERT_VENUE,
+            &[
+                Param::Text(venue_id.as_str()),
+                Param::Text(definition),
+                Param::Int(created_at_us),
+            ],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// The stored definition of a venue, read on `pool`.
+pub(super) async fn venue_definition(
+    pool: &impl SqlPool,
+    venue_id: &VenueId,
+) -> StoreResult<Option<String>> {
+    let row: Option<(String,)> = pool
+        .fetch_optional(SELECT_VENUE, &[Param::Text(venue_id.as_str())])
+        .await?;
+    Ok(row.map(|(definition,)| definition))
+}
+
+/// The stored definition of a show, read on `pool`.
+pub(super) async fn show_definition(
+    pool: &impl SqlPool,
+    show_id: &ShowId,
+) -> StoreResult<Option<String>> {
+    let row: Option<(String,)> = pool
+        .fetch_optional(SELECT_SHOW, &[Param::Text(show_id.as_str())])
+        .await?;
+    Ok(row.map(|(definition,)| definition))
+}
+
+/// The rows of [`SELECT_POOL_LEDGERS`], read on `pool`.
+pub(super) async fn pool_ledger_rows(
+    pool: &impl SqlPool,
+    show_id: &ShowId,
+    now_us: i64,
+    public_us: i64,
+) -> StoreResult<Vec<LedgerRow>> {
+    pool.fetch_all(
+        SELECT_POOL_LEDGERS,
+        &[
+            Param::Text(show_id.as_str()),
+            Param::Int(now_us),
+            Param::Int(public_us),
+        ],
+    )
+    .await
+}
+
+/// The earliest `expires_at` after `now_us` of a held pool place of the
+/// show, read on `pool`.
+pub(super) async fn next_pool_expiry(
+    pool: &impl SqlPool,
+    show_id: &ShowId,
+    now_us: i64,
+) -> StoreResult<Option<i64>> {
+    let row: Option<(Option<i64>,)> = pool
+        .fetch_optional(
+            "SELECT MIN(expires_at_us) FROM pool_holds \
+             WHERE show_id = $1 AND state = 'held' AND expires_at_us > $2",
+            &[Param::Text(show_id.as_str()), Param::Int(now_us)],
+        )
+        .await?;
+    Ok(row.and_then(|(at,)| at))
+}
+
+/// The rows of [`OWED_PLACES`], read on `pool`.
+pub(super) async fn owed_place_rows(
+    pool: &impl SqlPool,
+    show_id: &ShowId,
+    now_us: i64,
+) -> StoreResult<Vec<(String, i64)>> {
+    pool.fetch_all(
+        OWED_PLACES,
+        &[Param::Text(show_id.as_str()), Param::Int(now_us)],
+    )
+    .await
+}
+
+/// Every show's id, read on `pool`.
+pub(super) async fn show_ids(pool: &impl SqlPool) -> StoreResult<Vec<String>> {
+    let ids: Vec<(String,)> = pool.fetch_all(SHOW_IDS, &[]).await?;
+    Ok(ids.into_iter().map(|(id,)| id).collect())
 }

@@ -8,6 +8,9 @@
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use domain::ids::{HoldId, PoolId, SeatId, ShowId};
 use projections::availability::SeatAvailabilityRow;
@@ -18,7 +21,9 @@ use serde::de::DeserializeOwned;
 
 use super::batch::{AppendBatch, AppendOutcome};
 use super::document::Document;
-use super::{on_store, retry_read, Backend, EventLog, ProjectionTables, StoreError, StoreResult};
+use super::quiesce::Quiesced;
+use super::sql::{Param, SqlPool, SqlTx};
+use super::{retry_read, EventLog, StoreError, StoreResult};
 
 /// The columns each row type is read back with: its field names. A unit
 /// test holds each list against the type's serialized form, so a column
@@ -256,7 +261,7 @@ impl Tables {
     }
 }
 
-/// One row of `table` from its JSON object (see [`Backend::row_object`]).
+/// One row of `table` from its JSON object (see [`SqlPool::row_object`]).
 pub(crate) fn decode_row<T: DeserializeOwned>(table: &str, text: &str) -> StoreResult<T> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("a row of {table}: {e}")))
 }
@@ -343,24 +348,40 @@ impl Projection {
     }
 }
 
-impl Backend {
-    /// The SQL expression of one row of `columns` as a JSON object (text),
-    /// the form every row type is read back in: the type's own
-    /// deserialization is the one reader of its columns, on both stores.
-    pub(crate) fn row_object(&self, columns: &[&str]) -> String {
-        let pairs = columns
-            .iter()
-            .map(|c| format!("'{c}', {c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        match self.backend() {
-            Backend::Postgres(_) => format!("jsonb_build_object({pairs})::text"),
-            Backend::Sqlite(_) => format!("json_object({pairs})"),
-        }
-    }
+/// Every read model at once, as each backend reads, resets and locks
+/// them (`postgres/tables.rs`, `sqlite/tables.rs`).
+#[async_trait]
+pub trait ProjectionTablesPort: Send + Sync {
+    /// Rows of `table` matching `condition` (a constant: never input), each
+    /// as the JSON object of its `columns` (see [`SqlPool::row_object`]).
+    async fn select_objects(
+        &self,
+        table: &str,
+        columns: &[&str],
+        condition: &str,
+    ) -> StoreResult<Vec<String>>;
+
+    /// Runs the reset `statements` in one transaction.
+    async fn reset(&self, statements: &[&'static str]) -> StoreResult<()>;
+
+    /// Starts a write phase in which no other append commits (see
+    /// `quiesce.rs`).
+    async fn quiesce(&self) -> StoreResult<Quiesced>;
+}
+
+/// Every read model at once, for replay and verify: [`ProjectionTablesPort`],
+/// and the log the rebuilt rows are written back through.
+#[derive(Clone)]
+pub struct ProjectionTables {
+    port: Arc<dyn ProjectionTablesPort>,
+    log: EventLog,
 }
 
 impl ProjectionTables {
+    pub fn new(port: Arc<dyn ProjectionTablesPort>, log: EventLog) -> Self {
+        Self { port, log }
+    }
+
     /// Rows of `table` matching `condition` (a constant: never input) as `T`.
     pub(crate) async fn select_rows<T: DeserializeOwned>(
         &self,
@@ -368,18 +389,15 @@ impl ProjectionTables {
         columns: &[&str],
         condition: &str,
     ) -> StoreResult<Vec<T>> {
-        let sql = format!(
-            "SELECT {} FROM {table} WHERE {condition}",
-            self.backend().row_object(columns)
-        );
-        let sql = &sql;
-        let texts: Vec<String> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_scalar(sql).fetch_all(pool).await.map_err(StoreError::classify)
-            })
-        })
-        .await?;
+        let texts = retry_read(move || self.port.select_objects(table, columns, condition)).await?;
         texts.iter().map(|text| decode_row(table, text)).collect()
+    }
+
+    /// Starts a write phase in which no other append commits (see
+    /// `quiesce.rs`). It ends with [`Quiesced::commit`]; dropped, it rolls
+    /// back.
+    pub async fn quiesce(&self) -> StoreResult<Quiesced> {
+        self.port.quiesce().await
     }
 
     /// Every row of every projection (seat and shard rows only once an
@@ -432,23 +450,15 @@ impl ProjectionTables {
             .iter()
             .flat_map(|p| p.reset_sql().iter().copied())
             .collect();
-        on_store!(self, write pool => {
-            let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-            for sql in statements {
-                sqlx::query(sql).execute(&mut *tx).await.map_err(StoreError::classify)?;
-            }
-            tx.commit().await.map_err(StoreError::classify)?;
-        });
-        Ok(())
+        self.port.reset(&statements).await
     }
 
     /// Writes rebuilt tables into the live projections, `chunk` rows per
     /// transaction; returns the number of transactions.
     pub async fn write_tables(&self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
         let docs = tables.documents(chunk, &Table::ALL);
-        let log = EventLog::on(self.db.clone());
         for document in &docs {
-            let outcome = log.write_document(document, true).await?;
+            let outcome = self.log.write_document(document, true).await?;
             if outcome != AppendOutcome::Appended {
                 return Err(StoreError::Corrupt(format!(
                     "replay batch refused: {outcome:?}"
@@ -457,6 +467,31 @@ impl ProjectionTables {
         }
         Ok(docs.len())
     }
+}
+
+/// Rows of `table` matching `condition`, each as the JSON object of its
+/// `columns`, read on `pool`.
+pub(super) async fn select_objects(
+    pool: &impl SqlPool,
+    table: &str,
+    columns: &[&str],
+    condition: &str,
+) -> StoreResult<Vec<String>> {
+    let sql = format!(
+        "SELECT {} FROM {table} WHERE {condition}",
+        pool.row_object(columns)
+    );
+    let texts: Vec<(String,)> = pool.fetch_all(&sql, &[]).await?;
+    Ok(texts.into_iter().map(|(text,)| text).collect())
+}
+
+/// Runs the reset `statements` on `pool` in one transaction.
+pub(super) async fn reset(pool: &impl SqlPool, statements: &[&'static str]) -> StoreResult<()> {
+    let mut tx = pool.begin_tx().await?;
+    for sql in statements {
+        tx.execute(sql, &[] as &[Param<'_>]).await?;
+    }
+    tx.commit().await
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! The keys tickets' codes are signed with: each instance reads them at
 //! start; the first to find none stores one, and every other takes it.
 
-use super::{on_store, retry_read, StoreError, StoreResult, TicketKeys};
+use async_trait::async_trait;
+
+use super::sql::{Param, SqlPool};
+use super::{handle, retry_read, StoreResult};
 
 /// One stored key: its id, its secret (base64url of the seed) and when it
 /// was made.
@@ -12,39 +15,56 @@ pub struct TicketKeyRow {
     pub created_at_us: i64,
 }
 
-const SELECT_KEYS: &str =
-    "SELECT key_id, secret, created_at_us FROM ticket_keys ORDER BY created_at_us, key_id";
+/// The signing keys, as each backend stores them (`postgres/ports.rs`,
+/// `sqlite/ports.rs`). One call is one statement.
+#[async_trait]
+pub trait TicketKeysPort: Send + Sync {
+    /// Every key, oldest first.
+    async fn all(&self) -> StoreResult<Vec<TicketKeyRow>>;
 
-/// Kept if no key of that id is: two instances making the first key at once
-/// each store theirs, and both then sign with the newest (read back).
-const INSERT_KEY: &str = "INSERT INTO ticket_keys (key_id, secret, created_at_us) \
-     VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING";
+    /// Stores `key` unless one of its id is there.
+    async fn insert(&self, key: &TicketKeyRow) -> StoreResult<()>;
+}
+
+handle!(
+    /// The keys tickets' codes are signed with: [`TicketKeysPort`].
+    TicketKeys: TicketKeysPort
+);
 
 impl TicketKeys {
     /// Every key, oldest first.
     pub async fn all(&self) -> StoreResult<Vec<TicketKeyRow>> {
-        retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_as(SELECT_KEYS)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await
+        retry_read(move || self.port.all()).await
     }
 
     /// Stores `key` unless one of its id is there.
     pub async fn insert(&self, key: &TicketKeyRow) -> StoreResult<()> {
-        on_store!(self, write pool => {
-            sqlx::query(INSERT_KEY)
-                .bind(&key.key_id)
-                .bind(&key.secret)
-                .bind(key.created_at_us)
-                .execute(pool)
-                .await
-                .map_err(StoreError::classify)?;
-            Ok(())
-        })
+        self.port.insert(key).await
     }
+}
+
+/// Every key, oldest first, read on `pool`.
+pub(super) async fn read_all(pool: &impl SqlPool) -> StoreResult<Vec<TicketKeyRow>> {
+    pool.fetch_all(
+        "SELECT key_id, secret, created_at_us FROM ticket_keys ORDER BY created_at_us, key_id",
+        &[],
+    )
+    .await
+}
+
+/// Stores `key` on `pool`, kept if no key of that id is: two instances
+/// making the first key at once each store theirs, and both then sign with
+/// the newest (read back).
+pub(super) async fn insert(pool: &impl SqlPool, key: &TicketKeyRow) -> StoreResult<()> {
+    pool.execute(
+        "INSERT INTO ticket_keys (key_id, secret, created_at_us) \
+         VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING",
+        &[
+            Param::Text(&key.key_id),
+            Param::Text(&key.secret),
+            Param::Int(key.created_at_us),
+        ],
+    )
+    .await?;
+    Ok(())
 }

@@ -11,10 +11,12 @@
 use std::fmt;
 use std::str::FromStr;
 
+use async_trait::async_trait;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{on_store, retry_read, Backend, StoreError, StoreResult, WebhookOutbox};
+use super::sql::{Param, SqlPool, SqlTx};
+use super::{handle, retry_read, StoreError, StoreResult};
 
 /// An endpoint's id (`webhook_id` in the API).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -347,20 +349,6 @@ pub enum RetryOutcome {
     NotFound,
 }
 
-const CLAIM_PG: &str = "UPDATE webhook_deliveries SET claim_token = $1, claimed_until_us = $2 \
-     WHERE delivery_id IN (SELECT delivery_id FROM webhook_deliveries \
-         WHERE endpoint_id = $3 AND status = 'pending' AND next_attempt_at_us <= $4 \
-           AND claimed_until_us <= $4 \
-         ORDER BY next_attempt_at_us, position LIMIT $5 FOR UPDATE SKIP LOCKED) \
-     RETURNING delivery_id, webhook_id, event_type, body, round_attempts, retry_from_us, created_at_us";
-/// SQLite has one writer: the statement is the claim.
-const CLAIM_SQLITE: &str = "UPDATE webhook_deliveries SET claim_token = $1, claimed_until_us = $2 \
-     WHERE delivery_id IN (SELECT delivery_id FROM webhook_deliveries \
-         WHERE endpoint_id = $3 AND status = 'pending' AND next_attempt_at_us <= $4 \
-           AND claimed_until_us <= $4 \
-         ORDER BY next_attempt_at_us, position LIMIT $5) \
-     RETURNING delivery_id, webhook_id, event_type, body, round_attempts, retry_from_us, created_at_us";
-
 const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
      (delivery_id, endpoint_id, webhook_id, event_type, subject, position, body, status, \
       attempts, round_attempts, retry_from_us, next_attempt_at_us, claimed_until_us, \
@@ -369,93 +357,113 @@ const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
      WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE endpoint_id = $2) \
      ON CONFLICT DO NOTHING";
 
+/// Webhook endpoints and deliveries, as each backend stores them
+/// (`postgres/ports.rs`, `sqlite/ports.rs`): every statement is shared but
+/// the claim, which only PostgreSQL must make skip rows another instance is
+/// claiming. One call is one statement or one transaction.
+#[async_trait]
+pub trait WebhookOutboxPort: Send + Sync {
+    async fn insert_endpoint(&self, row: &EndpointRow) -> StoreResult<()>;
+
+    /// Every endpoint, oldest first.
+    async fn endpoints(&self) -> StoreResult<Vec<EndpointRow>>;
+
+    async fn endpoint(&self, id: EndpointId) -> StoreResult<Option<EndpointRow>>;
+
+    /// How many endpoints there are.
+    async fn count_endpoints(&self) -> StoreResult<i64>;
+
+    /// Deletes an endpoint and its deliveries; false if there was none.
+    async fn delete_endpoint(&self, id: EndpointId) -> StoreResult<bool>;
+
+    /// See [`WebhookOutbox::record_webhook_deliveries`].
+    async fn record_deliveries(
+        &self,
+        name: &str,
+        from: i64,
+        to: i64,
+        deliveries: &[NewDelivery],
+        now_us: i64,
+    ) -> StoreResult<bool>;
+
+    /// Endpoints with a delivery due at `now_us` that nobody holds.
+    async fn endpoints_with_due_deliveries(&self, now_us: i64) -> StoreResult<Vec<EndpointId>>;
+
+    /// Claims up to `limit` due deliveries of one endpoint until
+    /// `lease_until_us` under `token`, oldest due first.
+    async fn claim_deliveries(&self, claim: &Claim<'_>) -> StoreResult<Vec<ClaimedDelivery>>;
+
+    /// Writes an attempt's outcome if `token` still holds the claim; true
+    /// if it was written.
+    async fn finish_attempt(
+        &self,
+        delivery: DeliveryId,
+        token: &str,
+        record: &AttemptRecord,
+    ) -> StoreResult<bool>;
+
+    /// An endpoint's deliveries, newest first, of one status or all.
+    async fn deliveries(
+        &self,
+        endpoint: EndpointId,
+        status: Option<DeliveryStatus>,
+        limit: i64,
+    ) -> StoreResult<Vec<DeliveryRow>>;
+
+    /// See [`WebhookOutbox::retry_webhook_delivery`].
+    async fn retry_delivery(
+        &self,
+        endpoint: EndpointId,
+        delivery: DeliveryId,
+        now_us: i64,
+    ) -> StoreResult<RetryOutcome>;
+
+    /// Deletes up to `limit` delivered or failed deliveries last changed
+    /// before `before_us`; returns how many.
+    async fn prune_deliveries(&self, before_us: i64, limit: i64) -> StoreResult<u64>;
+
+    /// When the oldest pending delivery began waiting, if any is pending.
+    async fn oldest_pending_us(&self) -> StoreResult<Option<i64>>;
+}
+
+handle!(
+    /// Webhook endpoints, deliveries and their claims: [`WebhookOutboxPort`].
+    WebhookOutbox: WebhookOutboxPort
+);
+
+/// A claim on an endpoint's due deliveries: see
+/// [`WebhookOutboxPort::claim_deliveries`].
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    pub endpoint: EndpointId,
+    pub now_us: i64,
+    pub lease_until_us: i64,
+    pub token: &'a str,
+    pub limit: i64,
+}
+
 impl WebhookOutbox {
     pub async fn insert_webhook_endpoint(&self, row: &EndpointRow) -> StoreResult<()> {
-        let events: Vec<&str> = row.events.iter().map(|e| e.as_str()).collect();
-        let events = serde_json::to_string(&events)
-            .map_err(|e| StoreError::Corrupt(format!("events: {e}")))?;
-        on_store!(self, write pool => {
-            sqlx::query(&format!(
-                "INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
-            ))
-            .bind(row.endpoint_id.to_string())
-            .bind(&row.url)
-            .bind(events)
-            .bind(&row.secret)
-            .bind(row.after_position)
-            .bind(row.created_at_us)
-            .execute(pool)
-            .await
-            .map_err(StoreError::classify)?;
-        });
-        Ok(())
+        self.port.insert_endpoint(row).await
     }
 
     /// Every endpoint, oldest first.
     pub async fn webhook_endpoints(&self) -> StoreResult<Vec<EndpointRow>> {
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints ORDER BY created_at_us, endpoint_id"
-        );
-        let sql = &sql;
-        let rows: Vec<EndpointColumns> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_as::<_, EndpointColumns>(sql)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        rows.into_iter().map(EndpointRow::try_from).collect()
+        retry_read(move || self.port.endpoints()).await
     }
 
     pub async fn webhook_endpoint(&self, id: EndpointId) -> StoreResult<Option<EndpointRow>> {
-        let sql =
-            format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE endpoint_id = $1");
-        let (sql, id) = (&sql, id.to_string());
-        let id = &id;
-        let row: Option<EndpointColumns> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_as::<_, EndpointColumns>(sql)
-                    .bind(id)
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        row.map(EndpointRow::try_from).transpose()
+        retry_read(move || self.port.endpoint(id)).await
     }
 
     /// How many endpoints there are.
     pub async fn count_webhook_endpoints(&self) -> StoreResult<i64> {
-        on_store!(self, read pool => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_endpoints")
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::classify)
-        })
+        self.port.count_endpoints().await
     }
 
     /// Deletes an endpoint and its deliveries; false if there was none.
     pub async fn delete_webhook_endpoint(&self, id: EndpointId) -> StoreResult<bool> {
-        let id = id.to_string();
-        on_store!(self, write pool => {
-            let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-            sqlx::query("DELETE FROM webhook_deliveries WHERE endpoint_id = $1")
-                .bind(&id)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::classify)?;
-            let deleted = sqlx::query("DELETE FROM webhook_endpoints WHERE endpoint_id = $1")
-                .bind(&id)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::classify)?
-                .rows_affected();
-            tx.commit().await.map_err(StoreError::classify)?;
-            Ok(deleted > 0)
-        })
+        self.port.delete_endpoint(id).await
     }
 
     /// Moves checkpoint `name` from `from` to `to` and records `deliveries`
@@ -471,61 +479,16 @@ impl WebhookOutbox {
         deliveries: &[NewDelivery],
         now_us: i64,
     ) -> StoreResult<bool> {
-        on_store!(self, write pool => {
-            let mut tx = pool.begin().await.map_err(StoreError::classify)?;
-            let moved = sqlx::query(
-                "UPDATE projector_checkpoints SET position = $1, updated_at_us = $2 \
-                 WHERE name = $3 AND position = $4",
-            )
-            .bind(to)
-            .bind(now_us)
-            .bind(name)
-            .bind(from)
-            .execute(&mut *tx)
+        self.port
+            .record_deliveries(name, from, to, deliveries, now_us)
             .await
-            .map_err(StoreError::classify)?
-            .rows_affected();
-            if moved != 1 {
-                tx.rollback().await.map_err(StoreError::classify)?;
-                return Ok(false);
-            }
-            for d in deliveries {
-                sqlx::query(INSERT_DELIVERY)
-                    .bind(d.delivery_id.to_string())
-                    .bind(d.endpoint_id.to_string())
-                    .bind(&d.webhook_id)
-                    .bind(d.event_type.as_str())
-                    .bind(&d.subject)
-                    .bind(d.position)
-                    .bind(&d.body)
-                    .bind(now_us)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::classify)?;
-            }
-            tx.commit().await.map_err(StoreError::classify)?;
-            Ok(true)
-        })
     }
 
     /// Endpoints with a delivery due at `now_us` that nobody holds: one
     /// probe of the due index per endpoint, however large a dead
     /// endpoint's backlog has grown.
     pub async fn endpoints_with_due_deliveries(&self, now_us: i64) -> StoreResult<Vec<EndpointId>> {
-        let ids: Vec<String> = on_store!(self, read pool => {
-            sqlx::query_scalar(
-                "SELECT e.endpoint_id FROM webhook_endpoints e WHERE EXISTS \
-                 (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.endpoint_id \
-                  AND d.status = 'pending' AND d.next_attempt_at_us <= $1 AND d.claimed_until_us <= $1)",
-            )
-            .bind(now_us)
-            .fetch_all(pool)
-            .await
-            .map_err(StoreError::classify)?
-        });
-        ids.iter()
-            .map(|id| parse_uuid("webhook_deliveries.endpoint_id", id).map(EndpointId))
-            .collect()
+        self.port.endpoints_with_due_deliveries(now_us).await
     }
 
     /// Claims up to `limit` due deliveries of one endpoint until
@@ -538,22 +501,14 @@ impl WebhookOutbox {
         token: &str,
         limit: i64,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
-        let sql = match self.backend() {
-            Backend::Postgres(_) => CLAIM_PG,
-            Backend::Sqlite(_) => CLAIM_SQLITE,
+        let claim = Claim {
+            endpoint,
+            now_us,
+            lease_until_us,
+            token,
+            limit,
         };
-        let rows: Vec<ClaimedColumns> = on_store!(self, write pool => {
-            sqlx::query_as::<_, ClaimedColumns>(sql)
-                .bind(token)
-                .bind(lease_until_us)
-                .bind(endpoint.to_string())
-                .bind(now_us)
-                .bind(limit)
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)?
-        });
-        rows.into_iter().map(ClaimedDelivery::try_from).collect()
+        self.port.claim_deliveries(&claim).await
     }
 
     /// Writes an attempt's outcome if `token` still holds the claim (a
@@ -564,32 +519,7 @@ impl WebhookOutbox {
         token: &str,
         record: &AttemptRecord,
     ) -> StoreResult<bool> {
-        let (status, next_at) = match record.verdict {
-            AttemptVerdict::Delivered => (DeliveryStatus::Delivered, record.at_us),
-            AttemptVerdict::RetryAt(at) => (DeliveryStatus::Pending, at),
-            AttemptVerdict::Failed => (DeliveryStatus::Failed, record.at_us),
-        };
-        let written = on_store!(self, write pool => {
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = $1, next_attempt_at_us = $2, \
-                     attempts = attempts + 1, round_attempts = round_attempts + 1, \
-                     last_status = $3, last_error = $4, claim_token = NULL, claimed_until_us = 0, \
-                     updated_at_us = $5 \
-                 WHERE delivery_id = $6 AND claim_token = $7",
-            )
-            .bind(status.as_str())
-            .bind(next_at)
-            .bind(record.last_status)
-            .bind(record.last_error.as_deref())
-            .bind(record.at_us)
-            .bind(delivery.to_string())
-            .bind(token)
-            .execute(pool)
-            .await
-            .map_err(StoreError::classify)?
-            .rows_affected()
-        });
-        Ok(written == 1)
+        self.port.finish_attempt(delivery, token, record).await
     }
 
     /// An endpoint's deliveries, newest first, of one status or all.
@@ -599,27 +529,7 @@ impl WebhookOutbox {
         status: Option<DeliveryStatus>,
         limit: i64,
     ) -> StoreResult<Vec<DeliveryRow>> {
-        let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
-             WHERE endpoint_id = $1 AND (CAST($2 AS TEXT) IS NULL OR status = CAST($2 AS TEXT)) \
-             ORDER BY position DESC, webhook_id DESC LIMIT $3"
-        );
-        let (sql, endpoint) = (&sql, endpoint.to_string());
-        let endpoint = &endpoint;
-        let status = status.map(DeliveryStatus::as_str);
-        let rows: Vec<DeliveryColumns> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_as::<_, DeliveryColumns>(sql)
-                    .bind(endpoint)
-                    .bind(status)
-                    .bind(limit)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        rows.into_iter().map(DeliveryRow::try_from).collect()
+        retry_read(move || self.port.deliveries(endpoint, status, limit)).await
     }
 
     /// Makes a delivery pending again, due now, with a new retry window;
@@ -630,53 +540,285 @@ impl WebhookOutbox {
         delivery: DeliveryId,
         now_us: i64,
     ) -> StoreResult<RetryOutcome> {
-        let sql = format!(
-            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at_us = $1, \
-                 retry_from_us = $1, round_attempts = 0, claim_token = NULL, claimed_until_us = 0, \
-                 updated_at_us = $1 \
-             WHERE endpoint_id = $2 AND delivery_id = $3 RETURNING {DELIVERY_COLUMNS}"
-        );
-        let row: Option<DeliveryColumns> = on_store!(self, write pool => {
-            sqlx::query_as::<_, DeliveryColumns>(&sql)
-                .bind(now_us)
-                .bind(endpoint.to_string())
-                .bind(delivery.to_string())
-                .fetch_optional(pool)
-                .await
-                .map_err(StoreError::classify)?
-        });
-        match row {
-            Some(row) => Ok(RetryOutcome::Reset(row.try_into()?)),
-            None => Ok(RetryOutcome::NotFound),
-        }
+        self.port.retry_delivery(endpoint, delivery, now_us).await
     }
 
     /// Deletes up to `limit` delivered or failed deliveries last changed
     /// before `before_us`; returns how many.
     pub async fn prune_webhook_deliveries(&self, before_us: i64, limit: i64) -> StoreResult<u64> {
-        on_store!(self, write pool => {
-            sqlx::query(
-                "DELETE FROM webhook_deliveries WHERE delivery_id IN \
-                 (SELECT delivery_id FROM webhook_deliveries \
-                  WHERE status <> 'pending' AND updated_at_us < $1 LIMIT $2)",
-            )
-            .bind(before_us)
-            .bind(limit)
-            .execute(pool)
-            .await
-            .map_err(StoreError::classify)
-            .map(|done| done.rows_affected())
-        })
+        self.port.prune_deliveries(before_us, limit).await
     }
 
     /// When the oldest pending delivery began waiting (recorded, or
     /// retried by hand), if any is pending.
     pub async fn oldest_pending_webhook_us(&self) -> StoreResult<Option<i64>> {
-        on_store!(self, read pool => {
-            sqlx::query_scalar("SELECT MIN(retry_from_us) FROM webhook_deliveries WHERE status = 'pending'")
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::classify)
-        })
+        self.port.oldest_pending_us().await
     }
+}
+
+pub(super) async fn insert_endpoint(pool: &impl SqlPool, row: &EndpointRow) -> StoreResult<()> {
+    let events: Vec<&str> = row.events.iter().map(|e| e.as_str()).collect();
+    let events =
+        serde_json::to_string(&events).map_err(|e| StoreError::Corrupt(format!("events: {e}")))?;
+    let id = row.endpoint_id.to_string();
+    pool.execute(
+        &format!(
+            "INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
+        ),
+        &[
+            Param::Text(&id),
+            Param::Text(&row.url),
+            Param::Text(&events),
+            Param::Text(&row.secret),
+            Param::Int(row.after_position),
+            Param::Int(row.created_at_us),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn endpoints(pool: &impl SqlPool) -> StoreResult<Vec<EndpointRow>> {
+    let rows: Vec<EndpointColumns> = pool
+        .fetch_all(
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints \
+                 ORDER BY created_at_us, endpoint_id"
+            ),
+            &[],
+        )
+        .await?;
+    rows.into_iter().map(EndpointRow::try_from).collect()
+}
+
+pub(super) async fn endpoint(
+    pool: &impl SqlPool,
+    id: EndpointId,
+) -> StoreResult<Option<EndpointRow>> {
+    let id = id.to_string();
+    let row: Option<EndpointColumns> = pool
+        .fetch_optional(
+            &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE endpoint_id = $1"),
+            &[Param::Text(&id)],
+        )
+        .await?;
+    row.map(EndpointRow::try_from).transpose()
+}
+
+pub(super) async fn count_endpoints(pool: &impl SqlPool) -> StoreResult<i64> {
+    let count: Option<(i64,)> = pool
+        .fetch_optional("SELECT COUNT(*) FROM webhook_endpoints", &[])
+        .await?;
+    Ok(count.map_or(0, |(n,)| n))
+}
+
+pub(super) async fn delete_endpoint(pool: &impl SqlPool, id: EndpointId) -> StoreResult<bool> {
+    let id = id.to_string();
+    let mut tx = pool.begin_tx().await?;
+    tx.execute(
+        "DELETE FROM webhook_deliveries WHERE endpoint_id = $1",
+        &[Param::Text(&id)],
+    )
+    .await?;
+    let deleted = tx
+        .execute(
+            "DELETE FROM webhook_endpoints WHERE endpoint_id = $1",
+            &[Param::Text(&id)],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(deleted > 0)
+}
+
+pub(super) async fn record_deliveries(
+    pool: &impl SqlPool,
+    (name, from, to): (&str, i64, i64),
+    deliveries: &[NewDelivery],
+    now_us: i64,
+) -> StoreResult<bool> {
+    let mut tx = pool.begin_tx().await?;
+    let moved = tx
+        .execute(
+            "UPDATE projector_checkpoints SET position = $1, updated_at_us = $2 \
+             WHERE name = $3 AND position = $4",
+            &[
+                Param::Int(to),
+                Param::Int(now_us),
+                Param::Text(name),
+                Param::Int(from),
+            ],
+        )
+        .await?;
+    if moved != 1 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    for d in deliveries {
+        let (delivery_id, endpoint_id) = (d.delivery_id.to_string(), d.endpoint_id.to_string());
+        tx.execute(
+            INSERT_DELIVERY,
+            &[
+                Param::Text(&delivery_id),
+                Param::Text(&endpoint_id),
+                Param::Text(&d.webhook_id),
+                Param::Text(d.event_type.as_str()),
+                Param::Text(&d.subject),
+                Param::Int(d.position),
+                Param::Text(&d.body),
+                Param::Int(now_us),
+            ],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+pub(super) async fn endpoints_with_due_deliveries(
+    pool: &impl SqlPool,
+    now_us: i64,
+) -> StoreResult<Vec<EndpointId>> {
+    let ids: Vec<(String,)> = pool
+        .fetch_all(
+            "SELECT e.endpoint_id FROM webhook_endpoints e WHERE EXISTS \
+             (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.endpoint_id \
+              AND d.status = 'pending' AND d.next_attempt_at_us <= $1 AND d.claimed_until_us <= $1)",
+            &[Param::Int(now_us)],
+        )
+        .await?;
+    ids.iter()
+        .map(|(id,)| parse_uuid("webhook_deliveries.endpoint_id", id).map(EndpointId))
+        .collect()
+}
+
+/// Claims deliveries with this dialect's statement (`sql`, see
+/// [`WebhookOutboxPort::claim_deliveries`]).
+pub(super) async fn claim_deliveries(
+    pool: &impl SqlPool,
+    sql: &str,
+    claim: &Claim<'_>,
+) -> StoreResult<Vec<ClaimedDelivery>> {
+    let endpoint = claim.endpoint.to_string();
+    let rows: Vec<ClaimedColumns> = pool
+        .fetch_all(
+            sql,
+            &[
+                Param::Text(claim.token),
+                Param::Int(claim.lease_until_us),
+                Param::Text(&endpoint),
+                Param::Int(claim.now_us),
+                Param::Int(claim.limit),
+            ],
+        )
+        .await?;
+    rows.into_iter().map(ClaimedDelivery::try_from).collect()
+}
+
+pub(super) async fn finish_attempt(
+    pool: &impl SqlPool,
+    delivery: DeliveryId,
+    token: &str,
+    record: &AttemptRecord,
+) -> StoreResult<bool> {
+    let (status, next_at) = match record.verdict {
+        AttemptVerdict::Delivered => (DeliveryStatus::Delivered, record.at_us),
+        AttemptVerdict::RetryAt(at) => (DeliveryStatus::Pending, at),
+        AttemptVerdict::Failed => (DeliveryStatus::Failed, record.at_us),
+    };
+    let delivery = delivery.to_string();
+    let written = pool
+        .execute(
+            "UPDATE webhook_deliveries SET status = $1, next_attempt_at_us = $2, \
+                 attempts = attempts + 1, round_attempts = round_attempts + 1, \
+                 last_status = $3, last_error = $4, claim_token = NULL, claimed_until_us = 0, \
+                 updated_at_us = $5 \
+             WHERE delivery_id = $6 AND claim_token = $7",
+            &[
+                Param::Text(status.as_str()),
+                Param::Int(next_at),
+                Param::MaybeInt4(record.last_status),
+                Param::MaybeText(record.last_error.as_deref()),
+                Param::Int(record.at_us),
+                Param::Text(&delivery),
+                Param::Text(token),
+            ],
+        )
+        .await?;
+    Ok(written == 1)
+}
+
+pub(super) async fn deliveries(
+    pool: &impl SqlPool,
+    endpoint: EndpointId,
+    status: Option<DeliveryStatus>,
+    limit: i64,
+) -> StoreResult<Vec<DeliveryRow>> {
+    let endpoint = endpoint.to_string();
+    let rows: Vec<DeliveryColumns> = pool
+        .fetch_all(
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
+                 WHERE endpoint_id = $1 AND (CAST($2 AS TEXT) IS NULL OR status = CAST($2 AS TEXT)) \
+                 ORDER BY position DESC, webhook_id DESC LIMIT $3"
+            ),
+            &[
+                Param::Text(&endpoint),
+                Param::MaybeText(status.map(DeliveryStatus::as_str)),
+                Param::Int(limit),
+            ],
+        )
+        .await?;
+    rows.into_iter().map(DeliveryRow::try_from).collect()
+}
+
+pub(super) async fn retry_delivery(
+    pool: &impl SqlPool,
+    endpoint: EndpointId,
+    delivery: DeliveryId,
+    now_us: i64,
+) -> StoreResult<RetryOutcome> {
+    let (endpoint, delivery) = (endpoint.to_string(), delivery.to_string());
+    let row: Option<DeliveryColumns> = pool
+        .fetch_optional(
+            &format!(
+                "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at_us = $1, \
+                     retry_from_us = $1, round_attempts = 0, claim_token = NULL, claimed_until_us = 0, \
+                     updated_at_us = $1 \
+                 WHERE endpoint_id = $2 AND delivery_id = $3 RETURNING {DELIVERY_COLUMNS}"
+            ),
+            &[
+                Param::Int(now_us),
+                Param::Text(&endpoint),
+                Param::Text(&delivery),
+            ],
+        )
+        .await?;
+    match row {
+        Some(row) => Ok(RetryOutcome::Reset(row.try_into()?)),
+        None => Ok(RetryOutcome::NotFound),
+    }
+}
+
+pub(super) async fn prune_deliveries(
+    pool: &impl SqlPool,
+    before_us: i64,
+    limit: i64,
+) -> StoreResult<u64> {
+    pool.execute(
+        "DELETE FROM webhook_deliveries WHERE delivery_id IN \
+         (SELECT delivery_id FROM webhook_deliveries \
+          WHERE status <> 'pending' AND updated_at_us < $1 LIMIT $2)",
+        &[Param::Int(before_us), Param::Int(limit)],
+    )
+    .await
+}
+
+pub(super) async fn oldest_pending_us(pool: &impl SqlPool) -> StoreResult<Option<i64>> {
+    let row: Option<(Option<i64>,)> = pool
+        .fetch_optional(
+            "SELECT MIN(retry_from_us) FROM webhook_deliveries WHERE status = 'pending'",
+            &[],
+        )
+        .await?;
+    Ok(row.and_then(|(at,)| at))
 }

@@ -1,176 +1,172 @@
-//! The event log: one port, [`EventLog`], over one implementation per
-//! backend (`postgres.rs`: the group-commit appender and our SQL functions;
-//! `sqlite.rs`: the group-commit appender, one statement per table). The
-//! port appends a command's batch (its events with the rows they produce),
-//! loads streams, reads the log in global order (`read.rs`), and says when
-//! this process appended (`appends`) or, across processes, notifies.
+//! The event log: one port, [`EventLog`] over [`EventLogPort`], with one
+//! implementation per backend (`postgres/log.rs` beside the group-commit
+//! appender and our SQL functions, `postgres/append.rs`; `sqlite/log.rs`
+//! beside its group-commit appender, `sqlite/append.rs`). The port appends a
+//! command's batch (its events with the rows they produce), loads streams,
+//! reads the log in global order (`read.rs`: the statements both dialects
+//! share), and says when this process appended (`appends`) or, across
+//! processes, notifies.
 
-pub(crate) mod postgres;
-mod read;
-pub(crate) mod sqlite;
+pub(crate) mod read;
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use cqrs_es::persist::{PersistedEventRepository, SerializedEvent};
+use async_trait::async_trait;
+use cqrs_es::persist::SerializedEvent;
 use cqrs_es::Aggregate;
+use futures::stream::BoxStream;
 use sqlx::PgPool;
 
-pub(crate) use read::pg_log_bound;
+pub(crate) use read::LogRead;
 pub use read::{LogEvent, LogFilter, LogScan};
 
 use super::batch::{AppendBatch, AppendOutcome, MAX_EVENTS_PER_BATCH};
+use super::document::Document;
 use super::error::retry_read;
-use super::{document, on_store, Backend, StoreError, StoreResult};
-use postgres::PgAppender;
-use sqlite::SqliteAppender;
+use super::{handle, StoreError, StoreResult};
 
-/// The event log: appends and every read of the events. A handle on the one
-/// database, cheap to clone (see `store::port!`, written out here because
-/// the log is the port a command's path goes through).
-#[derive(Clone)]
-pub struct EventLog {
-    db: Arc<Backend>,
+/// The event log as each backend keeps it. Appends go through the
+/// backend's own writer; reads are one statement each (the handle reads
+/// again after a lost connection where that is safe).
+#[async_trait]
+pub trait EventLogPort: Send + Sync {
+    /// Counts this process's appends; see [`EventLog::appends`].
+    fn appended(&self) -> &tokio::sync::watch::Sender<u64>;
+
+    /// See [`EventLog::host_changes`].
+    fn host_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<usize>>>;
+
+    /// See [`EventLog::postgres_pool`].
+    fn postgres_pool(&self) -> Option<&PgPool>;
+
+    /// See [`EventLog::notify`].
+    async fn notify(&self, channel: &str) -> StoreResult<()>;
+
+    /// Appends one document in one transaction through the backend's
+    /// writer, settling it if the connection was lost while it ran (see
+    /// [`EventLog::append`]).
+    async fn append(&self, document: &Document<'_>, rows_only: bool) -> StoreResult<AppendOutcome>;
+
+    /// See [`EventLog::write_document`].
+    async fn write_document(
+        &self,
+        document: &Document<'_>,
+        rows_only: bool,
+    ) -> StoreResult<AppendOutcome>;
+
+    /// See [`EventLog::append_held`].
+    async fn append_held(
+        &self,
+        document: &Document<'_>,
+        open_for: Duration,
+        commit: bool,
+    ) -> StoreResult<AppendOutcome>;
+
+    /// See [`EventLog::append_together`].
+    async fn append_together(
+        &self,
+        documents: Vec<Document<'_>>,
+    ) -> StoreResult<Vec<StoreResult<AppendOutcome>>>;
+
+    /// Events of one stream with a sequence above `after`, in order.
+    async fn stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>>;
+
+    /// `(position, recorded_at_us)` of every event in global order.
+    async fn positions(&self) -> StoreResult<Vec<(i64, i64)>>;
+
+    /// Number of events in the log.
+    async fn count_events(&self) -> StoreResult<i64>;
+
+    /// Events of the log a [`LogRead`] asks for.
+    async fn read_log(&self, read: &LogRead<'_>) -> StoreResult<Vec<LogEvent>>;
+
+    /// See [`EventLog::log_touches`].
+    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>>;
+
+    /// See [`EventLog::safe_head`].
+    async fn safe_head(&self) -> StoreResult<i64>;
+
+    /// See [`EventLog::log_scan`].
+    fn log_scan(&self, tailing: bool) -> LogScan;
+
+    /// One page of a scan: up to [`SCAN_PAGE`] events after `after`.
+    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>>;
+
+    /// See [`EventLog::ticket_streams_of`].
+    async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>>;
+
+    /// See [`EventLog::show_log_until`].
+    async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>>;
+
+    /// See [`EventLog::analyze_log`].
+    async fn analyze_log(&self) -> StoreResult<()>;
+
+    /// The checkpoint's position, if there is one of that name.
+    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>>;
+
+    /// See [`EventLog::count_after`].
+    async fn count_after(&self, position: i64) -> StoreResult<i64>;
+
+    /// See [`EventLog::head_position`].
+    async fn head_position(&self) -> StoreResult<i64>;
 }
 
+handle!(
+    /// The event log: appends and every read of the events ([`EventLogPort`]).
+    EventLog: EventLogPort
+);
+
 impl EventLog {
-    pub(crate) fn on(db: Arc<Backend>) -> Self {
-        Self { db }
-    }
-
-    /// The database behind the port (for `on_store!`).
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.db
-    }
-
-    fn appended(&self) -> &tokio::sync::watch::Sender<u64> {
-        match self.backend() {
-            Backend::Postgres(s) => &s.appended,
-            Backend::Sqlite(s) => &s.appended,
-        }
-    }
-
     /// Changes after every batch of events this process appends (a count,
     /// not a position): what wakes a reader tailing the log in-process
     /// instead of polling it. Appends by other processes are not seen here
     /// (on PostgreSQL, `live::wake` carries them with LISTEN/NOTIFY).
     pub fn appends(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.appended().subscribe()
+        self.port.appended().subscribe()
     }
 
     /// Changes when the PostgreSQL host in use changes or is lost (`None`
     /// on SQLite): what tells a connection held for long, such as a LISTEN,
     /// to move.
     pub fn host_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<usize>>> {
-        match self.backend() {
-            Backend::Postgres(s) => Some(s.primary.changes()),
-            Backend::Sqlite(_) => None,
-        }
+        self.port.host_changes()
     }
 
     /// The PostgreSQL pool, for what only PostgreSQL has (a LISTEN
     /// connection, held for as long as it listens).
     pub fn postgres_pool(&self) -> Option<&PgPool> {
-        match self.backend() {
-            Backend::Postgres(s) => Some(&s.pool),
-            Backend::Sqlite(_) => None,
-        }
+        self.port.postgres_pool()
     }
 
     /// `pg_notify(channel, '')` on PostgreSQL (a no-op on SQLite), on the
     /// pool kept for public queries: a notification after an append never
     /// waits behind, or takes a connection from, the commands.
     pub async fn notify(&self, channel: &str) -> StoreResult<()> {
-        if let Backend::Postgres(s) = self.backend() {
-            sqlx::query("SELECT pg_notify($1, '')")
-                .bind(channel)
-                .execute(&s.query)
-                .await
-                .map_err(StoreError::classify)?;
-        }
-        Ok(())
+        self.port.notify(channel).await
     }
 
-    /// Events of one stream with a sequence above `after`, in order, through
-    /// the cqrs-es repository of the store.
+    /// Events of one stream with a sequence above `after`, in order.
     pub async fn stream_events<A: Aggregate>(
         &self,
         aggregate_id: &str,
         after: usize,
     ) -> StoreResult<Vec<SerializedEvent>> {
-        if after > 0 {
-            return self.events_after(A::TYPE, aggregate_id, after).await;
-        }
-        retry_read(move || async move {
-            let result = match self.backend() {
-                Backend::Postgres(s) => s.repo.get_events::<A>(aggregate_id).await,
-                Backend::Sqlite(s) => s.repo.get_events::<A>(aggregate_id).await,
-            };
-            result.map_err(StoreError::from_persistence)
-        })
-        .await
-    }
-
-    /// What `get_last_events` of the cqrs-es repositories returns, with the
-    /// sequence bound as a parameter: the crates format it into the SQL text,
-    /// so every call is a new statement to parse and plan, and the prepared
-    /// statement cache of each connection churns.
-    async fn events_after(
-        &self,
-        aggregate_type: &str,
-        aggregate_id: &str,
-        after: usize,
-    ) -> StoreResult<Vec<SerializedEvent>> {
-        const SQL: &str =
-            "SELECT sequence, event_type, event_version, payload, metadata FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence";
-        type Row = (i64, String, String, serde_json::Value, serde_json::Value);
-        let rows: Vec<Row> = retry_read(move || async move {
-            on_store!(self, read pool => {
-                sqlx::query_as(SQL)
-                    .bind(aggregate_type)
-                    .bind(aggregate_id)
-                    .bind(after as i64)
-                    .fetch_all(pool)
-                    .await
-                    .map_err(StoreError::classify)
-            })
-        })
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(sequence, event_type, event_version, payload, metadata)| {
-                SerializedEvent::new(
-                    aggregate_id.to_owned(),
-                    sequence.max(0) as usize,
-                    aggregate_type.to_owned(),
-                    event_type,
-                    event_version,
-                    payload,
-                    metadata,
-                )
-            })
-            .collect())
+        retry_read(move || self.port.stream(A::TYPE, aggregate_id, after)).await
     }
 
     /// `(position, recorded_at_us)` of every event in global order (diagnostics).
     pub async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
-        on_store!(self, read pool => {
-            sqlx::query_as("SELECT position, recorded_at_us FROM events ORDER BY position")
-                .fetch_all(pool)
-                .await
-                .map_err(StoreError::classify)
-        })
+        self.port.positions().await
     }
 
     /// Number of events in the log (for tests and diagnostics).
     pub async fn count_events(&self) -> StoreResult<i64> {
-        on_store!(self, read pool => {
-            let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::classify)?;
-            Ok(count)
-        })
+        self.port.count_events().await
     }
 
     /// Appends the batch in one transaction. Returns `Conflict` (and writes
@@ -182,28 +178,13 @@ impl EventLog {
                 batch.events.len()
             )));
         }
-        if let Backend::Postgres(s) = self.backend() {
-            if s.primary.host().is_none() {
-                // No host accepts writes now (a failover under way): say so
-                // at once rather than after the pool's acquire timeout.
-                return Err(StoreError::Unavailable(
-                    "no database host accepts writes now".into(),
-                ));
-            }
-        }
-        let document = document::Document::of(batch);
-        let outcome = match self.write_document(&document, batch.rows_only).await {
-            Err(StoreError::ConnectionLost(why)) => match (self.backend(), batch.events.first()) {
-                (Backend::Postgres(s), Some(first)) if !batch.rows_only => {
-                    postgres::settle(&s.pool, &s.primary, &document.to_json()?, first, why).await?
-                }
-                (_, _) => return Err(StoreError::ConnectionLost(why)),
-            },
-            written => written?,
-        };
+        let outcome = self
+            .port
+            .append(&Document::of(batch), batch.rows_only)
+            .await?;
         if outcome == AppendOutcome::Appended && !batch.events.is_empty() {
             metrics::counter!("events_appended_total").increment(batch.events.len() as u64);
-            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+            self.port.appended().send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok(outcome)
     }
@@ -218,53 +199,15 @@ impl EventLog {
     pub async fn append_held(
         &self,
         batch: &AppendBatch,
-        open_for: std::time::Duration,
+        open_for: Duration,
         commit: bool,
     ) -> StoreResult<AppendOutcome> {
-        let document = document::Document::of(batch);
-        let outcome = match self.backend() {
-            Backend::Postgres(s) => {
-                let mut tx = s.pool.begin().await.map_err(StoreError::classify)?;
-                let written = sqlx::query(postgres::APPEND)
-                    .bind(document.to_json()?)
-                    .execute(&mut *tx)
-                    .await;
-                let outcome = match written {
-                    Ok(_) => AppendOutcome::Appended,
-                    Err(err) => postgres::refusal(&err).ok_or_else(|| StoreError::classify(err))?,
-                };
-                tokio::time::sleep(open_for).await;
-                let ended = match (commit, outcome) {
-                    (true, AppendOutcome::Appended) => tx.commit().await,
-                    _ => tx.rollback().await,
-                };
-                ended.map_err(StoreError::classify)?;
-                outcome
-            }
-            Backend::Sqlite(s) => {
-                let job = sqlite::SqliteJob::of(&document)?;
-                let mut conn = s.write.acquire().await.map_err(StoreError::classify)?;
-                let mut tx = sqlx::Connection::begin(&mut *conn)
-                    .await
-                    .map_err(StoreError::classify)?;
-                let outcome = match job.write(&mut tx).await {
-                    sqlite::JobWrite::Done(written) => written.map_err(StoreError::classify)?,
-                    sqlite::JobWrite::TransactionLost(err) => {
-                        return Err(StoreError::classify(err))
-                    }
-                };
-                tokio::time::sleep(open_for).await;
-                let ended = if commit {
-                    tx.commit().await
-                } else {
-                    tx.rollback().await
-                };
-                ended.map_err(StoreError::classify)?;
-                outcome
-            }
-        };
+        let outcome = self
+            .port
+            .append_held(&Document::of(batch), open_for, commit)
+            .await?;
         if commit && outcome == AppendOutcome::Appended && !batch.events.is_empty() {
-            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+            self.port.appended().send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok(outcome)
     }
@@ -280,39 +223,13 @@ impl EventLog {
         &self,
         batches: &[AppendBatch],
     ) -> StoreResult<Vec<StoreResult<AppendOutcome>>> {
-        let documents: Vec<document::Document<'_>> =
-            batches.iter().map(document::Document::of).collect();
-        let answers = match self.backend() {
-            Backend::Postgres(s) => {
-                // As the writer does: a document that goes alone is written
-                // alone, in its turn; the runs between them in groups.
-                let mut answers = Vec::with_capacity(documents.len());
-                let mut run: Vec<document::Document<'_>> = Vec::new();
-                for document in documents {
-                    if !goes_alone(&document, false) {
-                        run.push(document);
-                        continue;
-                    }
-                    answers.extend(postgres::append_together(&s.pool, &run).await?);
-                    run.clear();
-                    answers.push(postgres::append(&s.pool, &document.to_json()?, false).await);
-                }
-                answers.extend(postgres::append_together(&s.pool, &run).await?);
-                answers
-            }
-            Backend::Sqlite(s) => {
-                let jobs = documents
-                    .iter()
-                    .map(sqlite::SqliteJob::of)
-                    .collect::<Result<Vec<_>, _>>()?;
-                sqlite::write_group(&s.write, &jobs.iter().collect::<Vec<_>>()).await
-            }
-        };
+        let documents = batches.iter().map(Document::of).collect();
+        let answers = self.port.append_together(documents).await?;
         if answers
             .iter()
             .any(|answer| matches!(answer, Ok(AppendOutcome::Appended)))
         {
-            self.appended().send_modify(|n| *n = n.wrapping_add(1));
+            self.port.appended().send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok(answers)
     }
@@ -325,29 +242,131 @@ impl EventLog {
     /// function's terms: `booking_append_group.sql`).
     pub(crate) async fn write_document(
         &self,
-        document: &document::Document<'_>,
+        document: &Document<'_>,
         rows_only: bool,
     ) -> StoreResult<AppendOutcome> {
-        match self.backend() {
-            Backend::Postgres(s) if goes_alone(document, rows_only) => {
-                postgres::append(&s.pool, &document.to_json()?, rows_only).await
-            }
-            Backend::Postgres(s) => {
-                let appender: &PgAppender = &s.appender;
-                appender.append(document).await
-            }
-            Backend::Sqlite(s) => {
-                let appender: &SqliteAppender = &s.appender;
-                appender.append(sqlite::SqliteJob::of(document)?).await
-            }
-        }
+        self.port.write_document(document, rows_only).await
+    }
+
+    /// Up to `limit` events after `after` in global order, never past a
+    /// transaction still open (see `LogSql::tail_bound`): what a tailing
+    /// reader needs.
+    pub async fn read_log(
+        &self,
+        filter: LogFilter<'_>,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<LogEvent>> {
+        let read = LogRead {
+            filter,
+            after,
+            limit,
+            tailing: true,
+        };
+        self.port.read_log(&read).await
+    }
+
+    /// Every committed event after `after`, even above an open transaction:
+    /// for a whole-log fold (replay, verify, a report) that keeps no cursor.
+    /// An event that commits later below the cursor is not in the fold; its
+    /// rows come with its own transaction, and the projector applies it.
+    pub async fn read_log_committed(
+        &self,
+        filter: LogFilter<'_>,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<LogEvent>> {
+        let read = LogRead {
+            filter,
+            after,
+            limit,
+            tailing: false,
+        };
+        self.port.read_log(&read).await
+    }
+
+    /// Positions and shows of up to `limit` events after `after`, in global
+    /// order, never past a transaction still open: what a reader needs that
+    /// only asks which shows changed (the live feed).
+    pub async fn log_touches(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<(i64, Option<String>)>> {
+        self.port.log_touches(after, limit).await
+    }
+
+    /// The highest position a tailing reader can reach now.
+    pub async fn safe_head(&self) -> StoreResult<i64> {
+        self.port.safe_head().await
+    }
+
+    /// The statement that reads every event after a position in one scan:
+    /// never past a transaction still open if `tailing`, else every
+    /// committed event (see [`EventLog::read_log_committed`]).
+    pub fn log_scan(&self, tailing: bool) -> LogScan {
+        self.port.log_scan(tailing)
+    }
+
+    /// Every event after `after` that `scan` reads, in position order, as a
+    /// stream of pages of [`SCAN_PAGE`] events: each page one statement,
+    /// one walk of the position index from where the last page ended (no
+    /// sort), decoded as the fold consumes it. Not one statement for the
+    /// whole log: a statement holds its snapshot until its last row is
+    /// read, and the cluster's every tailing reader (the projector, the
+    /// live feed, the webhook dispatcher, in every database of the
+    /// cluster) waits below the oldest snapshot; a replay's scan of a
+    /// million events held them back for as long as its fold took.
+    pub fn scan_log<'a>(
+        &'a self,
+        scan: &'a LogScan,
+        after: i64,
+    ) -> BoxStream<'a, StoreResult<LogEvent>> {
+        read::pages(after, move |after| self.port.scan_page(scan, after))
+    }
+
+    /// The ticket streams that ever named `holder` as their holder (the
+    /// index `events_ticket_holders`): whose tickets they hold now is for
+    /// the caller to fold.
+    pub async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
+        self.port.ticket_streams_of(holder).await
+    }
+
+    /// Events of a show recorded at or before `at_us`, in global order.
+    pub async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
+        self.port.show_log_until(show_id, at_us).await
+    }
+
+    /// Refreshes the planner's statistics of the log (PostgreSQL; SQLite's
+    /// planner needs none for these queries).
+    pub async fn analyze_log(&self) -> StoreResult<()> {
+        self.port.analyze_log().await
+    }
+
+    pub async fn checkpoint(&self, name: &str) -> StoreResult<i64> {
+        self.port
+            .checkpoint(name)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("no checkpoint {name}")))
+    }
+
+    /// Events in the log after `position` (how far a reader there is
+    /// behind), counted up to `MAX_COUNTED_LAG`: the count walks the
+    /// position index, so a reader far behind costs a bounded read.
+    pub async fn count_after(&self, position: i64) -> StoreResult<i64> {
+        self.port.count_after(position).await
+    }
+
+    /// The highest position in the log (0 when empty).
+    pub async fn head_position(&self) -> StoreResult<i64> {
+        self.port.head_position().await
     }
 }
 
 /// Whether a document is written alone on PostgreSQL, not in a group: the
 /// projector's (rows only, a checkpoint to move), one without events, and
 /// one with a deadline (`booking_append_group`'s terms).
-fn goes_alone(document: &document::Document<'_>, rows_only: bool) -> bool {
+pub(crate) fn goes_alone(document: &Document<'_>, rows_only: bool) -> bool {
     rows_only
         || document.checkpoint.is_some()
         || document.commit_by_us.is_some()

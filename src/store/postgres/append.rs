@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::store::batch::{AppendOutcome, NewEvent, MAX_EVENTS_PER_BATCH};
 use crate::store::document::{Claim, Document};
-use crate::store::primary::Primary;
+use crate::store::postgres::primary::Primary;
 use crate::store::StoreError;
 
 /// The current definitions of our functions, one statement each.

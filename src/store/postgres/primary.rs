@@ -22,7 +22,7 @@
 //!   the switch or answers 503 `busy`, never writes there.
 //!
 //! Commands do not wait for a primary that is not there: [`Store::append`]
-//! answers 503 at once while none is known (see `super::Store::append`).
+//! answers 503 at once while none is known (see `crate::store::Store::append`).
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +33,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection, PgPool};
 use tokio::sync::watch;
 
-use super::error::{since_epoch_us, wait_for_connection_trouble, StoreError};
+use crate::store::error::{since_epoch_us, wait_for_connection_trouble, StoreError};
 
 /// How often the host in use is asked whether it still accepts writes. A
 /// planned switchover leaves the old primary up and read-only: this bounds

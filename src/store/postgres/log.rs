@@ -1,0 +1,239 @@
+//! The event log on PostgreSQL: appends through the group-commit appender
+//! (`append.rs`), settled after a lost connection; reads with the
+//! late-commit bound (`pg_log_bound!`), on the pools of this backend.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cqrs_es::persist::SerializedEvent;
+use sqlx::PgPool;
+
+use super::append::{self, PgAppender};
+use super::PgBackend;
+use crate::store::batch::AppendOutcome;
+use crate::store::document::Document;
+use crate::store::log::read::{self as shared, LogEvent, LogRead, LogScan, LogSql};
+use crate::store::log::{goes_alone, EventLogPort};
+use crate::store::sql::{Param, SqlPool};
+use crate::store::{StoreError, StoreResult};
+
+/// A [`LogEvent`]'s columns, its JSON as text.
+const PG_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
+     payload::text AS payload, metadata::text AS metadata, recorded_at_us, show_id, rows_written";
+
+/// The position below which the log is final for the statement's snapshot,
+/// `(oldest + xid_offset) * 65536` (see `PG_SAFE`), as a SQL expression: the
+/// tailing readers' bound and the availability cache's watermark.
+///
+/// `oldest` is the oldest transaction the snapshot sees running that may be
+/// this database's: the snapshot's xmin, but passing over the running
+/// transactions (`pg_snapshot_xip`) that `pg_stat_get_activity` shows in
+/// another database. Transaction ids are the server's, so with plain xmin
+/// a long transaction in any database of the server (another tenant's
+/// migration, a bulk load) froze every reader of this one: the projector,
+/// the webhooks and the live feed. Only a transaction positively seen in
+/// another database is passed: one the activity no longer shows (it ended
+/// after the snapshot), a prepared one, or one of a role whose activity
+/// this role may not read (without `pg_read_all_stats`) still holds the
+/// bound, as before. Within one statement the snapshot comes first and the
+/// activity is read after it, so a transaction of this database running at
+/// the snapshot is either shown there with this database or has ended, and
+/// is never passed. (`backend_xid` is 32 bits: compared with the low 32
+/// bits of the snapshot's full ids, which are within 2^31 of each other.)
+macro_rules! pg_log_bound {
+    () => {
+        "(((SELECT COALESCE(\
+              (SELECT min(x::text::bigint) FROM pg_snapshot_xip(s) x \
+               WHERE x::text::bigint % 4294967296 NOT IN (SELECT backend_xid::text::bigint \
+                 FROM pg_stat_get_activity(NULL) WHERE backend_xid IS NOT NULL \
+                 AND datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))), \
+              pg_snapshot_xmax(s)::text::bigint) \
+            FROM pg_current_snapshot() s) \
+         + (SELECT xid_offset FROM log_epoch)) << 16)"
+    };
+}
+pub(crate) use pg_log_bound;
+
+/// On PostgreSQL a reader of the log in position order must not pass a
+/// transaction that has drawn positions but not committed: its events would
+/// appear later *below* the reader's position. A transaction's positions are
+/// `(xid + xid_offset) * 65536 + n` (see `booking_append`), and every
+/// transaction of this database still running has an xid at or above the
+/// oldest one running here (see `pg_log_bound!`), so every position below
+/// `(oldest + xid_offset) * 65536` is final. (Stated on positions rather
+/// than on the events' `txid` column, which after a move to another cluster
+/// holds the old cluster's ids.) SQLite has one writer: commit order is
+/// position order.
+const PG_SAFE: &str = concat!(" AND position < ", pg_log_bound!());
+
+const LOG_SQL: LogSql = LogSql {
+    columns: PG_COLUMNS,
+    tail_bound: Some(PG_SAFE),
+};
+
+/// The ticket streams that ever named `$1` as their holder (the index
+/// `events_ticket_holders`).
+const TICKET_HOLDERS: &str = "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
+     AND event_type IN ('TicketIssued', 'TicketTransferred') \
+     AND coalesce(payload -> 'TicketIssued' ->> 'holder', payload -> 'TicketTransferred' ->> 'to') = $1";
+
+#[async_trait]
+impl EventLogPort for PgBackend {
+    fn appended(&self) -> &tokio::sync::watch::Sender<u64> {
+        &self.appended
+    }
+
+    fn host_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<usize>>> {
+        Some(self.primary.changes())
+    }
+
+    fn postgres_pool(&self) -> Option<&PgPool> {
+        Some(&self.pool)
+    }
+
+    async fn notify(&self, channel: &str) -> StoreResult<()> {
+        self.query
+            .execute("SELECT pg_notify($1, '')", &[Param::Text(channel)])
+            .await
+            .map(drop)
+    }
+
+    async fn append(&self, document: &Document<'_>, rows_only: bool) -> StoreResult<AppendOutcome> {
+        if self.primary.host().is_none() {
+            // No host accepts writes now (a failover under way): say so at
+            // once rather than after the pool's acquire timeout.
+            return Err(StoreError::Unavailable(
+                "no database host accepts writes now".into(),
+            ));
+        }
+        match self.write_document(document, rows_only).await {
+            Err(StoreError::ConnectionLost(why)) => match document.events.first() {
+                Some(first) if !rows_only => {
+                    append::settle(&self.pool, &self.primary, &document.to_json()?, first, why)
+                        .await
+                }
+                _ => Err(StoreError::ConnectionLost(why)),
+            },
+            written => written,
+        }
+    }
+
+    async fn write_document(
+        &self,
+        document: &Document<'_>,
+        rows_only: bool,
+    ) -> StoreResult<AppendOutcome> {
+        if goes_alone(document, rows_only) {
+            append::append(&self.pool, &document.to_json()?, rows_only).await
+        } else {
+            let appender: &PgAppender = &self.appender;
+            appender.append(document).await
+        }
+    }
+
+    async fn append_held(
+        &self,
+        document: &Document<'_>,
+        open_for: Duration,
+        commit: bool,
+    ) -> StoreResult<AppendOutcome> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::classify)?;
+        let written = sqlx::query(append::APPEND)
+            .bind(document.to_json()?)
+            .execute(&mut *tx)
+            .await;
+        let outcome = match written {
+            Ok(_) => AppendOutcome::Appended,
+            Err(err) => append::refusal(&err).ok_or_else(|| StoreError::classify(err))?,
+        };
+        tokio::time::sleep(open_for).await;
+        let ended = match (commit, outcome) {
+            (true, AppendOutcome::Appended) => tx.commit().await,
+            _ => tx.rollback().await,
+        };
+        ended.map_err(StoreError::classify)?;
+        Ok(outcome)
+    }
+
+    async fn append_together(
+        &self,
+        documents: Vec<Document<'_>>,
+    ) -> StoreResult<Vec<StoreResult<AppendOutcome>>> {
+        // As the writer does: a document that goes alone is written alone,
+        // in its turn; the runs between them in groups.
+        let mut answers = Vec::with_capacity(documents.len());
+        let mut run: Vec<Document<'_>> = Vec::new();
+        for document in documents {
+            if !goes_alone(&document, false) {
+                run.push(document);
+                continue;
+            }
+            answers.extend(append::append_together(&self.pool, &run).await?);
+            run.clear();
+            answers.push(append::append(&self.pool, &document.to_json()?, false).await);
+        }
+        answers.extend(append::append_together(&self.pool, &run).await?);
+        Ok(answers)
+    }
+
+    async fn stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>> {
+        shared::read_stream(&self.pool, aggregate_type, aggregate_id, after).await
+    }
+
+    async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
+        shared::read_positions(&self.pool).await
+    }
+
+    async fn count_events(&self) -> StoreResult<i64> {
+        shared::count_events(&self.pool).await
+    }
+
+    async fn read_log(&self, read: &LogRead<'_>) -> StoreResult<Vec<LogEvent>> {
+        shared::read_log(&self.pool, &LOG_SQL, read).await
+    }
+
+    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>> {
+        shared::log_touches(&self.query, &LOG_SQL, after, limit).await
+    }
+
+    async fn safe_head(&self) -> StoreResult<i64> {
+        shared::safe_head(&self.pool, &LOG_SQL).await
+    }
+
+    fn log_scan(&self, tailing: bool) -> LogScan {
+        LogScan::new(&LOG_SQL, tailing)
+    }
+
+    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>> {
+        shared::scan_page(&self.pool, scan, after).await
+    }
+
+    async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
+        shared::ticket_streams_of(&self.pool, TICKET_HOLDERS, holder).await
+    }
+
+    async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
+        shared::show_log_until(&self.pool, &LOG_SQL, show_id, at_us).await
+    }
+
+    async fn analyze_log(&self) -> StoreResult<()> {
+        self.pool.execute("ANALYZE events", &[]).await.map(drop)
+    }
+
+    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>> {
+        shared::read_checkpoint(&self.pool, name).await
+    }
+
+    async fn count_after(&self, position: i64) -> StoreResult<i64> {
+        shared::count_after(&self.pool, position).await
+    }
+
+    async fn head_position(&self) -> StoreResult<i64> {
+        shared::head_position(&self.pool).await
+    }
+}

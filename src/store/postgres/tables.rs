@@ -1,0 +1,83 @@
+//! Every read model at once on PostgreSQL: dumped and reset on the command
+//! pool, and the write phase of a rebuild (`store/quiesce.rs`): one
+//! transaction that locks the log and every read-model table in SHARE ROW
+//! EXCLUSIVE mode.
+
+use async_trait::async_trait;
+use sqlx::{Postgres, Transaction};
+
+use super::append::{refusal, APPEND};
+use super::{bulk, PgBackend};
+use crate::store::batch::AppendOutcome;
+use crate::store::document::Document;
+use crate::store::quiesce::{Quiesced, QuiescedPort};
+use crate::store::tables::{self, ProjectionTablesPort, Table, Tables};
+use crate::store::{StoreError, StoreResult};
+
+const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, \
+     pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
+
+/// Every show stamped with a position of this transaction: the availability
+/// caches find changes through the log, and a show whose seat rows were
+/// rewritten without events is read whole next time (migration 0013).
+const PG_STAMP_SHOWS: &str = "UPDATE shows SET rows_rewritten_at = \
+     (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16";
+
+#[async_trait]
+impl ProjectionTablesPort for PgBackend {
+    async fn select_objects(
+        &self,
+        table: &str,
+        columns: &[&str],
+        condition: &str,
+    ) -> StoreResult<Vec<String>> {
+        tables::select_objects(&self.pool, table, columns, condition).await
+    }
+
+    async fn reset(&self, statements: &[&'static str]) -> StoreResult<()> {
+        tables::reset(&self.pool, statements).await
+    }
+
+    async fn quiesce(&self) -> StoreResult<Quiesced> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::classify)?;
+        sqlx::query(PG_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::classify)?;
+        Ok(Quiesced::new(PgQuiesced(tx)))
+    }
+}
+
+/// The write phase's transaction, holding the lock.
+struct PgQuiesced(Transaction<'static, Postgres>);
+
+#[async_trait]
+impl QuiescedPort for PgQuiesced {
+    async fn execute(&mut self, sql: &'static str) -> StoreResult<()> {
+        sqlx::query(sql)
+            .execute(&mut *self.0)
+            .await
+            .map(drop)
+            .map_err(StoreError::classify)
+    }
+
+    async fn seat_rows_rewritten(&mut self) -> StoreResult<()> {
+        self.execute(PG_STAMP_SHOWS).await
+    }
+
+    async fn write_reset(&mut self, tables: &Tables, reset: &[Table]) -> StoreResult<usize> {
+        bulk::write_reset(&mut self.0, tables, reset).await
+    }
+
+    async fn write_document(&mut self, document: &Document<'_>) -> StoreResult<AppendOutcome> {
+        let json = document.to_json()?;
+        match sqlx::query(APPEND).bind(json).execute(&mut *self.0).await {
+            Ok(_) => Ok(AppendOutcome::Appended),
+            Err(err) => refusal(&err).ok_or_else(|| StoreError::classify(err)),
+        }
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        self.0.commit().await.map_err(StoreError::classify)
+    }
+}
