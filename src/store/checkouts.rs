@@ -6,7 +6,7 @@ use domain::ids::{BookingId, HoldId};
 use projections::checkouts::CheckoutRow;
 
 use super::holds::{parse_hold_id, parse_hold_ids};
-use super::sql::{Param, SqlPool};
+use super::sql::{Param, Pools, SqlPool};
 use super::tables::{decode_row, CHECKOUT_COLUMNS};
 use super::{handle, retry_read, StoreResult};
 
@@ -36,9 +36,11 @@ const SELECT_WAITING: &str = "SELECT hold_id, updated_at_us FROM checkouts \
      WHERE phase = 'action_required' AND (updated_at_us > $1 OR (updated_at_us = $1 AND hold_id > $2)) \
      ORDER BY updated_at_us, hold_id LIMIT $3";
 
-/// Checkout records, as each backend reads them (`postgres/ports.rs`,
-/// `sqlite/ports.rs`). One call is one read: the handle reads again after a
-/// lost connection where a read is worth repeating.
+/// Checkout records. One call is one read: the handle reads again after a
+/// lost connection where a read is worth repeating. Both dialects share
+/// the statements (the row's JSON is each pool's own,
+/// [`SqlPool::row_object`]): implemented once, for every backend's
+/// [`Pools`].
 #[async_trait]
 pub trait CheckoutsPort: Send + Sync {
     /// The checkout that made a booking.
@@ -57,6 +59,34 @@ pub trait CheckoutsPort: Send + Sync {
         after: Option<&WaitingCheckout>,
         limit: i64,
     ) -> StoreResult<Vec<WaitingCheckout>>;
+}
+
+#[async_trait]
+impl<B: Pools> CheckoutsPort for B {
+    async fn checkout_by_booking(
+        &self,
+        booking_id: &BookingId,
+    ) -> StoreResult<Option<CheckoutRow>> {
+        let id = booking_id.to_string();
+        read_checkout(self.reads(), CheckoutKey::Booking, &id).await
+    }
+
+    async fn checkout_by_hold(&self, hold_id: &HoldId) -> StoreResult<Option<CheckoutRow>> {
+        let id = hold_id.to_string();
+        read_checkout(self.reads(), CheckoutKey::Hold, &id).await
+    }
+
+    async fn pending_checkouts(&self, limit: i64) -> StoreResult<Vec<HoldId>> {
+        read_pending(self.reads(), limit).await
+    }
+
+    async fn waiting_checkouts(
+        &self,
+        after: Option<&WaitingCheckout>,
+        limit: i64,
+    ) -> StoreResult<Vec<WaitingCheckout>> {
+        read_waiting(self.reads(), after, limit).await
+    }
 }
 
 handle!(
@@ -95,7 +125,7 @@ impl Checkouts {
 
 /// The checkout whose `column` (`booking_id` or `hold_id`) is `id`, read on
 /// `pool`.
-pub(super) async fn read_checkout(
+async fn read_checkout(
     pool: &impl SqlPool,
     column: CheckoutKey,
     id: &str,
@@ -112,7 +142,7 @@ pub(super) async fn read_checkout(
 
 /// A column a checkout is found by.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum CheckoutKey {
+enum CheckoutKey {
     Booking,
     Hold,
 }
@@ -127,7 +157,7 @@ impl CheckoutKey {
 }
 
 /// Hold ids of checkouts waiting on the payment provider, read on `pool`.
-pub(super) async fn read_pending(pool: &impl SqlPool, limit: i64) -> StoreResult<Vec<HoldId>> {
+async fn read_pending(pool: &impl SqlPool, limit: i64) -> StoreResult<Vec<HoldId>> {
     let ids: Vec<(String,)> = pool
         .fetch_all(&select_pending(), &[Param::Int(limit)])
         .await?;
@@ -135,7 +165,7 @@ pub(super) async fn read_pending(pool: &impl SqlPool, limit: i64) -> StoreResult
 }
 
 /// Checkouts waiting on their buyer after a cursor, read on `pool`.
-pub(super) async fn read_waiting(
+async fn read_waiting(
     pool: &impl SqlPool,
     after: Option<&WaitingCheckout>,
     limit: i64,

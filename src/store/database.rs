@@ -15,7 +15,7 @@ pub enum StoreKind {
 }
 
 /// The connection itself, as each backend manages it
-/// (`postgres/ports.rs`, `sqlite/ports.rs`).
+/// (`postgres/database.rs`, `sqlite/database.rs`).
 #[async_trait]
 pub trait DatabasePort: Send + Sync {
     fn kind(&self) -> StoreKind;

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use async_trait::async_trait;
 
-use super::sql::{Param, SqlPool};
+use super::sql::{Param, Pools, SqlPool};
 use super::{handle, retry_read, StoreError, StoreResult};
 
 #[derive(Debug, Clone)]
@@ -148,9 +148,9 @@ fn parse_part((shard, quantity): (i32, i32)) -> StoreResult<(u32, u32)> {
     ))
 }
 
-/// Hold records, as each backend reads them (`postgres/holds.rs`,
-/// `sqlite/holds.rs`). One call is one read: the handle reads again after a
-/// lost connection.
+/// Hold records. One call is one read: the handle reads again after a lost
+/// connection. Both dialects share the statements: implemented once, for
+/// every backend's [`Pools`].
 #[async_trait]
 pub trait HoldsPort: Send + Sync {
     /// The hold's record, if it was ever placed.
@@ -159,6 +159,17 @@ pub trait HoldsPort: Send + Sync {
     /// Ids of holds past their expiry (`expires_at_us <= now_us`) that no
     /// event has closed, oldest first, at most `limit`.
     async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>>;
+}
+
+#[async_trait]
+impl<B: Pools> HoldsPort for B {
+    async fn hold(&self, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
+        read_hold(self.reads(), hold_id).await
+    }
+
+    async fn expired_holds(&self, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
+        read_expired(self.reads(), now_us, limit).await
+    }
 }
 
 handle!(
@@ -178,10 +189,7 @@ impl Holds {
 }
 
 /// A hold's record, read on `pool`.
-pub(super) async fn read_hold(
-    pool: &impl SqlPool,
-    hold_id: &HoldId,
-) -> StoreResult<Option<HoldRecord>> {
+async fn read_hold(pool: &impl SqlPool, hold_id: &HoldId) -> StoreResult<Option<HoldRecord>> {
     let id = hold_id.to_string();
     let row: Option<HoldColumns> = pool
         .fetch_optional(SELECT_HOLD, &[Param::Text(&id)])
@@ -200,11 +208,7 @@ pub(super) async fn read_hold(
 
 /// Ids of holds past their expiry that no event has closed, oldest first,
 /// read on `pool`: the sweeper's query.
-pub(super) async fn read_expired(
-    pool: &impl SqlPool,
-    now_us: i64,
-    limit: i64,
-) -> StoreResult<Vec<HoldId>> {
+async fn read_expired(pool: &impl SqlPool, now_us: i64, limit: i64) -> StoreResult<Vec<HoldId>> {
     let ids: Vec<(String,)> = pool
         .fetch_all(
             "SELECT hold_id FROM holds WHERE state = 'held' AND expires_at_us <= $1 \
@@ -218,4 +222,83 @@ pub(super) async fn read_expired(
 /// Hold ids as read (one column).
 pub(super) fn parse_hold_ids(column: &str, ids: &[(String,)]) -> StoreResult<Vec<HoldId>> {
     ids.iter().map(|(id,)| parse_hold_id(column, id)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::READ_RETRIES_ON_CONNECTION_LOSS;
+
+    /// A port whose calls lose their connection `losses` times, then find
+    /// nothing: a fake the handle runs over as it does over a backend.
+    struct LosesItsConnection {
+        losses: usize,
+        calls: AtomicUsize,
+    }
+
+    impl LosesItsConnection {
+        fn handle(losses: usize) -> (Holds, Arc<Self>) {
+            let port = Arc::new(Self {
+                losses,
+                calls: AtomicUsize::new(0),
+            });
+            (Holds::new(port.clone()), port)
+        }
+
+        fn call(&self) -> StoreResult<()> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) < self.losses {
+                return Err(StoreError::ConnectionLost("connection reset".into()));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl HoldsPort for LosesItsConnection {
+        async fn hold(&self, _: &HoldId) -> StoreResult<Option<HoldRecord>> {
+            self.call().map(|()| None)
+        }
+
+        async fn expired_holds(&self, _: i64, _: i64) -> StoreResult<Vec<HoldId>> {
+            self.call().map(|()| Vec::new())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hold_read_that_loses_its_connection_is_read_again_up_to_the_limit() {
+        let id = HoldId(Uuid::new_v4());
+        let (holds, port) = LosesItsConnection::handle(READ_RETRIES_ON_CONNECTION_LOSS);
+        assert!(holds.hold(&id).await.expect("read again").is_none());
+        assert_eq!(
+            port.calls.load(Ordering::SeqCst),
+            READ_RETRIES_ON_CONNECTION_LOSS + 1
+        );
+
+        let (holds, port) = LosesItsConnection::handle(READ_RETRIES_ON_CONNECTION_LOSS + 1);
+        let lost = holds.hold(&id).await;
+        assert!(
+            matches!(lost, Err(StoreError::ConnectionLost(_))),
+            "{lost:?}"
+        );
+        assert_eq!(
+            port.calls.load(Ordering::SeqCst),
+            READ_RETRIES_ON_CONNECTION_LOSS + 1
+        );
+    }
+
+    /// The sweeper's scan is not read again here: the sweeper's next round
+    /// is its retry.
+    #[tokio::test]
+    async fn the_sweepers_scan_is_not_read_again_after_a_lost_connection() {
+        let (holds, port) = LosesItsConnection::handle(1);
+        let lost = holds.expired_holds(0, 10).await;
+        assert!(
+            matches!(lost, Err(StoreError::ConnectionLost(_))),
+            "{lost:?}"
+        );
+        assert_eq!(port.calls.load(Ordering::SeqCst), 1);
+    }
 }

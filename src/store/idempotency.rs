@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use domain::ids::{BuyerId, HoldId, IdempotencyKey};
 
 use super::holds::parse_hold_id;
-use super::sql::{Param, SqlPool};
+use super::sql::{Param, Pools, SqlPool};
 use super::{handle, retry_read, StoreResult};
 
 #[derive(Debug, Clone)]
@@ -14,8 +14,8 @@ pub struct IdempotencyEntry {
     pub hold_id: HoldId,
 }
 
-/// Buyers' keys, as each backend reads and prunes them (`postgres/ports.rs`,
-/// `sqlite/ports.rs`). One call is one statement.
+/// Buyers' keys. One call is one statement. Both dialects share the
+/// statements: implemented once, for every backend's [`Pools`].
 #[async_trait]
 pub trait IdempotencyPort: Send + Sync {
     /// What the buyer's key made, if the key was used.
@@ -28,6 +28,21 @@ pub trait IdempotencyPort: Send + Sync {
     /// Deletes at most `limit` keys created before `cutoff_us`, oldest
     /// first; returns how many.
     async fn prune(&self, cutoff_us: i64, limit: i64) -> StoreResult<u64>;
+}
+
+#[async_trait]
+impl<B: Pools> IdempotencyPort for B {
+    async fn entry(
+        &self,
+        buyer: &BuyerId,
+        key: &IdempotencyKey,
+    ) -> StoreResult<Option<IdempotencyEntry>> {
+        read_entry(self.reads(), buyer, key).await
+    }
+
+    async fn prune(&self, cutoff_us: i64, limit: i64) -> StoreResult<u64> {
+        prune(self.writes(), cutoff_us, limit).await
+    }
 }
 
 handle!(
@@ -52,7 +67,7 @@ impl IdempotencyKeys {
 }
 
 /// What the buyer's key made, read on `pool`.
-pub(super) async fn read_entry(
+async fn read_entry(
     pool: &impl SqlPool,
     buyer: &BuyerId,
     key: &IdempotencyKey,
@@ -74,7 +89,7 @@ pub(super) async fn read_entry(
 
 /// Deletes the oldest keys created before a cutoff, a bounded batch of them
 /// (row values in `IN`: both PostgreSQL and SQLite 3.15+), on `pool`.
-pub(super) async fn prune(pool: &impl SqlPool, cutoff_us: i64, limit: i64) -> StoreResult<u64> {
+async fn prune(pool: &impl SqlPool, cutoff_us: i64, limit: i64) -> StoreResult<u64> {
     pool.execute(
         "DELETE FROM idempotency_keys WHERE (buyer, key) IN \
          (SELECT buyer, key FROM idempotency_keys WHERE created_at_us < $1 \

@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 
-use super::sql::{Param, SqlPool};
+use super::sql::{Param, Pools, SqlPool};
 use super::{handle, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -70,9 +70,9 @@ pub struct SimPayment {
 const PAYMENT_COLUMNS: &str = "payment_id, idempotency_key, hold_id, amount_minor, currency, \
      payment_method, status, decline_code, action_until_us, created_at_us, updated_at_us";
 
-/// The simulator's ledger, as each backend stores it (`postgres/ports.rs`,
-/// `sqlite/ports.rs`). One call is one statement, or a write and the read
-/// of what stands.
+/// The simulator's ledger. One call is one statement, or a write and the
+/// read of what stands. Both dialects share the statements: implemented
+/// once, for every backend's [`Pools`].
 #[async_trait]
 pub trait LedgerPort: Send + Sync {
     async fn sim_charge(&self, idempotency_key: &str) -> StoreResult<Option<SimCharge>>;
@@ -104,6 +104,49 @@ pub trait LedgerPort: Send + Sync {
 
     /// Every charge and payment with its refund, oldest first.
     async fn sim_ledger(&self) -> StoreResult<Vec<LedgerCharge>>;
+}
+
+#[async_trait]
+impl<B: Pools> LedgerPort for B {
+    async fn sim_charge(&self, idempotency_key: &str) -> StoreResult<Option<SimCharge>> {
+        sim_charge(self.reads(), idempotency_key).await
+    }
+
+    async fn sim_charge_by_id(&self, charge_id: &str) -> StoreResult<Option<SimCharge>> {
+        sim_charge_by_id(self.reads(), charge_id).await
+    }
+
+    async fn record_sim_refund(&self, refund: &SimRefund<'_>) -> StoreResult<String> {
+        record_sim_refund(self.writes(), refund).await
+    }
+
+    async fn sim_payment_by_key(&self, key: &str) -> StoreResult<Option<SimPayment>> {
+        sim_payment_where(self.reads(), PaymentKey::IdempotencyKey, key).await
+    }
+
+    async fn sim_payment(&self, payment_id: &str) -> StoreResult<Option<SimPayment>> {
+        sim_payment_where(self.reads(), PaymentKey::PaymentId, payment_id).await
+    }
+
+    async fn insert_sim_payment(&self, payment: &SimPayment) -> StoreResult<()> {
+        insert_sim_payment(self.writes(), payment).await
+    }
+
+    async fn update_sim_payment(&self, from: &str, to: &SimPayment) -> StoreResult<()> {
+        update_sim_payment(self.writes(), from, to).await
+    }
+
+    async fn record_sim_payment_refund(&self, refund: &SimRefund<'_>) -> StoreResult<String> {
+        record_sim_payment_refund(self.writes(), refund).await
+    }
+
+    async fn sim_refunds_of(&self, payment_id: &str) -> StoreResult<Vec<(String, i64)>> {
+        sim_refunds_of(self.reads(), payment_id).await
+    }
+
+    async fn sim_ledger(&self) -> StoreResult<Vec<LedgerCharge>> {
+        sim_ledger(self.reads()).await
+    }
 }
 
 handle!(
@@ -236,19 +279,13 @@ impl Ledger {
 }
 
 /// A charge of the simulator by its idempotency key, read on `pool`.
-pub(super) async fn sim_charge(
-    pool: &impl SqlPool,
-    idempotency_key: &str,
-) -> StoreResult<Option<SimCharge>> {
+async fn sim_charge(pool: &impl SqlPool, idempotency_key: &str) -> StoreResult<Option<SimCharge>> {
     pool.fetch_optional(SELECT_CHARGE, &[Param::Text(idempotency_key)])
         .await
 }
 
 /// A charge of the simulator by its id, read on `pool`.
-pub(super) async fn sim_charge_by_id(
-    pool: &impl SqlPool,
-    charge_id: &str,
-) -> StoreResult<Option<SimCharge>> {
+async fn sim_charge_by_id(pool: &impl SqlPool, charge_id: &str) -> StoreResult<Option<SimCharge>> {
     pool.fetch_optional(SELECT_CHARGE_BY_ID, &[Param::Text(charge_id)])
         .await
 }
@@ -269,15 +306,12 @@ async fn record_refund(
 }
 
 /// Records a charge's refund on `pool`.
-pub(super) async fn record_sim_refund(
-    pool: &impl SqlPool,
-    refund: &SimRefund<'_>,
-) -> StoreResult<String> {
+async fn record_sim_refund(pool: &impl SqlPool, refund: &SimRefund<'_>) -> StoreResult<String> {
     record_refund(pool, (INSERT_REFUND, SELECT_REFUND), refund).await
 }
 
 /// Records a payment's refund on `pool`.
-pub(super) async fn record_sim_payment_refund(
+async fn record_sim_payment_refund(
     pool: &impl SqlPool,
     refund: &SimRefund<'_>,
 ) -> StoreResult<String> {
@@ -290,7 +324,7 @@ pub(super) async fn record_sim_payment_refund(
 
 /// The payment whose `column` (`idempotency_key` or `payment_id`) is
 /// `value`, read on `pool`.
-pub(super) async fn sim_payment_where(
+async fn sim_payment_where(
     pool: &impl SqlPool,
     column: PaymentKey,
     value: &str,
@@ -308,13 +342,13 @@ pub(super) async fn sim_payment_where(
 
 /// A column a payment is found by.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum PaymentKey {
+enum PaymentKey {
     IdempotencyKey,
     PaymentId,
 }
 
 /// Inserts a prepared payment on `pool` unless one has its key.
-pub(super) async fn insert_sim_payment(pool: &impl SqlPool, p: &SimPayment) -> StoreResult<()> {
+async fn insert_sim_payment(pool: &impl SqlPool, p: &SimPayment) -> StoreResult<()> {
     pool.execute(
         &format!(
             "INSERT INTO sim_payments ({PAYMENT_COLUMNS}) \
@@ -340,11 +374,7 @@ pub(super) async fn insert_sim_payment(pool: &impl SqlPool, p: &SimPayment) -> S
 }
 
 /// Moves a payment from `from` to `to`'s status on `pool` (compare-and-set).
-pub(super) async fn update_sim_payment(
-    pool: &impl SqlPool,
-    from: &str,
-    to: &SimPayment,
-) -> StoreResult<()> {
+async fn update_sim_payment(pool: &impl SqlPool, from: &str, to: &SimPayment) -> StoreResult<()> {
     pool.execute(
         "UPDATE sim_payments \
          SET status = $1, decline_code = $2, action_until_us = $3, updated_at_us = $4 \
@@ -363,10 +393,7 @@ pub(super) async fn update_sim_payment(
 }
 
 /// A payment's refunds, oldest first, read on `pool`.
-pub(super) async fn sim_refunds_of(
-    pool: &impl SqlPool,
-    payment_id: &str,
-) -> StoreResult<Vec<(String, i64)>> {
+async fn sim_refunds_of(pool: &impl SqlPool, payment_id: &str) -> StoreResult<Vec<(String, i64)>> {
     pool.fetch_all(
         "SELECT refund_id, amount_minor FROM sim_payment_refunds \
          WHERE payment_id = $1 ORDER BY created_at_us, refund_id",
@@ -376,6 +403,6 @@ pub(super) async fn sim_refunds_of(
 }
 
 /// Both ledgers, read on `pool`.
-pub(super) async fn sim_ledger(pool: &impl SqlPool) -> StoreResult<Vec<LedgerCharge>> {
+async fn sim_ledger(pool: &impl SqlPool) -> StoreResult<Vec<LedgerCharge>> {
     pool.fetch_all(SELECT_LEDGER, &[]).await
 }

@@ -3,12 +3,12 @@
 //!
 //! [`Store`] opens one database and hands out its **ports**, one per
 //! concern; each wing of the service receives the ports it uses, never the
-//! whole database. A port is a trait (`...Port`) with one implementation
-//! per backend, in the backend's own folder (`postgres/`, `sqlite/`),
-//! chosen once, when [`Store::connect`] reads `DATABASE_URL`; a wing holds
-//! the port's handle (the name in the first column), which adds what does
-//! not depend on the database (reading again after a lost connection,
-//! parsing rows) and can be made over a fake in a test:
+//! whole database. A port is a trait (`...Port`), implemented for each
+//! backend (`postgres/`, `sqlite/`), which is chosen once, when
+//! [`Store::connect`] reads `DATABASE_URL`; a wing holds the port's handle
+//! (the name in the first column), which adds what does not depend on the
+//! database (reading again after a lost connection, parsing rows) and can
+//! be made over a fake in a test (`holds.rs` has one):
 //!
 //! | port | owns | used by |
 //! |---|---|---|
@@ -18,7 +18,7 @@
 //! | [`IdempotencyKeys`] (`idempotency.rs`) | buyers' keys | holds, the sweeper |
 //! | [`Checkouts`] (`checkouts.rs`) | checkout records | checkout recovery |
 //! | [`WebhookOutbox`] (`webhooks.rs`) | endpoints, deliveries, claims | webhooks |
-//! | [`ProjectionTables`] (`tables.rs`, `quiesce.rs`, `bulk.rs`) | every read model at once: dump, reset, write back | replay, verify |
+//! | [`ProjectionTables`] (`projection_tables.rs`, `tables.rs`, `quiesce.rs`, `bulk.rs`) | every read model at once: dump, reset, write back | replay, verify |
 //! | [`TicketKeys`] (`ticket_keys.rs`) | the keys tickets' codes are signed with | tickets |
 //! | [`Ledger`] (`ledger.rs`) | the payment simulator's payments and refunds | the simulator |
 //! | [`Database`] (`database.rs`) | the connection itself: migrations, health, hosts | the binary, `/health` |
@@ -35,13 +35,19 @@
 //! postgres-es and sqlite-es (`tests/behaviour/cqrs.rs` loads it through
 //! their repositories).
 //!
-//! Only the files of this folder know which database is behind a port. A
-//! concern's file holds its port's trait, its handle, and the statements
-//! both dialects share (`$n` parameters work in both), as functions over
-//! any pool ([`sql::SqlPool`]); a backend's implementation calls those
-//! where its dialect agrees and writes its own where it does not (the
-//! changed-seat read, the webhook claim, the late-commit bound, bulk
-//! writes, the appenders).
+//! Only the files of this folder know which database is behind a port,
+//! and nothing dispatches on the backend per method. A concern's file
+//! holds its port's trait and handle, and the statements both dialects
+//! share (`$n` parameters work in both) written once over any pool
+//! ([`sql::SqlPool`]). Where every statement is shared, the port is
+//! implemented once for every backend's [`sql::Pools`] (which pool reads,
+//! writes and serves public queries); where a dialect differs, the backend
+//! answers the piece that differs from its own folder (`WebhookDialect`'s
+//! claim, `LogDialect`'s late-commit bound, `ShowsDialect`'s changed-seat
+//! read, `QuiesceDialect`'s lock) or implements the whole port there (the
+//! log's appends, `EventLogPort`; the connection, `DatabasePort`). A change
+//! for one dialect (Citus, say) lands in that dialect's folder: in a piece
+//! it answers, or by implementing a port there in place of the shared one.
 
 pub(crate) mod batch;
 mod bulk;
@@ -55,7 +61,7 @@ mod idempotency;
 pub(crate) mod ledger;
 pub(crate) mod log;
 pub(crate) mod postgres;
-
+mod projection_tables;
 mod quiesce;
 mod shows;
 mod sql;
@@ -81,10 +87,11 @@ pub use idempotency::{IdempotencyEntry, IdempotencyKeys, IdempotencyPort};
 pub use ledger::{Ledger, LedgerPort};
 pub use log::{EventLog, EventLogPort, LogEvent, LogFilter, LogScan};
 use postgres::PgBackend;
+pub use projection_tables::{ProjectionTables, ProjectionTablesPort, QuiesceDialect};
 pub use quiesce::{Quiesced, QuiescedPort};
 pub use shows::{PoolFigures, SeatChange, ShowInsert, Shows, ShowsPort, WHOLE_SHOW};
 use sqlite::SqliteBackend;
-pub use tables::{Projection, ProjectionTables, ProjectionTablesPort, Tables};
+pub use tables::{Projection, Tables};
 pub use ticket_keys::{TicketKeyRow, TicketKeys, TicketKeysPort};
 pub use webhooks::{
     AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,

@@ -10,7 +10,7 @@ use domain::show::Show;
 use projections::pools::{HeldPlaces, PoolLedger, SoldPlaces};
 
 use super::holds::parse_column;
-use super::sql::{Param, SqlPool};
+use super::sql::{Param, Pools, SqlPool};
 use super::{handle, retry_read, StoreError, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,10 +174,11 @@ pub struct SeatChange {
     pub sale: Option<(TicketType, i64)>,
 }
 
-/// Shows, venues and the rows created with them, as each backend reads
-/// and writes them (`postgres/shows.rs`, `sqlite/shows.rs`). One call is
-/// one statement or one transaction; the handle reads again after a lost
-/// connection and parses what is read.
+/// Shows, venues and the rows created with them. One call is one
+/// statement or one transaction; the handle reads again after a lost
+/// connection and parses what is read. Implemented once, for every
+/// backend's [`Pools`], with the pieces the dialects write apart
+/// ([`ShowsDialect`]).
 #[async_trait]
 pub trait ShowsPort: Send + Sync {
     /// One changed-rows read of a show's seats since `watermark` (`whole`:
@@ -232,6 +233,96 @@ pub trait ShowsPort: Send + Sync {
 
     /// Every show's id (see [`SHOW_IDS`]).
     async fn show_ids(&self) -> StoreResult<Vec<String>>;
+}
+
+/// What the dialects write apart of shows (`postgres/shows.rs`,
+/// `sqlite/shows.rs`): the changed-seat read, a new show's seat rows, and
+/// the seats owed to a waiting list (JSON is each dialect's own).
+#[async_trait]
+pub trait ShowsDialect {
+    /// The ids of the seats a show's waiting list is owed at `$2`: see
+    /// [`ShowsPort::owed_seat_ids`].
+    const OWED_SEATS: &'static str;
+
+    /// See [`ShowsPort::seat_rows`].
+    async fn changed_seat_rows(
+        &self,
+        show_id: &ShowId,
+        watermark: &str,
+        whole: bool,
+    ) -> StoreResult<Vec<SeatRow>>;
+
+    /// See [`ShowsPort::insert_show`].
+    async fn insert_show_rows(&self, show: &NewShowRows<'_>) -> StoreResult<bool>;
+}
+
+#[async_trait]
+impl<B: Pools + ShowsDialect> ShowsPort for B {
+    async fn seat_rows(
+        &self,
+        show_id: &ShowId,
+        watermark: &str,
+        whole: bool,
+    ) -> StoreResult<Vec<SeatRow>> {
+        self.changed_seat_rows(show_id, watermark, whole).await
+    }
+
+    async fn insert_show(&self, show: &NewShowRows<'_>) -> StoreResult<bool> {
+        self.insert_show_rows(show).await
+    }
+
+    async fn insert_venue(
+        &self,
+        venue_id: &VenueId,
+        definition: &str,
+        created_at_us: i64,
+    ) -> StoreResult<bool> {
+        insert_venue(self.writes(), venue_id, definition, created_at_us).await
+    }
+
+    async fn venue_definition(&self, venue_id: &VenueId) -> StoreResult<Option<String>> {
+        venue_definition(self.reads(), venue_id).await
+    }
+
+    async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>> {
+        show_definition(self.reads(), show_id).await
+    }
+
+    async fn pool_ledger_rows(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+        public_us: i64,
+    ) -> StoreResult<Vec<LedgerRow>> {
+        pool_ledger_rows(self.queries(), show_id, now_us, public_us).await
+    }
+
+    async fn next_pool_expiry(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Option<i64>> {
+        next_pool_expiry(self.queries(), show_id, now_us).await
+    }
+
+    async fn owed_seat_ids(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<String>> {
+        let ids: Vec<(String,)> = self
+            .queries()
+            .fetch_all(
+                Self::OWED_SEATS,
+                &[Param::Text(show_id.as_str()), Param::Int(now_us)],
+            )
+            .await?;
+        Ok(ids.into_iter().map(|(id,)| id).collect())
+    }
+
+    async fn owed_place_rows(
+        &self,
+        show_id: &ShowId,
+        now_us: i64,
+    ) -> StoreResult<Vec<(String, i64)>> {
+        owed_place_rows(self.queries(), show_id, now_us).await
+    }
+
+    async fn show_ids(&self) -> StoreResult<Vec<String>> {
+        show_ids(self.reads()).await
+    }
 }
 
 handle!(
@@ -498,7 +589,7 @@ impl Shows {
 }
 
 /// Inserts the venue on `pool` if its id is free; whether it was.
-pub(super) async fn insert_venue(
+async fn insert_venue(
     pool: &impl SqlPool,
     venue_id: &VenueId,
     definition: &str,
@@ -518,10 +609,7 @@ pub(super) async fn insert_venue(
 }
 
 /// The stored definition of a venue, read on `pool`.
-pub(super) async fn venue_definition(
-    pool: &impl SqlPool,
-    venue_id: &VenueId,
-) -> StoreResult<Option<String>> {
+async fn venue_definition(pool: &impl SqlPool, venue_id: &VenueId) -> StoreResult<Option<String>> {
     let row: Option<(String,)> = pool
         .fetch_optional(SELECT_VENUE, &[Param::Text(venue_id.as_str())])
         .await?;
@@ -529,10 +617,7 @@ pub(super) async fn venue_definition(
 }
 
 /// The stored definition of a show, read on `pool`.
-pub(super) async fn show_definition(
-    pool: &impl SqlPool,
-    show_id: &ShowId,
-) -> StoreResult<Option<String>> {
+async fn show_definition(pool: &impl SqlPool, show_id: &ShowId) -> StoreResult<Option<String>> {
     let row: Option<(String,)> = pool
         .fetch_optional(SELECT_SHOW, &[Param::Text(show_id.as_str())])
         .await?;
@@ -540,7 +625,7 @@ pub(super) async fn show_definition(
 }
 
 /// The rows of [`SELECT_POOL_LEDGERS`], read on `pool`.
-pub(super) async fn pool_ledger_rows(
+async fn pool_ledger_rows(
     pool: &impl SqlPool,
     show_id: &ShowId,
     now_us: i64,
@@ -559,7 +644,7 @@ pub(super) async fn pool_ledger_rows(
 
 /// The earliest `expires_at` after `now_us` of a held pool place of the
 /// show, read on `pool`.
-pub(super) async fn next_pool_expiry(
+async fn next_pool_expiry(
     pool: &impl SqlPool,
     show_id: &ShowId,
     now_us: i64,
@@ -575,7 +660,7 @@ pub(super) async fn next_pool_expiry(
 }
 
 /// The rows of [`OWED_PLACES`], read on `pool`.
-pub(super) async fn owed_place_rows(
+async fn owed_place_rows(
     pool: &impl SqlPool,
     show_id: &ShowId,
     now_us: i64,
@@ -588,7 +673,7 @@ pub(super) async fn owed_place_rows(
 }
 
 /// Every show's id, read on `pool`.
-pub(super) async fn show_ids(pool: &impl SqlPool) -> StoreResult<Vec<String>> {
+async fn show_ids(pool: &impl SqlPool) -> StoreResult<Vec<String>> {
     let ids: Vec<(String,)> = pool.fetch_all(SHOW_IDS, &[]).await?;
     Ok(ids.into_iter().map(|(id,)| id).collect())
 }

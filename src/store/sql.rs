@@ -1,7 +1,8 @@
 //! SQL that both dialects agree on, run on either backend's pool: what lets
-//! a port's PostgreSQL and SQLite implementations share a query's body
-//! where their SQL is the same (`$n` parameters work in both), and part
-//! where it is not (each then writes its own).
+//! a port be implemented once for both backends where their SQL is the same
+//! (`$n` parameters work in both), over the pools each backend names
+//! ([`Pools`]); where a dialect differs, the backend implements the port
+//! itself, or answers the one piece that differs.
 
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
@@ -10,9 +11,28 @@ use sqlx::FromRow;
 
 use super::{StoreError, StoreResult};
 
+/// The pools a backend runs the statements both dialects share on: what a
+/// port implemented once for every backend (`impl<B: Pools> HoldsPort for
+/// B`) asks of it. A backend whose dialect needs its own statement for a
+/// port implements that port itself, in its own folder, instead.
+pub trait Pools: Send + Sync + 'static {
+    type Pool: SqlPool + Send + Sync;
+
+    /// Where reads run (PostgreSQL: the command pool; SQLite: the read
+    /// pool).
+    fn reads(&self) -> &Self::Pool;
+
+    /// Where writes run (SQLite: the one writer).
+    fn writes(&self) -> &Self::Pool;
+
+    /// Where public queries run (PostgreSQL: a pool of their own,
+    /// `QUERY_POOL_CONNECTIONS`; SQLite: the read pool).
+    fn queries(&self) -> &Self::Pool;
+}
+
 /// A query's parameter, of a type both dialects bind the same way.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Param<'a> {
+pub enum Param<'a> {
     Text(&'a str),
     Int(i64),
     /// Text or NULL.
@@ -24,17 +44,14 @@ pub(crate) enum Param<'a> {
 }
 
 /// A row type both dialects decode (a tuple of columns, or a `FromRow`).
-pub(crate) trait Row:
-    for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin
-{
-}
+pub trait Row: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin {}
 
 impl<T> Row for T where T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin
 {}
 
 /// A pool one dialect-neutral statement runs on.
 #[async_trait]
-pub(crate) trait SqlPool: Sync {
+pub trait SqlPool: Sync {
     /// A transaction on this pool.
     type Tx: SqlTx;
 
@@ -73,7 +90,7 @@ pub(crate) trait SqlPool: Sync {
 /// A transaction dialect-neutral statements run in: nothing is written
 /// unless it is committed.
 #[async_trait]
-pub(crate) trait SqlTx: Send {
+pub trait SqlTx: Send {
     /// Runs a statement; how many rows it changed.
     async fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> StoreResult<u64>;
 

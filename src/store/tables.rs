@@ -2,15 +2,13 @@
 //! compares. Every table's row is its one named type (see [`super::batch`]);
 //! here are the columns each is read back with, the in-memory form of all
 //! tables ([`Tables`]), how rows apply to it with the semantics the SQL
-//! writers have, how the live tables are dumped into it, how they are reset,
-//! and how a rebuilt set is written back.
+//! writers have, the statements that reset them, and the append documents
+//! a rebuilt set is written back in. The port that dumps, resets and writes
+//! the live tables is `projection_tables.rs`.
 
 use std::borrow::Cow;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use async_trait::async_trait;
 
 use domain::ids::{HoldId, PoolId, SeatId, ShowId};
 use projections::availability::SeatAvailabilityRow;
@@ -19,11 +17,9 @@ use projections::holds::{HoldChange, HoldRow, HoldState, PoolHoldRow};
 use projections::pools::PoolShardRow;
 use serde::de::DeserializeOwned;
 
-use super::batch::{AppendBatch, AppendOutcome};
+use super::batch::AppendBatch;
 use super::document::Document;
-use super::quiesce::Quiesced;
-use super::sql::{Param, SqlPool, SqlTx};
-use super::{retry_read, EventLog, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 
 /// The columns each row type is read back with: its field names. A unit
 /// test holds each list against the type's serialized form, so a column
@@ -261,7 +257,7 @@ impl Tables {
     }
 }
 
-/// One row of `table` from its JSON object (see [`SqlPool::row_object`]).
+/// One row of `table` from its JSON object (see `SqlPool::row_object`).
 pub(crate) fn decode_row<T: DeserializeOwned>(table: &str, text: &str) -> StoreResult<T> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("a row of {table}: {e}")))
 }
@@ -346,152 +342,6 @@ impl Projection {
             Projection::Checkouts => &["DELETE FROM checkouts"],
         }
     }
-}
-
-/// Every read model at once, as each backend reads, resets and locks
-/// them (`postgres/tables.rs`, `sqlite/tables.rs`).
-#[async_trait]
-pub trait ProjectionTablesPort: Send + Sync {
-    /// Rows of `table` matching `condition` (a constant: never input), each
-    /// as the JSON object of its `columns` (see [`SqlPool::row_object`]).
-    async fn select_objects(
-        &self,
-        table: &str,
-        columns: &[&str],
-        condition: &str,
-    ) -> StoreResult<Vec<String>>;
-
-    /// Runs the reset `statements` in one transaction.
-    async fn reset(&self, statements: &[&'static str]) -> StoreResult<()>;
-
-    /// Starts a write phase in which no other append commits (see
-    /// `quiesce.rs`).
-    async fn quiesce(&self) -> StoreResult<Quiesced>;
-}
-
-/// Every read model at once, for replay and verify: [`ProjectionTablesPort`],
-/// and the log the rebuilt rows are written back through.
-#[derive(Clone)]
-pub struct ProjectionTables {
-    port: Arc<dyn ProjectionTablesPort>,
-    log: EventLog,
-}
-
-impl ProjectionTables {
-    pub fn new(port: Arc<dyn ProjectionTablesPort>, log: EventLog) -> Self {
-        Self { port, log }
-    }
-
-    /// Rows of `table` matching `condition` (a constant: never input) as `T`.
-    pub(crate) async fn select_rows<T: DeserializeOwned>(
-        &self,
-        table: &str,
-        columns: &[&str],
-        condition: &str,
-    ) -> StoreResult<Vec<T>> {
-        let texts = retry_read(move || self.port.select_objects(table, columns, condition)).await?;
-        texts.iter().map(|text| decode_row(table, text)).collect()
-    }
-
-    /// Starts a write phase in which no other append commits (see
-    /// `quiesce.rs`). It ends with [`Quiesced::commit`]; dropped, it rolls
-    /// back.
-    pub async fn quiesce(&self) -> StoreResult<Quiesced> {
-        self.port.quiesce().await
-    }
-
-    /// Every row of every projection (seat and shard rows only once an
-    /// event touched them), for `booking verify`.
-    pub async fn dump_projections(&self) -> StoreResult<Tables> {
-        let mut tables = Tables::default();
-        let seats: Vec<SeatAvailabilityRow> = self
-            .select_rows(
-                "seat_availability",
-                SEAT_AVAILABILITY_COLUMNS,
-                "last_seq > 0",
-            )
-            .await?;
-        for row in seats {
-            tables
-                .seat_availability
-                .insert((row.show_id.clone(), row.seat_id.clone()), row);
-        }
-        let shards: Vec<PoolShardRow> = self
-            .select_rows("pool_shards", POOL_SHARD_COLUMNS, "last_seq > 0")
-            .await?;
-        for row in shards {
-            tables
-                .pool_shards
-                .insert((row.show_id.clone(), row.pool_id.clone(), row.shard), row);
-        }
-        let holds: Vec<HoldRow> = self.select_rows("holds", HOLD_COLUMNS, "TRUE").await?;
-        tables
-            .holds
-            .extend(holds.into_iter().map(|row| (row.hold_id, row)));
-        let parts: Vec<PoolHoldRow> = self
-            .select_rows("pool_holds", POOL_HOLD_COLUMNS, "TRUE")
-            .await?;
-        tables
-            .pool_holds
-            .extend(parts.into_iter().map(|row| ((row.hold_id, row.shard), row)));
-        let checkouts: Vec<CheckoutRow> = self
-            .select_rows("checkouts", CHECKOUT_COLUMNS, "TRUE")
-            .await?;
-        tables
-            .checkouts
-            .extend(checkouts.into_iter().map(|row| (row.hold_id, row)));
-        Ok(tables)
-    }
-
-    /// Resets the named projections in one transaction (see
-    /// [`Projection::reset_sql`]). Replaying the log rebuilds them.
-    pub async fn reset_projections(&self, which: &[Projection]) -> StoreResult<()> {
-        let statements: Vec<&str> = which
-            .iter()
-            .flat_map(|p| p.reset_sql().iter().copied())
-            .collect();
-        self.port.reset(&statements).await
-    }
-
-    /// Writes rebuilt tables into the live projections, `chunk` rows per
-    /// transaction; returns the number of transactions.
-    pub async fn write_tables(&self, tables: &Tables, chunk: usize) -> StoreResult<usize> {
-        let docs = tables.documents(chunk, &Table::ALL);
-        for document in &docs {
-            let outcome = self.log.write_document(document, true).await?;
-            if outcome != AppendOutcome::Appended {
-                return Err(StoreError::Corrupt(format!(
-                    "replay batch refused: {outcome:?}"
-                )));
-            }
-        }
-        Ok(docs.len())
-    }
-}
-
-/// Rows of `table` matching `condition`, each as the JSON object of its
-/// `columns`, read on `pool`.
-pub(super) async fn select_objects(
-    pool: &impl SqlPool,
-    table: &str,
-    columns: &[&str],
-    condition: &str,
-) -> StoreResult<Vec<String>> {
-    let sql = format!(
-        "SELECT {} FROM {table} WHERE {condition}",
-        pool.row_object(columns)
-    );
-    let texts: Vec<(String,)> = pool.fetch_all(&sql, &[]).await?;
-    Ok(texts.into_iter().map(|(text,)| text).collect())
-}
-
-/// Runs the reset `statements` on `pool` in one transaction.
-pub(super) async fn reset(pool: &impl SqlPool, statements: &[&'static str]) -> StoreResult<()> {
-    let mut tx = pool.begin_tx().await?;
-    for sql in statements {
-        tx.execute(sql, &[] as &[Param<'_>]).await?;
-    }
-    tx.commit().await
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::sql::{Param, SqlPool};
+use super::sql::{Param, Pools, SqlPool};
 use super::{handle, retry_read, StoreResult};
 
 /// One stored key: its id, its secret (base64url of the seed) and when it
@@ -15,8 +15,8 @@ pub struct TicketKeyRow {
     pub created_at_us: i64,
 }
 
-/// The signing keys, as each backend stores them (`postgres/ports.rs`,
-/// `sqlite/ports.rs`). One call is one statement.
+/// The signing keys. One call is one statement. Both dialects share the
+/// statements: implemented once, for every backend's [`Pools`].
 #[async_trait]
 pub trait TicketKeysPort: Send + Sync {
     /// Every key, oldest first.
@@ -24,6 +24,17 @@ pub trait TicketKeysPort: Send + Sync {
 
     /// Stores `key` unless one of its id is there.
     async fn insert(&self, key: &TicketKeyRow) -> StoreResult<()>;
+}
+
+#[async_trait]
+impl<B: Pools> TicketKeysPort for B {
+    async fn all(&self) -> StoreResult<Vec<TicketKeyRow>> {
+        read_all(self.reads()).await
+    }
+
+    async fn insert(&self, key: &TicketKeyRow) -> StoreResult<()> {
+        insert(self.writes(), key).await
+    }
 }
 
 handle!(
@@ -44,7 +55,7 @@ impl TicketKeys {
 }
 
 /// Every key, oldest first, read on `pool`.
-pub(super) async fn read_all(pool: &impl SqlPool) -> StoreResult<Vec<TicketKeyRow>> {
+async fn read_all(pool: &impl SqlPool) -> StoreResult<Vec<TicketKeyRow>> {
     pool.fetch_all(
         "SELECT key_id, secret, created_at_us FROM ticket_keys ORDER BY created_at_us, key_id",
         &[],
@@ -55,7 +66,7 @@ pub(super) async fn read_all(pool: &impl SqlPool) -> StoreResult<Vec<TicketKeyRo
 /// Stores `key` on `pool`, kept if no key of that id is: two instances
 /// making the first key at once each store theirs, and both then sign with
 /// the newest (read back).
-pub(super) async fn insert(pool: &impl SqlPool, key: &TicketKeyRow) -> StoreResult<()> {
+async fn insert(pool: &impl SqlPool, key: &TicketKeyRow) -> StoreResult<()> {
     pool.execute(
         "INSERT INTO ticket_keys (key_id, secret, created_at_us) \
          VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING",

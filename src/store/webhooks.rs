@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::sql::{Param, SqlPool, SqlTx};
+use super::sql::{Param, Pools, SqlPool, SqlTx};
 use super::{handle, retry_read, StoreError, StoreResult};
 
 /// An endpoint's id (`webhook_id` in the API).
@@ -357,10 +357,10 @@ const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
      WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE endpoint_id = $2) \
      ON CONFLICT DO NOTHING";
 
-/// Webhook endpoints and deliveries, as each backend stores them
-/// (`postgres/ports.rs`, `sqlite/ports.rs`): every statement is shared but
-/// the claim, which only PostgreSQL must make skip rows another instance is
-/// claiming. One call is one statement or one transaction.
+/// Webhook endpoints and deliveries. One call is one statement or one
+/// transaction. Every statement is shared but the claim, which only
+/// PostgreSQL must make skip rows another instance is claiming
+/// ([`WebhookDialect`]): implemented once, for every backend's [`Pools`].
 #[async_trait]
 pub trait WebhookOutboxPort: Send + Sync {
     async fn insert_endpoint(&self, row: &EndpointRow) -> StoreResult<()>;
@@ -424,6 +424,91 @@ pub trait WebhookOutboxPort: Send + Sync {
 
     /// When the oldest pending delivery began waiting, if any is pending.
     async fn oldest_pending_us(&self) -> StoreResult<Option<i64>>;
+}
+
+/// The one statement of the outbox the dialects write apart: the claim of
+/// up to `$5` due deliveries of endpoint `$3` at `$4`, until `$2` under
+/// token `$1`, returning the claimed rows (`postgres/webhooks.rs`,
+/// `sqlite/webhooks.rs`).
+pub trait WebhookDialect {
+    const CLAIM: &'static str;
+}
+
+#[async_trait]
+impl<B: Pools + WebhookDialect> WebhookOutboxPort for B {
+    async fn insert_endpoint(&self, row: &EndpointRow) -> StoreResult<()> {
+        insert_endpoint(self.writes(), row).await
+    }
+
+    async fn endpoints(&self) -> StoreResult<Vec<EndpointRow>> {
+        endpoints(self.reads()).await
+    }
+
+    async fn endpoint(&self, id: EndpointId) -> StoreResult<Option<EndpointRow>> {
+        endpoint(self.reads(), id).await
+    }
+
+    async fn count_endpoints(&self) -> StoreResult<i64> {
+        count_endpoints(self.reads()).await
+    }
+
+    async fn delete_endpoint(&self, id: EndpointId) -> StoreResult<bool> {
+        delete_endpoint(self.writes(), id).await
+    }
+
+    async fn record_deliveries(
+        &self,
+        name: &str,
+        from: i64,
+        to: i64,
+        deliveries: &[NewDelivery],
+        now_us: i64,
+    ) -> StoreResult<bool> {
+        record_deliveries(self.writes(), (name, from, to), deliveries, now_us).await
+    }
+
+    async fn endpoints_with_due_deliveries(&self, now_us: i64) -> StoreResult<Vec<EndpointId>> {
+        endpoints_with_due_deliveries(self.reads(), now_us).await
+    }
+
+    async fn claim_deliveries(&self, claim: &Claim<'_>) -> StoreResult<Vec<ClaimedDelivery>> {
+        claim_deliveries(self.writes(), Self::CLAIM, claim).await
+    }
+
+    async fn finish_attempt(
+        &self,
+        delivery: DeliveryId,
+        token: &str,
+        record: &AttemptRecord,
+    ) -> StoreResult<bool> {
+        finish_attempt(self.writes(), delivery, token, record).await
+    }
+
+    async fn deliveries(
+        &self,
+        endpoint: EndpointId,
+        status: Option<DeliveryStatus>,
+        limit: i64,
+    ) -> StoreResult<Vec<DeliveryRow>> {
+        deliveries(self.reads(), endpoint, status, limit).await
+    }
+
+    async fn retry_delivery(
+        &self,
+        endpoint: EndpointId,
+        delivery: DeliveryId,
+        now_us: i64,
+    ) -> StoreResult<RetryOutcome> {
+        retry_delivery(self.writes(), endpoint, delivery, now_us).await
+    }
+
+    async fn prune_deliveries(&self, before_us: i64, limit: i64) -> StoreResult<u64> {
+        prune_deliveries(self.writes(), before_us, limit).await
+    }
+
+    async fn oldest_pending_us(&self) -> StoreResult<Option<i64>> {
+        oldest_pending_us(self.reads()).await
+    }
 }
 
 handle!(
@@ -556,7 +641,7 @@ impl WebhookOutbox {
     }
 }
 
-pub(super) async fn insert_endpoint(pool: &impl SqlPool, row: &EndpointRow) -> StoreResult<()> {
+async fn insert_endpoint(pool: &impl SqlPool, row: &EndpointRow) -> StoreResult<()> {
     let events: Vec<&str> = row.events.iter().map(|e| e.as_str()).collect();
     let events =
         serde_json::to_string(&events).map_err(|e| StoreError::Corrupt(format!("events: {e}")))?;
@@ -578,7 +663,7 @@ pub(super) async fn insert_endpoint(pool: &impl SqlPool, row: &EndpointRow) -> S
     Ok(())
 }
 
-pub(super) async fn endpoints(pool: &impl SqlPool) -> StoreResult<Vec<EndpointRow>> {
+async fn endpoints(pool: &impl SqlPool) -> StoreResult<Vec<EndpointRow>> {
     let rows: Vec<EndpointColumns> = pool
         .fetch_all(
             &format!(
@@ -591,10 +676,7 @@ pub(super) async fn endpoints(pool: &impl SqlPool) -> StoreResult<Vec<EndpointRo
     rows.into_iter().map(EndpointRow::try_from).collect()
 }
 
-pub(super) async fn endpoint(
-    pool: &impl SqlPool,
-    id: EndpointId,
-) -> StoreResult<Option<EndpointRow>> {
+async fn endpoint(pool: &impl SqlPool, id: EndpointId) -> StoreResult<Option<EndpointRow>> {
     let id = id.to_string();
     let row: Option<EndpointColumns> = pool
         .fetch_optional(
@@ -605,14 +687,14 @@ pub(super) async fn endpoint(
     row.map(EndpointRow::try_from).transpose()
 }
 
-pub(super) async fn count_endpoints(pool: &impl SqlPool) -> StoreResult<i64> {
+async fn count_endpoints(pool: &impl SqlPool) -> StoreResult<i64> {
     let count: Option<(i64,)> = pool
         .fetch_optional("SELECT COUNT(*) FROM webhook_endpoints", &[])
         .await?;
     Ok(count.map_or(0, |(n,)| n))
 }
 
-pub(super) async fn delete_endpoint(pool: &impl SqlPool, id: EndpointId) -> StoreResult<bool> {
+async fn delete_endpoint(pool: &impl SqlPool, id: EndpointId) -> StoreResult<bool> {
     let id = id.to_string();
     let mut tx = pool.begin_tx().await?;
     tx.execute(
@@ -630,7 +712,7 @@ pub(super) async fn delete_endpoint(pool: &impl SqlPool, id: EndpointId) -> Stor
     Ok(deleted > 0)
 }
 
-pub(super) async fn record_deliveries(
+async fn record_deliveries(
     pool: &impl SqlPool,
     (name, from, to): (&str, i64, i64),
     deliveries: &[NewDelivery],
@@ -674,7 +756,7 @@ pub(super) async fn record_deliveries(
     Ok(true)
 }
 
-pub(super) async fn endpoints_with_due_deliveries(
+async fn endpoints_with_due_deliveries(
     pool: &impl SqlPool,
     now_us: i64,
 ) -> StoreResult<Vec<EndpointId>> {
@@ -693,7 +775,7 @@ pub(super) async fn endpoints_with_due_deliveries(
 
 /// Claims deliveries with this dialect's statement (`sql`, see
 /// [`WebhookOutboxPort::claim_deliveries`]).
-pub(super) async fn claim_deliveries(
+async fn claim_deliveries(
     pool: &impl SqlPool,
     sql: &str,
     claim: &Claim<'_>,
@@ -714,7 +796,7 @@ pub(super) async fn claim_deliveries(
     rows.into_iter().map(ClaimedDelivery::try_from).collect()
 }
 
-pub(super) async fn finish_attempt(
+async fn finish_attempt(
     pool: &impl SqlPool,
     delivery: DeliveryId,
     token: &str,
@@ -747,7 +829,7 @@ pub(super) async fn finish_attempt(
     Ok(written == 1)
 }
 
-pub(super) async fn deliveries(
+async fn deliveries(
     pool: &impl SqlPool,
     endpoint: EndpointId,
     status: Option<DeliveryStatus>,
@@ -771,7 +853,7 @@ pub(super) async fn deliveries(
     rows.into_iter().map(DeliveryRow::try_from).collect()
 }
 
-pub(super) async fn retry_delivery(
+async fn retry_delivery(
     pool: &impl SqlPool,
     endpoint: EndpointId,
     delivery: DeliveryId,
@@ -799,11 +881,7 @@ pub(super) async fn retry_delivery(
     }
 }
 
-pub(super) async fn prune_deliveries(
-    pool: &impl SqlPool,
-    before_us: i64,
-    limit: i64,
-) -> StoreResult<u64> {
+async fn prune_deliveries(pool: &impl SqlPool, before_us: i64, limit: i64) -> StoreResult<u64> {
     pool.execute(
         "DELETE FROM webhook_deliveries WHERE delivery_id IN \
          (SELECT delivery_id FROM webhook_deliveries \
@@ -813,7 +891,7 @@ pub(super) async fn prune_deliveries(
     .await
 }
 
-pub(super) async fn oldest_pending_us(pool: &impl SqlPool) -> StoreResult<Option<i64>> {
+async fn oldest_pending_us(pool: &impl SqlPool) -> StoreResult<Option<i64>> {
     let row: Option<(Option<i64>,)> = pool
         .fetch_optional(
             "SELECT MIN(retry_from_us) FROM webhook_deliveries WHERE status = 'pending'",

@@ -17,19 +17,21 @@ use cqrs_es::Aggregate;
 use futures::stream::BoxStream;
 use sqlx::PgPool;
 
-pub(crate) use read::LogRead;
 pub use read::{LogEvent, LogFilter, LogScan};
+pub use read::{LogRead, LogSql};
 
 use super::batch::{AppendBatch, AppendOutcome, MAX_EVENTS_PER_BATCH};
 use super::document::Document;
 use super::error::retry_read;
+use super::sql::Pools;
 use super::{handle, StoreError, StoreResult};
 
-/// The event log as each backend keeps it. Appends go through the
-/// backend's own writer; reads are one statement each (the handle reads
-/// again after a lost connection where that is safe).
+/// The event log as each backend keeps it: appends go through the
+/// backend's own writer (`postgres/log.rs`, `sqlite/log.rs`); reads
+/// ([`LogReadPort`]) are one statement each (the handle reads again after a
+/// lost connection where that is safe).
 #[async_trait]
-pub trait EventLogPort: Send + Sync {
+pub trait EventLogPort: LogReadPort {
     /// Counts this process's appends; see [`EventLog::appends`].
     fn appended(&self) -> &tokio::sync::watch::Sender<u64>;
 
@@ -68,6 +70,15 @@ pub trait EventLogPort: Send + Sync {
         documents: Vec<Document<'_>>,
     ) -> StoreResult<Vec<StoreResult<AppendOutcome>>>;
 
+    /// See [`EventLog::analyze_log`].
+    async fn analyze_log(&self) -> StoreResult<()>;
+}
+
+/// The reads of the log, as a dialect runs them: every statement is
+/// shared but the pieces [`LogDialect`] names; implemented once, for every
+/// backend's [`Pools`] (`read.rs`).
+#[async_trait]
+pub trait LogReadPort: Send + Sync {
     /// Events of one stream with a sequence above `after`, in order.
     async fn stream(
         &self,
@@ -103,9 +114,6 @@ pub trait EventLogPort: Send + Sync {
     /// See [`EventLog::show_log_until`].
     async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>>;
 
-    /// See [`EventLog::analyze_log`].
-    async fn analyze_log(&self) -> StoreResult<()>;
-
     /// The checkpoint's position, if there is one of that name.
     async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>>;
 
@@ -114,6 +122,75 @@ pub trait EventLogPort: Send + Sync {
 
     /// See [`EventLog::head_position`].
     async fn head_position(&self) -> StoreResult<i64>;
+}
+
+/// What a dialect reads the log with (`postgres/log.rs`, `sqlite/log.rs`).
+pub trait LogDialect {
+    /// The columns and the late-commit bound.
+    const LOG_SQL: LogSql;
+    /// The ticket streams that ever named `$1` as their holder (the index
+    /// `events_ticket_holders`): JSON is each dialect's own.
+    const TICKET_HOLDERS: &'static str;
+}
+
+#[async_trait]
+impl<B: Pools + LogDialect> LogReadPort for B {
+    async fn stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        after: usize,
+    ) -> StoreResult<Vec<SerializedEvent>> {
+        read::read_stream(self.reads(), aggregate_type, aggregate_id, after).await
+    }
+
+    async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
+        read::read_positions(self.reads()).await
+    }
+
+    async fn count_events(&self) -> StoreResult<i64> {
+        read::count_events(self.reads()).await
+    }
+
+    async fn read_log(&self, read: &LogRead<'_>) -> StoreResult<Vec<LogEvent>> {
+        read::read_log(self.reads(), &Self::LOG_SQL, read).await
+    }
+
+    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>> {
+        read::log_touches(self.queries(), &Self::LOG_SQL, after, limit).await
+    }
+
+    async fn safe_head(&self) -> StoreResult<i64> {
+        read::safe_head(self.reads(), &Self::LOG_SQL).await
+    }
+
+    fn log_scan(&self, tailing: bool) -> LogScan {
+        LogScan::new(&Self::LOG_SQL, tailing)
+    }
+
+    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>> {
+        read::scan_page(self.reads(), scan, after).await
+    }
+
+    async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
+        read::ticket_streams_of(self.reads(), Self::TICKET_HOLDERS, holder).await
+    }
+
+    async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
+        read::show_log_until(self.reads(), &Self::LOG_SQL, show_id, at_us).await
+    }
+
+    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>> {
+        read::read_checkpoint(self.reads(), name).await
+    }
+
+    async fn count_after(&self, position: i64) -> StoreResult<i64> {
+        read::count_after(self.reads(), position).await
+    }
+
+    async fn head_position(&self) -> StoreResult<i64> {
+        read::head_position(self.reads()).await
+    }
 }
 
 handle!(

@@ -35,7 +35,7 @@ pub const SCAN_PAGE: i64 = 4_000;
 pub const MAX_COUNTED_LAG: i64 = 1_000_000;
 
 /// What a dialect reads the log with.
-pub(crate) struct LogSql {
+pub struct LogSql {
     /// The columns of a [`LogEvent`], as text where the dialect stores
     /// JSON otherwise.
     pub columns: &'static str,
@@ -62,7 +62,7 @@ pub struct LogScan(String);
 impl LogScan {
     /// Every event after a position (`$1`), up to `$2`: never past a
     /// transaction still open if `tailing`.
-    pub(crate) fn new(sql: &LogSql, tailing: bool) -> Self {
+    pub(super) fn new(sql: &LogSql, tailing: bool) -> Self {
         LogScan(format!(
             "SELECT {} FROM events WHERE position > $1{} ORDER BY position LIMIT $2",
             sql.columns,
@@ -98,7 +98,7 @@ pub struct LogRead<'a> {
 /// them), with the sequence bound as a parameter, where their
 /// `get_last_events` formats it into the SQL text and every call is a new
 /// statement to parse and plan.
-pub(crate) async fn read_stream(
+pub(super) async fn read_stream(
     pool: &impl SqlPool,
     aggregate_type: &str,
     aggregate_id: &str,
@@ -134,7 +134,7 @@ pub(crate) async fn read_stream(
 }
 
 /// `(position, recorded_at_us)` of every event, read on `pool`.
-pub(crate) async fn read_positions(pool: &impl SqlPool) -> StoreResult<Vec<(i64, i64)>> {
+pub(super) async fn read_positions(pool: &impl SqlPool) -> StoreResult<Vec<(i64, i64)>> {
     pool.fetch_all(
         "SELECT position, recorded_at_us FROM events ORDER BY position",
         &[],
@@ -143,7 +143,7 @@ pub(crate) async fn read_positions(pool: &impl SqlPool) -> StoreResult<Vec<(i64,
 }
 
 /// Number of events in the log, counted on `pool`.
-pub(crate) async fn count_events(pool: &impl SqlPool) -> StoreResult<i64> {
+pub(super) async fn count_events(pool: &impl SqlPool) -> StoreResult<i64> {
     let count: Option<(i64,)> = pool
         .fetch_optional("SELECT COUNT(*) FROM events", &[])
         .await?;
@@ -151,7 +151,7 @@ pub(crate) async fn count_events(pool: &impl SqlPool) -> StoreResult<i64> {
 }
 
 /// The events a [`LogRead`] asks for, read on `pool`.
-pub(crate) async fn read_log(
+pub(super) async fn read_log(
     pool: &impl SqlPool,
     sql: &LogSql,
     read: &LogRead<'_>,
@@ -180,7 +180,7 @@ pub(crate) async fn read_log(
 
 /// Positions and shows of up to `limit` events after `after`, never past a
 /// transaction still open, read on `pool`.
-pub(crate) async fn log_touches(
+pub(super) async fn log_touches(
     pool: &impl SqlPool,
     sql: &LogSql,
     after: i64,
@@ -195,7 +195,7 @@ pub(crate) async fn log_touches(
 }
 
 /// The highest position a tailing reader can reach now, read on `pool`.
-pub(crate) async fn safe_head(pool: &impl SqlPool, sql: &LogSql) -> StoreResult<i64> {
+pub(super) async fn safe_head(pool: &impl SqlPool, sql: &LogSql) -> StoreResult<i64> {
     let statement = format!(
         "SELECT MAX(position) FROM events WHERE TRUE{}",
         sql.bound(true)
@@ -204,7 +204,7 @@ pub(crate) async fn safe_head(pool: &impl SqlPool, sql: &LogSql) -> StoreResult<
 }
 
 /// The highest position in the log (0 when empty), read on `pool`.
-pub(crate) async fn head_position(pool: &impl SqlPool) -> StoreResult<i64> {
+pub(super) async fn head_position(pool: &impl SqlPool) -> StoreResult<i64> {
     max_position(pool, "SELECT MAX(position) FROM events").await
 }
 
@@ -214,7 +214,7 @@ async fn max_position(pool: &impl SqlPool, statement: &str) -> StoreResult<i64> 
 }
 
 /// One page of `scan` after `after`, read on `pool`.
-pub(crate) async fn scan_page(
+pub(super) async fn scan_page(
     pool: &impl SqlPool,
     scan: &LogScan,
     after: i64,
@@ -226,7 +226,7 @@ pub(crate) async fn scan_page(
 /// The events of pages read one after another from `after` (each by
 /// `page`, from where the last ended) as one stream: the last page is the
 /// one shorter than [`SCAN_PAGE`]; an error ends the stream.
-pub(crate) fn pages<'a, F, Fut>(after: i64, page: F) -> BoxStream<'a, StoreResult<LogEvent>>
+pub(super) fn pages<'a, F, Fut>(after: i64, page: F) -> BoxStream<'a, StoreResult<LogEvent>>
 where
     F: Fn(i64) -> Fut + Send + 'a,
     Fut: std::future::Future<Output = StoreResult<Vec<LogEvent>>> + Send + 'a,
@@ -253,7 +253,7 @@ where
 
 /// Events of a show recorded at or before `at_us`, in global order, read
 /// on `pool`.
-pub(crate) async fn show_log_until(
+pub(super) async fn show_log_until(
     pool: &impl SqlPool,
     sql: &LogSql,
     show_id: &str,
@@ -269,7 +269,7 @@ pub(crate) async fn show_log_until(
 
 /// The ticket streams that ever named `holder`, read on `pool` with the
 /// dialect's statement (`statement`: JSON differs).
-pub(crate) async fn ticket_streams_of(
+pub(super) async fn ticket_streams_of(
     pool: &impl SqlPool,
     statement: &str,
     holder: &str,
@@ -279,7 +279,7 @@ pub(crate) async fn ticket_streams_of(
 }
 
 /// A checkpoint's position, read on `pool`.
-pub(crate) async fn read_checkpoint(pool: &impl SqlPool, name: &str) -> StoreResult<Option<i64>> {
+pub(super) async fn read_checkpoint(pool: &impl SqlPool, name: &str) -> StoreResult<Option<i64>> {
     let row: Option<(i64,)> = pool
         .fetch_optional(
             "SELECT position FROM projector_checkpoints WHERE name = $1",
@@ -291,7 +291,7 @@ pub(crate) async fn read_checkpoint(pool: &impl SqlPool, name: &str) -> StoreRes
 
 /// Events in the log after `position`, counted up to [`MAX_COUNTED_LAG`],
 /// on `pool`.
-pub(crate) async fn count_after(pool: &impl SqlPool, position: i64) -> StoreResult<i64> {
+pub(super) async fn count_after(pool: &impl SqlPool, position: i64) -> StoreResult<i64> {
     let count: Option<(i64,)> = pool
         .fetch_optional(
             "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE position > $1 \

@@ -5,15 +5,14 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cqrs_es::persist::SerializedEvent;
 use sqlx::PgPool;
 
 use super::append::{self, PgAppender};
 use super::PgBackend;
 use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
-use crate::store::log::read::{self as shared, LogEvent, LogRead, LogScan, LogSql};
-use crate::store::log::{goes_alone, EventLogPort};
+use crate::store::log::LogSql;
+use crate::store::log::{goes_alone, EventLogPort, LogDialect};
 use crate::store::sql::{Param, SqlPool};
 use crate::store::{StoreError, StoreResult};
 
@@ -66,16 +65,18 @@ pub(crate) use pg_log_bound;
 /// position order.
 const PG_SAFE: &str = concat!(" AND position < ", pg_log_bound!());
 
-const LOG_SQL: LogSql = LogSql {
-    columns: PG_COLUMNS,
-    tail_bound: Some(PG_SAFE),
-};
+impl LogDialect for PgBackend {
+    const LOG_SQL: LogSql = LogSql {
+        columns: PG_COLUMNS,
+        tail_bound: Some(PG_SAFE),
+    };
 
-/// The ticket streams that ever named `$1` as their holder (the index
-/// `events_ticket_holders`).
-const TICKET_HOLDERS: &str = "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
-     AND event_type IN ('TicketIssued', 'TicketTransferred') \
-     AND coalesce(payload -> 'TicketIssued' ->> 'holder', payload -> 'TicketTransferred' ->> 'to') = $1";
+    /// The ticket streams that ever named `$1` as their holder (the index
+    /// `events_ticket_holders`).
+    const TICKET_HOLDERS: &str = "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
+         AND event_type IN ('TicketIssued', 'TicketTransferred') \
+         AND coalesce(payload -> 'TicketIssued' ->> 'holder', payload -> 'TicketTransferred' ->> 'to') = $1";
+}
 
 #[async_trait]
 impl EventLogPort for PgBackend {
@@ -176,64 +177,7 @@ impl EventLogPort for PgBackend {
         Ok(answers)
     }
 
-    async fn stream(
-        &self,
-        aggregate_type: &str,
-        aggregate_id: &str,
-        after: usize,
-    ) -> StoreResult<Vec<SerializedEvent>> {
-        shared::read_stream(&self.pool, aggregate_type, aggregate_id, after).await
-    }
-
-    async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
-        shared::read_positions(&self.pool).await
-    }
-
-    async fn count_events(&self) -> StoreResult<i64> {
-        shared::count_events(&self.pool).await
-    }
-
-    async fn read_log(&self, read: &LogRead<'_>) -> StoreResult<Vec<LogEvent>> {
-        shared::read_log(&self.pool, &LOG_SQL, read).await
-    }
-
-    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>> {
-        shared::log_touches(&self.query, &LOG_SQL, after, limit).await
-    }
-
-    async fn safe_head(&self) -> StoreResult<i64> {
-        shared::safe_head(&self.pool, &LOG_SQL).await
-    }
-
-    fn log_scan(&self, tailing: bool) -> LogScan {
-        LogScan::new(&LOG_SQL, tailing)
-    }
-
-    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>> {
-        shared::scan_page(&self.pool, scan, after).await
-    }
-
-    async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
-        shared::ticket_streams_of(&self.pool, TICKET_HOLDERS, holder).await
-    }
-
-    async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
-        shared::show_log_until(&self.pool, &LOG_SQL, show_id, at_us).await
-    }
-
     async fn analyze_log(&self) -> StoreResult<()> {
         self.pool.execute("ANALYZE events", &[]).await.map(drop)
-    }
-
-    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>> {
-        shared::read_checkpoint(&self.pool, name).await
-    }
-
-    async fn count_after(&self, position: i64) -> StoreResult<i64> {
-        shared::count_after(&self.pool, position).await
-    }
-
-    async fn head_position(&self) -> StoreResult<i64> {
-        shared::head_position(&self.pool).await
     }
 }

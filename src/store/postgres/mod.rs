@@ -4,8 +4,8 @@
 
 pub(crate) mod append;
 mod bulk;
+mod database;
 mod log;
-mod ports;
 pub(crate) mod primary;
 mod shows;
 mod tables;
@@ -19,6 +19,7 @@ use sqlx::PgPool;
 use self::append::PgAppender;
 use self::primary::SessionAttrs;
 use super::error::{needs_ping, recheck_writable};
+use super::sql::Pools;
 use super::{StoreError, StoreResult, ACQUIRE_TIMEOUT, QUERY_POOL_CONNECTIONS};
 
 pub struct PgBackend {
@@ -41,6 +42,22 @@ struct AbortOnDrop(tokio::task::AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+impl Pools for PgBackend {
+    type Pool = PgPool;
+
+    fn reads(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn writes(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn queries(&self) -> &PgPool {
+        &self.query
     }
 }
 

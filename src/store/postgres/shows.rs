@@ -3,13 +3,12 @@
 //! read by log position.
 
 use async_trait::async_trait;
-use domain::ids::{ShowId, VenueId};
+use domain::ids::ShowId;
 
 use super::log::pg_log_bound;
 use super::PgBackend;
 use crate::store::shows::{
-    self, insert_shards, insert_show_row, LedgerRow, NewShowRows, SeatRow, ShowsPort, INSERT_SHARD,
-    INSERT_SHOW,
+    insert_shards, insert_show_row, NewShowRows, SeatRow, ShowsDialect, INSERT_SHARD, INSERT_SHOW,
 };
 use crate::store::sql::{Param, SqlPool};
 use crate::store::{StoreError, StoreResult};
@@ -96,8 +95,10 @@ async fn insert_show(pool: &sqlx::PgPool, show: &NewShowRows<'_>) -> StoreResult
 }
 
 #[async_trait]
-impl ShowsPort for PgBackend {
-    async fn seat_rows(
+impl ShowsDialect for PgBackend {
+    const OWED_SEATS: &str = PG_OWED_SEATS;
+
+    async fn changed_seat_rows(
         &self,
         show_id: &ShowId,
         watermark: &str,
@@ -117,60 +118,7 @@ impl ShowsPort for PgBackend {
         }
     }
 
-    async fn insert_show(&self, show: &NewShowRows<'_>) -> StoreResult<bool> {
+    async fn insert_show_rows(&self, show: &NewShowRows<'_>) -> StoreResult<bool> {
         insert_show(&self.pool, show).await
-    }
-
-    async fn insert_venue(
-        &self,
-        venue_id: &VenueId,
-        definition: &str,
-        created_at_us: i64,
-    ) -> StoreResult<bool> {
-        shows::insert_venue(&self.pool, venue_id, definition, created_at_us).await
-    }
-
-    async fn venue_definition(&self, venue_id: &VenueId) -> StoreResult<Option<String>> {
-        shows::venue_definition(&self.pool, venue_id).await
-    }
-
-    async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>> {
-        shows::show_definition(&self.pool, show_id).await
-    }
-
-    async fn pool_ledger_rows(
-        &self,
-        show_id: &ShowId,
-        now_us: i64,
-        public_us: i64,
-    ) -> StoreResult<Vec<LedgerRow>> {
-        shows::pool_ledger_rows(&self.query, show_id, now_us, public_us).await
-    }
-
-    async fn next_pool_expiry(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Option<i64>> {
-        shows::next_pool_expiry(&self.query, show_id, now_us).await
-    }
-
-    async fn owed_seat_ids(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<String>> {
-        let ids: Vec<(String,)> = self
-            .query
-            .fetch_all(
-                PG_OWED_SEATS,
-                &[Param::Text(show_id.as_str()), Param::Int(now_us)],
-            )
-            .await?;
-        Ok(ids.into_iter().map(|(id,)| id).collect())
-    }
-
-    async fn owed_place_rows(
-        &self,
-        show_id: &ShowId,
-        now_us: i64,
-    ) -> StoreResult<Vec<(String, i64)>> {
-        shows::owed_place_rows(&self.query, show_id, now_us).await
-    }
-
-    async fn show_ids(&self) -> StoreResult<Vec<String>> {
-        shows::show_ids(&self.pool).await
     }
 }

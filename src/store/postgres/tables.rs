@@ -10,8 +10,9 @@ use super::append::{refusal, APPEND};
 use super::{bulk, PgBackend};
 use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
+use crate::store::projection_tables::QuiesceDialect;
 use crate::store::quiesce::{Quiesced, QuiescedPort};
-use crate::store::tables::{self, ProjectionTablesPort, Table, Tables};
+use crate::store::tables::{Table, Tables};
 use crate::store::{StoreError, StoreResult};
 
 const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, \
@@ -24,21 +25,8 @@ const PG_STAMP_SHOWS: &str = "UPDATE shows SET rows_rewritten_at = \
      (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16";
 
 #[async_trait]
-impl ProjectionTablesPort for PgBackend {
-    async fn select_objects(
-        &self,
-        table: &str,
-        columns: &[&str],
-        condition: &str,
-    ) -> StoreResult<Vec<String>> {
-        tables::select_objects(&self.pool, table, columns, condition).await
-    }
-
-    async fn reset(&self, statements: &[&'static str]) -> StoreResult<()> {
-        tables::reset(&self.pool, statements).await
-    }
-
-    async fn quiesce(&self) -> StoreResult<Quiesced> {
+impl QuiesceDialect for PgBackend {
+    async fn begin_quiesced(&self) -> StoreResult<Quiesced> {
         let mut tx = self.pool.begin().await.map_err(StoreError::classify)?;
         sqlx::query(PG_LOCK)
             .execute(&mut *tx)

@@ -5,30 +5,31 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cqrs_es::persist::SerializedEvent;
 use sqlx::PgPool;
 
 use super::append::{self, JobWrite, SqliteAppender, SqliteJob};
 use super::SqliteBackend;
 use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
-use crate::store::log::read::{self as shared, LogEvent, LogRead, LogScan, LogSql};
-use crate::store::log::EventLogPort;
+use crate::store::log::LogSql;
+use crate::store::log::{EventLogPort, LogDialect};
 use crate::store::{StoreError, StoreResult};
 
-const LOG_SQL: LogSql = LogSql {
-    columns: "position, aggregate_type, aggregate_id, sequence, event_type, \
-              payload, metadata, recorded_at_us, show_id, rows_written",
-    tail_bound: None,
-};
+impl LogDialect for SqliteBackend {
+    const LOG_SQL: LogSql = LogSql {
+        columns: "position, aggregate_type, aggregate_id, sequence, event_type, \
+                  payload, metadata, recorded_at_us, show_id, rows_written",
+        tail_bound: None,
+    };
 
-/// The ticket streams that ever named `$1` as their holder (the index
-/// `events_ticket_holders`).
-const TICKET_HOLDERS: &str =
-    "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
-     AND event_type IN ('TicketIssued', 'TicketTransferred') \
-     AND coalesce(json_extract(payload, '$.TicketIssued.holder'), \
-                  json_extract(payload, '$.TicketTransferred.to')) = $1";
+    /// The ticket streams that ever named `$1` as their holder (the index
+    /// `events_ticket_holders`).
+    const TICKET_HOLDERS: &str =
+        "SELECT DISTINCT aggregate_id FROM events WHERE aggregate_type = 'Ticket' \
+         AND event_type IN ('TicketIssued', 'TicketTransferred') \
+         AND coalesce(json_extract(payload, '$.TicketIssued.holder'), \
+                      json_extract(payload, '$.TicketTransferred.to')) = $1";
+}
 
 #[async_trait]
 impl EventLogPort for SqliteBackend {
@@ -99,66 +100,9 @@ impl EventLogPort for SqliteBackend {
         Ok(append::write_group(&self.write, &jobs.iter().collect::<Vec<_>>()).await)
     }
 
-    async fn stream(
-        &self,
-        aggregate_type: &str,
-        aggregate_id: &str,
-        after: usize,
-    ) -> StoreResult<Vec<SerializedEvent>> {
-        shared::read_stream(&self.read, aggregate_type, aggregate_id, after).await
-    }
-
-    async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
-        shared::read_positions(&self.read).await
-    }
-
-    async fn count_events(&self) -> StoreResult<i64> {
-        shared::count_events(&self.read).await
-    }
-
-    async fn read_log(&self, read: &LogRead<'_>) -> StoreResult<Vec<LogEvent>> {
-        shared::read_log(&self.read, &LOG_SQL, read).await
-    }
-
-    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>> {
-        shared::log_touches(&self.read, &LOG_SQL, after, limit).await
-    }
-
-    async fn safe_head(&self) -> StoreResult<i64> {
-        shared::safe_head(&self.read, &LOG_SQL).await
-    }
-
-    fn log_scan(&self, tailing: bool) -> LogScan {
-        LogScan::new(&LOG_SQL, tailing)
-    }
-
-    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>> {
-        shared::scan_page(&self.read, scan, after).await
-    }
-
-    async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
-        shared::ticket_streams_of(&self.read, TICKET_HOLDERS, holder).await
-    }
-
-    async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
-        shared::show_log_until(&self.read, &LOG_SQL, show_id, at_us).await
-    }
-
     /// Nothing to do: SQLite's planner needs no statistics for these
     /// queries.
     async fn analyze_log(&self) -> StoreResult<()> {
         Ok(())
-    }
-
-    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>> {
-        shared::read_checkpoint(&self.read, name).await
-    }
-
-    async fn count_after(&self, position: i64) -> StoreResult<i64> {
-        shared::count_after(&self.read, position).await
-    }
-
-    async fn head_position(&self) -> StoreResult<i64> {
-        shared::head_position(&self.read).await
     }
 }

@@ -3,8 +3,8 @@
 
 pub(crate) mod append;
 mod bulk;
+mod database;
 mod log;
-mod ports;
 mod shows;
 mod tables;
 mod webhooks;
@@ -15,6 +15,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 
 use self::append::SqliteAppender;
+use super::sql::Pools;
 use super::{StoreError, StoreResult, ACQUIRE_TIMEOUT};
 
 pub struct SqliteBackend {
@@ -26,6 +27,22 @@ pub struct SqliteBackend {
     pub(crate) read: SqlitePool,
     /// Counts this process's appends; see [`super::EventLog::appends`].
     pub(in crate::store) appended: tokio::sync::watch::Sender<u64>,
+}
+
+impl Pools for SqliteBackend {
+    type Pool = SqlitePool;
+
+    fn reads(&self) -> &SqlitePool {
+        &self.read
+    }
+
+    fn writes(&self) -> &SqlitePool {
+        &self.write
+    }
+
+    fn queries(&self) -> &SqlitePool {
+        &self.read
+    }
 }
 
 impl SqliteBackend {

@@ -3,12 +3,11 @@
 //! `changed` position.
 
 use async_trait::async_trait;
-use domain::ids::{ShowId, VenueId};
+use domain::ids::ShowId;
 
 use super::SqliteBackend;
 use crate::store::shows::{
-    self, insert_shards, insert_show_row, LedgerRow, NewShowRows, SeatRow, ShowsPort, INSERT_SHARD,
-    INSERT_SHOW,
+    insert_shards, insert_show_row, NewShowRows, SeatRow, ShowsDialect, INSERT_SHARD, INSERT_SHOW,
 };
 use crate::store::sql::{Param, SqlPool};
 use crate::store::{StoreError, StoreResult};
@@ -33,7 +32,7 @@ const SQLITE_SEAT_CHANGES: &str =
 /// Seats owed to a show's waiting list: returned (held, by no hold), or
 /// held by a line hold whose `expires_at` has passed (its seat row names
 /// no expiry: the hold's record does).
-const OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
+const SQLITE_OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
      WHERE show_id = $1 AND status = 'held' AND hold_id IS NULL AND booking_id IS NULL \
      UNION ALL \
      SELECT j.value FROM holds AS h, json_each(h.seat_ids) AS j \
@@ -63,8 +62,10 @@ async fn insert_show(pool: &sqlx::SqlitePool, show: &NewShowRows<'_>) -> StoreRe
 }
 
 #[async_trait]
-impl ShowsPort for SqliteBackend {
-    async fn seat_rows(
+impl ShowsDialect for SqliteBackend {
+    const OWED_SEATS: &str = SQLITE_OWED_SEATS;
+
+    async fn changed_seat_rows(
         &self,
         show_id: &ShowId,
         watermark: &str,
@@ -79,60 +80,7 @@ impl ShowsPort for SqliteBackend {
             .await
     }
 
-    async fn insert_show(&self, show: &NewShowRows<'_>) -> StoreResult<bool> {
+    async fn insert_show_rows(&self, show: &NewShowRows<'_>) -> StoreResult<bool> {
         insert_show(&self.write, show).await
-    }
-
-    async fn insert_venue(
-        &self,
-        venue_id: &VenueId,
-        definition: &str,
-        created_at_us: i64,
-    ) -> StoreResult<bool> {
-        shows::insert_venue(&self.write, venue_id, definition, created_at_us).await
-    }
-
-    async fn venue_definition(&self, venue_id: &VenueId) -> StoreResult<Option<String>> {
-        shows::venue_definition(&self.read, venue_id).await
-    }
-
-    async fn show_definition(&self, show_id: &ShowId) -> StoreResult<Option<String>> {
-        shows::show_definition(&self.read, show_id).await
-    }
-
-    async fn pool_ledger_rows(
-        &self,
-        show_id: &ShowId,
-        now_us: i64,
-        public_us: i64,
-    ) -> StoreResult<Vec<LedgerRow>> {
-        shows::pool_ledger_rows(&self.read, show_id, now_us, public_us).await
-    }
-
-    async fn next_pool_expiry(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Option<i64>> {
-        shows::next_pool_expiry(&self.read, show_id, now_us).await
-    }
-
-    async fn owed_seat_ids(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<String>> {
-        let ids: Vec<(String,)> = self
-            .read
-            .fetch_all(
-                OWED_SEATS,
-                &[Param::Text(show_id.as_str()), Param::Int(now_us)],
-            )
-            .await?;
-        Ok(ids.into_iter().map(|(id,)| id).collect())
-    }
-
-    async fn owed_place_rows(
-        &self,
-        show_id: &ShowId,
-        now_us: i64,
-    ) -> StoreResult<Vec<(String, i64)>> {
-        shows::owed_place_rows(&self.read, show_id, now_us).await
-    }
-
-    async fn show_ids(&self) -> StoreResult<Vec<String>> {
-        shows::show_ids(&self.read).await
     }
 }

@@ -10,26 +10,14 @@ use super::append::{JobWrite, SqliteJob};
 use super::{bulk, SqliteBackend};
 use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
+use crate::store::projection_tables::QuiesceDialect;
 use crate::store::quiesce::{Quiesced, QuiescedPort};
-use crate::store::tables::{self, ProjectionTablesPort, Table, Tables};
+use crate::store::tables::{Table, Tables};
 use crate::store::{StoreError, StoreResult};
 
 #[async_trait]
-impl ProjectionTablesPort for SqliteBackend {
-    async fn select_objects(
-        &self,
-        table: &str,
-        columns: &[&str],
-        condition: &str,
-    ) -> StoreResult<Vec<String>> {
-        tables::select_objects(&self.read, table, columns, condition).await
-    }
-
-    async fn reset(&self, statements: &[&'static str]) -> StoreResult<()> {
-        tables::reset(&self.write, statements).await
-    }
-
-    async fn quiesce(&self) -> StoreResult<Quiesced> {
+impl QuiesceDialect for SqliteBackend {
+    async fn begin_quiesced(&self) -> StoreResult<Quiesced> {
         let tx = self
             .write
             .begin_with("BEGIN IMMEDIATE")

@@ -1,96 +1,14 @@
-//! Webhook endpoints and deliveries on SQLite: the shared statements
-//! (`store/webhooks.rs`) on the read pool and the one writer, and this dialect's claim.
-
-use async_trait::async_trait;
+//! The webhook outbox's one statement of its own on SQLite: the claim.
 
 use super::SqliteBackend;
-use crate::store::webhooks::{
-    self, AttemptRecord, Claim, ClaimedDelivery, DeliveryId, DeliveryRow, DeliveryStatus,
-    EndpointId, EndpointRow, NewDelivery, RetryOutcome, WebhookOutboxPort,
-};
-use crate::store::StoreResult;
+use crate::store::webhooks::WebhookDialect;
 
-/// SQLite has one writer: the statement is the claim.
-const CLAIM: &str = "UPDATE webhook_deliveries SET claim_token = $1, claimed_until_us = $2 \
-     WHERE delivery_id IN (SELECT delivery_id FROM webhook_deliveries \
-         WHERE endpoint_id = $3 AND status = 'pending' AND next_attempt_at_us <= $4 \
-           AND claimed_until_us <= $4 \
-         ORDER BY next_attempt_at_us, position LIMIT $5) \
-     RETURNING delivery_id, webhook_id, event_type, body, round_attempts, retry_from_us, created_at_us";
-
-#[async_trait]
-impl WebhookOutboxPort for SqliteBackend {
-    async fn insert_endpoint(&self, row: &EndpointRow) -> StoreResult<()> {
-        webhooks::insert_endpoint(&self.write, row).await
-    }
-
-    async fn endpoints(&self) -> StoreResult<Vec<EndpointRow>> {
-        webhooks::endpoints(&self.read).await
-    }
-
-    async fn endpoint(&self, id: EndpointId) -> StoreResult<Option<EndpointRow>> {
-        webhooks::endpoint(&self.read, id).await
-    }
-
-    async fn count_endpoints(&self) -> StoreResult<i64> {
-        webhooks::count_endpoints(&self.read).await
-    }
-
-    async fn delete_endpoint(&self, id: EndpointId) -> StoreResult<bool> {
-        webhooks::delete_endpoint(&self.write, id).await
-    }
-
-    async fn record_deliveries(
-        &self,
-        name: &str,
-        from: i64,
-        to: i64,
-        deliveries: &[NewDelivery],
-        now_us: i64,
-    ) -> StoreResult<bool> {
-        webhooks::record_deliveries(&self.write, (name, from, to), deliveries, now_us).await
-    }
-
-    async fn endpoints_with_due_deliveries(&self, now_us: i64) -> StoreResult<Vec<EndpointId>> {
-        webhooks::endpoints_with_due_deliveries(&self.read, now_us).await
-    }
-
-    async fn claim_deliveries(&self, claim: &Claim<'_>) -> StoreResult<Vec<ClaimedDelivery>> {
-        webhooks::claim_deliveries(&self.write, CLAIM, claim).await
-    }
-
-    async fn finish_attempt(
-        &self,
-        delivery: DeliveryId,
-        token: &str,
-        record: &AttemptRecord,
-    ) -> StoreResult<bool> {
-        webhooks::finish_attempt(&self.write, delivery, token, record).await
-    }
-
-    async fn deliveries(
-        &self,
-        endpoint: EndpointId,
-        status: Option<DeliveryStatus>,
-        limit: i64,
-    ) -> StoreResult<Vec<DeliveryRow>> {
-        webhooks::deliveries(&self.read, endpoint, status, limit).await
-    }
-
-    async fn retry_delivery(
-        &self,
-        endpoint: EndpointId,
-        delivery: DeliveryId,
-        now_us: i64,
-    ) -> StoreResult<RetryOutcome> {
-        webhooks::retry_delivery(&self.write, endpoint, delivery, now_us).await
-    }
-
-    async fn prune_deliveries(&self, before_us: i64, limit: i64) -> StoreResult<u64> {
-        webhooks::prune_deliveries(&self.write, before_us, limit).await
-    }
-
-    async fn oldest_pending_us(&self) -> StoreResult<Option<i64>> {
-        webhooks::oldest_pending_us(&self.read).await
-    }
+impl WebhookDialect for SqliteBackend {
+    /// SQLite has one writer: the statement is the claim.
+    const CLAIM: &str = "UPDATE webhook_deliveries SET claim_token = $1, claimed_until_us = $2 \
+         WHERE delivery_id IN (SELECT delivery_id FROM webhook_deliveries \
+             WHERE endpoint_id = $3 AND status = 'pending' AND next_attempt_at_us <= $4 \
+               AND claimed_until_us <= $4 \
+             ORDER BY next_attempt_at_us, position LIMIT $5) \
+         RETURNING delivery_id, webhook_id, event_type, body, round_attempts, retry_from_us, created_at_us";
 }
