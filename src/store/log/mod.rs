@@ -105,7 +105,7 @@ pub trait LogReadPort: Send + Sync {
     /// See [`EventLog::log_scan`].
     fn log_scan(&self, tailing: bool) -> LogScan;
 
-    /// One page of a scan: up to [`SCAN_PAGE`] events after `after`.
+    /// One page of a scan: up to [`read::SCAN_PAGE`] events after `after`.
     async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>>;
 
     /// See [`EventLog::ticket_streams_of`].
@@ -386,7 +386,7 @@ impl EventLog {
     }
 
     /// Every event after `after` that `scan` reads, in position order, as a
-    /// stream of pages of [`SCAN_PAGE`] events: each page one statement,
+    /// stream of pages of [`read::SCAN_PAGE`] events: each page one statement,
     /// one walk of the position index from where the last page ended (no
     /// sort), decoded as the fold consumes it. Not one statement for the
     /// whole log: a statement holds its snapshot until its last row is
@@ -438,14 +438,4 @@ impl EventLog {
     pub async fn head_position(&self) -> StoreResult<i64> {
         self.port.head_position().await
     }
-}
-
-/// Whether a document is written alone on PostgreSQL, not in a group: the
-/// projector's (rows only, a checkpoint to move), one without events, and
-/// one with a deadline (`booking_append_group`'s terms).
-pub(crate) fn goes_alone(document: &Document<'_>, rows_only: bool) -> bool {
-    rows_only
-        || document.checkpoint.is_some()
-        || document.commit_by_us.is_some()
-        || document.events.is_empty()
 }

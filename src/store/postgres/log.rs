@@ -12,7 +12,7 @@ use super::PgBackend;
 use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
 use crate::store::log::LogSql;
-use crate::store::log::{goes_alone, EventLogPort, LogDialect};
+use crate::store::log::{EventLogPort, LogDialect};
 use crate::store::sql::{Param, SqlPool};
 use crate::store::{StoreError, StoreResult};
 
@@ -180,4 +180,14 @@ impl EventLogPort for PgBackend {
     async fn analyze_log(&self) -> StoreResult<()> {
         self.pool.execute("ANALYZE events", &[]).await.map(drop)
     }
+}
+
+/// Whether a document is written alone on PostgreSQL, not in a group: the
+/// projector's (rows only, a checkpoint to move), one without events, and
+/// one with a deadline (`booking_append_group`'s terms).
+fn goes_alone(document: &Document<'_>, rows_only: bool) -> bool {
+    rows_only
+        || document.checkpoint.is_some()
+        || document.commit_by_us.is_some()
+        || document.events.is_empty()
 }
