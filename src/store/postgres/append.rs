@@ -113,15 +113,47 @@ const POSITION_INDEX: &str = "events_position";
 /// The refusal `booking_append` raised, if the error is one.
 pub(crate) fn refusal(err: &sqlx::Error) -> Option<AppendOutcome> {
     let err = err.as_database_error()?;
-    if err.kind() == sqlx::error::ErrorKind::UniqueViolation {
-        return unique_refusal(err.table()?, err.constraint());
+    refusal_in(&RaisedError {
+        code: err.code().as_deref(),
+        table: err.table(),
+        constraint: err.constraint(),
+        message: err.message(),
+    })
+}
+
+/// What an error carries that tells a refusal: its SQLSTATE and, for a
+/// unique_violation, the table and constraint if the server named them.
+#[derive(Debug, Clone, Copy)]
+struct RaisedError<'a> {
+    code: Option<&'a str>,
+    table: Option<&'a str>,
+    constraint: Option<&'a str>,
+    message: &'a str,
+}
+
+/// The unique_violation SQLSTATE.
+const UNIQUE_VIOLATION: &str = "23505";
+
+/// The refusal an error stands for, if it is one. A unique_violation is
+/// read by its table, or, where the server did not name it, from its
+/// message: Citus 13 passes a worker's unique_violation on with its code
+/// and message but no table or constraint (`ReportResultError`: a routed
+/// insert, a delegated function), or as `internal_error` with the message
+/// alone (`ReportCopyError`: rows copied to a shard). Both were seen on a
+/// coordinator and two workers (13.2.2).
+fn refusal_in(err: &RaisedError<'_>) -> Option<AppendOutcome> {
+    let code = err.code?;
+    let unique = code == UNIQUE_VIOLATION;
+    if unique {
+        if let Some(table) = err.table {
+            return unique_refusal(table, err.constraint);
+        }
     }
-    let code = err.code()?;
-    if code == SHARD_ERROR {
-        let (table, constraint) = shard_duplicate(err.message())?;
+    if unique || code == SHARD_ERROR {
+        let (table, constraint) = shard_duplicate(err.message)?;
         return unique_refusal(table, Some(constraint));
     }
-    refusal_of(code.as_ref())
+    refusal_of(code)
 }
 
 /// The SQLSTATE a sharded PostgreSQL (Citus) gives a worker's error that
@@ -653,8 +685,12 @@ mod tests {
     #[test]
     fn a_shards_duplicate_raised_without_a_code_is_read_by_its_constraint() {
         let refusal_in = |message: &str| {
-            shard_duplicate(message)
-                .and_then(|(table, constraint)| unique_refusal(table, Some(constraint)))
+            super::refusal_in(&RaisedError {
+                code: Some(SHARD_ERROR),
+                table: None,
+                constraint: None,
+                message,
+            })
         };
         let duplicate = |constraint: &str| format!("{DUPLICATE_MESSAGE}{constraint}\"");
         assert_eq!(
@@ -675,6 +711,55 @@ mod tests {
         assert_eq!(refusal_in(&duplicate("holds_pkey_102110")), None);
         // Any other internal error is not a refusal.
         assert_eq!(refusal_in("could not connect to worker"), None);
+    }
+
+    /// As Citus 13.2.2 raised them through a coordinator (a routed insert,
+    /// a delegated function): 23505, the worker's message, no table.
+    #[test]
+    fn a_shards_unique_violation_without_a_table_is_read_by_its_message() {
+        fn raised(message: &str) -> RaisedError<'_> {
+            RaisedError {
+                code: Some(UNIQUE_VIOLATION),
+                table: None,
+                constraint: None,
+                message,
+            }
+        }
+        let duplicate = |constraint: &str| format!("{DUPLICATE_MESSAGE}{constraint}\"");
+        assert_eq!(
+            refusal_in(&raised(&duplicate("events_pkey_102029"))),
+            Some(AppendOutcome::Conflict)
+        );
+        assert_eq!(
+            refusal_in(&raised(&duplicate("idempotency_keys_pkey_102061"))),
+            Some(AppendOutcome::IdempotencyKeyTaken)
+        );
+        assert_eq!(
+            refusal_in(&raised(&duplicate("events_position_102029"))),
+            None
+        );
+        assert_eq!(refusal_in(&raised("a message of another shape")), None);
+        // Plain PostgreSQL names the table: read by it, as before.
+        let named = RaisedError {
+            code: Some(UNIQUE_VIOLATION),
+            table: Some("events"),
+            constraint: Some("events_pkey"),
+            message: "anything",
+        };
+        assert_eq!(refusal_in(&named), Some(AppendOutcome::Conflict));
+        let position = RaisedError {
+            constraint: Some("events_position"),
+            ..named
+        };
+        assert_eq!(refusal_in(&position), None);
+        // Our own refusals are read by their SQLSTATE.
+        let ours = RaisedError {
+            code: Some("BK409"),
+            table: None,
+            constraint: None,
+            message: "",
+        };
+        assert_eq!(refusal_in(&ours), Some(AppendOutcome::Conflict));
     }
 
     fn job(show: &str) -> (PgJob, oneshot::Receiver<Result<AppendOutcome, StoreError>>) {
