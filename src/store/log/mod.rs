@@ -334,13 +334,7 @@ impl EventLog {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<LogEvent>> {
-        let read = LogRead {
-            filter,
-            after,
-            limit,
-            tailing: true,
-        };
-        self.port.read_log(&read).await
+        self.read_log_from(filter, after, limit, true).await
     }
 
     /// Every committed event after `after`, even above an open transaction:
@@ -353,11 +347,21 @@ impl EventLog {
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<LogEvent>> {
+        self.read_log_from(filter, after, limit, false).await
+    }
+
+    async fn read_log_from(
+        &self,
+        filter: LogFilter<'_>,
+        after: i64,
+        limit: i64,
+        tailing: bool,
+    ) -> StoreResult<Vec<LogEvent>> {
         let read = LogRead {
             filter,
             after,
             limit,
-            tailing: false,
+            tailing,
         };
         self.port.read_log(&read).await
     }
