@@ -12,6 +12,7 @@ use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
 use crate::store::projection_tables::QuiesceDialect;
 use crate::store::quiesce::{Quiesced, QuiescedPort};
+use crate::store::sql::SqlTx;
 use crate::store::tables::{Table, Tables};
 use crate::store::{StoreError, StoreResult};
 
@@ -42,11 +43,7 @@ struct PgQuiesced(Transaction<'static, Postgres>);
 #[async_trait]
 impl QuiescedPort for PgQuiesced {
     async fn execute(&mut self, sql: &'static str) -> StoreResult<()> {
-        sqlx::query(sql)
-            .execute(&mut *self.0)
-            .await
-            .map(drop)
-            .map_err(StoreError::classify)
+        SqlTx::execute(&mut self.0, sql, &[]).await.map(drop)
     }
 
     async fn seat_rows_rewritten(&mut self) -> StoreResult<()> {
@@ -66,6 +63,6 @@ impl QuiescedPort for PgQuiesced {
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.0.commit().await.map_err(StoreError::classify)
+        SqlTx::commit(self.0).await
     }
 }

@@ -12,6 +12,7 @@ use crate::store::batch::AppendOutcome;
 use crate::store::document::Document;
 use crate::store::projection_tables::QuiesceDialect;
 use crate::store::quiesce::{Quiesced, QuiescedPort};
+use crate::store::sql::SqlTx;
 use crate::store::tables::{Table, Tables};
 use crate::store::{StoreError, StoreResult};
 
@@ -33,11 +34,7 @@ struct SqliteQuiesced(Transaction<'static, Sqlite>);
 #[async_trait]
 impl QuiescedPort for SqliteQuiesced {
     async fn execute(&mut self, sql: &'static str) -> StoreResult<()> {
-        sqlx::query(sql)
-            .execute(&mut *self.0)
-            .await
-            .map(drop)
-            .map_err(StoreError::classify)
+        SqlTx::execute(&mut self.0, sql, &[]).await.map(drop)
     }
 
     /// Nothing to do: SQLite's trigger marks each seat row it changes.
@@ -58,6 +55,6 @@ impl QuiescedPort for SqliteQuiesced {
     }
 
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.0.commit().await.map_err(StoreError::classify)
+        SqlTx::commit(self.0).await
     }
 }
