@@ -166,9 +166,9 @@ impl Wings {
         let availability = Arc::new(crate::query::availability::AvailabilityCache::default());
         let (waiting_rooms, holds) = Self::holds(store, &catalog, clock, &rounds, &availability);
         let prices = Arc::new(PriceService::new(catalog.clone(), rounds.clone()));
-        let line_parts = (catalog.clone(), rounds.clone(), holds.clone());
+        let waitlist_parts = (catalog.clone(), rounds.clone(), holds.clone());
         let waitlists = Arc::new(WaitlistService::new(
-            line_parts,
+            waitlist_parts,
             store.shows(),
             &availability,
             clock,
@@ -291,7 +291,7 @@ impl Wings {
                 store.log(),
                 clock.clone(),
             )),
-            lines: Arc::new(crate::query::waitlist::LineBook::new(
+            waitlist_book: Arc::new(crate::query::waitlist::WaitlistBook::new(
                 store.log(),
                 store.holds(),
                 clock.clone(),

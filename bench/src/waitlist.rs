@@ -28,7 +28,7 @@ const EXPIRING: usize = 500;
 const EXPIRING_TTL_SECONDS: i64 = 60;
 /// How long an offer lasts (none lapses during the run).
 const OFFER_SECONDS: i64 = 600;
-/// Buyers buying the offers, in line order.
+/// Buyers buying the offers, in the waiting list's order.
 const PAYERS: usize = 8;
 /// How long a setup load (selling out, joining) may run: a bound for a
 /// broken build, never reached on this machine (seconds in practice).
@@ -129,7 +129,7 @@ async fn sold_out(
 }
 
 /// 10,000 buyers join the list at `concurrency` connections: the figures,
-/// and each entry's id and buyer in line order.
+/// and each entry's id and buyer in the waiting list's order.
 async fn join(
     target: &Arc<Target>,
     show: &str,
@@ -195,13 +195,13 @@ async fn join(
     ))
 }
 
-/// The offer instant of each offered seat, from the line as the admin
+/// The offer instant of each offered seat, from the waiting list as the admin
 /// reads it (an offer's hold lasts `OFFER_SECONDS` from it).
 async fn offers(target: &Target, show: &str) -> anyhow::Result<Vec<(String, DateTime<Utc>)>> {
     let admin = target.token("bench-admin", Role::Admin);
-    let line = admin_line(target, show).await?;
+    let list = admin_waitlist(target, show).await?;
     let mut offered = Vec::new();
-    for entry in line["entries"].as_array().into_iter().flatten() {
+    for entry in list["entries"].as_array().into_iter().flatten() {
         let (Some(seat), Some(hold_id)) = (entry["seats"][0].as_str(), entry["hold_id"].as_str())
         else {
             continue;
@@ -228,8 +228,8 @@ async fn offers(target: &Target, show: &str) -> anyhow::Result<Vec<(String, Date
     Ok(offered)
 }
 
-/// The show's line as an admin reads it.
-async fn admin_line(target: &Target, show: &str) -> anyhow::Result<Value> {
+/// The show's waiting list as an admin reads it.
+async fn admin_waitlist(target: &Target, show: &str) -> anyhow::Result<Value> {
     let admin = target.token("bench-admin", Role::Admin);
     Ok(target
         .client
@@ -263,7 +263,7 @@ fn latencies(
 }
 
 /// `concurrency` buyers release the holds for `duration` while `PAYERS`
-/// buy the offers in line order; then each release's offer latency.
+/// buy the offers in the waiting list's order; then each release's offer latency.
 async fn after_releases(
     target: &Arc<Target>,
     show: &str,
@@ -337,7 +337,7 @@ async fn after_releases(
     Ok(figures)
 }
 
-/// One payer: the entries `payer`, `payer + PAYERS`, ... in line order,
+/// One payer: the entries `payer`, `payer + PAYERS`, ... in the waiting list's order,
 /// each bought once offered, until `deadline`. How many it bought.
 async fn pay_offers(
     target: &Target,
@@ -439,9 +439,9 @@ async fn after_pool_expiry(target: &Arc<Target>, concurrency: usize) -> anyhow::
     let ask = json!({"pool_id": "floor", "quantity": 1});
     let (joins, _) = join(target, show, &ask, concurrency).await?;
     past_the_last(freed.iter().copied()).await;
-    let line = admin_line(target, show).await?;
+    let list = admin_waitlist(target, show).await?;
     // An offer's placement: its expiry minus `offer_seconds`.
-    let mut offered: Vec<DateTime<Utc>> = (line["entries"].as_array().into_iter().flatten())
+    let mut offered: Vec<DateTime<Utc>> = (list["entries"].as_array().into_iter().flatten())
         .filter_map(|e| e["expires_at"].as_str()?.parse::<DateTime<Utc>>().ok())
         .map(|until| until - chrono::Duration::seconds(OFFER_SECONDS))
         .collect();

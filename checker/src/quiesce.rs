@@ -41,7 +41,7 @@ impl Client {
             .cloned()
             .collect();
         for show in shows {
-            self.leave_line(&show.show_id).await;
+            self.leave_waitlist(&show.show_id).await;
         }
         for hold in std::mem::take(&mut self.known.holds) {
             self.send(Request::new(
@@ -55,7 +55,7 @@ impl Client {
 
     /// Leaves the show's line, then releases the entry's offer if it has
     /// one (read before and after leaving).
-    async fn leave_line(&mut self, show_id: &str) {
+    async fn leave_waitlist(&mut self, show_id: &str) {
         let mine = self
             .send(Request::new(
                 "tidy_entry",

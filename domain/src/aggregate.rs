@@ -155,7 +155,7 @@ mod tests {
             buyer: buyer("alice"),
             expires_at: t(480),
             price: None,
-            line: false,
+            returns_to_waitlist: false,
             offer: false,
         };
         TestFramework::<Seat>::with(())
@@ -174,7 +174,7 @@ mod tests {
                     expires_at: t(960),
                     price: None,
                     channel: None,
-                    line: crate::seat::Line::None,
+                    role: crate::seat::WaitlistRole::None,
                 },
                 now: t(5),
             })
@@ -190,7 +190,7 @@ mod tests {
             expires_at: t(480),
             price: None,
             channel: None,
-            line: crate::seat::Line::None,
+            role: crate::seat::WaitlistRole::None,
         };
         TestFramework::<PoolShard>::with(())
             .given_no_previous_events()
@@ -206,7 +206,7 @@ mod tests {
                 expires_at: t(480),
                 price: None,
                 channel: None,
-                line: false,
+                returns_to_waitlist: false,
                 offer: false,
             }]);
     }

@@ -11,14 +11,14 @@
 //! A hold may span shards (the service splits it); each shard decides its
 //! part, and the parts are appended together or not at all.
 //!
-//! On a show with a waiting list, public holds are line holds: the places
+//! On a show with a waiting list, public holds are returning holds: the places
 //! their end frees (a release, a recorded expiry, a cancelled sale, a
-//! channel's give-back) are `returned`, owed to the line; so are the places
-//! of a line hold past its `expires_at` whose expiry is not recorded yet,
+//! channel's give-back) are `returned`, owed to the waiting list; so are the places
+//! of a returning hold past its `expires_at` whose expiry is not recorded yet,
 //! with no event, at the instant of expiry. Owed places are off public
-//! sale; only the line's offer takes them, or the line passes them on
+//! sale; only the waiting list's offer takes them, or the waiting list passes them on
 //! (`PoolPlacesPassed`), the same rule as a seat's
-//! ([`crate::seat::Seat::is_owed_to_line`]).
+//! ([`crate::seat::Seat::is_owed_to_waitlist`]).
 
 use std::collections::BTreeMap;
 
@@ -29,7 +29,7 @@ use crate::aggregate::{event_names, impl_aggregate, Decider};
 use crate::ids::{BookingId, BuyerId, ChannelId, HoldId, PoolId, ShowId};
 use crate::limits::{MAX_POOL_SHARDS, PLACES_PER_SHARD};
 use crate::pricing::ItemPrice;
-use crate::seat::{extended_expiry, has_expired, Extendable, ExtensionRefusal, Line};
+use crate::seat::{extended_expiry, has_expired, Extendable, ExtensionRefusal, WaitlistRole};
 
 /// Expired holds recorded as `PoolHoldExpired` by one command at most: the
 /// bound keeps one buyer's append small. Places of expired holds beyond it
@@ -82,9 +82,9 @@ pub struct PoolHold {
     /// What one place costs it.
     #[serde(default)]
     pub price: Option<ItemPrice>,
-    /// A line hold (see the module): its end owes its places to the line.
-    #[serde(default)]
-    pub line: bool,
+    /// A returning hold (see the module): its end owes its places to the waiting list.
+    #[serde(default, rename = "line")]
+    pub returns_to_waitlist: bool,
     /// The waiting list's offer: never extended past the offer's time.
     #[serde(default)]
     pub offer: bool,
@@ -107,7 +107,7 @@ impl PoolHold {
             expires_at,
             price,
             channel,
-            line,
+            returns_to_waitlist,
             offer,
             ..
         } = event
@@ -121,7 +121,7 @@ impl PoolHold {
             placed_expires_at: *expires_at,
             channel: channel.clone(),
             price: price.clone(),
-            line: *line,
+            returns_to_waitlist: *returns_to_waitlist,
             offer: *offer,
         })
     }
@@ -141,9 +141,9 @@ pub struct Sale {
     pub channel: Option<ChannelId>,
     pub price: Option<ItemPrice>,
     pub places: u32,
-    /// Sold through a line hold: given back, the places are owed to the line.
-    #[serde(default)]
-    pub line: bool,
+    /// Sold through a returning hold: given back, the places are owed to the waiting list.
+    #[serde(default, rename = "line")]
+    pub returns_to_waitlist: bool,
 }
 
 /// One shard of a pool: its capacity is not in the stream (it comes from
@@ -164,7 +164,7 @@ pub struct PoolShard {
     /// in `bookings`, split by the holds that took them).
     #[serde(default)]
     pub sales: BTreeMap<BookingId, Vec<Sale>>,
-    /// Places freed by the end of line holds and owed to the waiting list
+    /// Places freed by the end of returning holds and owed to the waiting list
     /// (off public sale until offered or passed on).
     #[serde(default)]
     pub returned: u32,
@@ -189,10 +189,10 @@ impl PoolShard {
         now: DateTime<Utc>,
     ) -> u32 {
         // One pass over the holds (this is every pool hold's decision):
-        // held by this inventory, and owed by a line hold past its expiry.
+        // held by this inventory, and owed by a returning hold past its expiry.
         let (mut held, mut owed) = (0, self.returned);
         for h in self.holds.values() {
-            match (has_expired(h.expires_at, now), h.line) {
+            match (has_expired(h.expires_at, now), h.returns_to_waitlist) {
                 (true, true) => owed += h.quantity,
                 (false, _) if h.channel.as_ref() == channel => held += h.quantity,
                 _ => {}
@@ -205,13 +205,13 @@ impl PoolShard {
     }
 
     /// Places owed to the waiting list at `now`: returned, or held by a
-    /// line hold past its `expires_at` (no event needed).
+    /// returning hold past its `expires_at` (no event needed).
     pub fn owed_at(&self, now: DateTime<Utc>) -> u32 {
         self.returned
             + self
                 .holds
                 .values()
-                .filter(|h| h.line && has_expired(h.expires_at, now))
+                .filter(|h| h.returns_to_waitlist && has_expired(h.expires_at, now))
                 .map(|h| h.quantity)
                 .sum::<u32>()
     }
@@ -244,12 +244,12 @@ impl PoolShard {
     /// holds this decision cannot record (beyond `MAX_EXPIRIES_PER_COMMAND`)
     /// count as taken.
     /// Only the holds of the same inventory (public, or `channel`'s) count.
-    /// The line's offer (`Line::Offer`) takes the places owed to the line
-    /// instead (a recorded line expiry owes them), and nothing else.
+    /// The waiting list's offer (`WaitlistRole::Offer`) takes the places owed to the waiting list
+    /// instead (a returning hold's recorded expiry owes them), and nothing else.
     pub fn placeable_at(
         &self,
         channel: Option<&ChannelId>,
-        line: Line,
+        role: WaitlistRole,
         capacity: u32,
         now: DateTime<Utc>,
     ) -> (u32, Vec<HoldId>) {
@@ -258,13 +258,13 @@ impl PoolShard {
             .iter()
             .filter(|(_, h)| h.channel.as_ref() == channel && has_expired(h.expires_at, now))
             .collect();
-        let offer = line == Line::Offer;
-        // The unrecorded expired holds of what this hold takes from: a line
+        let offer = role == WaitlistRole::Offer;
+        // The unrecorded expired holds of what this hold takes from: a returning
         // hold's places are owed (never free), any other's free.
         let unrecorded: u32 = expired
             .iter()
             .skip(MAX_EXPIRIES_PER_COMMAND)
-            .filter(|(_, h)| h.line == offer)
+            .filter(|(_, h)| h.returns_to_waitlist == offer)
             .map(|(_, h)| h.quantity)
             .sum();
         let recorded = expired
@@ -272,9 +272,9 @@ impl PoolShard {
             .take(MAX_EXPIRIES_PER_COMMAND)
             .map(|(id, _)| **id)
             .collect();
-        let placeable = match line {
-            Line::Offer => self.owed_at(now),
-            Line::None | Line::Buyer => self.available_at(channel, capacity, now),
+        let placeable = match role {
+            WaitlistRole::Offer => self.owed_at(now),
+            WaitlistRole::None | WaitlistRole::Buyer => self.available_at(channel, capacity, now),
         };
         (placeable.saturating_sub(unrecorded), recorded)
     }
@@ -298,7 +298,7 @@ pub enum PoolCommand {
         /// Whose inventory it takes (`None`: public sale).
         channel: Option<ChannelId>,
         /// How it meets the show's waiting list.
-        line: Line,
+        role: WaitlistRole,
     },
     /// Move `quantity` places free for public sale to `channel`.
     Allocate {
@@ -306,11 +306,11 @@ pub enum PoolCommand {
         quantity: u32,
     },
     /// Give `quantity` of `channel`'s free places back to public sale
-    /// (`line`: to the show's waiting list first).
+    /// (`returns_to_waitlist`: to the show's waiting list first).
     Deallocate {
         channel: ChannelId,
         quantity: u32,
-        line: bool,
+        returns_to_waitlist: bool,
     },
     /// The waiting list wants up to `quantity` of the places it is owed no
     /// more (no entry they satisfy): back to sale.
@@ -359,10 +359,10 @@ pub enum PoolEvent {
         /// The channel whose places it takes (absent: public sale).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         channel: Option<ChannelId>,
-        /// A line hold: its end owes its places to the waiting list.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        line: bool,
-        /// The line's offer: its places are owed ones (they leave `returned`).
+        /// A returning hold: its end owes its places to the waiting list.
+        #[serde(default, rename = "line", skip_serializing_if = "std::ops::Not::not")]
+        returns_to_waitlist: bool,
+        /// The waiting list's offer: its places are owed ones (they leave `returned`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         offer: bool,
     },
@@ -399,12 +399,12 @@ pub enum PoolEvent {
         quantity: u32,
     },
     /// `quantity` of `channel`'s free places went back to public sale
-    /// (`line`: owed to the show's waiting list first).
+    /// (`returns_to_waitlist`: owed to the show's waiting list first).
     PoolPlacesDeallocated {
         channel: ChannelId,
         quantity: u32,
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        line: bool,
+        #[serde(default, rename = "line", skip_serializing_if = "std::ops::Not::not")]
+        returns_to_waitlist: bool,
     },
     /// `quantity` places owed to the waiting list, which wanted them not:
     /// for sale again.
@@ -460,7 +460,7 @@ pub fn decide(
             expires_at,
             price,
             channel,
-            line,
+            role,
         } => place_hold(
             shard,
             capacity,
@@ -471,7 +471,7 @@ pub fn decide(
                 expires_at: *expires_at,
                 price: price.as_ref(),
                 channel: channel.as_ref(),
-                line: *line,
+                role: *role,
             },
             now,
         ),
@@ -481,8 +481,14 @@ pub fn decide(
         PoolCommand::Deallocate {
             channel,
             quantity,
-            line,
-        } => deallocate(shard, capacity, channel, (*quantity, *line), now),
+            returns_to_waitlist,
+        } => deallocate(
+            shard,
+            capacity,
+            channel,
+            (*quantity, *returns_to_waitlist),
+            now,
+        ),
         PoolCommand::Pass { quantity } => Ok(pass(shard, capacity, *quantity, now)),
         PoolCommand::ReleaseHold { hold_id } => release_hold(shard, *hold_id, now),
         PoolCommand::ExpireHold { hold_id } => Ok(expire_hold(shard, *hold_id, now)),
@@ -515,7 +521,7 @@ struct Placing<'a> {
     expires_at: DateTime<Utc>,
     price: Option<&'a ItemPrice>,
     channel: Option<&'a ChannelId>,
-    line: Line,
+    role: WaitlistRole,
 }
 
 /// `quantity` places free for public sale at `now` move to `channel`, all
@@ -530,7 +536,7 @@ fn allocate(
     if quantity == 0 {
         return Err(PoolError::ZeroQuantity);
     }
-    let mut events = take_free(shard, (None, Line::None), capacity, quantity, now)?;
+    let mut events = take_free(shard, (None, WaitlistRole::None), capacity, quantity, now)?;
     events.push(PoolEvent::PoolPlacesAllocated {
         channel: channel.clone(),
         quantity,
@@ -539,30 +545,36 @@ fn allocate(
 }
 
 /// `quantity` of `channel`'s places, free at `now`, go back to public sale
-/// (`line`: owed to the waiting list first).
+/// (`returns_to_waitlist`: owed to the waiting list first).
 fn deallocate(
     shard: &PoolShard,
     capacity: u32,
     channel: &ChannelId,
-    (quantity, line): (u32, bool),
+    (quantity, returns_to_waitlist): (u32, bool),
     now: DateTime<Utc>,
 ) -> Result<Vec<PoolEvent>, PoolError> {
     if quantity == 0 {
         return Ok(vec![]);
     }
-    let mut events = take_free(shard, (Some(channel), Line::None), capacity, quantity, now)?;
+    let mut events = take_free(
+        shard,
+        (Some(channel), WaitlistRole::None),
+        capacity,
+        quantity,
+        now,
+    )?;
     events.push(PoolEvent::PoolPlacesDeallocated {
         channel: channel.clone(),
         quantity,
-        line,
+        returns_to_waitlist,
     });
     Ok(events)
 }
 
-/// The line passes on up to `quantity` of the places it is owed (the
-/// expiries of line holds that owe them recorded first): for sale again.
+/// The waiting list passes on up to `quantity` of the places it is owed (the
+/// expiries of returning holds that owe them recorded first): for sale again.
 fn pass(shard: &PoolShard, capacity: u32, quantity: u32, now: DateTime<Utc>) -> Vec<PoolEvent> {
-    let (owed, expiring) = shard.placeable_at(None, Line::Offer, capacity, now);
+    let (owed, expiring) = shard.placeable_at(None, WaitlistRole::Offer, capacity, now);
     let quantity = quantity.min(owed);
     if quantity == 0 {
         return vec![];
@@ -576,15 +588,15 @@ fn pass(shard: &PoolShard, capacity: u32, quantity: u32, now: DateTime<Utc>) -> 
 }
 
 /// The expiries to record for `quantity` places of one inventory (for a
-/// hold meeting the line as `line`) to be free at `now`, or how many are.
+/// hold in `role` toward the waiting list) to be free at `now`, or how many are.
 fn take_free(
     shard: &PoolShard,
-    (channel, line): (Option<&ChannelId>, Line),
+    (channel, role): (Option<&ChannelId>, WaitlistRole),
     capacity: u32,
     quantity: u32,
     now: DateTime<Utc>,
 ) -> Result<Vec<PoolEvent>, PoolError> {
-    let (available, expiring) = shard.placeable_at(channel, line, capacity, now);
+    let (available, expiring) = shard.placeable_at(channel, role, capacity, now);
     if available < quantity {
         return Err(PoolError::NotEnough { available });
     }
@@ -607,7 +619,7 @@ fn place_hold(
         expires_at,
         price,
         channel,
-        line,
+        role,
     } = placing;
     if quantity == 0 {
         return Err(PoolError::ZeroQuantity);
@@ -619,7 +631,7 @@ fn place_hold(
         // The same hold asking again (a retried request).
         return Ok(vec![]);
     }
-    let mut events = take_free(shard, (channel, line), capacity, quantity, now)?;
+    let mut events = take_free(shard, (channel, role), capacity, quantity, now)?;
     events.push(PoolEvent::PoolHoldPlaced {
         hold_id,
         buyer: buyer.clone(),
@@ -627,8 +639,8 @@ fn place_hold(
         expires_at,
         price: price.cloned(),
         channel: channel.cloned(),
-        line: line.returns(),
-        offer: line == Line::Offer,
+        returns_to_waitlist: role.returns(),
+        offer: role == WaitlistRole::Offer,
     });
     Ok(events)
 }
@@ -738,7 +750,7 @@ impl PoolShard {
                 offer,
                 ..
             } => {
-                // An offer's places were owed to the line: owed no more.
+                // An offer's places were owed to the waiting list: owed no more.
                 if *offer {
                     self.returned = self.returned.saturating_sub(*quantity);
                 }
@@ -781,8 +793,8 @@ impl PoolShard {
             PoolEvent::PoolPlacesDeallocated {
                 channel,
                 quantity,
-                line,
-            } => self.deallocate(channel, *quantity, *line),
+                returns_to_waitlist,
+            } => self.deallocate(channel, *quantity, *returns_to_waitlist),
             PoolEvent::PoolPlacesPassed { quantity } => {
                 self.returned = self.returned.saturating_sub(*quantity);
             }
@@ -804,7 +816,7 @@ impl PoolShard {
             channel: hold.channel,
             price: hold.price,
             places: hold.quantity,
-            line: hold.line,
+            returns_to_waitlist: hold.returns_to_waitlist,
         });
     }
 
@@ -826,17 +838,21 @@ impl PoolShard {
         }
     }
 
-    /// A hold's places are free again: a line hold's owed to the line.
+    /// A hold's places are free again: a returning hold's owed to the waiting list.
     fn end_hold(&mut self, hold_id: &HoldId) {
         if let Some(hold) = self.holds.remove(hold_id) {
-            self.returned += if hold.line { hold.quantity } else { 0 };
+            self.returned += if hold.returns_to_waitlist {
+                hold.quantity
+            } else {
+                0
+            };
         }
     }
 
     /// `quantity` of `channel`'s free places leave it: to public sale, or
-    /// (`line`) owed to the waiting list first.
-    fn deallocate(&mut self, channel: &ChannelId, quantity: u32, line: bool) {
-        self.returned += if line { quantity } else { 0 };
+    /// (`returns_to_waitlist`) owed to the waiting list first.
+    fn deallocate(&mut self, channel: &ChannelId, quantity: u32, returns_to_waitlist: bool) {
+        self.returned += if returns_to_waitlist { quantity } else { 0 };
         if let Some(allocated) = self.allocated.get_mut(channel) {
             *allocated = allocated.saturating_sub(quantity);
             if *allocated == 0 {
@@ -847,7 +863,7 @@ impl PoolShard {
 
     /// `quantity` of a booking's sold places are free again: `hold_id`'s
     /// sales (`None`: any, the latest first), a channel's places back to
-    /// its allocation, a line hold's owed to the waiting list.
+    /// its allocation, a returning hold's owed to the waiting list.
     fn return_sold(&mut self, booking_id: &BookingId, hold_id: Option<&HoldId>, quantity: u32) {
         self.sold = self.sold.saturating_sub(quantity);
         let Some(sales) = self.sales.get_mut(booking_id) else {
@@ -866,7 +882,7 @@ impl PoolShard {
             left -= taken;
             if let Some(channel) = &sale.channel {
                 *self.allocated.entry(channel.clone()).or_default() += taken;
-            } else if sale.line {
+            } else if sale.returns_to_waitlist {
                 self.returned += taken;
             }
         }
@@ -968,7 +984,7 @@ mod tests {
             expires_at: t(until),
             price: None,
             channel: None,
-            line: Line::None,
+            role: WaitlistRole::None,
         }
     }
     fn given(capacity: u32, commands: &[(PoolCommand, i64)]) -> PoolShard {
@@ -981,12 +997,12 @@ mod tests {
         shard
     }
 
-    /// A show with a waiting list: public holds are line holds, and the
-    /// places their end frees are owed to the line.
+    /// A show with a waiting list: public holds are returning holds, and the
+    /// places their end frees are owed to the waiting list.
     mod waitlist {
         use super::*;
 
-        fn as_line(command: PoolCommand, line: Line) -> PoolCommand {
+        fn as_role(command: PoolCommand, role: WaitlistRole) -> PoolCommand {
             match command {
                 PoolCommand::PlaceHold {
                     hold_id,
@@ -1003,41 +1019,41 @@ mod tests {
                     expires_at,
                     price,
                     channel,
-                    line,
+                    role,
                 },
                 other => other,
             }
         }
-        fn line_hold(n: u128, quantity: u32, until: i64) -> PoolCommand {
-            as_line(place(n, quantity, until), Line::Buyer)
+        fn returning_hold(n: u128, quantity: u32, until: i64) -> PoolCommand {
+            as_role(place(n, quantity, until), WaitlistRole::Buyer)
         }
         fn offer(n: u128, quantity: u32, until: i64) -> PoolCommand {
-            as_line(place(n, quantity, until), Line::Offer)
+            as_role(place(n, quantity, until), WaitlistRole::Offer)
         }
         fn free_and_owed(shard: &PoolShard, at: i64) -> (u32, u32) {
             (shard.available_at(None, 5, t(at)), shard.owed_at(t(at)))
         }
 
         #[test]
-        fn released_line_places_are_owed_to_the_line_and_refused_to_a_buyer() {
+        fn released_returning_places_are_owed_to_the_waitlist_and_refused_to_a_buyer() {
             let shard = given(
                 5,
                 &[
-                    (line_hold(1, 5, 480), 0),
+                    (returning_hold(1, 5, 480), 0),
                     (PoolCommand::ReleaseHold { hold_id: hold(1) }, 10),
                 ],
             );
             assert_eq!(free_and_owed(&shard, 11), (0, 5));
             assert_eq!(
-                decide(&shard, 5, &line_hold(2, 1, 600), t(11)),
+                decide(&shard, 5, &returning_hold(2, 1, 600), t(11)),
                 Err(PoolError::NotEnough { available: 0 })
             );
-            // The line's offer takes them, and they are owed no more.
+            // The waiting list's offer takes them, and they are owed no more.
             let events = decide(&shard, 5, &offer(3, 2, 600), t(11)).unwrap();
             assert!(matches!(
                 events.as_slice(),
                 [PoolEvent::PoolHoldPlaced {
-                    line: true,
+                    returns_to_waitlist: true,
                     offer: true,
                     ..
                 }]
@@ -1048,12 +1064,12 @@ mod tests {
         }
 
         #[test]
-        fn at_the_instant_a_line_hold_expires_its_places_are_owed_not_for_sale() {
-            let shard = given(5, &[(line_hold(1, 4, 480), 0)]);
+        fn at_the_instant_a_returning_hold_expires_its_places_are_owed_not_for_sale() {
+            let shard = given(5, &[(returning_hold(1, 4, 480), 0)]);
             assert_eq!(free_and_owed(&shard, 479), (1, 0));
             assert_eq!(free_and_owed(&shard, 480), (1, 4));
             assert_eq!(
-                decide(&shard, 5, &line_hold(2, 2, 600), t(480)),
+                decide(&shard, 5, &returning_hold(2, 2, 600), t(480)),
                 Err(PoolError::NotEnough { available: 1 })
             );
             // The offer records the expiry that owes them, then takes them.
@@ -1069,7 +1085,7 @@ mod tests {
 
         #[test]
         fn an_offer_takes_only_owed_places_and_passed_ones_are_for_sale_again() {
-            let shard = given(5, &[(line_hold(1, 2, 480), 0)]);
+            let shard = given(5, &[(returning_hold(1, 2, 480), 0)]);
             // Three places free for sale, none owed: nothing to offer.
             assert_eq!(
                 decide(&shard, 5, &offer(3, 1, 900), t(10)),
@@ -1078,7 +1094,7 @@ mod tests {
             let passed = given(
                 5,
                 &[
-                    (line_hold(1, 2, 480), 0),
+                    (returning_hold(1, 2, 480), 0),
                     (PoolCommand::Pass { quantity: 9 }, 500),
                 ],
             );
@@ -1091,12 +1107,12 @@ mod tests {
         }
 
         #[test]
-        fn a_cancelled_line_sale_and_a_channel_give_back_owe_places_to_the_line() {
+        fn a_cancelled_returning_sale_and_a_channel_give_back_owe_places_to_the_waitlist() {
             let partner = ChannelId::parse("partner-x").unwrap();
             let shard = given(
                 5,
                 &[
-                    (line_hold(1, 2, 480), 0),
+                    (returning_hold(1, 2, 480), 0),
                     (
                         PoolCommand::ConvertHold {
                             hold_id: hold(1),
@@ -1123,7 +1139,7 @@ mod tests {
                         PoolCommand::Deallocate {
                             channel: partner,
                             quantity: 2,
-                            line: true,
+                            returns_to_waitlist: true,
                         },
                         20,
                     ),
@@ -1134,7 +1150,7 @@ mod tests {
         }
 
         #[test]
-        fn a_hold_without_a_line_frees_its_places_at_once() {
+        fn a_hold_without_a_waitlist_frees_its_places_at_once() {
             let shard = given(
                 5,
                 &[
@@ -1167,7 +1183,7 @@ mod tests {
                     quantity,
                     expires_at,
                     channel,
-                    line,
+                    role,
                     ..
                 } => PoolCommand::PlaceHold {
                     hold_id,
@@ -1180,7 +1196,7 @@ mod tests {
                         price_cents: cents,
                     }),
                     channel,
-                    line,
+                    role,
                 },
                 other => other,
             }
@@ -1321,7 +1337,7 @@ mod tests {
             PoolCommand::Deallocate {
                 channel: partner(),
                 quantity,
-                line: false,
+                returns_to_waitlist: false,
             }
         }
         fn through_channel(n: u128, quantity: u32, until: i64) -> PoolCommand {
@@ -1340,7 +1356,7 @@ mod tests {
                     expires_at,
                     price,
                     channel: Some(partner()),
-                    line: Line::None,
+                    role: WaitlistRole::None,
                 },
                 other => other,
             }
@@ -1542,7 +1558,7 @@ mod tests {
                     expires_at: t(200),
                     price: None,
                     channel: None,
-                    line: false,
+                    returns_to_waitlist: false,
                     offer: false,
                 }
             ]

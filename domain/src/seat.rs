@@ -95,8 +95,8 @@ pub struct SeatHold {
     /// Its end (release, expiry, cancellation of its booking) returns the
     /// seat to the show's waiting list ([`SeatState::Returned`]) rather
     /// than to sale.
-    #[serde(default)]
-    pub line: bool,
+    #[serde(default, rename = "line")]
+    pub returns_to_waitlist: bool,
     /// The waiting list's offer: never extended past the offer's time.
     #[serde(default)]
     pub offer: bool,
@@ -130,11 +130,11 @@ pub enum SeatState {
         booking_id: BookingId,
         buyer: BuyerId,
         /// Its cancellation returns the seat to the waiting list.
-        #[serde(default)]
-        line: bool,
+        #[serde(default, rename = "line")]
+        returns_to_waitlist: bool,
     },
-    /// Freed on a show with a waiting list: owed to the line until the line
-    /// offers it to an entry (a hold placed with [`Line::Offer`]) or passes
+    /// Freed on a show with a waiting list: owed to the waiting list until the waiting list
+    /// offers it to an entry (a hold placed with [`WaitlistRole::Offer`]) or passes
     /// it on to sale ([`SeatEvent::SeatPassed`]). A buyer's hold is refused
     /// it; a reader sees it held.
     Returned,
@@ -142,24 +142,24 @@ pub enum SeatState {
 
 /// How a hold meets the show's waiting list.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Line {
+pub enum WaitlistRole {
     /// The show keeps none, or the hold is a sales channel's (whose freed
     /// seats stay the channel's): a freed seat is for sale at once.
     #[default]
     None,
     /// A buyer's hold on a show with a waiting list: it may not take a seat
-    /// owed to the line (returned, or held by a line hold that has expired
+    /// owed to the waiting list (returned, or held by a returning hold that has expired
     /// and whose expiry is not yet judged), and its end returns the seat.
     Buyer,
-    /// The line's offer to its entry: it takes a seat owed to the line; its
+    /// The waiting list's offer to its entry: it takes a seat owed to the waiting list; its
     /// end returns the seat again (to the next entry).
     Offer,
 }
 
-impl Line {
-    /// Whether a hold so placed returns its seat to the line when it ends.
+impl WaitlistRole {
+    /// Whether a hold so placed returns its seat to the waiting list when it ends.
     pub fn returns(self) -> bool {
-        self != Line::None
+        self != WaitlistRole::None
     }
 }
 
@@ -228,10 +228,10 @@ impl Seat {
 
     /// When the seat frees by itself at read time: its hold's `expires_at`,
     /// unless the hold's end returns the seat to the waiting list (then the
-    /// seat reads held past it, until the line judges it).
+    /// seat reads held past it, until the waiting list judges it).
     pub fn frees_at(&self) -> Option<DateTime<Utc>> {
         match &self.state {
-            SeatState::Held(hold) if !hold.line => Some(hold.expires_at),
+            SeatState::Held(hold) if !hold.returns_to_waitlist => Some(hold.expires_at),
             _ => None,
         }
     }
@@ -241,11 +241,11 @@ impl Seat {
     }
 
     /// Whether the seat is owed to the waiting list at `now`: returned, or
-    /// held by a line hold that has expired.
-    pub fn is_owed_to_line(&self, now: DateTime<Utc>) -> bool {
+    /// held by a returning hold that has expired.
+    pub fn is_owed_to_waitlist(&self, now: DateTime<Utc>) -> bool {
         match &self.state {
             SeatState::Returned => true,
-            SeatState::Held(hold) => hold.line && !hold.is_active_at(now),
+            SeatState::Held(hold) => hold.returns_to_waitlist && !hold.is_active_at(now),
             _ => false,
         }
     }
@@ -269,16 +269,19 @@ pub enum SeatCommand {
         expires_at: DateTime<Utc>,
         price: Option<ItemPrice>,
         channel: Option<ChannelId>,
-        line: Line,
+        role: WaitlistRole,
     },
     /// Move the seat, free now, to `channel`: off public sale.
     Allocate { channel: ChannelId },
     /// Give the seat back to public sale from `channel`, unless it is held
     /// or booked through the channel; on a show with a waiting list
-    /// (`line`), to the line first.
-    Deallocate { channel: ChannelId, line: bool },
+    /// (`returns_to_waitlist`), to the waiting list first.
+    Deallocate {
+        channel: ChannelId,
+        returns_to_waitlist: bool,
+    },
     /// The waiting list wants the seat it is owed no more (no entry it
-    /// satisfies): back to sale. Nothing on a seat not owed to the line.
+    /// satisfies): back to sale. Nothing on a seat not owed to the waiting list.
     Pass,
     /// The buyer gives the seat back.
     ReleaseHold { hold_id: HoldId },
@@ -312,8 +315,8 @@ pub enum SeatEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         price: Option<ItemPrice>,
         /// Its end returns the seat to the show's waiting list.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        line: bool,
+        #[serde(default, rename = "line", skip_serializing_if = "std::ops::Not::not")]
+        returns_to_waitlist: bool,
         /// The waiting list's offer: it lasts the list's `offer_seconds`
         /// and is never extended.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -343,8 +346,8 @@ pub enum SeatEvent {
     SeatDeallocated {
         channel: ChannelId,
         /// Given back to the show's waiting list first.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        line: bool,
+        #[serde(default, rename = "line", skip_serializing_if = "std::ops::Not::not")]
+        returns_to_waitlist: bool,
     },
     /// Owed to the waiting list, which wanted it not: for sale again.
     SeatPassed,
@@ -400,7 +403,7 @@ pub fn decide(
             expires_at,
             price,
             channel,
-            line,
+            role,
         } => {
             if seat.channel != *channel && !is_retry(seat, *hold_id, now) {
                 return Err(SeatError::NotForSale);
@@ -410,12 +413,15 @@ pub fn decide(
                 buyer,
                 expires_at: *expires_at,
                 price: price.as_ref(),
-                line: *line,
+                role: *role,
             };
             place_hold(seat, &placing, now)
         }
         SeatCommand::Allocate { channel } => allocate(seat, channel, now),
-        SeatCommand::Deallocate { channel, line } => deallocate(seat, channel, *line, now),
+        SeatCommand::Deallocate {
+            channel,
+            returns_to_waitlist,
+        } => deallocate(seat, channel, *returns_to_waitlist, now),
         SeatCommand::Pass => Ok(pass(seat, now)),
         SeatCommand::ReleaseHold { hold_id } => release_hold(seat, *hold_id, now),
         SeatCommand::ExpireHold { hold_id } => Ok(expire_hold(seat, *hold_id, now)),
@@ -461,7 +467,7 @@ fn allocate(
 fn deallocate(
     seat: &Seat,
     channel: &ChannelId,
-    line: bool,
+    returns_to_waitlist: bool,
     now: DateTime<Utc>,
 ) -> Result<Vec<SeatEvent>, SeatError> {
     if seat.channel.as_ref() != Some(channel) {
@@ -470,17 +476,17 @@ fn deallocate(
     let mut events = free_at(seat, now)?;
     events.push(SeatEvent::SeatDeallocated {
         channel: channel.clone(),
-        line,
+        returns_to_waitlist,
     });
     Ok(events)
 }
 
-/// The line passes on a seat it is owed (its expiry recorded first, if a
-/// line hold's): for sale again. Nothing on any other seat.
+/// The waiting list passes on a seat it is owed (its expiry recorded first, if a
+/// returning hold's): for sale again. Nothing on any other seat.
 fn pass(seat: &Seat, now: DateTime<Utc>) -> Vec<SeatEvent> {
     match &seat.state {
         SeatState::Returned => vec![SeatEvent::SeatPassed],
-        SeatState::Held(hold) if seat.is_owed_to_line(now) => vec![
+        SeatState::Held(hold) if seat.is_owed_to_waitlist(now) => vec![
             SeatEvent::HoldExpired {
                 hold_id: hold.hold_id,
             },
@@ -492,9 +498,9 @@ fn pass(seat: &Seat, now: DateTime<Utc>) -> Vec<SeatEvent> {
 
 /// What makes the seat free at `now`: nothing, or the expiry of a hold past
 /// its `expires_at`; a seat held or booked is not free, nor one owed to the
-/// waiting list (the line decides where it goes).
+/// waiting list (the list decides where it goes).
 fn free_at(seat: &Seat, now: DateTime<Utc>) -> Result<Vec<SeatEvent>, SeatError> {
-    if seat.is_owed_to_line(now) {
+    if seat.is_owed_to_waitlist(now) {
         return Err(SeatError::HeldByAnother);
     }
     match &seat.state {
@@ -514,12 +520,12 @@ struct Placing<'a> {
     buyer: &'a BuyerId,
     expires_at: DateTime<Utc>,
     price: Option<&'a ItemPrice>,
-    line: Line,
+    role: WaitlistRole,
 }
 
 /// Holds an available seat, or one whose last hold has expired (that
 /// expiry is recorded first). A seat owed to the waiting list is taken by
-/// the line's offer alone.
+/// the waiting list's offer alone.
 fn place_hold(
     seat: &Seat,
     placing: &Placing<'_>,
@@ -530,7 +536,7 @@ fn place_hold(
         buyer,
         expires_at,
         price,
-        line,
+        role,
     } = *placing;
     if expires_at <= now {
         return Err(SeatError::ExpiryNotInFuture);
@@ -540,10 +546,10 @@ fn place_hold(
         buyer: buyer.clone(),
         expires_at,
         price: price.cloned(),
-        line: line.returns(),
-        offer: line == Line::Offer,
+        returns_to_waitlist: role.returns(),
+        offer: role == WaitlistRole::Offer,
     };
-    if seat.is_owed_to_line(now) && line != Line::Offer {
+    if seat.is_owed_to_waitlist(now) && role != WaitlistRole::Offer {
         return Err(SeatError::HeldByAnother);
     }
     match &seat.state {
@@ -672,7 +678,7 @@ impl Seat {
                 buyer,
                 expires_at,
                 price,
-                line,
+                returns_to_waitlist,
                 offer,
             } => {
                 self.price = price.clone();
@@ -681,7 +687,7 @@ impl Seat {
                     buyer: buyer.clone(),
                     expires_at: *expires_at,
                     placed_expires_at: *expires_at,
-                    line: *line,
+                    returns_to_waitlist: *returns_to_waitlist,
                     offer: *offer,
                 });
             }
@@ -697,7 +703,7 @@ impl Seat {
             }
             SeatEvent::HoldReleased { hold_id } | SeatEvent::HoldExpired { hold_id } => {
                 if let SeatState::Held(h) = &self.state {
-                    self.end_hold(*hold_id == h.hold_id, h.line);
+                    self.end_hold(*hold_id == h.hold_id, h.returns_to_waitlist);
                 }
             }
             SeatEvent::HoldConverted {
@@ -706,9 +712,12 @@ impl Seat {
             } => self.converted(*hold_id, *booking_id),
             SeatEvent::BookingCancelled { booking_id } => self.cancelled(*booking_id),
             SeatEvent::SeatAllocated { channel } => self.channel = Some(channel.clone()),
-            SeatEvent::SeatDeallocated { line, .. } => {
+            SeatEvent::SeatDeallocated {
+                returns_to_waitlist,
+                ..
+            } => {
                 self.channel = None;
-                self.returned_if(*line && self.state == SeatState::Available);
+                self.returned_if(*returns_to_waitlist && self.state == SeatState::Available);
             }
             SeatEvent::SeatPassed if self.state == SeatState::Returned => {
                 self.state = SeatState::Available
@@ -725,7 +734,7 @@ impl Seat {
                     hold_id,
                     booking_id,
                     buyer: hold.buyer.clone(),
-                    line: hold.line,
+                    returns_to_waitlist: hold.returns_to_waitlist,
                 };
             }
         }
@@ -739,9 +748,9 @@ impl Seat {
     }
 
     /// The hold ended (released, expired), if it was the seat's.
-    fn end_hold(&mut self, its: bool, line: bool) {
+    fn end_hold(&mut self, its: bool, returns_to_waitlist: bool) {
         if its {
-            self.state = freed(line);
+            self.state = freed(returns_to_waitlist);
             self.price = None;
         }
     }
@@ -751,12 +760,12 @@ impl Seat {
     fn cancelled(&mut self, booking_id: BookingId) {
         if let SeatState::Booked {
             booking_id: b,
-            line,
+            returns_to_waitlist,
             ..
         } = &self.state
         {
             if *b == booking_id {
-                self.state = freed(*line);
+                self.state = freed(*returns_to_waitlist);
                 self.price = None;
             }
         }
@@ -765,8 +774,8 @@ impl Seat {
 
 /// What a seat is once its hold or booking ends: owed to the waiting list
 /// if the hold was placed so, else free.
-fn freed(line: bool) -> SeatState {
-    if line {
+fn freed(returns_to_waitlist: bool) -> SeatState {
+    if returns_to_waitlist {
         SeatState::Returned
     } else {
         SeatState::Available
@@ -812,21 +821,21 @@ pub(crate) mod tests {
             buyer: buyer(who),
             expires_at: t(until),
             price: None,
-            line: false,
+            returns_to_waitlist: false,
             offer: false,
         }
     }
     fn place(n: u128, who: &str, until: i64) -> SeatCommand {
-        place_as(n, who, until, Line::None)
+        place_as(n, who, until, WaitlistRole::None)
     }
-    fn place_as(n: u128, who: &str, until: i64, line: Line) -> SeatCommand {
+    fn place_as(n: u128, who: &str, until: i64, role: WaitlistRole) -> SeatCommand {
         SeatCommand::PlaceHold {
             hold_id: hold(n),
             buyer: buyer(who),
             expires_at: t(until),
             price: None,
             channel: None,
-            line,
+            role,
         }
     }
 
@@ -842,9 +851,15 @@ pub(crate) mod tests {
     mod waiting_list {
         use super::*;
 
-        fn held_on_line(n: u128, until: i64) -> Seat {
+        fn held_for_waitlist(n: u128, until: i64) -> Seat {
             let mut seat = given(&[]);
-            for event in decide(&seat, &place_as(n, "alice", until, Line::Buyer), t(0)).unwrap() {
+            for event in decide(
+                &seat,
+                &place_as(n, "alice", until, WaitlistRole::Buyer),
+                t(0),
+            )
+            .unwrap()
+            {
                 seat.apply_event(&event);
             }
             seat
@@ -858,32 +873,62 @@ pub(crate) mod tests {
         }
 
         #[test]
-        fn a_released_line_hold_owes_the_seat_to_the_line_and_a_buyer_is_refused_it() {
-            let held = held_on_line(1, 480);
+        fn a_returning_hold_is_stored_under_its_first_name_and_read_back_from_it() {
+            // The field was `line` before the waiting list had one name:
+            // logs written then must read the same, and new ones alike.
+            let held = held_for_waitlist(1, 480);
+            let SeatState::Held(hold) = &held.state else {
+                panic!("held: {:?}", held.state);
+            };
+            let stored = serde_json::to_value(hold).unwrap();
+            assert_eq!(stored["line"], true, "{stored}");
+            assert!(stored.get("returns_to_waitlist").is_none(), "{stored}");
+            let written_before = serde_json::json!({"HoldPlaced": {
+                "hold_id": Uuid::from_u128(1), "buyer": "alice",
+                "expires_at": t(480), "line": true}});
+            let read: SeatEvent = serde_json::from_value(written_before).unwrap();
+            assert!(
+                matches!(
+                    read,
+                    SeatEvent::HoldPlaced {
+                        returns_to_waitlist: true,
+                        ..
+                    }
+                ),
+                "{read:?}"
+            );
+        }
+
+        #[test]
+        fn a_released_returning_hold_owes_the_seat_to_the_waitlist_and_a_buyer_is_refused_it() {
+            let held = held_for_waitlist(1, 480);
             let released = after(
                 held.clone(),
                 decide(&held, &SeatCommand::ReleaseHold { hold_id: hold(1) }, t(10)).unwrap(),
             );
             assert_eq!(released.state, SeatState::Returned);
             assert_eq!(released.status_at(t(10)), SeatStatus::Held);
-            let bob = place_as(2, "bob", 900, Line::Buyer);
+            let bob = place_as(2, "bob", 900, WaitlistRole::Buyer);
             assert_eq!(
                 decide(&released, &bob, t(11)),
                 Err(SeatError::HeldByAnother)
             );
-            let offer = place_as(3, "carol", 900, Line::Offer);
+            let offer = place_as(3, "carol", 900, WaitlistRole::Offer);
             assert!(matches!(
                 decide(&released, &offer, t(11)).as_deref(),
-                Ok([SeatEvent::HoldPlaced { line: true, .. }])
+                Ok([SeatEvent::HoldPlaced {
+                    returns_to_waitlist: true,
+                    ..
+                }])
             ));
         }
 
         #[test]
-        fn at_the_instant_a_line_hold_expires_the_seat_is_owed_to_the_line_not_for_sale() {
-            let held = held_on_line(1, 480);
+        fn at_the_instant_a_returning_hold_expires_the_seat_is_owed_to_the_waitlist_not_for_sale() {
+            let held = held_for_waitlist(1, 480);
             assert_eq!(held.status_at(t(480)), SeatStatus::Held, "read time");
-            assert!(held.is_owed_to_line(t(480)));
-            let bob = place_as(2, "bob", 900, Line::Buyer);
+            assert!(held.is_owed_to_waitlist(t(480)));
+            let bob = place_as(2, "bob", 900, WaitlistRole::Buyer);
             assert_eq!(decide(&held, &bob, t(480)), Err(SeatError::HeldByAnother));
             let allocate = SeatCommand::Allocate {
                 channel: ChannelId::parse("partner-x").unwrap(),
@@ -892,7 +937,7 @@ pub(crate) mod tests {
                 decide(&held, &allocate, t(480)),
                 Err(SeatError::HeldByAnother)
             );
-            let offer = place_as(3, "carol", 900, Line::Offer);
+            let offer = place_as(3, "carol", 900, WaitlistRole::Offer);
             assert_eq!(
                 decide(&held, &offer, t(480)).unwrap()[0],
                 SeatEvent::HoldExpired { hold_id: hold(1) }
@@ -900,15 +945,15 @@ pub(crate) mod tests {
         }
 
         #[test]
-        fn a_passed_seat_is_for_sale_again_and_a_hold_without_a_line_frees_it_at_once() {
-            let held = held_on_line(1, 480);
+        fn a_passed_seat_is_for_sale_again_and_a_hold_without_a_waitlist_frees_it_at_once() {
+            let held = held_for_waitlist(1, 480);
             let passed = after(
                 held.clone(),
                 decide(&held, &SeatCommand::Pass, t(480)).unwrap(),
             );
             assert_eq!(passed.state, SeatState::Available);
             assert_eq!(decide(&passed, &SeatCommand::Pass, t(481)), Ok(vec![]));
-            let bob = place_as(2, "bob", 900, Line::Buyer);
+            let bob = place_as(2, "bob", 900, WaitlistRole::Buyer);
             assert!(decide(&passed, &bob, t(481)).is_ok());
             assert_eq!(
                 decide(&held, &SeatCommand::Pass, t(10)),
@@ -916,7 +961,9 @@ pub(crate) mod tests {
                 "still held"
             );
             let mut plain = given(&[]);
-            for event in decide(&plain, &place_as(1, "alice", 480, Line::None), t(0)).unwrap() {
+            for event in
+                decide(&plain, &place_as(1, "alice", 480, WaitlistRole::None), t(0)).unwrap()
+            {
                 plain.apply_event(&event);
             }
             assert_eq!(plain.status_at(t(480)), SeatStatus::Available);
@@ -924,8 +971,8 @@ pub(crate) mod tests {
         }
 
         #[test]
-        fn a_cancelled_line_booking_and_a_channel_give_back_owe_the_seat_to_the_line() {
-            let held = held_on_line(1, 480);
+        fn a_cancelled_returning_booking_and_a_channel_give_back_owe_the_seat_to_the_waitlist() {
+            let held = held_for_waitlist(1, 480);
             let convert = SeatCommand::ConvertHold {
                 hold_id: hold(1),
                 booking_id: BookingId(uuid::Uuid::from_u128(9)),
@@ -942,7 +989,7 @@ pub(crate) mod tests {
             }]);
             let back = SeatCommand::Deallocate {
                 channel,
-                line: true,
+                returns_to_waitlist: true,
             };
             let given_back = after(allocated.clone(), decide(&allocated, &back, t(0)).unwrap());
             assert_eq!(
@@ -982,7 +1029,7 @@ pub(crate) mod tests {
                 expires_at,
                 price,
                 channel: name.map(channel),
-                line: Line::None,
+                role: WaitlistRole::None,
             }
         }
 
@@ -1055,14 +1102,14 @@ pub(crate) mod tests {
         fn it_should_give_back_a_free_seat_but_not_one_sold_through_the_channel() {
             let back = SeatCommand::Deallocate {
                 channel: channel("partner-x"),
-                line: false,
+                returns_to_waitlist: false,
             };
             let seat = given(&[allocated("partner-x")]);
             assert_eq!(
                 decide(&seat, &back, t(0)),
                 Ok(vec![SeatEvent::SeatDeallocated {
                     channel: channel("partner-x"),
-                    line: false,
+                    returns_to_waitlist: false,
                 }])
             );
             let mut held = seat.clone();
@@ -1083,7 +1130,7 @@ pub(crate) mod tests {
             let mut returned = seat;
             returned.apply_event(&SeatEvent::SeatDeallocated {
                 channel: channel("partner-x"),
-                line: false,
+                returns_to_waitlist: false,
             });
             assert!(
                 decide(&returned, &place_from(2, None), t(0)).is_ok(),
@@ -1390,7 +1437,7 @@ pub(crate) mod tests {
             buyer: buyer("alice"),
             expires_at: t(900),
             price: None,
-            line: true,
+            returns_to_waitlist: true,
             offer: true,
         };
         let seat = given(&[offered]);
@@ -1400,14 +1447,14 @@ pub(crate) mod tests {
         );
         let placed = decide(
             &Seat::default(),
-            &place_as(2, "bob", 900, Line::Offer),
+            &place_as(2, "bob", 900, WaitlistRole::Offer),
             t(0),
         );
         assert!(matches!(
             placed.as_deref(),
             Ok([SeatEvent::HoldPlaced {
                 offer: true,
-                line: true,
+                returns_to_waitlist: true,
                 ..
             }])
         ));

@@ -206,11 +206,14 @@ impl Show {
 
     /// How a hold from `channel` (`None`: public sale) meets the show's
     /// waiting list: a channel's freed seats stay the channel's.
-    pub fn line_for(&self, channel: Option<&crate::ids::ChannelId>) -> crate::seat::Line {
+    pub fn waitlist_role(
+        &self,
+        channel: Option<&crate::ids::ChannelId>,
+    ) -> crate::seat::WaitlistRole {
         if self.waitlist.is_some() && channel.is_none() {
-            crate::seat::Line::Buyer
+            crate::seat::WaitlistRole::Buyer
         } else {
-            crate::seat::Line::None
+            crate::seat::WaitlistRole::None
         }
     }
 

@@ -1,11 +1,11 @@
 //! The Waitlist stream: one per show that keeps a waiting list.
 //!
 //! Buyers join in the order the stream records them (its sequence is the
-//! line's order), one entry each, asking for a quantity of seats (of a
+//! waiting list's order), one entry each, asking for a quantity of seats (of a
 //! category or a section, side by side or not) or places of a pool.
-//! Inventory that frees on such a show is owed to the line
+//! Inventory that frees on such a show is owed to the waiting list
 //! ([`crate::seat::SeatState::Returned`], a shard's returned places):
-//! the line offers it to the first waiting entry it satisfies ([`judge`]),
+//! the waiting list offers it to the first waiting entry it satisfies ([`judge`]),
 //! as a hold in that buyer's name recorded with [`WaitlistEvent::EntryOffered`]
 //! in the same append, or passes it on to sale ([`WaitlistEvent::Passed`])
 //! when no entry wants it. Both are appended at this stream's version, so
@@ -181,7 +181,7 @@ pub struct Entry {
     pub buyer: BuyerId,
     pub ask: Ask,
     pub joined_at: DateTime<Utc>,
-    /// Its number in the line: 1 for the first to join, in log order (a
+    /// Its number in the waiting list: 1 for the first to join, in log order (a
     /// buyer who left and joined again has a new one).
     pub number: usize,
     pub status: EntryStatus,
@@ -234,7 +234,7 @@ impl Waitlist {
         self.on_list
     }
 
-    /// The entries still waiting, in line order.
+    /// The entries still waiting, in the waiting list's order.
     pub fn waiting(&self) -> impl Iterator<Item = &Entry> {
         self.entries
             .iter()
@@ -291,7 +291,7 @@ pub enum WaitlistEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         places: Option<u32>,
     },
-    /// Freed inventory the line passed on to sale (no entry wanted it).
+    /// Freed inventory the waiting list passed on to sale (no entry wanted it).
     Passed {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         seats: Vec<SeatId>,
@@ -308,7 +308,7 @@ event_names!(WaitlistEvent {
 });
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WaitlistError {
+pub enum WaitlistRefusal {
     /// The buyer waits already, for something else.
     #[error("the buyer has an entry in this waiting list already")]
     EntryExists(EntryId),
@@ -322,19 +322,19 @@ pub enum WaitlistError {
 
 /// The one decision function of the stream.
 pub fn decide(
-    line: &Waitlist,
+    list: &Waitlist,
     command: &WaitlistCommand,
     now: DateTime<Utc>,
-) -> Result<Vec<WaitlistEvent>, WaitlistError> {
+) -> Result<Vec<WaitlistEvent>, WaitlistRefusal> {
     match command {
         WaitlistCommand::Join {
             entry_id,
             buyer,
             ask,
             max_entries,
-        } => join(line, (*entry_id, buyer, ask), *max_entries, now),
-        WaitlistCommand::Leave { entry_id } => match line.entry(entry_id) {
-            None => Err(WaitlistError::UnknownEntry),
+        } => join(list, (*entry_id, buyer, ask), *max_entries, now),
+        WaitlistCommand::Leave { entry_id } => match list.entry(entry_id) {
+            None => Err(WaitlistRefusal::UnknownEntry),
             Some(entry) if entry.status == EntryStatus::Left => Ok(vec![]),
             Some(_) => Ok(vec![WaitlistEvent::EntryLeft {
                 entry_id: *entry_id,
@@ -345,9 +345,9 @@ pub fn decide(
             expires_at,
             seats,
             places,
-        } => match line.entry(entry_id) {
-            None => Err(WaitlistError::UnknownEntry),
-            Some(entry) if entry.status != EntryStatus::Waiting => Err(WaitlistError::NotWaiting),
+        } => match list.entry(entry_id) {
+            None => Err(WaitlistRefusal::UnknownEntry),
+            Some(entry) if entry.status != EntryStatus::Waiting => Err(WaitlistRefusal::NotWaiting),
             Some(entry) => Ok(vec![WaitlistEvent::EntryOffered {
                 entry_id: *entry_id,
                 buyer: entry.buyer.clone(),
@@ -383,13 +383,13 @@ pub struct Joining {
 /// each its entry and whether it joined now.
 #[allow(clippy::type_complexity)]
 pub fn join_all(
-    line: &Waitlist,
+    list: &Waitlist,
     joins: &[Joining],
     max_entries: usize,
     now: DateTime<Utc>,
 ) -> (
     Vec<WaitlistEvent>,
-    Vec<Result<(EntryId, bool), WaitlistError>>,
+    Vec<Result<(EntryId, bool), WaitlistRefusal>>,
 ) {
     let mut events = Vec::new();
     let mut joined: HashMap<&BuyerId, (EntryId, &Ask)> = HashMap::new();
@@ -399,21 +399,21 @@ pub fn join_all(
             answers.push(if *ask == &join.ask {
                 Ok((*entry_id, false))
             } else {
-                Err(WaitlistError::EntryExists(*entry_id))
+                Err(WaitlistRefusal::EntryExists(*entry_id))
             });
             continue;
         }
-        if line.on_list() + events.len() >= max_entries && line.entry_of(&join.buyer).is_none() {
-            answers.push(Err(WaitlistError::Full));
+        if list.on_list() + events.len() >= max_entries && list.entry_of(&join.buyer).is_none() {
+            answers.push(Err(WaitlistRefusal::Full));
             continue;
         }
         let joining = (join.entry_id, &join.buyer, &join.ask);
-        answers.push(match self::join(line, joining, max_entries, now) {
+        answers.push(match self::join(list, joining, max_entries, now) {
             Ok(new) if new.is_empty() => {
-                let existing = line.entry_of(&join.buyer).map(|e| e.entry_id);
+                let existing = list.entry_of(&join.buyer).map(|e| e.entry_id);
                 existing
                     .map(|id| (id, false))
-                    .ok_or(WaitlistError::UnknownEntry)
+                    .ok_or(WaitlistRefusal::UnknownEntry)
             }
             Ok(new) => {
                 events.extend(new);
@@ -428,23 +428,23 @@ pub fn join_all(
 
 /// A buyer joins once: the same ask again is the same entry (nothing to
 /// write), another is refused while the first stands. A buyer who left
-/// may join again, at the end of the line. The list takes `max_entries`
+/// may join again, at the end of the waiting list. The list takes `max_entries`
 /// at once; entries that left count for nothing.
 fn join(
-    line: &Waitlist,
+    list: &Waitlist,
     (entry_id, buyer, ask): (EntryId, &BuyerId, &Ask),
     max_entries: usize,
     now: DateTime<Utc>,
-) -> Result<Vec<WaitlistEvent>, WaitlistError> {
-    if let Some(entry) = line.entry_of(buyer) {
+) -> Result<Vec<WaitlistEvent>, WaitlistRefusal> {
+    if let Some(entry) = list.entry_of(buyer) {
         return if &entry.ask == ask {
             Ok(vec![])
         } else {
-            Err(WaitlistError::EntryExists(entry.entry_id))
+            Err(WaitlistRefusal::EntryExists(entry.entry_id))
         };
     }
-    if line.on_list() >= max_entries {
-        return Err(WaitlistError::Full);
+    if list.on_list() >= max_entries {
+        return Err(WaitlistRefusal::Full);
     }
     Ok(vec![WaitlistEvent::EntryJoined {
         entry_id,
@@ -533,24 +533,24 @@ impl Waitlist {
     }
 }
 
-/// What the line does with the seats it is owed: offers, in line order,
+/// What the waiting list does with the seats it is owed: offers, in the waiting list's order,
 /// and the seats no waiting entry wants.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Judgement {
-    /// Each entry offered, with the seats it is offered, in line order.
+    /// Each entry offered, with the seats it is offered, in the waiting list's order.
     pub offers: Vec<(EntryId, Vec<SeatId>)>,
     /// Seats no waiting entry wants: for sale again.
     pub passed: Vec<SeatId>,
 }
 
-/// Walks the waiting entries in line order and gives each the first seats
+/// Walks the waiting entries in the waiting list's order and gives each the first seats
 /// of `owed` (in the show's order) that satisfy it, until none are left;
 /// what no entry wants is passed on. Entries in `skip` are passed over
 /// (their buyer could not take an offer now: a per-buyer limit).
-pub fn judge(line: &Waitlist, owed: &[&SeatSpec], skip: &[EntryId]) -> Judgement {
+pub fn judge(list: &Waitlist, owed: &[&SeatSpec], skip: &[EntryId]) -> Judgement {
     let mut free: Vec<&SeatSpec> = owed.to_vec();
     let mut judgement = Judgement::default();
-    for entry in line.waiting() {
+    for entry in list.waiting() {
         if free.is_empty() {
             break;
         }
@@ -567,29 +567,29 @@ pub fn judge(line: &Waitlist, owed: &[&SeatSpec], skip: &[EntryId]) -> Judgement
     judgement
 }
 
-/// What the line does with places of one pool it is owed.
+/// What the waiting list does with places of one pool it is owed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlacesJudgement {
-    /// Each entry offered, with how many places, in line order.
+    /// Each entry offered, with how many places, in the waiting list's order.
     pub offers: Vec<(EntryId, u32)>,
     /// Places no waiting entry wants: for sale again.
     pub passed: u32,
 }
 
-/// Walks the waiting entries asking for `pool_id` in line order and offers
+/// Walks the waiting entries asking for `pool_id` in the waiting list's order and offers
 /// each its quantity while that many of the `owed` places are left (an
 /// entry asking for more than are left waits; a later one asking for fewer
 /// is offered them: the first entry they satisfy); what no entry wants is
 /// passed on. Entries in `skip` are passed over, as in [`judge`].
 pub fn judge_places(
-    line: &Waitlist,
+    list: &Waitlist,
     pool_id: &PoolId,
     owed: u32,
     skip: &[EntryId],
 ) -> PlacesJudgement {
     let mut left = owed;
     let mut judgement = PlacesJudgement::default();
-    for entry in line.waiting() {
+    for entry in list.waiting() {
         if left == 0 {
             break;
         }
@@ -613,9 +613,9 @@ pub struct TimedWaitlist {
 impl Decider for Waitlist {
     type Command = TimedWaitlist;
     type Event = WaitlistEvent;
-    type Error = WaitlistError;
+    type Error = WaitlistRefusal;
 
-    fn decide(&self, command: &TimedWaitlist) -> Result<Vec<WaitlistEvent>, WaitlistError> {
+    fn decide(&self, command: &TimedWaitlist) -> Result<Vec<WaitlistEvent>, WaitlistRefusal> {
         decide(self, &command.command, command.now)
     }
 
@@ -662,7 +662,7 @@ mod tests {
 
     /// given these buyers joined in this order (buyer `bN` as entry `N`)
     fn given(asks: &[Ask]) -> Waitlist {
-        let mut line = Waitlist::default();
+        let mut list = Waitlist::default();
         for (n, a) in asks.iter().enumerate() {
             let join = WaitlistCommand::Join {
                 entry_id: entry(n as u128 + 1),
@@ -670,25 +670,25 @@ mod tests {
                 ask: a.clone(),
                 max_entries: MAX_WAITLIST_ENTRIES,
             };
-            for event in decide(&line, &join, t(n as i64)).unwrap() {
-                line.apply_event(&event);
+            for event in decide(&list, &join, t(n as i64)).unwrap() {
+                list.apply_event(&event);
             }
         }
-        line
+        list
     }
 
     #[test]
     fn it_should_keep_one_entry_per_buyer_in_log_order() {
-        let line = given(&[ask(2), ask(1)]);
-        assert_eq!(line.entries[1].number, 2);
-        assert_eq!(line.place(&entry(2)), Some(2));
+        let list = given(&[ask(2), ask(1)]);
+        assert_eq!(list.entries[1].number, 2);
+        assert_eq!(list.place(&entry(2)), Some(2));
         let again = WaitlistCommand::Join {
             entry_id: entry(9),
             buyer: BuyerId::parse("b1").unwrap(),
             ask: ask(2),
             max_entries: MAX_WAITLIST_ENTRIES,
         };
-        assert_eq!(decide(&line, &again, t(5)), Ok(vec![]), "the same ask");
+        assert_eq!(decide(&list, &again, t(5)), Ok(vec![]), "the same ask");
         let other = WaitlistCommand::Join {
             entry_id: entry(9),
             buyer: BuyerId::parse("b1").unwrap(),
@@ -696,8 +696,8 @@ mod tests {
             max_entries: MAX_WAITLIST_ENTRIES,
         };
         assert_eq!(
-            decide(&line, &other, t(5)),
-            Err(WaitlistError::EntryExists(entry(1)))
+            decide(&list, &other, t(5)),
+            Err(WaitlistRefusal::EntryExists(entry(1)))
         );
     }
 
@@ -707,7 +707,7 @@ mod tests {
         pair.adjacent = true;
         let mut in_b = ask(1);
         in_b.section = Some("B".into());
-        let line = given(&[pair, in_b, ask(1)]);
+        let list = given(&[pair, in_b, ask(1)]);
         let (a1, a3, b1, b2) = (
             seat("A-1", "A", "1", 1),
             seat("A-3", "A", "1", 3),
@@ -715,7 +715,7 @@ mod tests {
             seat("B-2", "B", "1", 2),
         );
         // are not side by side: entry 1 waits; B-1 and B-2 are.
-        let judged = judge(&line, &[&a1, &a3, &b1, &b2], &[]);
+        let judged = judge(&list, &[&a1, &a3, &b1, &b2], &[]);
         assert_eq!(
             judged.offers,
             vec![
@@ -724,12 +724,12 @@ mod tests {
             ]
         );
         assert_eq!(judged.passed, vec![a3.seat_id.clone()]);
-        let skipped = judge(&line, &[&a1], &[entry(3)]);
+        let skipped = judge(&list, &[&a1], &[entry(3)]);
         assert_eq!((skipped.offers, skipped.passed), (vec![], vec![a1.seat_id]));
     }
 
     #[test]
-    fn it_should_offer_owed_places_in_line_order_to_the_entries_they_satisfy() {
+    fn it_should_offer_owed_places_in_waitlist_order_to_the_entries_they_satisfy() {
         let (floor, balcony) = (
             PoolId::parse("floor").unwrap(),
             PoolId::parse("balcony").unwrap(),
@@ -738,7 +738,7 @@ mod tests {
             pool_id: Some(pool.clone()),
             ..ask(quantity)
         };
-        let line = given(&[
+        let list = given(&[
             of(&floor, 4),
             of(&balcony, 1),
             ask(1),
@@ -747,45 +747,48 @@ mod tests {
         ]);
         // Three places: entry 1 wants four and waits; 4 and 5 are offered.
         assert_eq!(
-            judge_places(&line, &floor, 3, &[]),
+            judge_places(&list, &floor, 3, &[]),
             PlacesJudgement {
                 offers: vec![(entry(4), 2), (entry(5), 1)],
                 passed: 0,
             }
         );
         assert_eq!(
-            judge_places(&line, &floor, 7, &[entry(4)]),
+            judge_places(&list, &floor, 7, &[entry(4)]),
             PlacesJudgement {
                 offers: vec![(entry(1), 4), (entry(5), 1)],
                 passed: 2,
             }
         );
         let nobody = PoolId::parse("terrace").unwrap();
-        assert_eq!(judge_places(&line, &nobody, 2, &[]).passed, 2);
+        assert_eq!(judge_places(&list, &nobody, 2, &[]).passed, 2);
     }
 
     #[test]
     fn an_entry_is_offered_once_and_one_that_left_never() {
-        let mut line = given(&[ask(1), ask(1)]);
+        let mut list = given(&[ask(1), ask(1)]);
         let offer = WaitlistCommand::Offer {
             entry_id: entry(1),
             expires_at: t(900),
             seats: vec![SeatId::parse("A-1").unwrap()],
             places: None,
         };
-        for event in decide(&line, &offer, t(10)).unwrap() {
-            line.apply_event(&event);
+        for event in decide(&list, &offer, t(10)).unwrap() {
+            list.apply_event(&event);
         }
-        assert_eq!(decide(&line, &offer, t(11)), Err(WaitlistError::NotWaiting));
-        let leave = WaitlistCommand::Leave { entry_id: entry(2) };
-        for event in decide(&line, &leave, t(12)).unwrap() {
-            line.apply_event(&event);
-        }
-        assert_eq!(line.waiting().count(), 0);
-        let a1 = seat("A-1", "A", "1", 1);
-        assert_eq!(judge(&line, &[&a1], &[]).passed, vec![a1.seat_id.clone()]);
         assert_eq!(
-            line.entry(&entry(1)).map(|e| &e.status),
+            decide(&list, &offer, t(11)),
+            Err(WaitlistRefusal::NotWaiting)
+        );
+        let leave = WaitlistCommand::Leave { entry_id: entry(2) };
+        for event in decide(&list, &leave, t(12)).unwrap() {
+            list.apply_event(&event);
+        }
+        assert_eq!(list.waiting().count(), 0);
+        let a1 = seat("A-1", "A", "1", 1);
+        assert_eq!(judge(&list, &[&a1], &[]).passed, vec![a1.seat_id.clone()]);
+        assert_eq!(
+            list.entry(&entry(1)).map(|e| &e.status),
             Some(&EntryStatus::Offered {
                 hold_id: entry(1).offer_hold(),
                 expires_at: t(900),
@@ -797,7 +800,7 @@ mod tests {
 
     #[test]
     fn a_batch_of_joins_is_decided_as_one_after_the_other() {
-        let line = given(&[ask(1)]);
+        let list = given(&[ask(1)]);
         let joining = |n: u128, who: &str, quantity: u32| Joining {
             entry_id: entry(n),
             buyer: BuyerId::parse(who).unwrap(),
@@ -810,7 +813,7 @@ mod tests {
             joining(13, "c", 2),
             joining(14, "d", 3),
         ];
-        let (events, answers) = join_all(&line, &batch, MAX_WAITLIST_ENTRIES, t(9));
+        let (events, answers) = join_all(&list, &batch, MAX_WAITLIST_ENTRIES, t(9));
         assert_eq!(events.len(), 2, "c and d join");
         assert_eq!(
             answers,
@@ -818,40 +821,40 @@ mod tests {
                 Ok((entry(10), true)),
                 Ok((entry(1), false)),
                 Ok((entry(10), false)),
-                Err(WaitlistError::EntryExists(entry(10))),
+                Err(WaitlistRefusal::EntryExists(entry(10))),
                 Ok((entry(14), true)),
             ]
         );
     }
 
-    /// `who` leaves their entry `entry_id` of `line`.
-    fn leave(line: &mut Waitlist, entry_id: EntryId) {
+    /// `who` leaves their entry `entry_id` of `list`.
+    fn leave(list: &mut Waitlist, entry_id: EntryId) {
         let leave = WaitlistCommand::Leave { entry_id };
-        for event in decide(line, &leave, t(20)).unwrap() {
-            line.apply_event(&event);
+        for event in decide(list, &leave, t(20)).unwrap() {
+            list.apply_event(&event);
         }
     }
 
     #[test]
     fn entries_that_left_count_for_nothing_and_a_buyer_may_join_again_at_the_end() {
         // Given a list of two places, full, whose first buyer left
-        let mut line = given(&[ask(1), ask(1)]);
-        leave(&mut line, entry(1));
-        assert_eq!(line.on_list(), 1);
-        // When b1 joins again: at the end of the line, with a new number
+        let mut list = given(&[ask(1), ask(1)]);
+        leave(&mut list, entry(1));
+        assert_eq!(list.on_list(), 1);
+        // When b1 joins again: at the end of the waiting list, with a new number
         let rejoin = WaitlistCommand::Join {
             entry_id: entry(7),
             buyer: BuyerId::parse("b1").unwrap(),
             ask: ask(1),
             max_entries: 2,
         };
-        for event in decide(&line, &rejoin, t(30)).unwrap() {
-            line.apply_event(&event);
+        for event in decide(&list, &rejoin, t(30)).unwrap() {
+            list.apply_event(&event);
         }
-        assert_eq!(line.place(&entry(7)), Some(2));
-        assert_eq!(line.entry(&entry(7)).map(|e| e.number), Some(3));
-        assert_eq!(line.entry(&entry(1)), None, "the entry left is dropped");
-        assert_eq!(line.entries.len(), 2);
+        assert_eq!(list.place(&entry(7)), Some(2));
+        assert_eq!(list.entry(&entry(7)).map(|e| e.number), Some(3));
+        assert_eq!(list.entry(&entry(1)), None, "the entry left is dropped");
+        assert_eq!(list.entries.len(), 2);
         // Then the list is full again, for anyone new
         let newcomer = WaitlistCommand::Join {
             entry_id: entry(8),
@@ -859,15 +862,15 @@ mod tests {
             ask: ask(1),
             max_entries: 2,
         };
-        assert_eq!(decide(&line, &newcomer, t(31)), Err(WaitlistError::Full));
+        assert_eq!(decide(&list, &newcomer, t(31)), Err(WaitlistRefusal::Full));
     }
 
     #[test]
     fn one_buyer_joining_and_leaving_never_fills_the_list() {
-        let mut line = Waitlist::default();
+        let mut list = Waitlist::default();
         for n in 0..10 {
             let (events, answers) = join_all(
-                &line,
+                &list,
                 &[Joining {
                     entry_id: entry(100 + n),
                     buyer: BuyerId::parse("looper").unwrap(),
@@ -877,10 +880,10 @@ mod tests {
                 t(n as i64),
             );
             assert_eq!(answers, vec![Ok((entry(100 + n), true))]);
-            events.iter().for_each(|e| line.apply_event(e));
-            leave(&mut line, entry(100 + n));
+            events.iter().for_each(|e| list.apply_event(e));
+            leave(&mut list, entry(100 + n));
         }
-        assert_eq!((line.on_list(), line.entries.len()), (0, 1));
+        assert_eq!((list.on_list(), list.entries.len()), (0, 1));
         let others = given(&[ask(1), ask(1), ask(1)]);
         assert_eq!(others.on_list(), 3);
     }

@@ -58,14 +58,14 @@ impl SeatAvailabilityRow {
         }
         match &seat.state {
             SeatState::Available => {}
-            // Owed to the waiting list: held (by the line), no hold's.
+            // Owed to the waiting list: held (by the waiting list), no hold's.
             SeatState::Returned => row.status = SeatStatus::Held,
             SeatState::Held(hold) => {
                 row.status = SeatStatus::Held;
                 row.hold_id = Some(hold.hold_id);
                 row.buyer = Some(hold.buyer.clone());
-                // A line hold's seat does not free by itself at read time:
-                // the line judges it once the hold has expired.
+                // A returning hold's seat does not free by itself at read time:
+                // the waiting list judges it once the hold has expired.
                 row.expires_at_us = seat.frees_at().map(to_micros);
             }
             SeatState::Booked {
@@ -104,7 +104,7 @@ mod tests {
             buyer: BuyerId::parse("a").unwrap(),
             expires_at: at,
             price: None,
-            line: false,
+            returns_to_waitlist: false,
             offer: false,
         });
         let show = ShowId::parse("s").unwrap();
@@ -117,7 +117,7 @@ mod tests {
                 buyer: BuyerId::parse("a").unwrap(),
                 expires_at: at,
                 placed_expires_at: at,
-                line: false,
+                returns_to_waitlist: false,
                 offer: false,
             })
         );
@@ -149,7 +149,7 @@ mod tests {
                     ticket_type: TicketType::parse("child").unwrap(),
                     price_cents: 2_500,
                 }),
-                line: false,
+                returns_to_waitlist: false,
                 offer: false,
             },
         ] {

@@ -96,8 +96,8 @@ impl PoolLedger {
     ) {
         self.capacity += capacity;
         self.sold_places += shard.sold;
-        // Places owed to the waiting list read as held (by the line): a
-        // line hold past its expiry still holds them.
+        // Places owed to the waiting list read as held (by the waiting list): a
+        // returning hold past its expiry still holds them.
         let owed = HeldPlaces {
             channel: None,
             ticket_type: None,
@@ -107,7 +107,7 @@ impl PoolLedger {
             sold_places(shard),
             &shard.allocated,
             (shard.holds.values())
-                .filter(|h| h.line || !domain::seat::has_expired(h.expires_at, now))
+                .filter(|h| h.returns_to_waitlist || !domain::seat::has_expired(h.expires_at, now))
                 .map(|h| HeldPlaces {
                     channel: h.channel.clone(),
                     ticket_type: h.price.as_ref().map(|p| p.ticket_type.clone()),

@@ -149,7 +149,7 @@ mod tests {
                 buyer: BuyerId::parse("a").unwrap(),
                 expires_at: at(),
                 price: None,
-                line: false,
+                returns_to_waitlist: false,
                 offer: false,
             },
             SeatEvent::HoldReleased { hold_id },

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use domain::ids::{ChannelId, PoolId, SeatId};
 use domain::limits::MAX_SEATS_PER_ALLOCATION;
 use domain::pool::{self, split, PoolCommand, PoolShard};
-use domain::seat::{self, Line, Seat, SeatCommand, SeatError};
+use domain::seat::{self, Seat, SeatCommand, SeatError, WaitlistRole};
 use serde::Serialize;
 
 use crate::catalog::CatalogEntry;
@@ -212,8 +212,12 @@ impl AllocationService {
         let units: Vec<(String, SeatKey)> = (seats.iter())
             .map(|seat_id| SeatKey::unit(show_id, seat_id))
             .collect();
-        let line = entry.show.waitlist.is_some();
-        let mut decision = MoveSeats { channel, way, line };
+        let returns_to_waitlist = entry.show.waitlist.is_some();
+        let mut decision = MoveSeats {
+            channel,
+            way,
+            returns_to_waitlist,
+        };
         let round = Round::new(way.command(), ctx).assuming_new();
         self.rounds.run(round, units, &mut decision).await?;
         Ok(())
@@ -238,7 +242,7 @@ impl AllocationService {
             channel,
             quantity,
             way,
-            line: show.waitlist.is_some(),
+            returns_to_waitlist: show.waitlist.is_some(),
         };
         let round = Round::new(way.command(), ctx);
         self.rounds.run(round, units, &mut decision).await?;
@@ -303,7 +307,7 @@ struct MoveSeats<'a> {
     channel: &'a ChannelId,
     way: Way,
     /// The show keeps a waiting list: seats given back go to it first.
-    line: bool,
+    returns_to_waitlist: bool,
 }
 
 impl Decides<Seat> for MoveSeats<'_> {
@@ -316,7 +320,7 @@ impl Decides<Seat> for MoveSeats<'_> {
             Way::Allocate => SeatCommand::Allocate { channel },
             Way::Release | Way::ReleaseUnsold => SeatCommand::Deallocate {
                 channel,
-                line: self.line,
+                returns_to_waitlist: self.returns_to_waitlist,
             },
         };
         let mut decided = Vec::with_capacity(view.units.len());
@@ -355,7 +359,7 @@ struct MovePlaces<'a> {
     quantity: Option<u32>,
     way: Way,
     /// The show keeps a waiting list: places given back go to it first.
-    line: bool,
+    returns_to_waitlist: bool,
 }
 
 impl Decides<PoolShard> for MovePlaces<'_> {
@@ -372,7 +376,7 @@ impl Decides<PoolShard> for MovePlaces<'_> {
                 (
                     key.index,
                     shard
-                        .placeable_at(from, Line::None, key.capacity, view.now)
+                        .placeable_at(from, WaitlistRole::None, key.capacity, view.now)
                         .0,
                 )
             })
@@ -394,7 +398,7 @@ impl Decides<PoolShard> for MovePlaces<'_> {
                 Way::Release | Way::ReleaseUnsold => PoolCommand::Deallocate {
                     channel,
                     quantity,
-                    line: self.line,
+                    returns_to_waitlist: self.returns_to_waitlist,
                 },
             };
             decided[i] = pool::decide(shard, key.capacity, &command, view.now)

@@ -65,7 +65,7 @@ pub type CheckoutLock = LockedStream<Checkout>;
 
 /// A show's waiting list, locked by the judge offering its freed
 /// inventory across several rounds (first in the lock order).
-pub type LineLock = LockedStream<Waitlist>;
+pub type WaitlistLock = LockedStream<Waitlist>;
 
 /// What a command's error must be able to say about a round.
 pub trait RoundError: From<StoreError> + Send {
@@ -118,7 +118,7 @@ pub struct Round<'a> {
     /// Marked before an append that is the command's outcome.
     outcome: OutcomeMark,
     checkout: Option<&'a mut CheckoutLock>,
-    line: Option<&'a mut LineLock>,
+    waitlist: Option<&'a mut WaitlistLock>,
     limit: Option<BuyerLimit>,
     read: Read,
     /// Pool shards locked after the round's seats and decided with them
@@ -133,7 +133,7 @@ impl<'a> Round<'a> {
             metadata: ctx.metadata(),
             outcome: ctx.outcome.clone(),
             checkout: None,
-            line: None,
+            waitlist: None,
             limit: None,
             read: Read::All,
             shards: Vec::new(),
@@ -151,9 +151,9 @@ impl<'a> Round<'a> {
     }
 
     /// Decides and appends the show's waiting list (held by the caller)
-    /// with the units: an offer, or what the line passes on.
-    pub fn with_line(mut self, line: &'a mut LineLock) -> Self {
-        self.line = Some(line);
+    /// with the units: an offer, or what the waiting list passes on.
+    pub fn with_waitlist(mut self, list: &'a mut WaitlistLock) -> Self {
+        self.waitlist = Some(list);
         self
     }
 
@@ -184,7 +184,7 @@ pub struct View<'v, U: Stream> {
     /// The checkout, if the round has one.
     pub checkout: Option<&'v Checkout>,
     /// The show's waiting list, if the round has it.
-    pub line: Option<&'v Waitlist>,
+    pub waitlist: Option<&'v Waitlist>,
     allowance: Option<(&'v Allowance, u32)>,
     /// Each unit with its key, in lock order.
     pub units: Vec<(&'v U, &'v U::Key)>,
@@ -241,7 +241,7 @@ pub struct Decided<U: Stream> {
     pub shards: Vec<Vec<PoolEvent>>,
     pub allowance: Vec<AllowanceEvent>,
     pub checkout: Vec<CheckoutEvent>,
-    pub line: Vec<WaitlistEvent>,
+    pub waitlist: Vec<WaitlistEvent>,
     /// The buyer's idempotency key, written with the events.
     pub idempotency: Option<IdempotencyKeyRow>,
     /// The latest instant the append may commit at (`AppendBatch::commit_by`):
@@ -257,7 +257,7 @@ impl<U: Stream> Decided<U> {
             shards: Vec::new(),
             allowance: Vec::new(),
             checkout: Vec::new(),
-            line: Vec::new(),
+            waitlist: Vec::new(),
             idempotency: None,
         }
     }
@@ -267,7 +267,7 @@ impl<U: Stream> Decided<U> {
             && self.shards.iter().all(Vec::is_empty)
             && self.allowance.is_empty()
             && self.checkout.is_empty()
-            && self.line.is_empty()
+            && self.waitlist.is_empty()
     }
 }
 
@@ -459,9 +459,13 @@ impl Rounds {
 
     /// Locks a show's waiting list (first in the order) and brings it up
     /// to date: the judge holds it across the rounds of one judgement.
-    pub async fn lock_line(&self, show_id: &ShowId) -> Result<LineLock, StoreError> {
+    pub async fn lock_waitlist(&self, show_id: &ShowId) -> Result<WaitlistLock, StoreError> {
         let id = domain::waitlist::waitlist_stream_id(show_id);
-        let mut locked = self.inventory.lines.lock(std::slice::from_ref(&id)).await;
+        let mut locked = self
+            .inventory
+            .waitlists
+            .lock(std::slice::from_ref(&id))
+            .await;
         refresh_all(&self.log, &mut locked).await?;
         locked
             .pop()
@@ -666,8 +670,8 @@ impl Rounds {
         if let Some(checkout) = round.checkout.as_deref_mut() {
             self.refresh_checkout(checkout).await?;
         }
-        if let Some(line) = round.line.as_deref_mut() {
-            refresh_all(&self.log, std::slice::from_mut(line)).await?;
+        if let Some(list) = round.waitlist.as_deref_mut() {
+            refresh_all(&self.log, std::slice::from_mut(list)).await?;
         }
         Ok(Locked {
             streams,
@@ -692,7 +696,7 @@ impl Rounds {
             let view = View {
                 now,
                 checkout: round.checkout.as_deref().map(LockedStream::aggregate),
-                line: round.line.as_deref().map(LockedStream::aggregate),
+                waitlist: round.waitlist.as_deref().map(LockedStream::aggregate),
                 allowance: locked.allowance.as_ref().map(|a| a.aggregate()).zip(limit),
                 units: locked
                     .streams
@@ -736,7 +740,7 @@ impl Rounds {
         // From here the write may land whatever happens to this future:
         // a command's outcome is then awaited by the request timer, not cut
         // (a checkout's step is finished by recovery instead).
-        if streams.checkout.is_none() && streams.line.is_none() {
+        if streams.checkout.is_none() && streams.waitlist.is_none() {
             outcome_mark.begin();
         }
         let log: &EventLog = &self.log;
@@ -759,7 +763,7 @@ struct Locked<U: Stream> {
 }
 
 /// The batch of a decision: the events of every stream at the versions they
-/// were decided on, in the order line, allowance, units, checkout, and the
+/// were decided on, in the order waiting list, allowance, units, checkout, and the
 /// rows they produce.
 fn batch<U: Stream>(
     round: &Round<'_>,
@@ -805,7 +809,7 @@ fn batch<U: Stream>(
     Ok(batch)
 }
 
-/// The line's and the allowance's events of a decision, first in its batch.
+/// The waiting list's and the allowance's events of a decision, first in its batch.
 fn push_line_and_allowance<U: Stream>(
     batch: &mut AppendBatch,
     round: &Round<'_>,
@@ -813,14 +817,14 @@ fn push_line_and_allowance<U: Stream>(
     locked: &Locked<U>,
 ) -> Result<(), StoreError> {
     let metadata = &round.metadata;
-    if let Some(line) = round.line.as_deref() {
-        // The line is one per show: its stream id is the show's.
-        let show_id = ShowId::parse(line.id())
-            .map_err(|e| StoreError::Corrupt(format!("waiting list {}: {e}", line.id())))?;
+    if let Some(list) = round.waitlist.as_deref() {
+        // The waiting list is one per show: its stream id is the show's.
+        let show_id = ShowId::parse(list.id())
+            .map_err(|e| StoreError::Corrupt(format!("waiting list {}: {e}", list.id())))?;
         batch.push_events::<Waitlist>(
-            line.id(),
-            line.version(),
-            &decided.line,
+            list.id(),
+            list.version(),
+            &decided.waitlist,
             metadata,
             Some(&show_id),
         )?;
@@ -843,7 +847,7 @@ struct Tracked<'r, U: Stream> {
     shards: &'r mut [LockedStream<PoolShard>],
     allowance: Option<&'r mut LockedStream<Allowance>>,
     checkout: Option<&'r mut CheckoutLock>,
-    line: Option<&'r mut LineLock>,
+    waitlist: Option<&'r mut WaitlistLock>,
 }
 
 impl<'r, U: Stream> Tracked<'r, U> {
@@ -853,7 +857,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
             shards: &mut locked.shards,
             allowance: locked.allowance.as_mut(),
             checkout: round.checkout.as_deref_mut(),
-            line: round.line.as_deref_mut(),
+            waitlist: round.waitlist.as_deref_mut(),
         }
     }
 
@@ -862,7 +866,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
         self.shards.iter_mut().for_each(LockedStream::before_append);
         self.allowance.iter_mut().for_each(|s| s.before_append());
         self.checkout.iter_mut().for_each(|s| s.before_append());
-        self.line.iter_mut().for_each(|s| s.before_append());
+        self.waitlist.iter_mut().for_each(|s| s.before_append());
     }
 
     /// Refused, or the outcome unknown: reload next time.
@@ -871,7 +875,7 @@ impl<'r, U: Stream> Tracked<'r, U> {
         self.shards.iter_mut().for_each(LockedStream::invalidate);
         self.allowance.iter_mut().for_each(|s| s.invalidate());
         self.checkout.iter_mut().for_each(|s| s.invalidate());
-        self.line.iter_mut().for_each(|s| s.invalidate());
+        self.waitlist.iter_mut().for_each(|s| s.invalidate());
     }
 
     /// Appended: fold the events into the caches.
@@ -888,8 +892,8 @@ impl<'r, U: Stream> Tracked<'r, U> {
         if let Some(stream) = self.checkout {
             stream.appended(decided.checkout);
         }
-        if let Some(stream) = self.line {
-            stream.appended(decided.line);
+        if let Some(stream) = self.waitlist {
+            stream.appended(decided.waitlist);
         }
     }
 }
@@ -902,7 +906,7 @@ impl<'v, U: Stream> View<'v, U> {
         Self {
             now,
             checkout: None,
-            line: None,
+            waitlist: None,
             allowance: None,
             units,
             shards: Vec::new(),
@@ -910,8 +914,8 @@ impl<'v, U: Stream> View<'v, U> {
         }
     }
 
-    pub(crate) fn with_line(mut self, line: &'v Waitlist) -> Self {
-        self.line = Some(line);
+    pub(crate) fn with_waitlist(mut self, list: &'v Waitlist) -> Self {
+        self.waitlist = Some(list);
         self
     }
 

@@ -74,7 +74,7 @@ pub struct Inventory {
     pub(super) rooms: StreamCache<WaitingRoom>,
     pub(super) queue_entries: StreamCache<QueueEntry>,
     pub(super) prices: StreamCache<ShowPrices>,
-    pub(super) lines: StreamCache<domain::waitlist::Waitlist>,
+    pub(super) waitlists: StreamCache<domain::waitlist::Waitlist>,
     pub(super) tickets: StreamCache<domain::ticket::Ticket>,
     pub(super) refused_scans: StreamCache<domain::ticket::RefusedScan>,
 }

@@ -421,7 +421,7 @@ pub(crate) mod fixtures {
             expires_at: now() + Duration::minutes(10),
             price: None,
             channel: None,
-            line: domain::seat::Line::None,
+            role: domain::seat::WaitlistRole::None,
         };
         for event in seat::decide(&seat, &command, now()).expect("a free seat is held") {
             cqrs_es::Aggregate::apply(&mut seat, event);

@@ -357,7 +357,7 @@ async fn is_offer(state: &AppState, view: &HoldView) -> Result<bool, ApiError> {
         show_id,
         entry_id: domain::ids::EntryId(view.hold_id.0),
     };
-    Ok(state.lines.entry(&entry).await?.is_some())
+    Ok(state.waitlist_book.entry(&entry).await?.is_some())
 }
 
 /// Releases a hold; releasing again, or an expired hold, is also 204.

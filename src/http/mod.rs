@@ -75,7 +75,7 @@ pub struct Services {
     /// Waiting lists: joining, leaving (and the judge's offers).
     pub waitlists: Arc<crate::command::waitlist::WaitlistService>,
     /// Waiting lists as readers see them.
-    pub lines: Arc<crate::query::waitlist::LineBook>,
+    pub waitlist_book: Arc<crate::query::waitlist::WaitlistBook>,
     /// Tickets: naming, transfers, the door's scans.
     pub tickets: Arc<crate::command::tickets::TicketService>,
     /// The door as staff read it: attendance, conflicts, revocations.

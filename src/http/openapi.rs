@@ -55,7 +55,7 @@ impl Modify for Extras {
         orders::place_order, orders::get_order, orders::cancel_order,
         allocations::allocate, allocations::release, allocations::allocations,
         box_office::book, report::show_report, report::bookings_export,
-        waitlist::join, waitlist::line, waitlist::mine, waitlist::entry, waitlist::leave,
+        waitlist::join, waitlist::waitlist, waitlist::mine, waitlist::entry, waitlist::leave,
         tickets::order_tickets, tickets::booking_tickets, tickets::ticket, tickets::name_ticket,
         tickets::transfer_ticket, tickets::ticket_svg, tickets::ticket_png, tickets::my_tickets,
         tickets::ticket_keys, tickets::revocations,

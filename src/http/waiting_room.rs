@@ -337,7 +337,7 @@ mod tests {
         let later = view(QueueStatus::Waiting, 3, 25, Some(25));
         assert!(!worth_telling(Some(&waiting), &later, secs(5)));
         assert!(worth_telling(Some(&waiting), &later, QUEUE_STREAM_REFRESH));
-        // A rate change moved the estimate, or the line moved: told.
+        // A rate change moved the estimate, or the queue moved: told.
         let slower = view(QueueStatus::Waiting, 3, 60, Some(60));
         assert!(worth_telling(Some(&waiting), &slower, secs(5)));
         let moved = view(QueueStatus::Waiting, 2, 25, Some(25));

@@ -1,5 +1,5 @@
 //! Waiting lists: `POST /v1/shows/{id}/waitlist` (buyer), `GET
-//! /v1/shows/{id}/waitlist` (admin: the line in order), `GET` and `DELETE
+//! /v1/shows/{id}/waitlist` (admin: the waiting list in order), `GET` and `DELETE
 //! /v1/waitlist/{entry_id}` (the entry's buyer, or an admin). docs/api.md,
 //! "Waiting list".
 
@@ -17,12 +17,12 @@ use super::problem::ApiError;
 use super::response::json_body;
 use super::AppState;
 use crate::command::context::RequestContext;
-use crate::command::waitlist::LineError;
-use crate::query::waitlist::{EntryRef, EntryView, LineView};
+use crate::command::waitlist::WaitlistError;
+use crate::query::waitlist::{EntryRef, EntryView, WaitlistView};
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/shows/{show_id}/waitlist", get(line).post(join))
+        .route("/v1/shows/{show_id}/waitlist", get(waitlist).post(join))
         .route("/v1/shows/{show_id}/waitlist/me", get(mine))
         .route("/v1/waitlist/{entry_id}", get(entry).delete(leave))
 }
@@ -88,7 +88,7 @@ pub(super) async fn join(
         metrics::counter!("waitlist_joins_total").increment(1);
     }
     let found = EntryRef { show_id, entry_id };
-    let view = (state.lines.entry(&found).await?).ok_or(ApiError::WaitlistEntryNotFound)?;
+    let view = (state.waitlist_book.entry(&found).await?).ok_or(ApiError::WaitlistEntryNotFound)?;
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -97,22 +97,22 @@ pub(super) async fn join(
     json_body(status, &view)
 }
 
-/// The show's waiting list in line order, with counts by status (admin).
+/// The show's waiting list in order, with counts by status (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/waitlist", tag = "waitlist",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)),
     responses(
-        (status = 200, description = "The line", body = LineView),
+        (status = 200, description = "The waiting list", body = WaitlistView),
         (status = "4XX", description = "unauthorized, forbidden, show_not_found, no_waitlist", body = super::response::Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub(super) async fn line(
+pub(super) async fn waitlist(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     PathParams(show_id_raw): PathParams<String>,
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
     state.waitlists.show(&show_id).await?;
-    json_body(StatusCode::OK, &state.lines.line(&show_id).await?)
+    json_body(StatusCode::OK, &state.waitlist_book.list(&show_id).await?)
 }
 
 /// The buyer's own entry on the show (not one they left): what the seat
@@ -131,16 +131,19 @@ pub(super) async fn mine(
 ) -> Result<Response, ApiError> {
     let show_id = show_id(&show_id_raw)?;
     state.waitlists.show(&show_id).await?;
-    let view = (state.lines.entry_of(&show_id, &ctx.actor.id).await?)
+    let view = (state
+        .waitlist_book
+        .entry_of(&show_id, &ctx.actor.id)
+        .await?)
         .ok_or(ApiError::WaitlistEntryNotFound)?;
     json_body(StatusCode::OK, &view)
 }
 
-/// A line's refusal where an entry is named: a show without a list, or
+/// A waiting list's refusal where an entry is named: a show without a list, or
 /// none at all, has no such entry.
-fn hidden_line(e: LineError) -> ApiError {
+fn hidden_waitlist(e: WaitlistError) -> ApiError {
     match e {
-        LineError::ShowNotFound | LineError::NoWaitlist => ApiError::WaitlistEntryNotFound,
+        WaitlistError::ShowNotFound | WaitlistError::NoWaitlist => ApiError::WaitlistEntryNotFound,
         other => other.into(),
     }
 }
@@ -152,8 +155,8 @@ async fn owned(state: &AppState, ctx: &RequestContext, raw: &str) -> Result<Entr
         .waitlists
         .show(&found.show_id)
         .await
-        .map_err(hidden_line)?;
-    let view = (state.lines.entry(&found).await?).ok_or(ApiError::WaitlistEntryNotFound)?;
+        .map_err(hidden_waitlist)?;
+    let view = (state.waitlist_book.entry(&found).await?).ok_or(ApiError::WaitlistEntryNotFound)?;
     if view.buyer != ctx.actor.id.as_str() && !ctx.actor.is_admin() {
         // Another buyer's entry is not theirs to know of.
         return Err(ApiError::WaitlistEntryNotFound);
@@ -197,25 +200,25 @@ pub(super) async fn leave(
         .waitlists
         .leave(&ctx, &found.show_id, found.entry_id)
         .await)
-        .map_err(hidden_line)?;
+        .map_err(hidden_waitlist)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-impl From<LineError> for ApiError {
-    fn from(e: LineError) -> Self {
+impl From<WaitlistError> for ApiError {
+    fn from(e: WaitlistError) -> Self {
         match e {
-            LineError::ShowNotFound => ApiError::ShowNotFound,
-            LineError::NoWaitlist => ApiError::NoWaitlist,
-            LineError::Invalid(detail) => ApiError::Validation(detail),
-            LineError::AvailableNow => ApiError::AvailableNow,
-            LineError::EntryExists(show_id, entry_id) => ApiError::WaitlistEntryExists {
+            WaitlistError::ShowNotFound => ApiError::ShowNotFound,
+            WaitlistError::NoWaitlist => ApiError::NoWaitlist,
+            WaitlistError::Invalid(detail) => ApiError::Validation(detail),
+            WaitlistError::AvailableNow => ApiError::AvailableNow,
+            WaitlistError::EntryExists(show_id, entry_id) => ApiError::WaitlistEntryExists {
                 entry_id: EntryRef { show_id, entry_id }.to_string(),
             },
-            LineError::Full => ApiError::WaitlistFull,
-            LineError::EntryNotFound => ApiError::WaitlistEntryNotFound,
-            LineError::Bug(what) => ApiError::Internal(what),
-            LineError::Busy => ApiError::Busy,
-            LineError::Store(e) => e.into(),
+            WaitlistError::Full => ApiError::WaitlistFull,
+            WaitlistError::EntryNotFound => ApiError::WaitlistEntryNotFound,
+            WaitlistError::Bug(what) => ApiError::Internal(what),
+            WaitlistError::Busy => ApiError::Busy,
+            WaitlistError::Store(e) => e.into(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! A show's waiting list as readers see it: its stream folded from the
-//! log, kept per show and brought up to date by the events since (the line
+//! log, kept per show and brought up to date by the events since (the waiting list
 //! has no read model; 10,000 entries fold once, then a few events a read).
 //! An entry's offer is told by its hold: offered while the hold holds,
 //! `booked` once bought, `lapsed` once it expired or was released.
@@ -19,7 +19,7 @@ use crate::store::log::EventLog;
 use crate::store::{Holds, StoreError};
 
 /// An entry as the API names it: its show and its id (`show.uuid`), so
-/// that `GET /v1/waitlist/{entry_id}` finds its line without an index.
+/// that `GET /v1/waitlist/{entry_id}` finds its waiting list without an index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryRef {
     pub show_id: ShowId,
@@ -56,7 +56,7 @@ pub struct EntryView {
     /// While waiting: its place among those waiting (1: offered next).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<usize>,
-    /// Its number in the line: the order it joined in.
+    /// Its number in the waiting list: the order it joined in.
     pub number: usize,
     pub quantity: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,62 +81,62 @@ pub struct EntryView {
     pub places: Option<u32>,
 }
 
-/// The operator's view of a line: counts by status and the entries in
-/// line order.
+/// The operator's view of a waiting list: counts by status and the entries in
+/// the waiting list's order.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct LineView {
+pub struct WaitlistView {
     pub show_id: String,
     pub counts: HashMap<&'static str, usize>,
     pub entries: Vec<EntryView>,
 }
 
 /// Waiting lists folded from the log, one per show read.
-pub struct LineBook {
+pub struct WaitlistBook {
     log: EventLog,
     holds: Holds,
     clock: Arc<dyn Clock>,
-    lines: Mutex<HashMap<ShowId, Arc<Line>>>,
+    shows: Mutex<HashMap<ShowId, Arc<ShowWaitlist>>>,
 }
 
-/// One show's line as read: the reads asked for (tickets), and the fold.
+/// One show's waiting list as read: the reads asked for (tickets), and the fold.
 #[derive(Default)]
-struct Line {
+struct ShowWaitlist {
     tickets: std::sync::atomic::AtomicU64,
     folded: Mutex<Folded>,
 }
 
-/// A line folded from the log, the stream sequence it is folded to, and
+/// A waiting list folded from the log, the stream sequence it is folded to, and
 /// the last ticket whose read it covers.
 #[derive(Default)]
 struct Folded {
-    line: Waitlist,
+    list: Waitlist,
     version: usize,
     fresh_through: u64,
 }
 
-impl LineBook {
+impl WaitlistBook {
     pub fn new(log: EventLog, holds: Holds, clock: Arc<dyn Clock>) -> Self {
         Self {
             log,
             holds,
             clock,
-            lines: Mutex::default(),
+            shows: Mutex::default(),
         }
     }
 
-    /// Runs `read` on `show_id`'s line as the log has it now. Reads are
+    /// Runs `read` on `show_id`'s waiting list as the log has it now. Reads are
     /// shared: a read takes a ticket, and one that finds the fold read on
     /// from the log after its ticket was taken (by a read that waited with
     /// it) reads nothing more. Without that, a crowd joining one show read
     /// the log one after another, a query each (the joins' answers).
-    async fn with_line<R>(
+    async fn with_waitlist<R>(
         &self,
         show_id: &ShowId,
         read: impl FnOnce(&Waitlist) -> R,
     ) -> Result<R, StoreError> {
         use std::sync::atomic::Ordering;
         let slot = self
-            .lines
+            .shows
             .lock()
             .await
             .entry(show_id.clone())
@@ -156,17 +156,17 @@ impl LineBook {
                     serde_json::from_value(event.payload).map_err(|e| {
                         StoreError::Corrupt(format!("waiting list {id}#{}: {e}", event.sequence))
                     })?;
-                folded.line.apply_event(&payload);
+                folded.list.apply_event(&payload);
                 folded.version = event.sequence;
             }
             folded.fresh_through = starting;
         }
-        Ok(read(&folded.line))
+        Ok(read(&folded.list))
     }
 
-    /// One entry, if the line has it.
+    /// One entry, if the waiting list has it.
     pub async fn entry(&self, entry: &EntryRef) -> Result<Option<EntryView>, StoreError> {
-        self.found(&entry.show_id, |line| line.entry(&entry.entry_id))
+        self.found(&entry.show_id, |list| list.entry(&entry.entry_id))
             .await
     }
 
@@ -176,18 +176,18 @@ impl LineBook {
         show_id: &ShowId,
         buyer: &domain::ids::BuyerId,
     ) -> Result<Option<EntryView>, StoreError> {
-        self.found(show_id, |line| line.entry_of(buyer)).await
+        self.found(show_id, |list| list.entry_of(buyer)).await
     }
 
-    /// The entry `find` finds in `show_id`'s line, as the API shows it.
+    /// The entry `find` finds in `show_id`'s waiting list, as the API shows it.
     async fn found(
         &self,
         show_id: &ShowId,
         find: impl FnOnce(&Waitlist) -> Option<&Entry>,
     ) -> Result<Option<EntryView>, StoreError> {
         let found = self
-            .with_line(show_id, |line| {
-                find(line).map(|e| (e.clone(), line.place(&e.entry_id)))
+            .with_waitlist(show_id, |list| {
+                find(list).map(|e| (e.clone(), list.place(&e.entry_id)))
             })
             .await?;
         match found {
@@ -196,12 +196,12 @@ impl LineBook {
         }
     }
 
-    /// The whole line, in order (admin).
-    pub async fn line(&self, show_id: &ShowId) -> Result<LineView, StoreError> {
+    /// The whole waiting list, in order (admin).
+    pub async fn list(&self, show_id: &ShowId) -> Result<WaitlistView, StoreError> {
         let entries = self
-            .with_line(show_id, |line| {
+            .with_waitlist(show_id, |list| {
                 let mut waiting = 0;
-                (line.entries.iter())
+                (list.entries.iter())
                     .map(|e| {
                         let place = (e.status == EntryStatus::Waiting).then(|| {
                             waiting += 1;
@@ -219,7 +219,7 @@ impl LineBook {
             *counts.entry(view.status).or_default() += 1;
             views.push(view);
         }
-        Ok(LineView {
+        Ok(WaitlistView {
             show_id: show_id.to_string(),
             counts,
             entries: views,

@@ -146,7 +146,7 @@ impl Folded {
                 // Waiting rooms have none either: the queue book reads their
                 // streams from the log (`query::queue`).
                 kind if kind == WaitingRoom::TYPE || kind == QueueEntry::TYPE => {}
-                // Nor waiting lists: readers fold the line from the log
+                // Nor waiting lists: readers fold the waiting list from the log
                 // (`query::waitlist`).
                 kind if kind == domain::waitlist::Waitlist::TYPE => {}
                 other => tracing::warn!(

@@ -65,8 +65,8 @@ pub(super) const INSERT_SHARD: &str =
 /// A show's shards with what they sold (JSON text) and owe the waiting
 /// list, then (`shard` -1) its held places by pool, channel and ticket
 /// type, counted at `$2`; public holds counted against `$3` instead (on a
-/// show with a waiting list, the minimum: a line hold past its expiry
-/// still holds its places, owed to the line).
+/// show with a waiting list, the minimum: a returning hold past its expiry
+/// still holds its places, owed to the waiting list).
 const SELECT_POOL_LEDGERS: &str =
     "SELECT pool_id, CAST(shard AS BIGINT), CAST(capacity AS BIGINT), CAST(sold AS BIGINT), \
        allocated, sales, NULL AS channel, NULL AS ticket_type, CAST(returned AS BIGINT) \
@@ -220,7 +220,7 @@ pub trait ShowsPort: Send + Sync {
     async fn next_pool_expiry(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Option<i64>>;
 
     /// The ids of the seats a show's waiting list is owed at `now_us`
-    /// (returned, or held by a line hold past its `expires_at`), each once
+    /// (returned, or held by a returning hold past its `expires_at`), each once
     /// or more.
     async fn owed_seat_ids(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<String>>;
 
@@ -468,7 +468,7 @@ impl Shows {
     }
 
     /// What a report counts of each pool of a show at `now_us` (held places
-    /// counted then; places owed to its waiting list as held by the line).
+    /// counted then; places owed to its waiting list as held by the waiting list).
     pub async fn pool_ledgers(
         &self,
         show: &Show,
@@ -549,9 +549,9 @@ const SHOW_IDS: &str = "SELECT show_id FROM shows ORDER BY show_id";
 
 impl Shows {
     /// The seats a show's waiting list is owed at `now_us` (see
-    /// [`ShowsPort::owed_seat_ids`]): candidates for the line's judgement, whose seat
-    /// streams decide. An expired hold that was not a line hold is among
-    /// them too: its seat is free and the line passes it over.
+    /// [`ShowsPort::owed_seat_ids`]): candidates for the waiting list's judgement, whose seat
+    /// streams decide. An expired hold that was not a returning hold is among
+    /// them too: its seat is free and the waiting list passes it over.
     pub async fn owed_seats(&self, show_id: &ShowId, now_us: i64) -> StoreResult<Vec<SeatId>> {
         let ids = retry_read(move || self.port.owed_seat_ids(show_id, now_us)).await?;
         let mut seats = ids

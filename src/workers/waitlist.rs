@@ -1,14 +1,14 @@
 //! The waiting lists' judge: every pass, each show that keeps a waiting
-//! list is judged (`WaitlistService::judge`): the seats owed to its line
+//! list is judged (`WaitlistService::judge`): the seats owed to its waiting list
 //! offered to its entries in order, the rest passed on to sale. A show
 //! that has begun is judged too: holds and the box office still sell it,
-//! and a line hold that ends then owes its seat to the line like any
+//! and a returning hold that ends then owes its seat to the waiting list like any
 //! other (skipping it would leave that seat `held` for ever). Several
-//! instances judge at once; the line's stream version keeps their offers
+//! instances judge at once; the waiting list's stream version keeps their offers
 //! apart.
 //!
 //! The pass is what bounds the time from a seat freeing (a release, a
-//! cancellation, a give-back, or a line hold's `expires_at`) to its offer:
+//! cancellation, a give-back, or a returning hold's `expires_at`) to its offer:
 //! one interval plus a judgement (API.md promises 2 s).
 
 use std::collections::HashMap;
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use domain::ids::ShowId;
 use tokio::sync::Mutex;
 
-use crate::command::waitlist::{Judged, LineError, WaitlistService};
+use crate::command::waitlist::{Judged, WaitlistError, WaitlistService};
 use crate::store::Shows;
 
 /// The default time between passes (`BOOKING_WAITLIST_INTERVAL_MS`): an
@@ -42,8 +42,8 @@ pub struct WaitlistJudge {
 /// created, so each show's definition is looked at once).
 struct Known {
     listed_at: Instant,
-    lines: Vec<ShowId>,
-    keeps_line: HashMap<ShowId, bool>,
+    with_waitlist: Vec<ShowId>,
+    keeps_waitlist: HashMap<ShowId, bool>,
 }
 
 impl WaitlistJudge {
@@ -58,13 +58,13 @@ impl WaitlistJudge {
     /// One pass over every show with a waiting list: what it did in all. A
     /// show that cannot be judged now does not keep the others from theirs;
     /// the first error is returned after the pass.
-    pub async fn run_once(&self) -> Result<Judged, LineError> {
+    pub async fn run_once(&self) -> Result<Judged, WaitlistError> {
         let mut total = Judged::default();
         let mut first_error = None;
-        for show_id in self.shows_with_lines().await? {
+        for show_id in self.shows_with_waitlists().await? {
             match self.waitlists.judge(&show_id).await {
                 Ok(judged) => total += judged,
-                Err(LineError::NoWaitlist | LineError::ShowNotFound) => {}
+                Err(WaitlistError::NoWaitlist | WaitlistError::ShowNotFound) => {}
                 Err(error) => {
                     tracing::debug!(%error, show_id = show_id.as_str(), "waiting list: not judged this pass");
                     first_error.get_or_insert(error);
@@ -75,32 +75,32 @@ impl WaitlistJudge {
     }
 
     /// The shows that keep a waiting list.
-    async fn shows_with_lines(&self) -> Result<Vec<ShowId>, LineError> {
+    async fn shows_with_waitlists(&self) -> Result<Vec<ShowId>, WaitlistError> {
         let mut known = self.known.lock().await;
         if let Some(known) = known.as_ref() {
             if known.listed_at.elapsed() < SHOWS_FRESHNESS {
-                return Ok(known.lines.clone());
+                return Ok(known.with_waitlist.clone());
             }
         }
-        let mut keeps_line = known.take().map(|k| k.keeps_line).unwrap_or_default();
-        let mut lines = Vec::new();
+        let mut keeps_waitlist = known.take().map(|k| k.keeps_waitlist).unwrap_or_default();
+        let mut with_waitlist = Vec::new();
         for show_id in self.shows.show_ids().await? {
-            let keeps = match keeps_line.get(&show_id) {
+            let keeps = match keeps_waitlist.get(&show_id) {
                 Some(&keeps) => keeps,
-                None => match self.waitlists.keeps_line(&show_id).await? {
-                    Some(keeps) => *keeps_line.entry(show_id.clone()).or_insert(keeps),
+                None => match self.waitlists.keeps_waitlist(&show_id).await? {
+                    Some(keeps) => *keeps_waitlist.entry(show_id.clone()).or_insert(keeps),
                     None => false,
                 },
             };
             if keeps {
-                lines.push(show_id);
+                with_waitlist.push(show_id);
             }
         }
         *known = Some(Known {
             listed_at: Instant::now(),
-            lines: lines.clone(),
-            keeps_line,
+            with_waitlist: with_waitlist.clone(),
+            keeps_waitlist,
         });
-        Ok(lines)
+        Ok(with_waitlist)
     }
 }

@@ -413,7 +413,7 @@ async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
     // buyer joins behind them.
     app.clock.advance(starts - app.clock_now());
     click(&page, "[data-action=\"join\"]").await;
-    // Fourth in line, three ahead, then fewer, then let in.
+    // Fourth in the queue, three ahead, then fewer, then let in.
     let position = wait_attr(&page, "#queue", "data-position", PATIENCE, |v| {
         !v.is_empty()
     })
@@ -519,7 +519,7 @@ async fn a_buyer_joins_the_waiting_list_on_the_page_and_is_offered_a_seat(env: T
     })
     .await;
     assert!(text(&page, "#waitlist-what").await.contains("number 1"));
-    // A seat comes back: the line offers it, and the offer lands in the
+    // A seat comes back: the waiting list offers it, and the offer lands in the
     // buyer's basket on the page.
     let released = app
         .call(

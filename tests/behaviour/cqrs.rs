@@ -223,7 +223,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             hold_id: bought_hold_id,
             booking_id: booking,
             buyer: alice_id.clone(),
-            line: false,
+            returns_to_waitlist: false,
         }
     );
     let held_seat = db.load::<Seat>(&held_stream).await;
@@ -234,7 +234,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             buyer: alice_id.clone(),
             expires_at: instant(&held, "expires_at"),
             placed_expires_at: instant(&held, "expires_at"),
-            line: false,
+            returns_to_waitlist: false,
             offer: false,
         })
     );
@@ -340,7 +340,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at,
             price: None,
             channel: None,
-            line: domain::seat::Line::None,
+            role: domain::seat::WaitlistRole::None,
         },
         now,
     };
@@ -361,7 +361,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at: instant(&held, "expires_at"),
             price: None,
             channel: None,
-            line: domain::seat::Line::None,
+            role: domain::seat::WaitlistRole::None,
         },
         now,
     };
@@ -397,7 +397,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
                 expires_at,
                 price: Some(place_price.clone()),
                 channel: None,
-                line: domain::seat::Line::None,
+                role: domain::seat::WaitlistRole::None,
             },
             capacity,
             now,
@@ -416,7 +416,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at,
             price: Some(place_price.clone()),
             channel: None,
-            line: false,
+            returns_to_waitlist: false,
             offer: false,
         }])
     );
@@ -499,7 +499,7 @@ async fn cqrs_es_loads_the_services_streams_and_decides_as_the_service_does(env:
             expires_at: instant(&placed, "expires_at"),
             price: Some(place_price),
             channel: None,
-            line: false,
+            returns_to_waitlist: false,
             offer: false,
         }],
         "the service appended what handle decided (with its own hold id and instant)"

@@ -297,7 +297,7 @@ fn placing(mut batch: AppendBatch, hold_id: domain::ids::HoldId) -> AppendBatch 
         buyer: BuyerId::parse("grouped").unwrap(),
         expires_at: Utc::now() + chrono::Duration::hours(1),
         price: None,
-        line: false,
+        returns_to_waitlist: false,
         offer: false,
     };
     batch.rows.seat(
@@ -541,7 +541,7 @@ async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv
                     buyer: BuyerId::parse("b").unwrap(),
                     expires_at,
                     price: None,
-                    line: false,
+                    returns_to_waitlist: false,
                     offer: false,
                 };
                 batch

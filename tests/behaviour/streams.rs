@@ -51,7 +51,7 @@ async fn a_stream_an_append_wrote_nothing_to_is_not_marked_fresh(env: TestEnv) {
         buyer: BuyerId::parse("alice").unwrap(),
         expires_at: now + Duration::hours(1),
         price: None,
-        line: false,
+        returns_to_waitlist: false,
         offer: false,
     };
     let (first, second) = (HoldId(uuid::Uuid::new_v4()), HoldId(uuid::Uuid::new_v4()));

@@ -789,7 +789,7 @@ async fn queue_stream_tells_the_buyer_of_the_admission(env: TestEnv) {
             other => panic!("unexpected {other:?}: {data}"),
         }
     }
-    // The stream told the buyer the line moving before the admission: two
+    // The stream told the buyer the queue moving before the admission: two
     // ahead at the start, then fewer, never more.
     assert_eq!(seen_ahead[0], 2, "{seen_ahead:?}");
     assert!(seen_ahead.iter().any(|&a| a < 2), "{seen_ahead:?}");

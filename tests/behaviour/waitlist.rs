@@ -1,7 +1,7 @@
 //! Waiting lists over HTTP (issue #36): a freed seat goes to the first
 //! entry it satisfies before any public buyer can take it (released,
 //! expired at its instant, cancelled), two instances never offer a seat
-//! twice nor skip an entry, an offer lapses and passes on, and the line
+//! twice nor skip an entry, an offer lapses and passes on, and the waiting list
 //! survives replay.
 
 use std::collections::BTreeSet;
@@ -18,12 +18,12 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
         a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants,
         two_instances_never_offer_one_seat_twice_nor_skip_an_entry,
         an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered,
-        the_line_and_its_offers_are_the_same_after_replay,
+        the_waitlist_and_its_offers_are_the_same_after_replay,
         an_offer_is_told_to_a_webhook_as_waitlist_offered,
         an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered,
         buyers_joining_at_once_each_get_one_number,
         bad_waitlist_bodies_are_refused_naming_the_field,
-        a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped,
+        a_pools_freed_places_go_to_the_waitlist_in_order_and_none_is_sniped,
         two_instances_offer_a_pools_freed_places_once_each,
     ]
 }
@@ -32,7 +32,7 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
 const OFFER_SECONDS: i64 = 60;
 
 /// A show of `seats` seats (ten a section) keeping a waiting list.
-async fn show_with_line(app: &TestApp, show: &str, seats: usize, ttl: u32) {
+async fn show_with_waitlist(app: &TestApp, show: &str, seats: usize, ttl: u32) {
     let mut body = show_body(seats, ttl);
     body["waitlist"] = json!({"offer_seconds": OFFER_SECONDS});
     app.create_show_from(show, &body).await;
@@ -40,7 +40,7 @@ async fn show_with_line(app: &TestApp, show: &str, seats: usize, ttl: u32) {
 
 /// A show of one seat and a pool `floor` of `capacity` places in two
 /// shards, keeping a waiting list.
-async fn pool_show_with_line(app: &TestApp, show: &str, capacity: u32, ttl: u32) {
+async fn pool_show_with_waitlist(app: &TestApp, show: &str, capacity: u32, ttl: u32) {
     let mut body = show_body(1, ttl);
     body["pools"] =
         json!([{"pool_id": "floor", "capacity": capacity, "price_cents": 3000, "shards": 2}]);
@@ -70,7 +70,7 @@ async fn join(app: &TestApp, token: &str, show: &str, body: Value) -> Answer {
     .await
 }
 
-async fn line(app: &TestApp, show: &str) -> Value {
+async fn waitlist(app: &TestApp, show: &str) -> Value {
     let answer = app
         .call(
             Method::GET,
@@ -133,10 +133,10 @@ async fn join_in_order(app: &TestApp, show: &str, count: usize) -> Vec<String> {
     entries
 }
 
-/// A public buyer's hold of `seat` is refused: the line is owed it.
+/// A public buyer's hold of `seat` is refused: the waiting list is owed it.
 async fn public_is_refused(app: &TestApp, show: &str, seat: &str) {
     // A buyer of its own for each seat: one buyer at machine speed would
-    // meet the per-buyer rate limit, not the line.
+    // meet the per-buyer rate limit, not the waiting list.
     let public = app.buyer(&format!("sniper-{seat}"));
     let seats = [seat];
     let (tried, judged) = tokio::join!(
@@ -152,13 +152,13 @@ async fn public_is_refused(app: &TestApp, show: &str, seat: &str) {
 const JUDGED_TOGETHER: usize = 3;
 
 /// Both instances judge at once, `JUDGED_TOGETHER` times over; a judgement
-/// may be busy (it lost the line to the other), never fail otherwise.
+/// may be busy (it lost the waiting list to the other), never fail otherwise.
 async fn judge_together(a: &TestApp, b: &TestApp) {
     for _ in 0..JUDGED_TOGETHER {
         let (x, y) = tokio::join!(a.waitlists.run_once(), b.waitlists.run_once());
         for judged in [x, y] {
             match judged {
-                Ok(_) | Err(booking::command::waitlist::LineError::Busy) => {}
+                Ok(_) | Err(booking::command::waitlist::WaitlistError::Busy) => {}
                 Err(other) => panic!("judged: {other}"),
             }
         }
@@ -180,11 +180,11 @@ async fn a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants(en
     let app = env.spawn().await;
     // Holds last less than offers: the holds' expiry below leaves the
     // offers made before it standing.
-    show_with_line(&app, "race", SEATS, 30).await;
+    show_with_waitlist(&app, "race", SEATS, 30).await;
     let holds = sell_out(&app, "race", SEATS).await;
     let entries = join_in_order(&app, "race", SEATS).await;
     // Released: seats 1..=33, one at a time, each raced by a public buyer
-    // while the line is judged.
+    // while the waiting list is judged.
     let mut expected = Vec::new();
     for n in 1..=33 {
         let (token, hold_id) = &holds[n - 1];
@@ -214,7 +214,7 @@ async fn a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants(en
         assert_eq!(
             statuses[&seat_id(n)],
             "held",
-            "owed to the line, never available"
+            "owed to the waiting list, never available"
         );
     }
     app.waitlists.run_once().await.expect("judged");
@@ -223,7 +223,7 @@ async fn a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants(en
         expected.push((entries[n - 1].clone(), seat_id(n)));
     }
     offered(&app, &expected).await;
-    let counts = &line(&app, "race").await["counts"];
+    let counts = &waitlist(&app, "race").await["counts"];
     assert_eq!(counts["offered"], json!(SEATS), "{counts}");
     app.stop().await;
 }
@@ -231,7 +231,7 @@ async fn a_public_buyer_racing_every_freed_seat_never_wins_one_an_entry_wants(en
 async fn two_instances_never_offer_one_seat_twice_nor_skip_an_entry(env: TestEnv) {
     const SEATS: usize = 20;
     let (a, b) = env.spawn_pair().await;
-    show_with_line(&a, "pair", SEATS, 600).await;
+    show_with_waitlist(&a, "pair", SEATS, 600).await;
     let holds = sell_out(&a, "pair", SEATS).await;
     let entries = join_in_order(&b, "pair", SEATS).await;
     for (n, (token, hold_id)) in holds.iter().enumerate() {
@@ -240,7 +240,7 @@ async fn two_instances_never_offer_one_seat_twice_nor_skip_an_entry(env: TestEnv
     }
     // Both judge at once, several times over.
     judge_together(&a, &b).await;
-    let body = line(&a, "pair").await;
+    let body = waitlist(&a, "pair").await;
     let mut seats = BTreeSet::new();
     for (n, listed) in body["entries"]
         .as_array()
@@ -290,7 +290,7 @@ impl StrAt for Value {
 
 async fn an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered(env: TestEnv) {
     let app = env.spawn().await;
-    show_with_line(&app, "lapse", 2, 600).await;
+    show_with_waitlist(&app, "lapse", 2, 600).await;
     let holds = sell_out(&app, "lapse", 2).await;
     let entries = join_in_order(&app, "lapse", 3).await;
     // While everything is held, joining again with the same body is the
@@ -359,12 +359,12 @@ async fn an_offer_lapses_and_passes_on_and_an_entry_that_left_is_never_offered(e
     app.stop().await;
 }
 
-async fn the_line_and_its_offers_are_the_same_after_replay(env: TestEnv) {
+async fn the_waitlist_and_its_offers_are_the_same_after_replay(env: TestEnv) {
     use booking::catalog::ShowCatalog;
     use booking::rebuild::replay::replay;
     use booking::store::Projection;
     let app = env.spawn().await;
-    show_with_line(&app, "again", 4, 600).await;
+    show_with_waitlist(&app, "again", 4, 600).await;
     let holds = sell_out(&app, "again", 4).await;
     join_in_order(&app, "again", 3).await;
     for (token, hold_id) in &holds[..2] {
@@ -372,7 +372,7 @@ async fn the_line_and_its_offers_are_the_same_after_replay(env: TestEnv) {
     }
     app.waitlists.run_once().await.expect("judged");
     app.settle().await;
-    let before = line(&app, "again").await;
+    let before = waitlist(&app, "again").await;
     assert_eq!(before["counts"]["offered"], json!(2), "{before}");
     let catalog = ShowCatalog::new(domain::money::Currency::EUR, app.store.shows());
     replay(
@@ -384,7 +384,11 @@ async fn the_line_and_its_offers_are_the_same_after_replay(env: TestEnv) {
     .await
     .expect("replay");
     let fresh = env.spawn_at(app.database_url.clone()).await;
-    assert_eq!(line(&fresh, "again").await, before, "the same after replay");
+    assert_eq!(
+        waitlist(&fresh, "again").await,
+        before,
+        "the same after replay"
+    );
     fresh.stop().await;
     app.stop().await;
 }
@@ -395,7 +399,7 @@ async fn an_offer_is_told_to_a_webhook_as_waitlist_offered(env: TestEnv) {
     let receiver = Receiver::start(Mode::Answer(204)).await;
     let app = env.spawn_with_webhooks(quick()).await;
     register(&app, &receiver.url, &["waitlist.offered"]).await;
-    show_with_line(&app, "told", 1, 600).await;
+    show_with_waitlist(&app, "told", 1, 600).await;
     let holds = sell_out(&app, "told", 1).await;
     let entries = join_in_order(&app, "told", 1).await;
     let (token, hold_id) = &holds[0];
@@ -443,7 +447,7 @@ async fn an_entry_at_its_buyers_limit_keeps_its_place_and_the_next_is_offered(en
 async fn buyers_joining_at_once_each_get_one_number(env: TestEnv) {
     const BUYERS: usize = 60;
     let app = std::sync::Arc::new(env.spawn().await);
-    show_with_line(&app, "crowd", 1, 600).await;
+    show_with_waitlist(&app, "crowd", 1, 600).await;
     sell_out(&app, "crowd", 1).await;
     // Each buyer joins twice at once (the same body), and one asks twice
     // differently.
@@ -482,13 +486,13 @@ async fn buyers_joining_at_once_each_get_one_number(env: TestEnv) {
     }
     assert!((1..=2).contains(&refused), "{refused} refused");
     assert_eq!(numbers, (1..=BUYERS as u64).collect::<BTreeSet<_>>());
-    let listed = line(&app, "crowd").await;
+    let listed = waitlist(&app, "crowd").await;
     assert_eq!(listed["counts"]["waiting"], json!(BUYERS));
 }
 
 async fn bad_waitlist_bodies_are_refused_naming_the_field(env: TestEnv) {
     let app = env.spawn().await;
-    show_with_line(&app, "bad", 2, 600).await;
+    show_with_waitlist(&app, "bad", 2, 600).await;
     sell_out(&app, "bad", 2).await;
     let buyer = app.buyer("b");
     for (body, field) in [
@@ -515,7 +519,7 @@ async fn bad_waitlist_bodies_are_refused_naming_the_field(env: TestEnv) {
         );
     }
     assert_eq!(
-        line(&app, "bad").await["entries"],
+        waitlist(&app, "bad").await["entries"],
         json!([]),
         "nothing joined"
     );
@@ -536,14 +540,14 @@ async fn bad_waitlist_bodies_are_refused_naming_the_field(env: TestEnv) {
     app.stop().await;
 }
 
-async fn a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped(env: TestEnv) {
+async fn a_pools_freed_places_go_to_the_waitlist_in_order_and_none_is_sniped(env: TestEnv) {
     let app = env.spawn().await;
-    pool_show_with_line(&app, "ga-line", 4, 30).await;
+    pool_show_with_waitlist(&app, "ga-list", 4, 30).await;
     // h1 holds two places, h2 and h3 one each: sold out.
     let mut holds = Vec::new();
     for (who, quantity) in [("h1", 2), ("h2", 1), ("h3", 1)] {
         let token = app.buyer(who);
-        let held = hold_places(&app, &token, "ga-line", quantity).await;
+        let held = hold_places(&app, &token, "ga-list", quantity).await;
         assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
         holds.push((token, held.str("hold_id")));
     }
@@ -552,7 +556,7 @@ async fn a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped(env: Te
     for (n, quantity) in [(1, 3), (2, 2), (3, 1)] {
         let token = app.buyer(&format!("w{n}"));
         let body = json!({"pool_id": "floor", "quantity": quantity});
-        let joined = join(&app, &token, "ga-line", body).await;
+        let joined = join(&app, &token, "ga-list", body).await;
         assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.body);
         assert_eq!(joined.body["pool_id"], "floor");
         entries.push((token, joined.str("entry_id")));
@@ -575,7 +579,7 @@ async fn a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped(env: Te
         (w1["status"].clone(), w1["position"].clone()),
         (json!("waiting"), json!(1))
     );
-    hold_places(&app, &app.buyer("sniper-1"), "ga-line", 1)
+    hold_places(&app, &app.buyer("sniper-1"), "ga-list", 1)
         .await
         .expect_problem(409, "sold_out");
     // h2 buys its place and cancels: w3 is offered it.
@@ -592,16 +596,16 @@ async fn a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped(env: Te
         (json!("offered"), json!(1))
     );
     // h3's hold expires: at that instant, with no event, its place is owed
-    // to the line (held, never available) and a public hold is refused.
+    // to the waiting list (held, never available) and a public hold is refused.
     app.clock.advance(chrono::Duration::seconds(30));
-    assert_eq!(floor_figures(&app, "ga-line").await, (json!(0), json!(4)));
-    hold_places(&app, &app.buyer("sniper-2"), "ga-line", 1)
+    assert_eq!(floor_figures(&app, "ga-list").await, (json!(0), json!(4)));
+    hold_places(&app, &app.buyer("sniper-2"), "ga-list", 1)
         .await
         .expect_problem(409, "sold_out");
-    // No waiting entry wants one place (w1 asks three): the line passes it
+    // No waiting entry wants one place (w1 asks three): the waiting list passes it
     // on to sale.
     app.waitlists.run_once().await.expect("judged");
-    let late = hold_places(&app, &app.buyer("late"), "ga-line", 1).await;
+    let late = hold_places(&app, &app.buyer("late"), "ga-list", 1).await;
     assert_eq!(late.status, StatusCode::CREATED, "{}", late.body);
     // The offers to w2 and w3 lapse: their three places go to w1, who buys.
     app.clock
@@ -621,14 +625,14 @@ async fn a_pools_freed_places_go_to_the_line_in_order_and_none_is_sniped(env: Te
     assert_eq!(bought.status, StatusCode::CREATED, "{}", bought.body);
     assert_eq!(status_of(1).await["status"], "booked");
     // `late`'s hold expired with the offers: nobody waits, back on sale.
-    assert_eq!(floor_figures(&app, "ga-line").await, (json!(1), json!(0)));
+    assert_eq!(floor_figures(&app, "ga-list").await, (json!(1), json!(0)));
     app.stop().await;
 }
 
 async fn two_instances_offer_a_pools_freed_places_once_each(env: TestEnv) {
     const PLACES: u32 = 12;
     let (a, b) = env.spawn_pair().await;
-    pool_show_with_line(&a, "ga-pair", PLACES, 600).await;
+    pool_show_with_waitlist(&a, "ga-pair", PLACES, 600).await;
     for n in 1..=PLACES {
         let token = a.buyer(&format!("h{n}"));
         let held = hold_places(&a, &token, "ga-pair", 1).await;
@@ -647,7 +651,7 @@ async fn two_instances_offer_a_pools_freed_places_once_each(env: TestEnv) {
         app.clock.advance(chrono::Duration::seconds(600));
     }
     judge_together(&a, &b).await;
-    let body = line(&a, "ga-pair").await;
+    let body = waitlist(&a, "ga-pair").await;
     let listed = body["entries"].as_array().expect("entries");
     assert_eq!(listed.len(), entries.len());
     for (n, listed) in listed.iter().enumerate() {

@@ -48,7 +48,7 @@ pub struct HoldFacts {
     pub buyer: String,
     pub parts: Vec<Part>,
     pub pool: bool,
-    pub line: bool,
+    pub returns_to_waitlist: bool,
     pub offer: bool,
     pub channel: Option<String>,
     pub placed_us: i64,
@@ -114,7 +114,7 @@ fn apply(hold: &mut HoldFacts, event: &LogEvent, pool: bool) {
                 hold.expires_us = expires;
             }
             hold.placed_us = hold.placed_us.min(at);
-            hold.line |= event.flag("line");
+            hold.returns_to_waitlist |= event.flag("line");
             hold.offer |= event.flag("offer");
             hold.channel = hold
                 .channel

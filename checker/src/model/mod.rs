@@ -5,11 +5,11 @@
 
 pub mod checkouts;
 pub mod holds;
-pub mod line;
 pub mod prices;
 pub mod seats;
 pub mod shards;
 pub mod tickets;
+pub mod waitlist;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,7 +39,7 @@ pub struct Model {
     pub seats: BTreeMap<String, seats::SeatFold>,
     pub shards: BTreeMap<String, shards::ShardFold>,
     pub checkouts: BTreeMap<String, checkouts::CheckoutFacts>,
-    pub lines: BTreeMap<String, line::LineFold>,
+    pub waitlists: BTreeMap<String, waitlist::WaitlistFold>,
     /// Every ticket stream, by stream id.
     pub tickets: BTreeMap<String, tickets::TicketFacts>,
     /// Hold ids the waiting lists offered.
@@ -51,8 +51,8 @@ pub struct Model {
 impl Model {
     pub fn build(log: &[LogEvent], shows: &[ShowSpec]) -> Self {
         let mut out = Vec::new();
-        let lines = line::fold(log, shows, &mut out);
-        let offers = lines
+        let waitlists = waitlist::fold(log, shows, &mut out);
+        let offers = waitlists
             .values()
             .flat_map(|l| l.offers.keys().cloned())
             .collect();
@@ -63,7 +63,7 @@ impl Model {
             seats,
             shards,
             checkouts: checkouts::fold(log),
-            lines,
+            waitlists,
             tickets: tickets::fold(log),
             offers,
             fold_violations: out,

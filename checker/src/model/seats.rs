@@ -19,14 +19,14 @@ pub enum SeatState {
     Held {
         hold: String,
         expires_us: i64,
-        line: bool,
+        returns_to_waitlist: bool,
     },
     Booked {
         booking: String,
         hold: String,
-        line: bool,
+        returns_to_waitlist: bool,
     },
-    /// Freed from a line hold or a line booking: owed to the waiting list
+    /// Freed from a returning hold or a returning booking: owed to the waiting list
     /// until offered or passed.
     Returned,
 }
@@ -44,7 +44,11 @@ impl SeatFold {
         match &self.state {
             SeatState::Booked { .. } => "booked",
             SeatState::Held { expires_us, .. } if *expires_us > now_us => "held",
-            SeatState::Held { line: true, .. } | SeatState::Returned => "held",
+            SeatState::Held {
+                returns_to_waitlist: true,
+                ..
+            }
+            | SeatState::Returned => "held",
             _ if self.channel.is_some() => "not_for_sale",
             _ => "available",
         }
@@ -55,7 +59,7 @@ impl SeatFold {
         match &self.state {
             SeatState::Returned => true,
             SeatState::Held {
-                line: true,
+                returns_to_waitlist: true,
                 expires_us,
                 ..
             } => *expires_us <= now_us,
@@ -90,9 +94,14 @@ fn apply(seat: &mut SeatFold, e: &LogEvent, offers: &BTreeSet<String>, out: &mut
     match e.event_type.as_str() {
         "HoldPlaced" => place(seat, e, hold, offers, out),
         "HoldReleased" | "HoldExpired" => {
-            if let SeatState::Held { hold: h, line, .. } = &seat.state {
+            if let SeatState::Held {
+                hold: h,
+                returns_to_waitlist,
+                ..
+            } = &seat.state
+            {
                 if *h == hold {
-                    seat.state = freed(*line);
+                    seat.state = freed(*returns_to_waitlist);
                 }
             }
         }
@@ -112,11 +121,13 @@ fn apply(seat: &mut SeatFold, e: &LogEvent, offers: &BTreeSet<String>, out: &mut
         "BookingCancelled" => {
             let booking = e.str("booking_id").unwrap_or_default();
             if let SeatState::Booked {
-                booking: b, line, ..
+                booking: b,
+                returns_to_waitlist,
+                ..
             } = &seat.state
             {
                 if b == booking {
-                    seat.state = freed(*line);
+                    seat.state = freed(*returns_to_waitlist);
                 }
             }
         }
@@ -132,8 +143,8 @@ fn apply(seat: &mut SeatFold, e: &LogEvent, offers: &BTreeSet<String>, out: &mut
     }
 }
 
-fn freed(line: bool) -> SeatState {
-    if line {
+fn freed(returns_to_waitlist: bool) -> SeatState {
+    if returns_to_waitlist {
         SeatState::Returned
     } else {
         SeatState::Free
@@ -173,7 +184,7 @@ fn place(
         _ if seat.owed_at(at) && !offers.contains(&hold) => out.push(Violation::new(
             "waitlist_first",
             format!(
-                "{}: hold {hold}, not the waiting list's offer, took a seat owed to the line",
+                "{}: hold {hold}, not the waiting list's offer, took a seat owed to the waiting list",
                 seat.stream
             ),
             ids,
@@ -183,20 +194,24 @@ fn place(
     seat.state = SeatState::Held {
         hold,
         expires_us: e.time_us("expires_at").unwrap_or(at),
-        line: e.flag("line"),
+        returns_to_waitlist: e.flag("line"),
     };
 }
 
 fn convert(seat: &mut SeatFold, e: &LogEvent, hold: String, out: &mut Vec<Violation>) {
     let booking = e.str("booking_id").unwrap_or_default().to_owned();
     let mut ids = vec![hold.clone(), booking.clone(), seat.stream.clone()];
-    let line = match &seat.state {
-        SeatState::Held { hold: h, line, .. } if *h == hold => *line,
+    let returns_to_waitlist = match &seat.state {
+        SeatState::Held {
+            hold: h,
+            returns_to_waitlist,
+            ..
+        } if *h == hold => *returns_to_waitlist,
         SeatState::Booked {
             booking: b,
             hold: h,
-            line,
-        } if *b == booking && *h == hold => *line,
+            returns_to_waitlist,
+        } if *b == booking && *h == hold => *returns_to_waitlist,
         other => {
             if let SeatState::Booked { booking: b, .. } = other {
                 ids.push(b.clone());
@@ -215,7 +230,7 @@ fn convert(seat: &mut SeatFold, e: &LogEvent, hold: String, out: &mut Vec<Violat
     seat.state = SeatState::Booked {
         booking,
         hold,
-        line,
+        returns_to_waitlist,
     };
 }
 
@@ -223,8 +238,10 @@ fn allocate(seat: &mut SeatFold, e: &LogEvent, out: &mut Vec<Violation>) {
     let live = match &seat.state {
         SeatState::Booked { .. } | SeatState::Returned => true,
         SeatState::Held {
-            expires_us, line, ..
-        } => *line || *expires_us > e.recorded_at_us,
+            expires_us,
+            returns_to_waitlist,
+            ..
+        } => *returns_to_waitlist || *expires_us > e.recorded_at_us,
         SeatState::Free => false,
     };
     if live {

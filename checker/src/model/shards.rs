@@ -20,7 +20,7 @@ pub enum PlaceHold {
 pub struct ShardHold {
     pub quantity: u32,
     pub expires_us: i64,
-    pub line: bool,
+    pub returns_to_waitlist: bool,
     pub channel: Option<String>,
     pub state: PlaceHold,
 }
@@ -32,9 +32,9 @@ pub struct ShardFold {
     pub holds: BTreeMap<String, ShardHold>,
     /// Live sold places by booking.
     pub sold: BTreeMap<String, u32>,
-    /// Whether a booking's places came from line holds.
-    pub line_sales: BTreeMap<String, bool>,
-    /// Places owed to the waiting list (freed from line holds and sales).
+    /// Whether a booking's places came from returning holds.
+    pub returning_sales: BTreeMap<String, bool>,
+    /// Places owed to the waiting list (freed from returning holds and sales).
     pub returned: u32,
     pub allocated: BTreeMap<String, u32>,
 }
@@ -47,7 +47,9 @@ impl ShardFold {
     /// Places owed to the waiting list at `now_us`.
     pub fn owed_at(&self, now_us: i64) -> u32 {
         let lapsed: u32 = (self.holds.values())
-            .filter(|h| h.line && h.state == PlaceHold::Live && h.expires_us <= now_us)
+            .filter(|h| {
+                h.returns_to_waitlist && h.state == PlaceHold::Live && h.expires_us <= now_us
+            })
             .map(|h| h.quantity)
             .sum();
         self.returned + lapsed
@@ -105,7 +107,7 @@ fn apply(shard: &mut ShardFold, e: &LogEvent, out: &mut Vec<Violation>) {
             let placed = ShardHold {
                 quantity,
                 expires_us: e.time_us("expires_at").unwrap_or(e.recorded_at_us),
-                line: e.flag("line"),
+                returns_to_waitlist: e.flag("line"),
                 channel,
                 state: PlaceHold::Live,
             };
@@ -149,17 +151,17 @@ fn end_hold(shard: &mut ShardFold, hold: &str) {
     if let Some(h) = shard.holds.get_mut(hold) {
         if h.state == PlaceHold::Live {
             h.state = PlaceHold::Ended;
-            if h.line {
+            if h.returns_to_waitlist {
                 shard.returned += h.quantity;
             }
         }
     }
 }
 
-/// Places of `booking` freed: owed to the line if its holds were line
+/// Places of `booking` freed: owed to the waiting list if its holds were returning
 /// holds.
 fn give_back(shard: &mut ShardFold, booking: &str, places: u32) {
-    if shard.line_sales.get(booking).copied().unwrap_or(false) {
+    if shard.returning_sales.get(booking).copied().unwrap_or(false) {
         shard.returned += places;
     }
 }
@@ -194,13 +196,13 @@ fn convert(shard: &mut ShardFold, e: &LogEvent, hold: String, out: &mut Vec<Viol
         }
     }
     h.state = PlaceHold::Converted(booking.clone());
-    let (quantity, line) = (h.quantity, h.line);
+    let (quantity, returns_to_waitlist) = (h.quantity, h.returns_to_waitlist);
     if let Some(channel) = &h.channel {
         let allocated = shard.allocated.entry(channel.clone()).or_default();
         *allocated = allocated.saturating_sub(quantity);
     }
     *shard.sold.entry(booking.clone()).or_default() += quantity;
-    shard.line_sales.insert(booking, line);
+    shard.returning_sales.insert(booking, returns_to_waitlist);
     if shard.sold_total() > shard.capacity {
         out.push(Violation::new(
             "no_pool_oversale",

@@ -2,7 +2,7 @@
 //! have their own bound, `waitlist.rs`), and each unit is priced by the
 //! table in force at its decision's instant. The instant is known within a
 //! window: from the request's start (or `DECISION_WINDOW_US` before the
-//! event for holds no client asked for: the line's offers) to the event's
+//! event for holds no client asked for: the waiting list's offers) to the event's
 //! record, which is the decision's own `now`.
 
 use std::collections::BTreeMap;

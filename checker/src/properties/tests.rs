@@ -517,11 +517,11 @@ fn inventory_passed_over_a_waiting_entry_is_refused() {
 }
 
 #[test]
-fn a_public_hold_on_a_seat_owed_to_the_line_is_refused() {
-    let mut line_hold = placed("s/A-1", 1, "h1");
-    line_hold.payload["HoldPlaced"]["line"] = json!(true);
+fn a_public_hold_on_a_seat_owed_to_the_waitlist_is_refused() {
+    let mut returning_hold = placed("s/A-1", 1, "h1");
+    returning_hold.payload["HoldPlaced"]["line"] = json!(true);
     let log = vec![
-        line_hold,
+        returning_hold,
         ev("Seat", "s/A-1", 2, "HoldReleased", json!({"hold_id": "h1"})),
         placed("s/A-1", 3, "h2"),
     ];

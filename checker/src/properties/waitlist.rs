@@ -18,7 +18,7 @@ pub fn full_only_when_full(evidence: &Evidence, model: &Model) -> Vec<Violation>
     {
         let show = r.path.split('/').nth(3).unwrap_or_default();
         let most = model
-            .lines
+            .waitlists
             .get(show)
             .map_or(0, |l| l.most_live_between(r.start_us, r.end_us, &acked));
         if most < evidence.max_entries {
@@ -49,16 +49,16 @@ fn acknowledged_leaves(evidence: &Evidence) -> std::collections::HashMap<&str, i
 
 pub fn offers_end_in_time(evidence: &Evidence, model: &Model) -> Vec<Violation> {
     let mut out = Vec::new();
-    for line in model.lines.values() {
+    for list in model.waitlists.values() {
         let Some(offer_seconds) = evidence
             .shows
             .iter()
-            .find(|s| s.show_id == line.show_id)
+            .find(|s| s.show_id == list.show_id)
             .and_then(|s| s.offer_seconds)
         else {
             continue;
         };
-        for (hold_id, (offered_us, _)) in &line.offers {
+        for (hold_id, (offered_us, _)) in &list.offers {
             let Some(hold) = model.holds.get(hold_id) else {
                 continue;
             };
@@ -68,7 +68,7 @@ pub fn offers_end_in_time(evidence: &Evidence, model: &Model) -> Vec<Violation> 
                     "offer_within_offer_seconds",
                     format!(
                         "offer {hold_id} on {} extended to {} µs past its offer_seconds",
-                        line.show_id,
+                        list.show_id,
                         hold.expires_us - bound
                     ),
                     vec![hold_id.clone()],

@@ -188,7 +188,7 @@ mod tests {
     use domain::order::{OrderLine, OrderTerms};
     use domain::places::PoolSpec;
     use domain::pool::{PoolCommand, PoolEvent};
-    use domain::seat::{Line, SeatEvent};
+    use domain::seat::{SeatEvent, WaitlistRole};
 
     use super::*;
     use crate::command::units::fixtures::{now, seat_held_by, seat_key};
@@ -262,7 +262,7 @@ mod tests {
             expires_at: now() + Duration::minutes(10),
             price: None,
             channel: None,
-            line: Line::None,
+            role: WaitlistRole::None,
         };
         for event in domain::pool::decide(&shard, 10, &command, now()).expect("places are free") {
             shard.apply_event(&event);

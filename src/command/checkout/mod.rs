@@ -41,7 +41,7 @@ mod recover;
 mod tickets;
 mod waiting;
 
-pub use order::{LineView, OrderActionView, OrderView, Ordered, RefundView, SaleView};
+pub use order::{OrderActionView, OrderView, Ordered, RefundView, SaleView, WaitlistView};
 
 use std::sync::Arc;
 use std::time::Duration;

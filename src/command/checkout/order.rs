@@ -35,7 +35,7 @@ pub struct OrderView {
     pub currency: String,
     pub charge_id: String,
     pub refunded_cents: i64,
-    pub lines: Vec<LineView>,
+    pub lines: Vec<WaitlistView>,
     /// One per cancellation, in the order they were made.
     pub refunds: Vec<RefundView>,
     /// A box-office sale: who sold it, how it was paid, the clerk's note
@@ -69,7 +69,7 @@ impl SaleView {
 
 /// One line of an order: a seat, or one place of a pool.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct LineView {
+pub struct WaitlistView {
     pub line_id: LineId,
     #[schema(value_type = uuid::Uuid)]
     pub hold_id: HoldId,
@@ -144,7 +144,7 @@ impl OrderView {
                 .terms
                 .lines
                 .iter()
-                .map(|l| LineView::of(l, order.cancelled.contains(&l.line_id)))
+                .map(|l| WaitlistView::of(l, order.cancelled.contains(&l.line_id)))
                 .collect(),
             refunds: order
                 .refunds
@@ -161,7 +161,7 @@ impl OrderView {
     }
 }
 
-impl LineView {
+impl WaitlistView {
     fn of(line: &OrderLine, cancelled: bool) -> Self {
         Self {
             line_id: line.line_id,

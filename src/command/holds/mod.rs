@@ -250,26 +250,26 @@ impl HoldService {
     /// The waiting list's offers, each entry its seats (see `offer`).
     pub async fn offer(
         &self,
-        line: &mut crate::command::round::LineLock,
+        list: &mut crate::command::round::WaitlistLock,
         entry: &crate::catalog::CatalogEntry,
         offers: &[(domain::waitlist::Entry, Vec<SeatId>)],
     ) -> Result<(), HoldError> {
         let placing: &PlaceHandler = &self.placing;
-        placing.offer(line, entry, offers).await
+        placing.offer(list, entry, offers).await
     }
 
     /// The waiting list's offer of `quantity` places of `pool_id` to one
     /// entry (see `offer`).
     pub async fn offer_places(
         &self,
-        line: &mut crate::command::round::LineLock,
+        list: &mut crate::command::round::WaitlistLock,
         entry: &crate::catalog::CatalogEntry,
         offered: &domain::waitlist::Entry,
         (pool_id, quantity): (&domain::ids::PoolId, u32),
     ) -> Result<(), HoldError> {
         let placing: &PlaceHandler = &self.placing;
         placing
-            .offer_places(line, entry, offered, (pool_id, quantity))
+            .offer_places(list, entry, offered, (pool_id, quantity))
             .await
     }
 

@@ -1,6 +1,6 @@
 //! The waiting list's offers: holds placed for entries' buyers on seats
-//! owed to the line, with each entry's `EntryOffered` on the show's line in
-//! the same append (the line is locked by the judge, `command::waitlist`,
+//! owed to the waiting list, with each entry's `EntryOffered` on the show's waiting list in
+//! the same append (the waiting list is locked by the judge, `command::waitlist`,
 //! and handed to the round).
 //!
 //! On a show with a per-buyer limit an offer is `PlaceSeats` for its
@@ -8,13 +8,13 @@
 //! show without one, every offer of a judgement is one round
 //! (`OfferAll`): a burst of freed seats is offered in one append, not one
 //! commit an entry. An offer of a pool's places is a pool hold placed like
-//! any (`PlaceInPool`) with the line, taking only places owed to it
-//! (`Line::Offer`), one entry a round.
+//! any (`PlaceInPool`) with the waiting list, taking only places owed to it
+//! (`WaitlistRole::Offer`), one entry a round.
 
 use std::collections::HashMap;
 
 use domain::ids::{PoolId, SeatId};
-use domain::seat::{self, Line, Seat, SeatCommand, SeatError};
+use domain::seat::{self, Seat, SeatCommand, SeatError, WaitlistRole};
 use domain::waitlist::{self, Entry, WaitlistCommand};
 
 use super::place::PlaceHandler;
@@ -24,7 +24,9 @@ use super::request::{Sale, Tickets};
 use super::HoldError;
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
-use crate::command::round::{Decided, Decides, Decision, LineLock, Round, Rounds, Settled, View};
+use crate::command::round::{
+    Decided, Decides, Decision, Round, Rounds, Settled, View, WaitlistLock,
+};
 use crate::command::units::SeatKey;
 
 /// Who the offers are recorded as made by (the entry's buyer owns them).
@@ -47,7 +49,8 @@ impl Decides<Seat> for OfferAll<'_> {
     }
 
     fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, ()>, HoldError> {
-        let line = (view.line).ok_or_else(|| HoldError::Bug("offers without their line".into()))?;
+        let list = (view.waitlist)
+            .ok_or_else(|| HoldError::Bug("offers without their waiting list".into()))?;
         let whose: HashMap<&SeatId, &Placement<'_>> = (self.offers.iter())
             .flat_map(|(placement, seats)| seats.iter().map(move |s| (s, placement)))
             .collect();
@@ -64,7 +67,7 @@ impl Decides<Seat> for OfferAll<'_> {
                 expires_at: placement.expires_at(view.now),
                 price: Some(price),
                 channel: None,
-                line: Line::Offer,
+                role: WaitlistRole::Offer,
             };
             match seat::decide(seat, &command, view.now) {
                 Ok(events) => units.push(events),
@@ -91,11 +94,11 @@ impl Decides<Seat> for OfferAll<'_> {
                 places: None,
             };
             offered.extend(
-                waitlist::decide(line, &command, view.now).map_err(|_| HoldError::OfferGone)?,
+                waitlist::decide(list, &command, view.now).map_err(|_| HoldError::OfferGone)?,
             );
         }
         let decided = Decided {
-            line: offered,
+            waitlist: offered,
             ..Decided::units(units)
         };
         Ok(Decision::Append(decided, ()))
@@ -122,12 +125,12 @@ fn offer_placement<'a>(
 }
 
 impl PlaceHandler {
-    /// Offers `offered` `quantity` places of `pool_id` (owed to the line)
-    /// as its buyer's hold, with its `EntryOffered`; `line` is the show's,
+    /// Offers `offered` `quantity` places of `pool_id` (owed to the waiting list)
+    /// as its buyer's hold, with its `EntryOffered`; `list` is the show's,
     /// locked.
     pub(super) async fn offer_places(
         &self,
-        line: &mut LineLock,
+        list: &mut WaitlistLock,
         entry: &CatalogEntry,
         offered: &Entry,
         (pool_id, quantity): (&PoolId, u32),
@@ -135,7 +138,7 @@ impl PlaceHandler {
         let ctx = RequestContext::system(WAITLIST_ACTOR)?.selling_to(offered.buyer.clone());
         let (tickets, sale) = (Tickets::default(), Sale::default());
         let placement = offer_placement(&ctx, entry, offered, (&tickets, &sale));
-        let round = placement.round().with_line(line);
+        let round = placement.round().with_waitlist(list);
         match self
             .place_in_pool(round, &placement, pool_id, quantity)
             .await?
@@ -146,11 +149,11 @@ impl PlaceHandler {
     }
 
     /// Offers each entry its seats as its hold (id: the entry's), lasting
-    /// the list's `offer_seconds`; `line` is the show's, locked. On a show
+    /// the list's `offer_seconds`; `list` is the show's, locked. On a show
     /// with a per-buyer limit, give one offer at a time.
     pub(super) async fn offer(
         &self,
-        line: &mut LineLock,
+        list: &mut WaitlistLock,
         entry: &CatalogEntry,
         offers: &[(Entry, Vec<SeatId>)],
     ) -> Result<(), HoldError> {
@@ -173,7 +176,7 @@ impl PlaceHandler {
         let rounds: &Rounds = &self.rounds;
         match placements.as_slice() {
             [(placement, seats)] if entry.show.max_seats_per_buyer.is_some() => {
-                let round = placement.round().with_line(line);
+                let round = placement.round().with_waitlist(list);
                 let mut decision = PlaceSeats { placement, seats };
                 match rounds.run(round, units, &mut decision).await? {
                     Settled::Appended(_) | Settled::Answered(_) => Ok(()),
@@ -187,7 +190,7 @@ impl PlaceHandler {
             )),
             _ => {
                 let ctx = RequestContext::system(WAITLIST_ACTOR)?;
-                let round = Round::new("waitlist_offer", &ctx).with_line(line);
+                let round = Round::new("waitlist_offer", &ctx).with_waitlist(list);
                 rounds
                     .run(
                         round,

@@ -183,7 +183,7 @@ impl PlaceHandler {
             .collect();
         // Skipped when this instance last saw them too full: a guess, never
         // an answer (the whole-pool plan decides).
-        let (now, line) = (self.clock.now(), placement.line());
+        let (now, role) = (self.clock.now(), placement.role());
         let candidates = ring
             .iter()
             .copied()
@@ -191,7 +191,7 @@ impl PlaceHandler {
                 let (id, key) = &shards[i];
                 let free = self.rounds.peek_shard(id, |shard| {
                     shard
-                        .placeable_at(placement.sale.channel.as_ref(), line, key.capacity, now)
+                        .placeable_at(placement.sale.channel.as_ref(), role, key.capacity, now)
                         .0
                 });
                 free.is_none_or(|free| free >= quantity)

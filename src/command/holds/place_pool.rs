@@ -104,7 +104,7 @@ impl PlaceInPool<'_> {
             free.push((
                 key.index,
                 shard
-                    .placeable_at(channel, placement.line(), key.capacity, view.now)
+                    .placeable_at(channel, placement.role(), key.capacity, view.now)
                     .0,
             ));
         }

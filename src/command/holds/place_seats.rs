@@ -45,7 +45,7 @@ pub(super) fn hold_seats(
             expires_at,
             price: Some(price),
             channel: placement.sale.channel.clone(),
-            line: placement.line(),
+            role: placement.role(),
         };
         match seat::decide(seat, &command, view.now) {
             Ok(events) => decided.push(events),
@@ -165,7 +165,7 @@ pub(super) mod tests {
                 expires_at: now() + chrono::Duration::hours(1),
                 price: None,
                 channel: None,
-                line: domain::seat::Line::None,
+                role: domain::seat::WaitlistRole::None,
             },
             now(),
         )

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use domain::allowance::{AllowanceCommand, AllowanceError};
 use domain::ids::{EntryId, HoldId, PoolId, SeatId};
 use domain::pool::PoolCommand;
-use domain::seat::Line;
+use domain::seat::WaitlistRole;
 use domain::waitlist::{self, WaitlistCommand, WaitlistEvent};
 use std::sync::Arc;
 
@@ -40,8 +40,8 @@ pub(super) struct Placement<'a> {
     /// Whose inventory it takes, and whether it is given away.
     pub(super) sale: &'a Sale,
     /// The waiting-list entry this hold is the offer to (the round holds
-    /// the show's line): it takes seats owed to the line, lasts the list's
-    /// `offer_seconds`, and is recorded on the line in the same append.
+    /// the show's waiting list): it takes seats owed to the waiting list, lasts the list's
+    /// `offer_seconds`, and is recorded on the waiting list in the same append.
     pub(super) offer: Option<EntryId>,
 }
 
@@ -115,17 +115,17 @@ impl Placement<'_> {
     }
 
     /// How the hold meets the show's waiting list.
-    pub(super) fn line(&self) -> Line {
+    pub(super) fn role(&self) -> WaitlistRole {
         match self.offer {
-            Some(_) => Line::Offer,
-            None => self.entry.show.line_for(self.sale.channel.as_ref()),
+            Some(_) => WaitlistRole::Offer,
+            None => self.entry.show.waitlist_role(self.sale.channel.as_ref()),
         }
     }
 
-    /// An offer's record on the line (nothing for any other hold): refused
+    /// An offer's record on the waiting list (nothing for any other hold): refused
     /// if the entry is no longer waiting (another instance offered it, or
     /// the buyer left).
-    fn line_events<U: Unit>(
+    fn waitlist_events<U: Unit>(
         &self,
         view: &View<'_, U>,
         held: &Held,
@@ -133,8 +133,8 @@ impl Placement<'_> {
         let Some(entry_id) = self.offer else {
             return Ok(Vec::new());
         };
-        let line = view
-            .line
+        let list = view
+            .waitlist
             .ok_or_else(|| HoldError::Bug("an offer without its waiting list".into()))?;
         let places = held.parts.iter().map(|&(_, q)| q).sum::<u32>();
         let command = WaitlistCommand::Offer {
@@ -143,7 +143,7 @@ impl Placement<'_> {
             seats: held.seats.clone(),
             places: (places > 0).then_some(places),
         };
-        waitlist::decide(line, &command, view.now).map_err(|_| HoldError::OfferGone)
+        waitlist::decide(list, &command, view.now).map_err(|_| HoldError::OfferGone)
     }
 
     pub(super) fn pool_command(
@@ -159,7 +159,7 @@ impl Placement<'_> {
             expires_at,
             price: Some(price),
             channel: self.sale.channel.clone(),
-            line: self.line(),
+            role: self.role(),
         }
     }
 
@@ -275,10 +275,10 @@ impl Placement<'_> {
                 hold_id: self.hold_id,
                 created_at_us: to_micros(view.now),
             });
-        let line = self.line_events(view, &held)?;
+        let list = self.waitlist_events(view, &held)?;
         let decided = Decided {
             allowance,
-            line,
+            waitlist: list,
             idempotency,
             ..Decided::units(units)
         };

@@ -1,6 +1,6 @@
 //! Judging after a request freed seats, shared: every release of a
 //! crowd would otherwise run a judgement of its own, one after another on
-//! the show's line. A request asks for a judgement that starts after its
+//! the show's waiting list. A request asks for a judgement that starts after its
 //! own write (a ticket); whoever judges next takes every ticket asked for
 //! until it starts, and the requests it covers are answered by it.
 
@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use domain::ids::ShowId;
 
-use super::{LineError, WaitlistService};
+use super::{WaitlistError, WaitlistService};
 
 /// Per show: the tickets asked for, and the judgements' turn (its value:
 /// the last ticket a finished judgement covered).
@@ -32,7 +32,7 @@ impl Judgements {
 
 impl WaitlistService {
     /// After a request freed seats of `show_id` (a release, a cancellation,
-    /// a channel's give-back): the line judged before the request is
+    /// a channel's give-back): the waiting list judged before the request is
     /// answered, so that what no entry wants is on sale again by then, as
     /// on a show without a list. Nothing on a show without one; a
     /// judgement that fails now is left to the worker's next pass (logged).
@@ -54,7 +54,7 @@ impl WaitlistService {
         let upto = turn.asked.load(Ordering::Acquire);
         match self.judge(show_id).await {
             Ok(_) => *covered = upto,
-            Err(LineError::NoWaitlist | LineError::ShowNotFound) => *covered = upto,
+            Err(WaitlistError::NoWaitlist | WaitlistError::ShowNotFound) => *covered = upto,
             Err(error) => {
                 tracing::debug!(%error, show_id = show_id.as_str(), "waiting list: left to the next pass")
             }

@@ -1,31 +1,31 @@
-//! Joining, batched: the line is one stream, so joins to one show append
+//! Joining, batched: the waiting list is one stream, so joins to one show append
 //! one after another, each waiting for its commit (about 1 ms: some
 //! hundreds a second). Instead each join is queued, and whoever holds the
-//! line next appends every join queued meanwhile in one round
+//! waiting list next appends every join queued meanwhile in one round
 //! (`domain::waitlist::join_all`, each decided after the ones before it),
-//! then answers each. The line's order is still the log's: the order the
+//! then answers each. The waiting list's order is still the log's: the order the
 //! batches commit in, and within a batch the order of the queue.
 //!
 //! One task at a time appends a show's joins (its driver, spawned by the
 //! join that finds none): it appends batch after batch while joins are
 //! queued, then stops. The joins queued meanwhile only wait for their
 //! answers. Each join running a round of its own instead locked and read
-//! the line once per join, most rounds finding their join taken by the
+//! the waiting list once per join, most rounds finding their join taken by the
 //! batch before (measured: 0.17x a plain hold's rate on SQLite, every
 //! round a read of the log). A task, not the request: a request dropped
 //! by its client must not leave the show's queue without a driver.
 //!
-//! The batch's events carry the line's actor (`system:waitlist`) as
+//! The batch's events carry the waiting list's actor (`system:waitlist`) as
 //! metadata; each `EntryJoined` names its buyer.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use domain::ids::{BuyerId, EntryId, ShowId};
-use domain::waitlist::{self, waitlist_stream_id, Ask, Joining, Waitlist, WaitlistError};
+use domain::waitlist::{self, waitlist_stream_id, Ask, Joining, Waitlist, WaitlistRefusal};
 use tokio::sync::oneshot;
 
-use super::{LineError, LineKey, WaitlistService};
+use super::{WaitlistError, WaitlistKey, WaitlistService};
 use crate::command::context::RequestContext;
 use crate::command::holds::WAITLIST_ACTOR;
 use crate::command::round::{Decided, Decides, Decision, Round, Rounds, Settled, View};
@@ -33,10 +33,10 @@ use crate::command::round::{Decided, Decides, Decision, Round, Rounds, Settled, 
 /// A join and where its answer goes.
 struct Pending {
     joining: Joining,
-    reply: oneshot::Sender<Result<(EntryId, bool), LineError>>,
+    reply: oneshot::Sender<Result<(EntryId, bool), WaitlistError>>,
 }
 
-/// Joins queued by show, for the next round on its line, and whether the
+/// Joins queued by show, for the next round on its waiting list, and whether the
 /// show's driver runs.
 #[derive(Default)]
 pub(super) struct JoinQueue(Mutex<HashMap<ShowId, Queued>>);
@@ -88,7 +88,7 @@ impl JoinQueue {
     }
 }
 
-/// The decision: every join queued when the line is locked (taken once,
+/// The decision: every join queued when the waiting list is locked (taken once,
 /// decided again as they are after a conflict).
 struct JoinAll<'a> {
     queue: &'a JoinQueue,
@@ -98,22 +98,24 @@ struct JoinAll<'a> {
     taken: Vec<Pending>,
 }
 
-type Answers = Vec<Result<(EntryId, bool), WaitlistError>>;
+type Answers = Vec<Result<(EntryId, bool), WaitlistRefusal>>;
 
 impl Decides<Waitlist> for JoinAll<'_> {
     type Output = Answers;
-    type Error = LineError;
+    type Error = WaitlistError;
 
     fn decide(
         &mut self,
         view: &View<'_, Waitlist>,
-    ) -> Result<Decision<Waitlist, Answers>, LineError> {
-        let Some(&(line, _)) = view.units.first() else {
-            return Err(LineError::Bug("joins without their line".into()));
+    ) -> Result<Decision<Waitlist, Answers>, WaitlistError> {
+        let Some(&(list, _)) = view.units.first() else {
+            return Err(WaitlistError::Bug(
+                "joins without their waiting list".into(),
+            ));
         };
         self.taken.extend(self.queue.take(self.show_id));
         let joins: Vec<Joining> = self.taken.iter().map(|p| p.joining.clone()).collect();
-        let (events, answers) = waitlist::join_all(line, &joins, self.max_entries, view.now);
+        let (events, answers) = waitlist::join_all(list, &joins, self.max_entries, view.now);
         Ok(Decision::Append(Decided::units(vec![events]), answers))
     }
 }
@@ -128,7 +130,7 @@ impl WaitlistService {
         (show_id, max_entries): (&ShowId, usize),
         buyer: &BuyerId,
         ask: Ask,
-    ) -> Result<(EntryId, bool), LineError> {
+    ) -> Result<(EntryId, bool), WaitlistError> {
         let (reply, answer) = oneshot::channel();
         let joining = Joining {
             entry_id: EntryId::random(),
@@ -149,7 +151,7 @@ impl WaitlistService {
         }
         answer
             .await
-            .map_err(|_| LineError::Bug("a queued join was dropped".into()))?
+            .map_err(|_| WaitlistError::Bug("a queued join was dropped".into()))?
     }
 }
 
@@ -168,7 +170,7 @@ async fn append_joins(
     };
     let settled = match RequestContext::system(WAITLIST_ACTOR) {
         Ok(ctx) => {
-            let key = LineKey {
+            let key = WaitlistKey {
                 show_id: show_id.clone(),
             };
             let units = vec![(waitlist_stream_id(show_id), key)];
@@ -176,9 +178,9 @@ async fn append_joins(
                 .run(Round::new("waitlist_join", &ctx), units, &mut decision)
                 .await
         }
-        Err(e) => Err(LineError::Bug(e.to_string())),
+        Err(e) => Err(WaitlistError::Bug(e.to_string())),
     };
-    let answers: Vec<Result<(EntryId, bool), LineError>> = match settled {
+    let answers: Vec<Result<(EntryId, bool), WaitlistError>> = match settled {
         Ok(Settled::Appended(answers) | Settled::Answered(answers)) => answers
             .into_iter()
             .map(|a| a.map_err(|e| refusal(show_id, e)))
@@ -192,7 +194,7 @@ async fn append_joins(
             decision
                 .taken
                 .iter()
-                .map(|_| Err(LineError::Busy))
+                .map(|_| Err(WaitlistError::Busy))
                 .collect()
         }
     };
@@ -201,10 +203,10 @@ async fn append_joins(
     }
 }
 
-fn refusal(show_id: &ShowId, e: WaitlistError) -> LineError {
+fn refusal(show_id: &ShowId, e: WaitlistRefusal) -> WaitlistError {
     match e {
-        WaitlistError::EntryExists(id) => LineError::EntryExists(show_id.clone(), id),
-        WaitlistError::Full => LineError::Full,
-        other => LineError::Bug(other.to_string()),
+        WaitlistRefusal::EntryExists(id) => WaitlistError::EntryExists(show_id.clone(), id),
+        WaitlistRefusal::Full => WaitlistError::Full,
+        other => WaitlistError::Bug(other.to_string()),
     }
 }

@@ -1,18 +1,18 @@
-//! The judge: what a show's line does with the seats it is owed.
+//! The judge: what a show's waiting list does with the seats it is owed.
 //!
-//! Once a judgement has the line locked (first in the lock order), it
-//! reads the seats owed (returned, or held by a line hold past its
+//! Once a judgement has the waiting list locked (first in the lock order), it
+//! reads the seats owed (returned, or held by a returning hold past its
 //! `expires_at`: `Shows::owed_seats`, candidates only), walks the waiting
-//! entries in line order (`domain::waitlist::judge`), and offers each the
-//! first seats that satisfy it, one hold's round at a time with the line
+//! entries in the waiting list's order (`domain::waitlist::judge`), and offers each the
+//! first seats that satisfy it, one hold's round at a time with the waiting list
 //! beside it; what no entry wants is passed on to sale in one last round
-//! (`PassSeats`). Every round appends at the line's version, so another
+//! (`PassSeats`). Every round appends at the waiting list's version, so another
 //! instance judging at once conflicts instead of offering a seat twice or
 //! passing over an entry that joined meanwhile; the seats' own streams
 //! decide whether each is still owed.
 //!
 //! A pool's owed places (`Shows::owed_places`: its shards' returned
-//! places and line holds past their expiry) are judged the same way
+//! places and returning holds past their expiry) are judged the same way
 //! (`domain::waitlist::judge_places`): each entry asking for that pool is
 //! offered its quantity as a pool hold taking owed places only, one round
 //! an entry; what no entry wants is passed on in one round over the pool's
@@ -25,15 +25,17 @@ use domain::seat::{self, Seat, SeatCommand};
 use domain::waitlist::{self, Entry, WaitlistCommand};
 use projections::time::to_micros;
 
-use super::{LineError, WaitlistService};
+use super::{WaitlistError, WaitlistService};
 use crate::catalog::CatalogEntry;
 use crate::command::context::RequestContext;
 use crate::command::holds::{HoldError, WAITLIST_ACTOR};
-use crate::command::round::{Decided, Decides, Decision, LineLock, Round, Rounds, Settled, View};
+use crate::command::round::{
+    Decided, Decides, Decision, Round, Rounds, Settled, View, WaitlistLock,
+};
 use crate::command::units::{SeatKey, ShardKey};
 
-/// Offers one judgement makes at most before it lets the line go (the
-/// next pass goes on): bounds how long one show holds its line locked.
+/// Offers one judgement makes at most before it lets the waiting list go (the
+/// next pass goes on): bounds how long one show holds its waiting list locked.
 pub const MAX_OFFERS_PER_JUDGEMENT: usize = 1_000;
 
 /// Offers appended in one round on a show without a per-buyer limit: at
@@ -60,13 +62,13 @@ impl std::ops::AddAssign for Judged {
 enum Passing {
     /// This many seats or places passed on to sale.
     Passed(usize),
-    /// The line, read again under the pass's lock, has an entry that wants
+    /// The waiting list, read again under the pass's lock, has an entry that wants
     /// some of them (it joined since the judgement): judge again.
     Rejudge,
 }
 
-/// Passing seats on to sale, with the line's record of it: only if the
-/// line, as the round locked it, still has no waiting entry they satisfy.
+/// Passing seats on to sale, with the waiting list's record of it: only if the
+/// waiting list, as the round locked it, still has no waiting entry they satisfy.
 struct PassSeats<'a> {
     /// The seats to pass, in the show's order.
     owed: &'a [&'a SeatSpec],
@@ -76,13 +78,13 @@ struct PassSeats<'a> {
 
 impl Decides<Seat> for PassSeats<'_> {
     type Output = Passing;
-    type Error = LineError;
+    type Error = WaitlistError;
 
-    fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Passing>, LineError> {
-        let line = view
-            .line
-            .ok_or_else(|| LineError::Bug("a pass without its line".into()))?;
-        if !waitlist::judge(line, self.owed, self.skip)
+    fn decide(&mut self, view: &View<'_, Seat>) -> Result<Decision<Seat, Passing>, WaitlistError> {
+        let list = view
+            .waitlist
+            .ok_or_else(|| WaitlistError::Bug("a pass without its waiting list".into()))?;
+        if !waitlist::judge(list, self.owed, self.skip)
             .offers
             .is_empty()
         {
@@ -92,7 +94,7 @@ impl Decides<Seat> for PassSeats<'_> {
         let mut seats = Vec::new();
         for (seat, key) in &view.units {
             let events = seat::decide(seat, &SeatCommand::Pass, view.now)
-                .map_err(|e| LineError::Bug(format!("passing {}: {e}", key.seat_id)))?;
+                .map_err(|e| WaitlistError::Bug(format!("passing {}: {e}", key.seat_id)))?;
             if !events.is_empty() {
                 seats.push(key.seat_id.clone());
             }
@@ -103,11 +105,11 @@ impl Decides<Seat> for PassSeats<'_> {
             seats,
             places: None,
         };
-        let line_events = waitlist::decide(line, &command, view.now)
-            .map_err(|e| LineError::Bug(format!("passing seats on: {e}")))?;
+        let waitlist_events = waitlist::decide(list, &command, view.now)
+            .map_err(|e| WaitlistError::Bug(format!("passing seats on: {e}")))?;
         Ok(Decision::Append(
             Decided {
-                line: line_events,
+                waitlist: waitlist_events,
                 ..Decided::units(units)
             },
             Passing::Passed(passed),
@@ -116,8 +118,8 @@ impl Decides<Seat> for PassSeats<'_> {
 }
 
 /// Passing up to `quantity` places of one pool on to sale (every shard
-/// locked, in index order), with the line's record of it: only if the
-/// line, as the round locked it, still has no waiting entry they satisfy.
+/// locked, in index order), with the waiting list's record of it: only if the
+/// waiting list, as the round locked it, still has no waiting entry they satisfy.
 struct PassPlaces<'a> {
     pool_id: &'a PoolId,
     quantity: u32,
@@ -126,16 +128,16 @@ struct PassPlaces<'a> {
 
 impl Decides<PoolShard> for PassPlaces<'_> {
     type Output = Passing;
-    type Error = LineError;
+    type Error = WaitlistError;
 
     fn decide(
         &mut self,
         view: &View<'_, PoolShard>,
-    ) -> Result<Decision<PoolShard, Passing>, LineError> {
-        let line = view
-            .line
-            .ok_or_else(|| LineError::Bug("a pass without its line".into()))?;
-        let again = waitlist::judge_places(line, self.pool_id, self.quantity, self.skip);
+    ) -> Result<Decision<PoolShard, Passing>, WaitlistError> {
+        let list = view
+            .waitlist
+            .ok_or_else(|| WaitlistError::Bug("a pass without its waiting list".into()))?;
+        let again = waitlist::judge_places(list, self.pool_id, self.quantity, self.skip);
         if !again.offers.is_empty() {
             return Ok(Decision::Answer(Passing::Rejudge));
         }
@@ -144,7 +146,7 @@ impl Decides<PoolShard> for PassPlaces<'_> {
         for (shard, key) in &view.units {
             let command = PoolCommand::Pass { quantity: left };
             let events = pool::decide(shard, key.capacity, &command, view.now).map_err(|e| {
-                LineError::Bug(format!("passing places of shard {}: {e}", key.index))
+                WaitlistError::Bug(format!("passing places of shard {}: {e}", key.index))
             })?;
             for event in &events {
                 if let PoolEvent::PoolPlacesPassed { quantity } = event {
@@ -158,11 +160,11 @@ impl Decides<PoolShard> for PassPlaces<'_> {
             seats: Vec::new(),
             places: (passed > 0).then(|| (self.pool_id.clone(), passed)),
         };
-        let line_events = waitlist::decide(line, &command, view.now)
-            .map_err(|e| LineError::Bug(format!("passing places on: {e}")))?;
+        let waitlist_events = waitlist::decide(list, &command, view.now)
+            .map_err(|e| WaitlistError::Bug(format!("passing places on: {e}")))?;
         Ok(Decision::Append(
             Decided {
-                line: line_events,
+                waitlist: waitlist_events,
                 ..Decided::units(units)
             },
             Passing::Passed(passed as usize),
@@ -179,9 +181,9 @@ fn in_show_order<'s>(show: &'s domain::show::Show, seats: &[SeatId]) -> Vec<&'s 
 }
 
 impl WaitlistService {
-    /// One judgement of `show_id`'s line at this instant (the worker's
+    /// One judgement of `show_id`'s waiting list at this instant (the worker's
     /// pass, `workers::waitlist`).
-    pub async fn judge(&self, show_id: &ShowId) -> Result<Judged, LineError> {
+    pub async fn judge(&self, show_id: &ShowId) -> Result<Judged, WaitlistError> {
         let entry = self.show(show_id).await?;
         let now_us = to_micros(self.clock.now());
         let owed_ids = match entry.show.seats.is_empty() {
@@ -195,24 +197,24 @@ impl WaitlistService {
         if owed_ids.is_empty() && owed_places.is_empty() {
             return Ok(Judged::default());
         }
-        let mut line = self.rounds.lock_line(show_id).await?;
+        let mut list = self.rounds.lock_waitlist(show_id).await?;
         let mut judged = Judged::default();
         if !owed_ids.is_empty() {
-            judged += self.judge_seats(&mut line, &entry, &owed_ids).await?;
+            judged += self.judge_seats(&mut list, &entry, &owed_ids).await?;
         }
         for (pool_id, owed) in owed_places {
-            judged += self.judge_pool(&mut line, &entry, &pool_id, owed).await?;
+            judged += self.judge_pool(&mut list, &entry, &pool_id, owed).await?;
         }
         Ok(judged)
     }
 
-    /// The line (locked) judges the seats it is owed.
+    /// The waiting list (locked) judges the seats it is owed.
     async fn judge_seats(
         &self,
-        line: &mut LineLock,
+        list: &mut WaitlistLock,
         entry: &CatalogEntry,
         owed_ids: &[SeatId],
-    ) -> Result<Judged, LineError> {
+    ) -> Result<Judged, WaitlistError> {
         let show_id = &entry.show.show_id;
         let mut owed = in_show_order(&entry.show, owed_ids);
         let mut judged = Judged::default();
@@ -224,12 +226,12 @@ impl WaitlistService {
             None => MAX_OFFERS_PER_ROUND,
         };
         while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
-            let judgement = waitlist::judge(line.aggregate(), &owed, &skip);
+            let judgement = waitlist::judge(list.aggregate(), &owed, &skip);
             if judgement.offers.is_empty() {
                 let passing: Vec<&SeatSpec> = (owed.iter().copied())
                     .filter(|s| judgement.passed.contains(&s.seat_id))
                     .collect();
-                match self.pass(line, show_id, &passing, &skip).await? {
+                match self.pass(list, show_id, &passing, &skip).await? {
                     Passing::Passed(passed) => {
                         judged.passed = passed;
                         break;
@@ -241,10 +243,10 @@ impl WaitlistService {
             let offers: Vec<(Entry, Vec<SeatId>)> = (judgement.offers.into_iter())
                 .take(per_round)
                 .filter_map(|(entry_id, seats)| {
-                    Some((line.aggregate().entry(&entry_id)?.clone(), seats))
+                    Some((list.aggregate().entry(&entry_id)?.clone(), seats))
                 })
                 .collect();
-            let offered = self.holds.offer(line, entry, &offers).await;
+            let offered = self.holds.offer(list, entry, &offers).await;
             seats_offered(offered, &offers, (&mut judged, &mut owed, &mut skip))?;
             tracing::debug!(
                 show_id = show_id.as_str(),
@@ -255,23 +257,23 @@ impl WaitlistService {
         Ok(judged)
     }
 
-    /// The line (locked) judges `owed` places of `pool_id`: each entry
-    /// asking for them offered its quantity in line order, one a round;
+    /// The waiting list (locked) judges `owed` places of `pool_id`: each entry
+    /// asking for them offered its quantity in the waiting list's order, one a round;
     /// what none wants passed on.
     async fn judge_pool(
         &self,
-        line: &mut LineLock,
+        list: &mut WaitlistLock,
         entry: &CatalogEntry,
         pool_id: &PoolId,
         mut owed: u32,
-    ) -> Result<Judged, LineError> {
+    ) -> Result<Judged, WaitlistError> {
         let mut judged = Judged::default();
         let mut skip: Vec<EntryId> = Vec::new();
         while judged.offered < MAX_OFFERS_PER_JUDGEMENT {
-            let judgement = waitlist::judge_places(line.aggregate(), pool_id, owed, &skip);
+            let judgement = waitlist::judge_places(list.aggregate(), pool_id, owed, &skip);
             let Some(&(entry_id, quantity)) = judgement.offers.first() else {
                 let passing = (pool_id, judgement.passed);
-                match self.pass_places(line, entry, passing, &skip).await? {
+                match self.pass_places(list, entry, passing, &skip).await? {
                     Passing::Passed(passed) => {
                         judged.passed = passed;
                         break;
@@ -280,13 +282,13 @@ impl WaitlistService {
                     Passing::Rejudge => continue,
                 }
             };
-            let Some(offered) = line.aggregate().entry(&entry_id).cloned() else {
-                return Err(LineError::Bug(format!(
-                    "entry {entry_id} judged, not in line"
+            let Some(offered) = list.aggregate().entry(&entry_id).cloned() else {
+                return Err(WaitlistError::Bug(format!(
+                    "entry {entry_id} judged, not in the waiting list"
                 )));
             };
             let offer = (pool_id, quantity);
-            match self.holds.offer_places(line, entry, &offered, offer).await {
+            match self.holds.offer_places(list, entry, &offered, offer).await {
                 Ok(()) => {
                     judged.offered += 1;
                     owed -= quantity;
@@ -304,14 +306,14 @@ impl WaitlistService {
     }
 
     /// Passes up to `quantity` places of `pool_id` on to sale with the
-    /// line's record of it.
+    /// waiting list's record of it.
     async fn pass_places(
         &self,
-        line: &mut LineLock,
+        list: &mut WaitlistLock,
         entry: &CatalogEntry,
         (pool_id, quantity): (&PoolId, u32),
         skip: &[EntryId],
-    ) -> Result<Passing, LineError> {
+    ) -> Result<Passing, WaitlistError> {
         let show = &entry.show;
         let Some(spec) = show.pool(pool_id).filter(|_| quantity > 0) else {
             return Ok(Passing::Passed(0));
@@ -320,7 +322,7 @@ impl WaitlistService {
             .map(|index| ShardKey::unit(&show.show_id, spec, index))
             .collect();
         let ctx = RequestContext::system(WAITLIST_ACTOR)?;
-        let round = Round::new("waitlist_pass", &ctx).with_line(line);
+        let round = Round::new("waitlist_pass", &ctx).with_waitlist(list);
         let mut decision = PassPlaces {
             pool_id,
             quantity,
@@ -330,14 +332,14 @@ impl WaitlistService {
         Ok(settled_pass(rounds.run(round, units, &mut decision).await?))
     }
 
-    /// Passes `seats` on to sale with the line's record of it.
+    /// Passes `seats` on to sale with the waiting list's record of it.
     async fn pass(
         &self,
-        line: &mut LineLock,
+        list: &mut WaitlistLock,
         show_id: &ShowId,
         seats: &[&SeatSpec],
         skip: &[EntryId],
-    ) -> Result<Passing, LineError> {
+    ) -> Result<Passing, WaitlistError> {
         if seats.is_empty() {
             return Ok(Passing::Passed(0));
         }
@@ -345,7 +347,7 @@ impl WaitlistService {
             .map(|seat| SeatKey::unit(show_id, &seat.seat_id))
             .collect();
         let ctx = RequestContext::system(WAITLIST_ACTOR)?;
-        let round = Round::new("waitlist_pass", &ctx).with_line(line);
+        let round = Round::new("waitlist_pass", &ctx).with_waitlist(list);
         let rounds: &Rounds = &self.rounds;
         let mut decision = PassSeats { owed: seats, skip };
         Ok(settled_pass(rounds.run(round, units, &mut decision).await?))
@@ -364,13 +366,13 @@ fn settled_pass(settled: Settled<Passing>) -> Passing {
 /// judgement: counted and no longer owed; the entry skipped (its buyer may
 /// hold no more now: the next is judged, it keeps its place); the seats no
 /// longer owed dropped (passed or taken by another instance since the
-/// candidates were read); or nothing (offered or left meanwhile: the line,
+/// candidates were read); or nothing (offered or left meanwhile: the waiting list,
 /// read again by the round, says so at the next turn).
 fn seats_offered(
     offered: Result<(), HoldError>,
     offers: &[(Entry, Vec<SeatId>)],
     (judged, owed, skip): (&mut Judged, &mut Vec<&SeatSpec>, &mut Vec<EntryId>),
-) -> Result<(), LineError> {
+) -> Result<(), WaitlistError> {
     match offered {
         Ok(()) => {
             judged.offered += offers.len();
@@ -411,10 +413,10 @@ mod tests {
         }
     }
 
-    /// A line where `buyer` waits for one seat of any kind.
-    fn line_with_one_waiting(buyer: &str) -> Waitlist {
-        let mut line = Waitlist::default();
-        line.apply_event(&WaitlistEvent::EntryJoined {
+    /// A waiting list where `buyer` waits for one seat of any kind.
+    fn waitlist_with_one_waiting(buyer: &str) -> Waitlist {
+        let mut list = Waitlist::default();
+        list.apply_event(&WaitlistEvent::EntryJoined {
             entry_id: EntryId::random(),
             buyer: BuyerId::parse(buyer).expect("a buyer"),
             ask: Ask {
@@ -426,7 +428,7 @@ mod tests {
             },
             joined_at: now(),
         });
-        line
+        list
     }
 
     #[test]
@@ -434,8 +436,8 @@ mod tests {
         let seat_spec = spec("A-1");
         let owed = [&seat_spec];
         let (seat, key) = (Seat::default(), crate::command::units::fixtures::seat_key());
-        let line = line_with_one_waiting("late-joiner");
-        let view = View::given(now(), vec![(&seat, &key)]).with_line(&line);
+        let list = waitlist_with_one_waiting("late-joiner");
+        let view = View::given(now(), vec![(&seat, &key)]).with_waitlist(&list);
         let mut pass = PassSeats {
             owed: &owed,
             skip: &[],
@@ -445,15 +447,15 @@ mod tests {
             Ok(Decision::Answer(Passing::Rejudge))
         ));
         let empty = Waitlist::default();
-        let view = View::given(now(), vec![(&seat, &key)]).with_line(&empty);
+        let view = View::given(now(), vec![(&seat, &key)]).with_waitlist(&empty);
         assert!(matches!(pass.decide(&view), Ok(Decision::Append(..))));
     }
 
     #[test]
     fn a_pass_of_places_judges_again_when_an_entry_for_them_joined() {
         let pool_id = PoolId::parse("floor").expect("a pool");
-        let mut line = Waitlist::default();
-        line.apply_event(&WaitlistEvent::EntryJoined {
+        let mut list = Waitlist::default();
+        list.apply_event(&WaitlistEvent::EntryJoined {
             entry_id: EntryId::random(),
             buyer: BuyerId::parse("late-joiner").expect("a buyer"),
             ask: Ask {
@@ -465,7 +467,7 @@ mod tests {
             },
             joined_at: now(),
         });
-        let view = View::<PoolShard>::given(now(), vec![]).with_line(&line);
+        let view = View::<PoolShard>::given(now(), vec![]).with_waitlist(&list);
         let mut pass = PassPlaces {
             pool_id: &pool_id,
             quantity: 3,

@@ -1,11 +1,11 @@
 //! A show's waiting list: joining, leaving, and the judge that offers the
-//! inventory owed to the line (`judge`).
+//! inventory owed to the waiting list (`judge`).
 //!
-//! The line is one stream per show (`domain::waitlist`). Joining and
-//! leaving are rounds on it alone; an offer is a hold's round with the line
-//! locked beside it (`Round::with_line`), and so is passing seats on to
+//! The waiting list is one stream per show (`domain::waitlist`). Joining and
+//! leaving are rounds on it alone; an offer is a hold's round with the waiting list
+//! locked beside it (`Round::with_waitlist`), and so is passing seats on to
 //! sale. Whether what an entry asks for is available now is advice read
-//! from availability before the join (409 `available_now`): the line's
+//! from availability before the join (409 `available_now`): the waiting list's
 //! promise is about inventory that frees after.
 
 mod freed;
@@ -31,14 +31,14 @@ use crate::store::{Shows, StoreError};
 
 pub use judge::Judged;
 
-/// A show's line, as a round locks it.
-pub type LineKey = ShowKey;
+/// A show's waiting list, as a round locks it.
+pub type WaitlistKey = ShowKey;
 
-// The line has no read model: readers fold its stream (`query::waitlist`).
-show_stream!(Waitlist, WaitlistEvent, lines);
+// The waiting list has no read model: readers fold its stream (`query::waitlist`).
+show_stream!(Waitlist, WaitlistEvent, waitlists);
 
 #[derive(Debug, thiserror::Error)]
-pub enum LineError {
+pub enum WaitlistError {
     #[error("show not found")]
     ShowNotFound,
     /// The show keeps no waiting list (409 `no_waitlist`).
@@ -66,27 +66,27 @@ pub enum LineError {
     Store(#[from] StoreError),
 }
 
-impl RoundError for LineError {
+impl RoundError for WaitlistError {
     fn contended() -> Self {
-        LineError::Busy
+        WaitlistError::Busy
     }
 
     fn bug(what: String) -> Self {
-        LineError::Bug(what)
+        WaitlistError::Bug(what)
     }
 }
 
-impl From<HoldError> for LineError {
+impl From<HoldError> for WaitlistError {
     fn from(e: HoldError) -> Self {
         match e {
-            HoldError::Store(e) => LineError::Store(e),
-            HoldError::Busy => LineError::Busy,
-            other => LineError::Bug(format!("an offer: {other}")),
+            HoldError::Store(e) => WaitlistError::Store(e),
+            HoldError::Busy => WaitlistError::Busy,
+            other => WaitlistError::Bug(format!("an offer: {other}")),
         }
     }
 }
 
-/// An entry leaving the line, decided on the line as locked: only its
+/// An entry leaving the waiting list, decided on the waiting list as locked: only its
 /// buyer (or an admin) may take it out; to anyone else it does not exist.
 struct Leaving<'a> {
     entry_id: EntryId,
@@ -95,22 +95,27 @@ struct Leaving<'a> {
 
 impl Decides<Waitlist> for Leaving<'_> {
     type Output = ();
-    type Error = LineError;
+    type Error = WaitlistError;
 
-    fn decide(&mut self, view: &View<'_, Waitlist>) -> Result<Decision<Waitlist, ()>, LineError> {
-        let Some(&(line, _)) = view.units.first() else {
-            return Err(LineError::Bug("a leave without its line".into()));
+    fn decide(
+        &mut self,
+        view: &View<'_, Waitlist>,
+    ) -> Result<Decision<Waitlist, ()>, WaitlistError> {
+        let Some(&(list, _)) = view.units.first() else {
+            return Err(WaitlistError::Bug(
+                "a leave without its waiting list".into(),
+            ));
         };
-        match line.entry(&self.entry_id) {
+        match list.entry(&self.entry_id) {
             Some(entry) if entry.buyer == self.actor.id || self.actor.is_admin() => {}
-            _ => return Err(LineError::EntryNotFound),
+            _ => return Err(WaitlistError::EntryNotFound),
         }
         let command = WaitlistCommand::Leave {
             entry_id: self.entry_id,
         };
-        match waitlist::decide(line, &command, view.now) {
+        match waitlist::decide(list, &command, view.now) {
             Ok(events) => Ok(Decision::Append(Decided::units(vec![events]), ())),
-            Err(e) => Err(LineError::Bug(format!("leaving: {e}"))),
+            Err(e) => Err(WaitlistError::Bug(format!("leaving: {e}"))),
         }
     }
 }
@@ -123,14 +128,14 @@ pub struct WaitlistService {
     shows: Shows,
     availability: Arc<AvailabilityCache>,
     clock: Arc<dyn Clock>,
-    /// Joins waiting for the next append of their show's line.
+    /// Joins waiting for the next append of their show's waiting list.
     joins: Arc<joins::JoinQueue>,
     /// Judgements asked for by requests that freed seats, shared.
     judgements: freed::Judgements,
 }
 
 impl WaitlistService {
-    /// The line's commands over the catalog, the command rounds and the
+    /// The waiting list's commands over the catalog, the command rounds and the
     /// holds that make its offers.
     pub fn new(
         (catalog, rounds, holds): (Arc<ShowCatalog>, Arc<Rounds>, Arc<HoldService>),
@@ -151,21 +156,21 @@ impl WaitlistService {
     }
 
     /// The show, if it keeps a waiting list.
-    pub async fn show(&self, show_id: &ShowId) -> Result<Arc<CatalogEntry>, LineError> {
+    pub async fn show(&self, show_id: &ShowId) -> Result<Arc<CatalogEntry>, WaitlistError> {
         let entry = self
             .catalog
             .get(show_id)
             .await?
-            .ok_or(LineError::ShowNotFound)?;
+            .ok_or(WaitlistError::ShowNotFound)?;
         if entry.show.waitlist.is_none() {
-            return Err(LineError::NoWaitlist);
+            return Err(WaitlistError::NoWaitlist);
         }
         Ok(entry)
     }
 
     /// Whether the show keeps a waiting list (`None`: no such show),
     /// without loading a show that does not into the catalog.
-    pub async fn keeps_line(&self, show_id: &ShowId) -> Result<Option<bool>, LineError> {
+    pub async fn keeps_waitlist(&self, show_id: &ShowId) -> Result<Option<bool>, WaitlistError> {
         Ok(self.catalog.keeps_waitlist(show_id).await?)
     }
 
@@ -176,11 +181,11 @@ impl WaitlistService {
         ctx: &RequestContext,
         show_id: &ShowId,
         ask: Ask,
-    ) -> Result<(EntryId, bool), LineError> {
+    ) -> Result<(EntryId, bool), WaitlistError> {
         let entry = self.show(show_id).await?;
         check_ask(&entry, &ask)?;
         if self.available_now(&entry, &ask).await? {
-            return Err(LineError::AvailableNow);
+            return Err(WaitlistError::AvailableNow);
         }
         let max_entries = entry
             .show
@@ -190,16 +195,16 @@ impl WaitlistService {
             .await
     }
 
-    /// `DELETE /v1/waitlist/{id}`: the entry leaves the line (an offer
+    /// `DELETE /v1/waitlist/{id}`: the entry leaves the waiting list (an offer
     /// made to it stays the buyer's hold, to buy or release).
     pub async fn leave(
         &self,
         ctx: &RequestContext,
         show_id: &ShowId,
         entry_id: EntryId,
-    ) -> Result<(), LineError> {
+    ) -> Result<(), WaitlistError> {
         self.show(show_id).await?;
-        let key = LineKey {
+        let key = WaitlistKey {
             show_id: show_id.clone(),
         };
         let units = vec![(waitlist_stream_id(show_id), key)];
@@ -215,7 +220,7 @@ impl WaitlistService {
     }
 
     /// Whether the public could hold what `ask` asks for now (advice).
-    async fn available_now(&self, entry: &CatalogEntry, ask: &Ask) -> Result<bool, LineError> {
+    async fn available_now(&self, entry: &CatalogEntry, ask: &Ask) -> Result<bool, WaitlistError> {
         let now = self.clock.now();
         let current = self
             .availability
@@ -238,29 +243,30 @@ impl WaitlistService {
 
 /// The ask against the show: its own rules, and a category, section or
 /// pool the show has.
-fn check_ask(entry: &CatalogEntry, ask: &Ask) -> Result<(), LineError> {
-    ask.check().map_err(|e| LineError::Invalid(e.to_string()))?;
+fn check_ask(entry: &CatalogEntry, ask: &Ask) -> Result<(), WaitlistError> {
+    ask.check()
+        .map_err(|e| WaitlistError::Invalid(e.to_string()))?;
     let show = &entry.show;
     if let Some(category) = &ask.category {
         if !show.categories_in_use().contains(category) {
-            return Err(LineError::Invalid(format!(
+            return Err(WaitlistError::Invalid(format!(
                 "category: the show has no seats of category {category}"
             )));
         }
     }
     if let Some(section) = &ask.section {
         if !show.seats.iter().any(|s| &s.section == section) {
-            return Err(LineError::Invalid(format!(
+            return Err(WaitlistError::Invalid(format!(
                 "section: the show has no section {section}"
             )));
         }
     }
     match &ask.pool_id {
-        Some(pool_id) if show.pool(pool_id).is_none() => Err(LineError::Invalid(format!(
+        Some(pool_id) if show.pool(pool_id).is_none() => Err(WaitlistError::Invalid(format!(
             "pool_id: the show has no pool {pool_id}"
         ))),
         Some(_) => Ok(()),
-        None if show.seats.is_empty() => Err(LineError::Invalid(
+        None if show.seats.is_empty() => Err(WaitlistError::Invalid(
             "pool_id: the show has no seats, only pools".into(),
         )),
         None => Ok(()),

@@ -30,7 +30,7 @@ const SQLITE_SEAT_CHANGES: &str =
        CAST((SELECT COALESCE(MAX(position), 0) FROM events) AS TEXT)";
 
 /// Seats owed to a show's waiting list: returned (held, by no hold), or
-/// held by a line hold whose `expires_at` has passed (its seat row names
+/// held by a returning hold whose `expires_at` has passed (its seat row names
 /// no expiry: the hold's record does).
 const SQLITE_OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \
      WHERE show_id = $1 AND status = 'held' AND hold_id IS NULL AND booking_id IS NULL \

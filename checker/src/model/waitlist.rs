@@ -48,9 +48,9 @@ impl Entry {
     }
 }
 
-/// A show's line as folded.
+/// A show's waiting list as folded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LineFold {
+pub struct WaitlistFold {
     pub show_id: String,
     pub entries: Vec<Entry>,
     /// Live entries (waiting or offered) after each event: (recorded_at, count).
@@ -61,7 +61,7 @@ pub struct LineFold {
     pub offers: BTreeMap<String, (i64, i64)>,
 }
 
-impl LineFold {
+impl WaitlistFold {
     pub fn live(&self) -> usize {
         (self.entries.iter())
             .filter(|e| e.status != EntryStatus::Left)
@@ -105,51 +105,56 @@ pub fn fold(
     log: &[LogEvent],
     shows: &[ShowSpec],
     out: &mut Vec<Violation>,
-) -> BTreeMap<String, LineFold> {
-    let mut lines: BTreeMap<String, LineFold> = BTreeMap::new();
+) -> BTreeMap<String, WaitlistFold> {
+    let mut waitlists: BTreeMap<String, WaitlistFold> = BTreeMap::new();
     for event in log.iter().filter(|e| e.aggregate_type == "Waitlist") {
-        let line = lines
+        let list = waitlists
             .entry(event.aggregate_id.clone())
-            .or_insert_with(|| LineFold {
+            .or_insert_with(|| WaitlistFold {
                 show_id: event.aggregate_id.clone(),
-                ..LineFold::default()
+                ..WaitlistFold::default()
             });
         let show = shows.iter().find(|s| s.show_id == event.aggregate_id);
         if event.event_type == "EntryLeft" {
             let request = event.request_id().map(str::to_owned);
-            line.leaves.push((event.recorded_at_us, request));
+            list.leaves.push((event.recorded_at_us, request));
         }
-        apply(line, event, show, out);
-        let live = line.live();
-        line.live_counts.push((event.recorded_at_us, live));
+        apply(list, event, show, out);
+        let live = list.live();
+        list.live_counts.push((event.recorded_at_us, live));
     }
-    lines
+    waitlists
 }
 
-fn apply(line: &mut LineFold, e: &LogEvent, show: Option<&ShowSpec>, out: &mut Vec<Violation>) {
+fn apply(list: &mut WaitlistFold, e: &LogEvent, show: Option<&ShowSpec>, out: &mut Vec<Violation>) {
     let entry_id = e.str("entry_id").unwrap_or_default().to_owned();
     match e.event_type.as_str() {
-        "EntryJoined" => line.entries.push(Entry {
+        "EntryJoined" => list.entries.push(Entry {
             entry_id: entry_id.clone(),
             buyer: e.str("buyer").unwrap_or_default().to_owned(),
             ask: e.data().get("ask").cloned().unwrap_or_default(),
             status: EntryStatus::Waiting,
             joined_us: e.recorded_at_us,
         }),
-        "EntryLeft" => set_status(line, &entry_id, EntryStatus::Left),
-        "EntryOffered" => offered(line, e, show, out),
-        "Passed" => passed(line, e, out),
+        "EntryLeft" => set_status(list, &entry_id, EntryStatus::Left),
+        "EntryOffered" => offered(list, e, show, out),
+        "Passed" => passed(list, e, out),
         _ => {}
     }
 }
 
-fn set_status(line: &mut LineFold, entry_id: &str, status: EntryStatus) {
-    if let Some(entry) = line.entries.iter_mut().find(|x| x.entry_id == entry_id) {
+fn set_status(list: &mut WaitlistFold, entry_id: &str, status: EntryStatus) {
+    if let Some(entry) = list.entries.iter_mut().find(|x| x.entry_id == entry_id) {
         entry.status = status;
     }
 }
 
-fn offered(line: &mut LineFold, e: &LogEvent, show: Option<&ShowSpec>, out: &mut Vec<Violation>) {
+fn offered(
+    list: &mut WaitlistFold,
+    e: &LogEvent,
+    show: Option<&ShowSpec>,
+    out: &mut Vec<Violation>,
+) {
     let entry_id = e.str("entry_id").unwrap_or_default().to_owned();
     let hold_id = e.str("hold_id").unwrap_or_default().to_owned();
     let expires_us = e.time_us("expires_at").unwrap_or(e.recorded_at_us);
@@ -161,19 +166,19 @@ fn offered(line: &mut LineFold, e: &LogEvent, show: Option<&ShowSpec>, out: &mut
             "offer_within_offer_seconds",
             format!(
                 "{}: offer {hold_id} expires {} µs after it was made, past offer_seconds",
-                line.show_id,
+                list.show_id,
                 expires_us - e.recorded_at_us
             ),
             vec![hold_id.clone(), entry_id.clone()],
         ));
     }
-    line.offers
+    list.offers
         .insert(hold_id.clone(), (e.recorded_at_us, expires_us));
-    set_status(line, &entry_id, EntryStatus::Offered { hold_id });
+    set_status(list, &entry_id, EntryStatus::Offered { hold_id });
 }
 
 /// Inventory passed on to sale: no waiting entry may want it.
-fn passed(line: &mut LineFold, e: &LogEvent, out: &mut Vec<Violation>) {
+fn passed(list: &mut WaitlistFold, e: &LogEvent, out: &mut Vec<Violation>) {
     let seats = e.strings("seats");
     let pool = (e.data().get("places").and_then(Value::as_array))
         .and_then(|p| p.first())
@@ -187,12 +192,12 @@ fn passed(line: &mut LineFold, e: &LogEvent, out: &mut Vec<Violation>) {
         kinds.push(Some(pool.as_str()));
     }
     for kind in kinds {
-        let wanting = (line.entries.iter())
+        let wanting = (list.entries.iter())
             .find(|x| x.status == EntryStatus::Waiting && x.satisfied_by(kind) == Some(true));
         if let Some(entry) = wanting {
             out.push(Violation::new(
                 "waitlist_first",
-                format!("{}: {} passed on to sale while entry {} (joined earlier in the line) waited for it", line.show_id, kind.unwrap_or("seats"), entry.entry_id),
+                format!("{}: {} passed on to sale while entry {} (joined earlier in the waiting list) waited for it", list.show_id, kind.unwrap_or("seats"), entry.entry_id),
                 [vec![entry.entry_id.clone(), entry.buyer.clone()], seats.clone()].concat(),
             ));
         }
