@@ -70,7 +70,7 @@ BEGIN
                                           WHERE v.aggregate_type = e.aggregate_type
                                             AND v.aggregate_id = e.aggregate_id
                                             AND v.sequence = e.sequence
-                                            AND v.show_id IS NOT DISTINCT FROM e.show_id))
+                                            AND v.show_id = e.show_id))
                    THEN 'BK409'
                WHEN jsonb_typeof(m.doc -> 'idempotency_key') = 'object'
                     AND EXISTS (SELECT 1 FROM idempotency_keys i
