@@ -481,14 +481,8 @@ pub fn decide(
         PoolCommand::Deallocate {
             channel,
             quantity,
-            returns_to_waitlist,
-        } => deallocate(
-            shard,
-            capacity,
-            channel,
-            (*quantity, *returns_to_waitlist),
-            now,
-        ),
+            returns_to_waitlist: back,
+        } => deallocate(shard, capacity, channel, (*quantity, *back), now),
         PoolCommand::Pass { quantity } => Ok(pass(shard, capacity, *quantity, now)),
         PoolCommand::ReleaseHold { hold_id } => release_hold(shard, *hold_id, now),
         PoolCommand::ExpireHold { hold_id } => Ok(expire_hold(shard, *hold_id, now)),
