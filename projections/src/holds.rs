@@ -273,15 +273,24 @@ pub enum HoldChange {
         part: Option<PoolHoldRow>,
     },
     /// The hold ended; the first final state recorded wins.
-    Ended { hold_id: HoldId, state: HoldState },
+    Ended {
+        hold_id: HoldId,
+        show_id: ShowId,
+        state: HoldState,
+    },
     /// The hold was paid for and became this booking.
     Converted {
         hold_id: HoldId,
+        show_id: ShowId,
         booking_id: BookingId,
     },
     /// The hold was extended: its record and pool parts, while `held`, take
     /// the later `expires_at_us` (an earlier one changes nothing).
-    Extended { hold_id: HoldId, expires_at_us: i64 },
+    Extended {
+        hold_id: HoldId,
+        show_id: ShowId,
+        expires_at_us: i64,
+    },
 }
 
 fn held(
@@ -330,10 +339,12 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
         },
         SeatEvent::HoldReleased { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             state: HoldState::Released,
         },
         SeatEvent::HoldExpired { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             state: HoldState::Expired,
         },
         SeatEvent::HoldConverted {
@@ -341,6 +352,7 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             booking_id,
         } => HoldChange::Converted {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             booking_id: *booking_id,
         },
         SeatEvent::BookingCancelled { .. }
@@ -352,6 +364,7 @@ pub fn hold_change(show_id: &ShowId, seat_id: &SeatId, event: &SeatEvent) -> Opt
             expires_at,
         } => HoldChange::Extended {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             expires_at_us: to_micros(*expires_at),
         },
     })
@@ -416,10 +429,12 @@ pub fn pool_hold_change(
         PoolEvent::PoolHoldPlaced { .. } => return pool_placed(show_id, pool_id, shard, event),
         PoolEvent::PoolHoldReleased { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             state: HoldState::Released,
         },
         PoolEvent::PoolHoldExpired { hold_id } => HoldChange::Ended {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             state: HoldState::Expired,
         },
         PoolEvent::PoolHoldConverted {
@@ -427,6 +442,7 @@ pub fn pool_hold_change(
             booking_id,
         } => HoldChange::Converted {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             booking_id: *booking_id,
         },
         PoolEvent::PoolBookingCancelled { .. }
@@ -439,6 +455,7 @@ pub fn pool_hold_change(
             expires_at,
         } => HoldChange::Extended {
             hold_id: *hold_id,
+            show_id: show_id.clone(),
             expires_at_us: to_micros(*expires_at),
         },
     })

@@ -175,12 +175,12 @@ BEGIN
             INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
             SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id,
                    r.seat_ids, r.items
-            FROM r WHERE NOT EXISTS (SELECT 1 FROM holds x WHERE x.hold_id = r.hold_id))
+            FROM r WHERE NOT EXISTS (SELECT 1 FROM holds x WHERE x.hold_id = r.hold_id AND x.show_id = r.show_id))
         UPDATE holds h
         SET seat_ids = booking_json_union(h.seat_ids, r.seat_ids),
             items = booking_json_union(h.items, r.items)
         FROM r
-        WHERE h.hold_id = r.hold_id AND (r.seat_ids <> '[]' OR r.items <> '[]')
+        WHERE h.hold_id = r.hold_id AND h.show_id = r.show_id AND (r.seat_ids <> '[]' OR r.items <> '[]')
           AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);
     END IF;
     IF has_pool THEN
@@ -191,45 +191,51 @@ BEGIN
         FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
              jsonb_populate_recordset(NULL::pool_holds, m.doc -> 'pool_holds') AS h
         WHERE outcomes[m.n] IS NULL
-          AND NOT EXISTS (SELECT 1 FROM pool_holds x WHERE x.hold_id = h.hold_id AND x.shard = h.shard);
+          AND NOT EXISTS (SELECT 1 FROM pool_holds x
+                          WHERE x.hold_id = h.hold_id AND x.shard = h.shard AND x.show_id = h.show_id);
     END IF;
 
     -- A hold ends or converts once, from held: the first document of the
     -- group to say so is the one that did; its record and its pool parts
     -- in one statement.
     IF has_ends THEN
-        WITH u AS (SELECT DISTINCT ON (x.hold_id) x.hold_id, x.state
+        WITH u AS (SELECT DISTINCT ON (x.hold_id, x.show_id) x.hold_id, x.show_id, x.state
                    FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
-                        jsonb_to_recordset(m.doc -> 'hold_ends') AS x(hold_id text, state text)
+                        jsonb_to_recordset(m.doc -> 'hold_ends') AS x(hold_id text, show_id text, state text)
                    WHERE outcomes[m.n] IS NULL
-                   ORDER BY x.hold_id, m.n),
+                   ORDER BY x.hold_id, x.show_id, m.n),
         parts AS (UPDATE pool_holds p SET state = u.state FROM u
-                  WHERE p.hold_id = u.hold_id AND p.state = 'held')
-        UPDATE holds h SET state = u.state FROM u WHERE h.hold_id = u.hold_id AND h.state = 'held';
+                  WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held')
+        UPDATE holds h SET state = u.state FROM u
+        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held';
     END IF;
     IF has_convs THEN
-        WITH u AS (SELECT DISTINCT ON (x.hold_id) x.hold_id, x.booking_id
+        WITH u AS (SELECT DISTINCT ON (x.hold_id, x.show_id) x.hold_id, x.show_id, x.booking_id
                    FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
-                        jsonb_to_recordset(m.doc -> 'hold_conversions') AS x(hold_id text, booking_id text)
+                        jsonb_to_recordset(m.doc -> 'hold_conversions')
+                        AS x(hold_id text, show_id text, booking_id text)
                    WHERE outcomes[m.n] IS NULL
-                   ORDER BY x.hold_id, m.n),
+                   ORDER BY x.hold_id, x.show_id, m.n),
         parts AS (UPDATE pool_holds p SET state = 'converted' FROM u
-                  WHERE p.hold_id = u.hold_id AND p.state = 'held')
+                  WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held')
         UPDATE holds h SET state = 'converted', booking_id = u.booking_id FROM u
-        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held';
     END IF;
     -- Extensions: only a held record moves, only to a later expiry, the
     -- latest the group names.
     IF has_exts THEN
-        WITH u AS (SELECT x.hold_id, max(x.expires_at_us) AS expires_at_us
+        WITH u AS (SELECT x.hold_id, x.show_id, max(x.expires_at_us) AS expires_at_us
                    FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n),
-                        jsonb_to_recordset(m.doc -> 'hold_extensions') AS x(hold_id text, expires_at_us bigint)
+                        jsonb_to_recordset(m.doc -> 'hold_extensions')
+                        AS x(hold_id text, show_id text, expires_at_us bigint)
                    WHERE outcomes[m.n] IS NULL
-                   GROUP BY x.hold_id),
+                   GROUP BY x.hold_id, x.show_id),
         parts AS (UPDATE pool_holds p SET expires_at_us = u.expires_at_us FROM u
-                  WHERE p.hold_id = u.hold_id AND p.state = 'held' AND p.expires_at_us < u.expires_at_us)
+                  WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held'
+                    AND p.expires_at_us < u.expires_at_us)
         UPDATE holds h SET expires_at_us = u.expires_at_us FROM u
-        WHERE h.hold_id = u.hold_id AND h.state = 'held' AND h.expires_at_us < u.expires_at_us;
+        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held'
+          AND h.expires_at_us < u.expires_at_us;
     END IF;
 
     IF has_outs THEN

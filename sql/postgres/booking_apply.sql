@@ -202,12 +202,12 @@ BEGIN
         LOOP
             INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
             SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id, r.seat_ids, r.items
-            WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id);
+            WHERE NOT EXISTS (SELECT 1 FROM holds WHERE hold_id = r.hold_id AND show_id = r.show_id);
             IF NOT FOUND AND (r.seat_ids <> '[]' OR r.items <> '[]') THEN
                 UPDATE holds h
                 SET seat_ids = booking_json_union(h.seat_ids, r.seat_ids),
                     items = booking_json_union(h.items, r.items)
-                WHERE h.hold_id = r.hold_id
+                WHERE h.hold_id = r.hold_id AND h.show_id = r.show_id
                   AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);
             END IF;
         END LOOP;
@@ -215,7 +215,7 @@ BEGIN
         INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
         SELECT h.hold_id, h.show_id, h.buyer, h.expires_at_us, h.state, h.booking_id, h.pool_id, h.seat_ids, h.items
         FROM jsonb_populate_recordset(NULL::holds, batch -> 'holds') AS h
-        ON CONFLICT (hold_id) DO UPDATE
+        ON CONFLICT (hold_id, show_id) DO UPDATE
         SET seat_ids = booking_json_union(holds.seat_ids, excluded.seat_ids),
             items = booking_json_union(holds.items, excluded.items)
         WHERE NOT (holds.seat_ids::jsonb @> excluded.seat_ids::jsonb
@@ -229,7 +229,8 @@ BEGIN
                                     channel, ticket_type, price_cents)
             SELECT r.hold_id, r.show_id, r.pool_id, r.shard, r.quantity, r.expires_at_us, r.state,
                    r.channel, r.ticket_type, r.price_cents
-            WHERE NOT EXISTS (SELECT 1 FROM pool_holds WHERE hold_id = r.hold_id AND shard = r.shard);
+            WHERE NOT EXISTS (SELECT 1 FROM pool_holds
+                             WHERE hold_id = r.hold_id AND shard = r.shard AND show_id = r.show_id);
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'pool_holds') > row_by_row_max THEN
         INSERT INTO pool_holds (hold_id, show_id, pool_id, shard, quantity, expires_at_us, state,
@@ -241,35 +242,38 @@ BEGIN
     END IF;
 
     IF jsonb_array_length(batch -> 'hold_ends') BETWEEN 1 AND row_by_row_max THEN
-        FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
+        FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, show_id text, state text)
         LOOP
-            UPDATE holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
-            UPDATE pool_holds SET state = r.state WHERE hold_id = r.hold_id AND state = 'held';
+            UPDATE holds SET state = r.state
+            WHERE hold_id = r.hold_id AND show_id = r.show_id AND state = 'held';
+            UPDATE pool_holds SET state = r.state
+            WHERE hold_id = r.hold_id AND show_id = r.show_id AND state = 'held';
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'hold_ends') > row_by_row_max THEN
         UPDATE holds h SET state = u.state
-        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
-        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, show_id text, state text)
+        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held';
         UPDATE pool_holds p SET state = u.state
-        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, state text)
-        WHERE p.hold_id = u.hold_id AND p.state = 'held';
+        FROM jsonb_to_recordset(batch -> 'hold_ends') AS u(hold_id text, show_id text, state text)
+        WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held';
     END IF;
 
     IF jsonb_array_length(batch -> 'hold_conversions') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_to_recordset(batch -> 'hold_conversions')
-                 AS u(hold_id text, booking_id text)
+                 AS u(hold_id text, show_id text, booking_id text)
         LOOP
             UPDATE holds SET state = 'converted', booking_id = r.booking_id
-            WHERE hold_id = r.hold_id AND state = 'held';
-            UPDATE pool_holds SET state = 'converted' WHERE hold_id = r.hold_id AND state = 'held';
+            WHERE hold_id = r.hold_id AND show_id = r.show_id AND state = 'held';
+            UPDATE pool_holds SET state = 'converted'
+            WHERE hold_id = r.hold_id AND show_id = r.show_id AND state = 'held';
         END LOOP;
     ELSIF jsonb_array_length(batch -> 'hold_conversions') > row_by_row_max THEN
         UPDATE holds h SET state = 'converted', booking_id = u.booking_id
-        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
-        WHERE h.hold_id = u.hold_id AND h.state = 'held';
+        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, show_id text, booking_id text)
+        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held';
         UPDATE pool_holds p SET state = 'converted'
-        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, booking_id text)
-        WHERE p.hold_id = u.hold_id AND p.state = 'held';
+        FROM jsonb_to_recordset(batch -> 'hold_conversions') AS u(hold_id text, show_id text, booking_id text)
+        WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held';
     END IF;
 
     -- Extensions: after the records are inserted, before they end (a batch
@@ -277,14 +281,17 @@ BEGIN
     -- that order). Only a held record moves, and only to a later expiry; a
     -- part may name a hold once per unit, so the latest expiry is taken.
     IF jsonb_array_length(batch -> 'hold_extensions') > 0 THEN
-        FOR r IN SELECT u.hold_id, max(u.expires_at_us) AS expires_at_us
-                 FROM jsonb_to_recordset(batch -> 'hold_extensions') AS u(hold_id text, expires_at_us bigint)
-                 GROUP BY u.hold_id
+        FOR r IN SELECT u.hold_id, u.show_id, max(u.expires_at_us) AS expires_at_us
+                 FROM jsonb_to_recordset(batch -> 'hold_extensions')
+                      AS u(hold_id text, show_id text, expires_at_us bigint)
+                 GROUP BY u.hold_id, u.show_id
         LOOP
             UPDATE holds SET expires_at_us = r.expires_at_us
-            WHERE hold_id = r.hold_id AND state = 'held' AND expires_at_us < r.expires_at_us;
+            WHERE hold_id = r.hold_id AND show_id = r.show_id AND state = 'held'
+              AND expires_at_us < r.expires_at_us;
             UPDATE pool_holds SET expires_at_us = r.expires_at_us
-            WHERE hold_id = r.hold_id AND state = 'held' AND expires_at_us < r.expires_at_us;
+            WHERE hold_id = r.hold_id AND show_id = r.show_id AND state = 'held'
+              AND expires_at_us < r.expires_at_us;
         END LOOP;
     END IF;
 

@@ -13,7 +13,7 @@ BEGIN
            c.refund_id, c.refund_reason, c.amount_cents, c.last_seq, c.updated_at_us
     FROM jsonb_populate_recordset(NULL::checkouts, rows) AS c
     ORDER BY c.hold_id, c.last_seq DESC
-    ON CONFLICT (hold_id) DO UPDATE SET
+    ON CONFLICT (hold_id, show_id) DO UPDATE SET
         phase = excluded.phase, booking_id = excluded.booking_id, charge_id = excluded.charge_id,
         refund_id = excluded.refund_id, refund_reason = excluded.refund_reason,
         amount_cents = excluded.amount_cents, last_seq = excluded.last_seq,

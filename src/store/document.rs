@@ -22,23 +22,28 @@ use super::StoreError;
 
 /// A hold moving from `held` to a final state (only from `held`, once).
 #[derive(Debug, Clone, Serialize)]
-pub struct HoldEnd {
+pub struct HoldEnd<'a> {
     pub hold_id: HoldId,
+    /// The hold's show: part of the key of its rows (a log sharded by show
+    /// routes the update to one shard).
+    pub show_id: &'a ShowId,
     pub state: HoldState,
 }
 
 /// A hold converted into a booking (only from `held`, once).
 #[derive(Debug, Clone, Serialize)]
-pub struct HoldConversion {
+pub struct HoldConversion<'a> {
     pub hold_id: HoldId,
+    pub show_id: &'a ShowId,
     pub booking_id: BookingId,
 }
 
 /// A hold extended to a later `expires_at_us`: its record and its pool
 /// parts take it while `held`, and only if it is later than theirs.
 #[derive(Debug, Clone, Serialize)]
-pub struct HoldExtension {
+pub struct HoldExtension<'a> {
     pub hold_id: HoldId,
+    pub show_id: &'a ShowId,
     pub expires_at_us: i64,
 }
 
@@ -56,9 +61,9 @@ pub struct Document<'a> {
     /// and the row carries all of them.
     pub holds: Vec<Cow<'a, HoldRow>>,
     pub pool_holds: Vec<&'a PoolHoldRow>,
-    pub hold_ends: Vec<HoldEnd>,
-    pub hold_conversions: Vec<HoldConversion>,
-    pub hold_extensions: Vec<HoldExtension>,
+    pub hold_ends: Vec<HoldEnd<'a>>,
+    pub hold_conversions: Vec<HoldConversion<'a>>,
+    pub hold_extensions: Vec<HoldExtension<'a>>,
     pub checkouts: Vec<&'a CheckoutRow>,
     pub idempotency_key: Option<&'a IdempotencyKeyRow>,
     pub checkpoint: Option<&'a CheckpointMove>,
@@ -102,22 +107,31 @@ impl<'a> Document<'a> {
                 self.add_hold(hold);
                 self.pool_holds.extend(part);
             }
-            HoldChange::Ended { hold_id, state } => self.hold_ends.push(HoldEnd {
+            HoldChange::Ended {
+                hold_id,
+                show_id,
+                state,
+            } => self.hold_ends.push(HoldEnd {
                 hold_id: *hold_id,
+                show_id,
                 state: *state,
             }),
             HoldChange::Converted {
                 hold_id,
+                show_id,
                 booking_id,
             } => self.hold_conversions.push(HoldConversion {
                 hold_id: *hold_id,
+                show_id,
                 booking_id: *booking_id,
             }),
             HoldChange::Extended {
                 hold_id,
+                show_id,
                 expires_at_us,
             } => self.hold_extensions.push(HoldExtension {
                 hold_id: *hold_id,
+                show_id,
                 expires_at_us: *expires_at_us,
             }),
         }

@@ -163,14 +163,16 @@ impl Tables {
                         .or_insert(part);
                 }
             }
-            HoldChange::Ended { hold_id, state } => self.end(hold_id, state, None),
+            HoldChange::Ended { hold_id, state, .. } => self.end(hold_id, state, None),
             HoldChange::Converted {
                 hold_id,
                 booking_id,
+                ..
             } => self.end(hold_id, HoldState::Converted, Some(booking_id)),
             HoldChange::Extended {
                 hold_id,
                 expires_at_us,
+                ..
             } => self.extend(hold_id, expires_at_us),
         }
     }
