@@ -175,7 +175,8 @@ impl Hosts {
 struct Unqualified {
     why: String,
     /// A host answered that the URL itself is wrong (no such database,
-    /// credentials refused): waiting will not help.
+    /// credentials refused), or its certificate cannot be read: waiting
+    /// will not help.
     misconfigured: bool,
 }
 
@@ -191,15 +192,37 @@ fn misconfigured(err: &sqlx::Error) -> bool {
     }
 }
 
+/// What an operator needs to hear when a host's TLS certificate is refused:
+/// waiting will not help, and the cause is not where one looks first. Citus
+/// turns `ssl` on with a self-signed X.509 v1 certificate, which the TLS
+/// library refuses to read even in `sslmode=prefer` (the default), where
+/// libpq does not look at it (so psql connects and the service does not).
+const CERTIFICATE_REFUSED: &str = "the server's TLS certificate was refused: \
+    sslmode=prefer (the default) still reads it, and an X.509 v1 certificate (as Citus \
+    makes one) is never accepted; on a private network add ?sslmode=disable to \
+    DATABASE_URL, or give the server an X.509 v3 certificate";
+
+/// Why a connection failed, and whether waiting could help.
+fn unqualified(err: &sqlx::Error) -> Unqualified {
+    let why = err.to_string();
+    if why.contains("invalid peer certificate") {
+        return Unqualified {
+            why: format!("{why} ({CERTIFICATE_REFUSED})"),
+            misconfigured: true,
+        };
+    }
+    Unqualified {
+        misconfigured: misconfigured(err),
+        why,
+    }
+}
+
 /// Connects to one host and checks that it qualifies, within [`PROBE_TIMEOUT`].
 async fn probe(
     options: &PgConnectOptions,
     attrs: SessionAttrs,
 ) -> Result<PgConnection, Unqualified> {
-    let failed = |e: sqlx::Error| Unqualified {
-        misconfigured: misconfigured(&e),
-        why: e.to_string(),
-    };
+    let failed = |e: sqlx::Error| unqualified(&e);
     let probed = async {
         let mut conn = options.connect().await.map_err(failed)?;
         match qualifies(&mut conn, attrs).await {
@@ -436,6 +459,24 @@ impl Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_certificate_is_a_misconfiguration_and_says_what_to_do() {
+        // As the TLS library reported a Citus node's certificate.
+        let refused = sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "invalid peer certificate: Other(OtherError(UnsupportedCertVersion))",
+        ));
+        let why = unqualified(&refused);
+        assert!(why.misconfigured);
+        assert!(why.why.contains("UnsupportedCertVersion"), "{}", why.why);
+        assert!(why.why.contains("sslmode=disable"), "{}", why.why);
+        let down = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(
+            !unqualified(&down).misconfigured,
+            "a host down is waited for"
+        );
+    }
 
     fn hosts(url: &str) -> Hosts {
         Hosts::parse(url).expect("a good URL")
