@@ -179,6 +179,7 @@ pub async fn direct_append(
                 // The document `store::document` writes for such a hold
                 // (parts named after their tables, rows by column name).
                 let doc = serde_json::json!({
+                    "show_id": show,
                     "recorded_at_us": 0,
                     "events": [{"aggregate_type": "Seat", "aggregate_id": format!("{show}/{seat}"), "sequence": 1,
                                 "event_type": "HoldPlaced", "event_version": "1.0",
@@ -191,7 +192,8 @@ pub async fn direct_append(
                                "seat_ids": format!("[\"{seat}\"]")}]
                 });
                 let t = Instant::now();
-                let done = sqlx::query("SELECT booking_append($1::jsonb)")
+                let done = sqlx::query("SELECT booking_append($1, $2::jsonb)")
+                    .bind(&show)
                     .bind(doc.to_string())
                     .execute(&pool)
                     .await;

@@ -1,5 +1,5 @@
--- booking_append_group(documents, after): the commands that arrived together, in
--- one transaction: one call, one commit and one WAL flush for the group
+-- booking_append_group(show, documents, after): the commands that arrived
+-- together, all of one show, in one transaction: one call, one commit and one WAL flush for the group
 -- (src/store/log/postgres.rs, PgAppender), written set-based: the group's
 -- lookups first, in one statement, then one statement per table for the
 -- whole group (SQLite's group writer does the same, src/store/log/sqlite.rs).
@@ -23,8 +23,15 @@
 --     booking_append: a checkpoint's move and an event-less document's
 --     show stamp are booking_apply's);
 --   * the group holds at most 65,535 events (positions, below).
--- A document breaking the second rule is an error (the group is retried
--- one by one).
+-- A document breaking the second rule, or of another show than `show`, is
+-- an error (the group is retried one by one).
+--
+-- The show comes first and every statement on a table of shows names it
+-- as a constant: a database sharded by show (Citus) delegates the call to
+-- the worker that owns `show`'s shards (create_distributed_function, by
+-- its first argument), and routes each statement to that one shard, where
+-- a join over the group's rows without it would be refused as a join
+-- across shards.
 --
 -- Positions: (the transaction's id + the log's xid_offset) * 65,536 plus
 -- the event's place among the group's written events (1-based), in
@@ -37,7 +44,7 @@
 -- the function turns hash and merge joins off for its own statements (the
 -- SET clauses: restored when it returns), so every join is a nested loop
 -- over the group's rows through the key's index.
-CREATE OR REPLACE FUNCTION booking_append_group(batches jsonb, after int[]) RETURNS text[]
+CREATE OR REPLACE FUNCTION booking_append_group(show text, batches jsonb, after int[]) RETURNS text[]
 LANGUAGE plpgsql
 SET enable_hashjoin = off
 SET enable_mergejoin = off
@@ -58,8 +65,8 @@ DECLARE
     n           int;
     m           int;
 BEGIN
-    -- The lookups: each document's events and key, through their primary
-    -- keys, and which parts the group has at all (a part no document has
+    -- The lookups: each document's events, then its key, through their
+    -- primary keys, and which parts the group has at all (a part no document has
     -- costs no statement). What the lookups cannot see is another
     -- transaction's insert of the same event or key, not yet committed: the
     -- insert below waits for it and, if it commits, fails with
@@ -70,16 +77,14 @@ BEGIN
                                           WHERE v.aggregate_type = e.aggregate_type
                                             AND v.aggregate_id = e.aggregate_id
                                             AND v.sequence = e.sequence
-                                            AND v.show_id = e.show_id))
+                                            AND v.show_id = show))
                    THEN 'BK409'
-               WHEN jsonb_typeof(m.doc -> 'idempotency_key') = 'object'
-                    AND EXISTS (SELECT 1 FROM idempotency_keys i
-                                WHERE i.buyer = m.doc -> 'idempotency_key' ->> 'buyer'
-                                  AND i.key = m.doc -> 'idempotency_key' ->> 'key')
-                   THEN 'BK422'
            END ORDER BY m.n),
            bool_or(jsonb_typeof(m.doc -> 'checkpoint') = 'object'
-                   OR coalesce(jsonb_array_length(m.doc -> 'events'), 0) = 0),
+                   OR coalesce(jsonb_array_length(m.doc -> 'events'), 0) = 0
+                   OR m.doc ->> 'show_id' IS DISTINCT FROM show
+                   OR EXISTS (SELECT 1 FROM jsonb_array_elements(m.doc -> 'events') AS d(ev)
+                              WHERE d.ev ->> 'show_id' IS DISTINCT FROM show)),
            bool_or(jsonb_typeof(m.doc -> 'idempotency_key') = 'object'),
            bool_or(jsonb_array_length(m.doc -> 'seat_availability') > 0),
            bool_or(jsonb_array_length(m.doc -> 'pool_shards') > 0),
@@ -93,8 +98,22 @@ BEGIN
          has_ends, has_convs, has_exts, has_outs
     FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n);
     IF misfits THEN
-        RAISE EXCEPTION 'booking_append_group: a document with a checkpoint or without events'
+        RAISE EXCEPTION 'booking_append_group: a document with a checkpoint, without events, or of another show'
             USING HINT = 'append it alone with booking_append';
+    END IF;
+    -- The keys, one lookup each, apart from the events': the keys are not
+    -- the show's (a database sharded by show keeps them by buyer), and one
+    -- statement over both would join tables sharded apart.
+    IF has_keys THEN
+        FOR i IN 1 .. jsonb_array_length(batches) LOOP
+            IF outcomes[i] IS NULL
+               AND jsonb_typeof(batches -> (i - 1) -> 'idempotency_key') = 'object'
+               AND EXISTS (SELECT 1 FROM idempotency_keys k
+                           WHERE k.buyer = batches -> (i - 1) -> 'idempotency_key' ->> 'buyer'
+                             AND k.key = batches -> (i - 1) -> 'idempotency_key' ->> 'key') THEN
+                outcomes[i] := 'BK422';
+            END IF;
+        END LOOP;
     END IF;
     -- What documents take from earlier ones: a conflict at a sequence
     -- comes before a taken key, as booking_apply checks them.
@@ -147,7 +166,8 @@ BEGIN
                    jsonb_populate_recordset(NULL::seat_availability, m.doc -> 'seat_availability') AS s
               WHERE outcomes[m.n] IS NULL
               ORDER BY s.show_id, s.seat_id, s.last_seq DESC) AS u
-        WHERE a.show_id = u.show_id AND a.seat_id = u.seat_id AND a.last_seq < u.last_seq;
+        WHERE a.show_id = show AND a.show_id = u.show_id AND a.seat_id = u.seat_id
+          AND a.last_seq < u.last_seq;
     END IF;
     IF has_shards THEN
         UPDATE pool_shards p
@@ -157,7 +177,7 @@ BEGIN
                    jsonb_populate_recordset(NULL::pool_shards, m.doc -> 'pool_shards') AS s
               WHERE outcomes[m.n] IS NULL
               ORDER BY s.show_id, s.pool_id, s.shard, s.last_seq DESC) AS u
-        WHERE p.show_id = u.show_id AND p.pool_id = u.pool_id AND p.shard = u.shard
+        WHERE p.show_id = show AND p.show_id = u.show_id AND p.pool_id = u.pool_id AND p.shard = u.shard
           AND p.last_seq < u.last_seq;
     END IF;
 
@@ -175,12 +195,12 @@ BEGIN
             INSERT INTO holds (hold_id, show_id, buyer, expires_at_us, state, booking_id, pool_id, seat_ids, items)
             SELECT r.hold_id, r.show_id, r.buyer, r.expires_at_us, r.state, r.booking_id, r.pool_id,
                    r.seat_ids, r.items
-            FROM r WHERE NOT EXISTS (SELECT 1 FROM holds x WHERE x.hold_id = r.hold_id AND x.show_id = r.show_id))
+            FROM r WHERE NOT EXISTS (SELECT 1 FROM holds x WHERE x.hold_id = r.hold_id AND x.show_id = show))
         UPDATE holds h
         SET seat_ids = booking_json_union(h.seat_ids, r.seat_ids),
             items = booking_json_union(h.items, r.items)
         FROM r
-        WHERE h.hold_id = r.hold_id AND h.show_id = r.show_id AND (r.seat_ids <> '[]' OR r.items <> '[]')
+        WHERE h.hold_id = r.hold_id AND h.show_id = show AND (r.seat_ids <> '[]' OR r.items <> '[]')
           AND NOT (h.seat_ids::jsonb @> r.seat_ids::jsonb AND h.items::jsonb @> r.items::jsonb);
     END IF;
     IF has_pool THEN
@@ -192,7 +212,7 @@ BEGIN
              jsonb_populate_recordset(NULL::pool_holds, m.doc -> 'pool_holds') AS h
         WHERE outcomes[m.n] IS NULL
           AND NOT EXISTS (SELECT 1 FROM pool_holds x
-                          WHERE x.hold_id = h.hold_id AND x.shard = h.shard AND x.show_id = h.show_id);
+                          WHERE x.hold_id = h.hold_id AND x.shard = h.shard AND x.show_id = show);
     END IF;
 
     -- A hold ends or converts once, from held: the first document of the
@@ -205,9 +225,9 @@ BEGIN
                    WHERE outcomes[m.n] IS NULL
                    ORDER BY x.hold_id, x.show_id, m.n),
         parts AS (UPDATE pool_holds p SET state = u.state FROM u
-                  WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held')
+                  WHERE p.hold_id = u.hold_id AND p.show_id = show AND p.state = 'held')
         UPDATE holds h SET state = u.state FROM u
-        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held';
+        WHERE h.hold_id = u.hold_id AND h.show_id = show AND h.state = 'held';
     END IF;
     IF has_convs THEN
         WITH u AS (SELECT DISTINCT ON (x.hold_id, x.show_id) x.hold_id, x.show_id, x.booking_id
@@ -217,9 +237,9 @@ BEGIN
                    WHERE outcomes[m.n] IS NULL
                    ORDER BY x.hold_id, x.show_id, m.n),
         parts AS (UPDATE pool_holds p SET state = 'converted' FROM u
-                  WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held')
+                  WHERE p.hold_id = u.hold_id AND p.show_id = show AND p.state = 'held')
         UPDATE holds h SET state = 'converted', booking_id = u.booking_id FROM u
-        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held';
+        WHERE h.hold_id = u.hold_id AND h.show_id = show AND h.state = 'held';
     END IF;
     -- Extensions: only a held record moves, only to a later expiry, the
     -- latest the group names.
@@ -231,10 +251,10 @@ BEGIN
                    WHERE outcomes[m.n] IS NULL
                    GROUP BY x.hold_id, x.show_id),
         parts AS (UPDATE pool_holds p SET expires_at_us = u.expires_at_us FROM u
-                  WHERE p.hold_id = u.hold_id AND p.show_id = u.show_id AND p.state = 'held'
+                  WHERE p.hold_id = u.hold_id AND p.show_id = show AND p.state = 'held'
                     AND p.expires_at_us < u.expires_at_us)
         UPDATE holds h SET expires_at_us = u.expires_at_us FROM u
-        WHERE h.hold_id = u.hold_id AND h.show_id = u.show_id AND h.state = 'held'
+        WHERE h.hold_id = u.hold_id AND h.show_id = show AND h.state = 'held'
           AND h.expires_at_us < u.expires_at_us;
     END IF;
 

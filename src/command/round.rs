@@ -781,28 +781,24 @@ fn batch<U: Stream>(
     let written = locked.streams.iter().zip(units).zip(&decided.units);
     for ((stream, (_, key)), events) in written {
         let version = stream.version();
-        let show_id = Some(U::show_id(key));
+        let show_id = U::show_id(key);
         batch.push_events::<U>(stream.id(), version, events, metadata, show_id)?;
         U::rows(&mut rows, key, stream.aggregate(), version, events);
     }
     let shards = locked.shards.iter().zip(&round.shards).zip(&decided.shards);
     for ((stream, (_, key)), events) in shards {
         let version = stream.version();
-        let show_id = Some(PoolShard::show_id(key));
+        let show_id = PoolShard::show_id(key);
         batch.push_events::<PoolShard>(stream.id(), version, events, metadata, show_id)?;
         PoolShard::rows(&mut rows, key, stream.aggregate(), version, events);
     }
     if let Some(checkout) = round.checkout.as_deref() {
         let events = &decided.checkout;
-        let show_id = Rows::checkout_after(checkout.aggregate(), events).show_id;
+        let show_id = Rows::checkout_after(checkout.aggregate(), events)
+            .show_id
+            .ok_or_else(|| StoreError::Corrupt(format!("checkout {} of no show", checkout.id())))?;
         let version = checkout.version();
-        batch.push_events::<Checkout>(
-            checkout.id(),
-            version,
-            events,
-            metadata,
-            show_id.as_ref(),
-        )?;
+        batch.push_events::<Checkout>(checkout.id(), version, events, metadata, &show_id)?;
         rows.checkout(checkout.aggregate(), version, events, to_micros(now));
     }
     batch.rows = rows;
@@ -826,7 +822,7 @@ fn push_line_and_allowance<U: Stream>(
             list.version(),
             &decided.waitlist,
             metadata,
-            Some(&show_id),
+            &show_id,
         )?;
     }
     if let (Some(stream), Some(limit)) = (&locked.allowance, &round.limit) {
@@ -835,7 +831,7 @@ fn push_line_and_allowance<U: Stream>(
             stream.version(),
             &decided.allowance,
             metadata,
-            Some(&limit.show_id),
+            &limit.show_id,
         )?;
     }
     Ok(())

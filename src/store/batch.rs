@@ -36,7 +36,9 @@ pub struct NewEvent {
     /// The event as JSON, serialized once.
     pub payload: Box<RawValue>,
     pub metadata: Box<RawValue>,
-    pub show_id: Option<ShowId>,
+    /// The stream's show: every stream is of one show (its id names it),
+    /// and the log's keys name it (a log sharded by show places it by it).
+    pub show_id: ShowId,
 }
 
 /// A row of `idempotency_keys`: a buyer's key with the hold it produced,
@@ -89,7 +91,7 @@ impl AppendBatch {
     /// sharded log routes an append by it (see `PgAppender`: a group holds
     /// one show).
     pub fn show(&self) -> Option<&ShowId> {
-        self.events.iter().find_map(|event| event.show_id.as_ref())
+        self.events.first().map(|event| &event.show_id)
     }
 
     /// A batch of read-model rows for events already in the log.
@@ -121,7 +123,7 @@ impl AppendBatch {
         version: usize,
         events: &[A::Event],
         metadata: &str,
-        show_id: Option<&ShowId>,
+        show_id: &ShowId,
     ) -> Result<(), StoreError> {
         if self.rows_only || events.is_empty() {
             return Ok(());
@@ -138,7 +140,7 @@ impl AppendBatch {
                 event_version: event.event_version(),
                 payload: serde_json::value::to_raw_value(event).map_err(unserializable)?,
                 metadata: metadata.clone(),
-                show_id: show_id.cloned(),
+                show_id: show_id.clone(),
             });
         }
         Ok(())

@@ -86,6 +86,7 @@ pub use holds::{HoldRecord, Holds, HoldsPort};
 pub use idempotency::{IdempotencyEntry, IdempotencyKeys, IdempotencyPort};
 pub use ledger::{Ledger, LedgerPort};
 pub use log::{EventLog, EventLogPort, LogEvent, LogFilter, LogScan};
+pub use postgres::citus::{table_by_buyer, tables_by_show};
 use postgres::PgBackend;
 pub use projection_tables::{ProjectionTables, ProjectionTablesPort, QuiesceDialect};
 pub use quiesce::{Quiesced, QuiescedPort};

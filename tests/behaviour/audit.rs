@@ -51,7 +51,7 @@ pub(crate) fn bare_hold_event(
         event_version: "1.0".into(),
         payload: serde_json::value::to_raw_value(&payload).unwrap(),
         metadata: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
-        show_id: Some(domain::ids::ShowId::parse(show).unwrap()),
+        show_id: domain::ids::ShowId::parse(show).unwrap(),
     }
 }
 
@@ -129,12 +129,12 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
         .await
         .unwrap();
     sqlx::query("BEGIN").execute(&mut writer_a).await.unwrap();
-    let a_event = json!({"recorded_at_us": Utc::now().timestamp_micros(), "events": [{
+    let a_event = json!({"show_id": "late", "recorded_at_us": Utc::now().timestamp_micros(), "events": [{
         "aggregate_type": "Seat", "aggregate_id": "late/S1", "sequence": 1,
         "event_type": "HoldPlaced", "event_version": "1.0",
         "payload": {"HoldPlaced": {"hold_id": uuid::Uuid::new_v4(), "buyer": "a", "expires_at": until}},
         "metadata": {}, "show_id": "late"}]});
-    sqlx::query("SELECT booking_append($1::jsonb)")
+    sqlx::query("SELECT booking_append('late', $1::jsonb)")
         .bind(a_event.to_string())
         .execute(&mut writer_a)
         .await

@@ -407,7 +407,7 @@ async fn leave_a_requested_checkout(app: &TestApp, hold_id: &str, buyer: &str, s
         event_version: event.event_version(),
         payload: serde_json::value::to_raw_value(&event).unwrap(),
         metadata: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
-        show_id: Some(domain::ids::ShowId::parse(show).unwrap()),
+        show_id: domain::ids::ShowId::parse(show).unwrap(),
     });
     batch
         .rows

@@ -105,17 +105,31 @@ fn all_tests() -> Vec<(&'static str, TestFn)> {
     all
 }
 
+/// Tests of PostgreSQL alone.
+fn postgres_only() -> impl Iterator<Item = (&'static str, TestFn)> {
+    audit::postgres_tests()
+        .into_iter()
+        .chain(positions::postgres_tests())
+        .chain(outage::postgres_tests())
+        .chain(live::postgres_tests())
+        .chain(store::postgres_tests())
+        .chain(failover::postgres_tests())
+}
+
 /// Tests that open thousands of connections run one at a time, so that two
 /// storms never share the machine's file descriptors and cores.
 pub static HEAVY: std::sync::LazyLock<tokio::sync::Semaphore> =
     std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(1));
 
 fn run(backend: Backend, test: TestFn) -> Result<(), Failed> {
+    run_in(TestEnv::new(backend), test)
+}
+
+fn run_in(env: TestEnv, test: TestFn) -> Result<(), Failed> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failed::from(e.to_string()))?;
-    let env = TestEnv::new(backend);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(test(env.clone()))
     }));
@@ -178,14 +192,7 @@ fn main() {
         }
     }
     // PostgreSQL-only tests: skipped like the rest of its half, or failed under CI.
-    for (name, test) in audit::postgres_tests()
-        .into_iter()
-        .chain(positions::postgres_tests())
-        .chain(outage::postgres_tests())
-        .chain(live::postgres_tests())
-        .chain(store::postgres_tests())
-        .chain(failover::postgres_tests())
-    {
+    for (name, test) in postgres_only() {
         let pg_name = format!("postgres::{name}");
         match &skip_reason {
             None => trials.push(Trial::test(pg_name, move || run(Backend::Postgres, test))),
@@ -222,8 +229,29 @@ fn main() {
             }
         }
     }
+    // The PostgreSQL half again on a Citus cluster, where CITUS_URL names
+    // one (Citus is not packaged for these machines: without it, skipped
+    // and said so, under CI too).
+    let citus = support::citus_url();
+    let citus_banner = citus.is_none().then_some(
+        "\nNOTE: the Citus suite is SKIPPED: set CITUS_URL=postgres://user@coordinator:port/db \
+         (a database whose workers are registered) to run the PostgreSQL half on it.\n",
+    );
+    if let Some(banner) = citus_banner {
+        println!("{banner}");
+    }
+    let postgres_half = all_tests().into_iter().chain(postgres_only());
+    for (name, test) in postgres_half {
+        let trial = Trial::test(format!("citus::{name}"), move || {
+            run_in(TestEnv::citus(), test)
+        });
+        trials.push(trial.with_ignored_flag(citus.is_none()));
+    }
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(banner) = &banner {
+        println!("{banner}");
+    }
+    if let Some(banner) = citus_banner {
         println!("{banner}");
     }
     conclusion.exit();

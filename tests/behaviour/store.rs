@@ -28,7 +28,8 @@ pub fn tests() -> Vec<(&'static str, crate::TestFn)> {
 pub fn postgres_tests() -> Vec<(&'static str, crate::TestFn)> {
     tests![
         a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted,
-        every_unique_key_of_a_per_show_table_names_its_show_but_the_logs,
+        every_unique_key_of_a_distributed_table_names_its_distribution_column,
+        a_log_of_events_without_a_show_takes_each_streams_show_as_it_migrates,
     ]
 }
 
@@ -44,7 +45,7 @@ fn event(stream: &str, sequence: i64) -> NewEvent {
         )
         .unwrap(),
         metadata: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
-        show_id: Some(domain::ids::ShowId::parse("atomic").unwrap()),
+        show_id: domain::ids::ShowId::parse("atomic").unwrap(),
     }
 }
 
@@ -414,14 +415,13 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
             "metadata": {"mark": mark}, "show_id": "atomic"})
     };
     let key = |key: &str, hold: &str| serde_json::json!({"buyer": "b", "key": key, "request_hash": "h", "hold_id": hold, "created_at_us": 0});
-    let doc =
-        |events: Vec<serde_json::Value>| serde_json::json!({"recorded_at_us": 1, "events": events});
+    let doc = |events: Vec<serde_json::Value>| serde_json::json!({"show_id": "atomic", "recorded_at_us": 1, "events": events});
     let mut conn = sqlx::PgConnection::connect(&app.database_url)
         .await
         .unwrap();
     let mut logged = doc(vec![ev("g/L", "logged")]);
     logged["idempotency_key"] = key("k1", "00000000-0000-4000-8000-000000000001");
-    sqlx::query("SELECT booking_append($1::jsonb)")
+    sqlx::query("SELECT booking_append('atomic', $1::jsonb)")
         .bind(logged.to_string())
         .execute(&mut conn)
         .await
@@ -447,7 +447,7 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
     // g takes S1 after a, h the key k2 after e, i S2 after b.
     let after: Vec<i32> = vec![7, 1, 409, 8, 5, 422, 9, 2, 409];
     let outcomes: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT booking_append_group($1::jsonb, $2::int[])")
+        sqlx::query_scalar("SELECT booking_append_group('atomic', $1::jsonb, $2::int[])")
             .bind(group.to_string())
             .bind(&after)
             .fetch_one(&mut conn)
@@ -501,14 +501,41 @@ async fn a_group_refuses_a_document_alone_and_undoes_only_what_it_inserted(env: 
         ]
     );
 
-    let misfit = serde_json::json!([doc(vec![ev("g/S8", "g")]), doc(vec![])]);
-    let misfit_outcome = sqlx::query_scalar::<_, Vec<Option<String>>>(
-        "SELECT booking_append_group($1::jsonb, '{}')",
-    )
-    .bind(misfit.to_string())
-    .fetch_one(&mut conn)
-    .await;
-    assert!(misfit_outcome.is_err(), "{misfit_outcome:?}");
+    // Outside the function's terms: a document without events, one of
+    // another show than the call's, or the call's show not the document's.
+    let mut elsewhere = doc(vec![ev("g/S8", "g")]);
+    elsewhere["show_id"] = "elsewhere".into();
+    for (show, misfit) in [
+        (
+            "atomic",
+            serde_json::json!([doc(vec![ev("g/S8", "g")]), doc(vec![])]),
+        ),
+        (
+            "atomic",
+            serde_json::json!([doc(vec![ev("g/S8", "g")]), elsewhere]),
+        ),
+        (
+            "elsewhere",
+            serde_json::json!([doc(vec![ev("g/S8", "g")]), doc(vec![ev("g/S9", "g")])]),
+        ),
+    ] {
+        let misfit_outcome = sqlx::query_scalar::<_, Vec<Option<String>>>(
+            "SELECT booking_append_group($1, $2::jsonb, '{}')",
+        )
+        .bind(show)
+        .bind(misfit.to_string())
+        .fetch_one(&mut conn)
+        .await;
+        assert!(misfit_outcome.is_err(), "{misfit_outcome:?}");
+    }
+    let alone = sqlx::query("SELECT booking_append('elsewhere', $1::jsonb)")
+        .bind(doc(vec![ev("g/S8", "g")]).to_string())
+        .execute(&mut conn)
+        .await;
+    assert!(
+        alone.is_err(),
+        "a document of another show alone: {alone:?}"
+    );
     let unchanged: Vec<(String, String, i64)> =
         sqlx::query_as(WRITTEN).fetch_all(&mut conn).await.unwrap();
     assert_eq!(unchanged, rows, "nothing of the group");
@@ -572,55 +599,151 @@ async fn a_holds_seats_reached_in_two_batches_are_all_in_its_record(env: TestEnv
     }
 }
 
-/// The tables a database sharded by show (Citus) distributes by `show_id`:
-/// it refuses a unique key (or primary key) that does not contain it.
-const PER_SHOW_TABLES: &[&str] = &[
-    "events",
-    "seat_availability",
-    "holds",
-    "pool_holds",
-    "checkouts",
-    "pool_shards",
-    "idempotency_keys",
-];
-
-/// The unique keys still without the show (#49): the log's, whose keys
-/// change with positions per show, and the idempotency keys, which have no
-/// show yet. A key fixed leaves this list; a new key without the show
-/// fails the test.
-const KEYS_WITHOUT_THE_SHOW: &[&str] = &["events_pkey", "events_position", "idempotency_keys_pkey"];
-
-/// PostgreSQL only: the migrated schema, read from the catalog.
-async fn every_unique_key_of_a_per_show_table_names_its_show_but_the_logs(env: TestEnv) {
+/// PostgreSQL only: the migrated schema, read from the catalog. A database
+/// sharded by show (Citus) refuses a unique key (or primary key) of a
+/// distributed table without its distribution column: every table the
+/// service distributes by show (`booking::store::tables_by_show`) has one
+/// at least, and each names the show; the idempotency keys, distributed by
+/// buyer, name the buyer.
+async fn every_unique_key_of_a_distributed_table_names_its_distribution_column(env: TestEnv) {
     use sqlx::Connection;
     let app = env.spawn().await;
     let mut conn = sqlx::PgConnection::connect(&app.database_url)
         .await
         .unwrap();
-    let keys: Vec<(String, String, bool)> = sqlx::query_as(
-        "SELECT t.relname::text, i.relname::text,
-                EXISTS (SELECT 1 FROM pg_attribute a
-                        WHERE a.attrelid = t.oid AND a.attname = 'show_id'
-                          AND a.attnum = ANY (x.indkey))
-         FROM pg_index x
-         JOIN pg_class i ON i.oid = x.indexrelid
-         JOIN pg_class t ON t.oid = x.indrelid
-         WHERE x.indisunique AND t.relname = ANY ($1)
-         ORDER BY 1, 2",
+    let (by_buyer, buyer) = booking::store::table_by_buyer();
+    let mut tables: Vec<(&str, &str)> = booking::store::tables_by_show()
+        .map(|table| (table, "show_id"))
+        .collect();
+    tables.push((by_buyer, buyer));
+    for (table, column) in tables {
+        let keys: Vec<(String, bool)> = sqlx::query_as(
+            "SELECT i.relname::text,
+                    EXISTS (SELECT 1 FROM pg_attribute a
+                            WHERE a.attrelid = t.oid AND a.attname = $2
+                              AND a.attnum = ANY (x.indkey))
+             FROM pg_index x
+             JOIN pg_class i ON i.oid = x.indexrelid
+             JOIN pg_class t ON t.oid = x.indrelid
+             WHERE x.indisunique AND t.relname = $1
+             ORDER BY 1",
+        )
+        .bind(table)
+        .bind(column)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        assert!(!keys.is_empty(), "{table} has a unique key");
+        let without: Vec<&str> = (keys.iter())
+            .filter(|(_, names_it)| !names_it)
+            .map(|(index, _)| index.as_str())
+            .collect();
+        assert!(
+            without.is_empty(),
+            "{table}: keys without {column}: {without:?}"
+        );
+    }
+    let nullable: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.columns
+         WHERE column_name = 'show_id' AND is_nullable = 'YES' AND table_name = ANY ($1)",
     )
-    .bind(PER_SHOW_TABLES)
+    .bind(booking::store::tables_by_show().collect::<Vec<_>>())
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    let tables: std::collections::BTreeSet<&str> = keys.iter().map(|k| k.0.as_str()).collect();
-    assert_eq!(
-        tables.len(),
-        PER_SHOW_TABLES.len(),
-        "every table has a key: {keys:?}"
+    assert!(
+        nullable.is_empty(),
+        "a NULL show has no shard: {nullable:?}"
     );
-    let without: Vec<&str> = (keys.iter())
-        .filter(|(_, _, names_the_show)| !names_the_show)
-        .map(|(_, index, _)| index.as_str())
-        .collect();
-    assert_eq!(without, KEYS_WITHOUT_THE_SHOW, "{keys:?}");
+}
+
+/// PostgreSQL only: a log written before every event named its show
+/// (migrations up to 0023), migrated in place by 0024. An event without a
+/// show takes its stream's (from the stream's other events, or a
+/// checkout's row); one that has none stops the migration, naming it, and
+/// leaves the log as it was.
+async fn a_log_of_events_without_a_show_takes_each_streams_show_as_it_migrates(env: TestEnv) {
+    const BEFORE_SHOWS_IN_LOG_KEYS: i64 = 23;
+    let migrator = sqlx::migrate!("./migrations/postgres");
+    let mut earlier = sqlx::migrate!("./migrations/postgres");
+    earlier.migrations = std::borrow::Cow::Owned(
+        (migrator.migrations.iter())
+            .filter(|m| m.version <= BEFORE_SHOWS_IN_LOG_KEYS)
+            .cloned()
+            .collect(),
+    );
+    let (url, _dir) = env.database_url().await;
+    // One connection: a migration that fails keeps its advisory lock on the
+    // connection it ran on (sqlx), which the next run must be.
+    let conn = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    earlier.run(&conn).await.unwrap();
+    let hold = uuid::Uuid::new_v4().to_string();
+    let insert = "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
+                  event_version, payload, metadata, show_id) VALUES ($1, $2, $3, 'E', '1', '{}', '{}', $4)";
+    for (kind, id, sequence, show) in [
+        ("Seat", "old/S1", 1, Some("old")),
+        ("Seat", "old/S1", 2, None),
+        ("Checkout", hold.as_str(), 1, None),
+    ] {
+        sqlx::query(insert)
+            .bind(kind)
+            .bind(id)
+            .bind(sequence)
+            .bind(show)
+            .execute(&conn)
+            .await
+            .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO checkouts (hold_id, show_id, buyer, phase, amount_cents, last_seq, updated_at_us) \
+         VALUES ($1, 'old', 'b', 'awaiting_payment', 0, 1, 0)",
+    )
+    .bind(&hold)
+    .execute(&conn)
+    .await
+    .unwrap();
+    // A stream of no show anywhere: the migration stops and names it.
+    sqlx::query(insert)
+        .bind("Seat")
+        .bind("nowhere/S1")
+        .bind(1)
+        .bind(None::<&str>)
+        .execute(&conn)
+        .await
+        .unwrap();
+    let stopped = migrator.run(&conn).await.unwrap_err().to_string();
+    assert!(
+        stopped.contains("events of no show: Seat nowhere/S1"),
+        "{stopped}"
+    );
+    let unnamed: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE show_id IS NULL")
+        .fetch_one(&conn)
+        .await
+        .unwrap();
+    assert_eq!(unnamed, 3, "a stopped migration changes nothing");
+    // Named by hand, as the migration's hint says: it then goes through.
+    sqlx::query("UPDATE events SET show_id = 'nowhere' WHERE aggregate_id = 'nowhere/S1'")
+        .execute(&conn)
+        .await
+        .unwrap();
+    migrator.run(&conn).await.unwrap();
+    let shows: Vec<(String, i64, String)> = sqlx::query_as(
+        "SELECT aggregate_id, sequence, show_id FROM events ORDER BY aggregate_type, aggregate_id, sequence",
+    )
+    .fetch_all(&conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        shows,
+        [
+            (hold.clone(), 1, "old".to_owned()),
+            ("nowhere/S1".to_owned(), 1, "nowhere".to_owned()),
+            ("old/S1".to_owned(), 1, "old".to_owned()),
+            ("old/S1".to_owned(), 2, "old".to_owned()),
+        ]
+    );
 }

@@ -27,7 +27,7 @@ fn event(stream: &str, sequence: i64, event: &SeatEvent) -> NewEvent {
         event_version: "1.0".into(),
         payload: RawValue::from_string(serde_json::to_string(event).unwrap()).unwrap(),
         metadata: RawValue::from_string("{}".into()).unwrap(),
-        show_id: None,
+        show_id: domain::ids::ShowId::parse("stale").unwrap(),
     }
 }
 

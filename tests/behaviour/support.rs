@@ -81,10 +81,21 @@ pub async fn postgres_reachable() -> Result<(), String> {
     }
 }
 
+/// The Citus coordinator the suite may also run on (`CITUS_URL`, a
+/// database on it whose workers are registered), if one is named.
+pub fn citus_url() -> Option<String> {
+    std::env::var("CITUS_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+}
+
 /// What one test owns: databases to drop when it ends.
 #[derive(Clone)]
 pub struct TestEnv {
     pub backend: Backend,
+    /// On PostgreSQL, whether the test's database is on the Citus cluster
+    /// `CITUS_URL` names (a database on the coordinator and on each worker).
+    pub citus: bool,
     databases: Arc<Mutex<Vec<String>>>,
 }
 
@@ -92,7 +103,16 @@ impl TestEnv {
     pub fn new(backend: Backend) -> Self {
         Self {
             backend,
+            citus: false,
             databases: Arc::default(),
+        }
+    }
+
+    /// A PostgreSQL test on the Citus cluster `CITUS_URL` names.
+    pub fn citus() -> Self {
+        Self {
+            citus: true,
+            ..Self::new(Backend::Postgres)
         }
     }
 
@@ -103,6 +123,12 @@ impl TestEnv {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let url = format!("sqlite://{}", dir.path().join("booking.db").display());
                 (url, Some(dir))
+            }
+            Backend::Postgres if self.citus => {
+                let name = format!("booking_test_{}", uuid::Uuid::new_v4().simple());
+                let url = citus::create_database(&name).await;
+                self.databases.lock().unwrap().push(name);
+                (url, None)
             }
             Backend::Postgres => {
                 let name = format!("booking_test_{}", uuid::Uuid::new_v4().simple());
@@ -125,6 +151,12 @@ impl TestEnv {
     pub async fn cleanup(&self) {
         let names: Vec<String> = std::mem::take(&mut *self.databases.lock().unwrap());
         if names.is_empty() {
+            return;
+        }
+        if self.citus {
+            for name in names {
+                citus::drop_database(&name).await;
+            }
             return;
         }
         let Ok(mut conn) = sqlx::PgConnection::connect(&test_database_url()).await else {
@@ -788,4 +820,104 @@ impl TestApp {
 pub fn token_from(keys: &TokenKeys, sub: &str, role: Role, ttl: chrono::Duration) -> String {
     keys.issue(&BuyerId::parse(sub).expect("sub"), role, ttl)
         .expect("token")
+}
+
+/// A test's database on a Citus cluster: one of the same name on the
+/// coordinator and on every worker, each with the extension, and the
+/// workers registered in the coordinator's (Citus keeps its nodes per
+/// database). The workers are those registered in `CITUS_URL`'s database,
+/// reached with its user and options.
+pub mod citus {
+    use reqwest::Url;
+    use sqlx::Connection;
+
+    fn on(url: &Url, host: &str, port: u16, database: &str) -> String {
+        let mut url = url.clone();
+        url.set_host(Some(host)).expect("a host");
+        url.set_port(Some(port)).expect("a port");
+        url.set_path(database);
+        url.to_string()
+    }
+
+    fn coordinator() -> Url {
+        let url = super::citus_url().expect("CITUS_URL");
+        Url::parse(&url).expect("CITUS_URL is a URL")
+    }
+
+    /// `(host, port)` of the coordinator, then of each worker.
+    async fn nodes() -> Vec<(String, u16)> {
+        let url = coordinator();
+        let mut conn = sqlx::PgConnection::connect(url.as_str())
+            .await
+            .expect("connect to CITUS_URL");
+        let workers: Vec<(String, i32)> = sqlx::query_as(
+            "SELECT nodename::text, nodeport FROM pg_dist_node \
+             WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("the workers registered in CITUS_URL's database");
+        let _ = conn.close().await;
+        assert!(!workers.is_empty(), "CITUS_URL's database has no workers");
+        let host = url.host_str().unwrap_or("localhost").to_owned();
+        let coordinator = (host, url.port().unwrap_or(5432));
+        std::iter::once(coordinator)
+            .chain(workers.into_iter().map(|(h, p)| (h, p as u16)))
+            .collect()
+    }
+
+    pub async fn create_database(name: &str) -> String {
+        let url = coordinator();
+        let nodes = nodes().await;
+        for (host, port) in &nodes {
+            let mut admin = sqlx::PgConnection::connect(&on(&url, host, *port, "postgres"))
+                .await
+                .expect("connect to a Citus node");
+            sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+                .execute(&mut admin)
+                .await
+                .expect("create the test's database on a node");
+            let _ = admin.close().await;
+            let mut db = sqlx::PgConnection::connect(&on(&url, host, *port, name))
+                .await
+                .expect("connect to the test's database on a node");
+            sqlx::query("CREATE EXTENSION citus")
+                .execute(&mut db)
+                .await
+                .expect("CREATE EXTENSION citus");
+            let _ = db.close().await;
+        }
+        let (host, port) = &nodes[0];
+        let test_url = on(&url, host, *port, name);
+        let mut db = sqlx::PgConnection::connect(&test_url).await.unwrap();
+        sqlx::query("SELECT citus_set_coordinator_host($1, $2)")
+            .bind(host)
+            .bind(i32::from(*port))
+            .execute(&mut db)
+            .await
+            .expect("citus_set_coordinator_host");
+        for (host, port) in &nodes[1..] {
+            sqlx::query("SELECT citus_add_node($1, $2)")
+                .bind(host)
+                .bind(i32::from(*port))
+                .execute(&mut db)
+                .await
+                .expect("citus_add_node");
+        }
+        let _ = db.close().await;
+        test_url
+    }
+
+    pub async fn drop_database(name: &str) {
+        let url = coordinator();
+        for (host, port) in nodes().await {
+            if let Ok(mut admin) =
+                sqlx::PgConnection::connect(&on(&url, &host, port, "postgres")).await
+            {
+                let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                let _ = sqlx::query(&drop).execute(&mut admin).await;
+                let _ = admin.close().await;
+            }
+        }
+    }
 }

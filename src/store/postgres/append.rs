@@ -1,7 +1,9 @@
 //! The PostgreSQL append: the commands that arrive together go in one call
-//! of `booking_append_group(jsonb, int[])`, one transaction and one WAL
-//! flush for the group, written set-based ([`PgAppender`]); a command alone,
-//! the projector and replay call `booking_append(jsonb)`.
+//! of `booking_append_group(text, jsonb, int[])`, one transaction and one
+//! WAL flush for the group, written set-based ([`PgAppender`]); a command
+//! alone, the projector and replay call `booking_append(text, jsonb)`. Both
+//! take the document's show first: a database sharded by show delegates the
+//! call to the worker that owns it.
 //!
 //! The functions' bodies live in `sql/postgres/`, applied with `CREATE OR
 //! REPLACE` after the migrations at every start ([`install_functions`]):
@@ -36,7 +38,12 @@ const FUNCTIONS: [&str; 6] = [
 /// version still running beside this one, mid-upgrade, finds its group
 /// function gone: its group fails as an error, and it appends the group's
 /// documents one by one (`write_group`), slower but right.
-const RETIRED: [&str; 1] = ["DROP FUNCTION IF EXISTS booking_append_group(jsonb)"];
+const RETIRED: [&str; 3] = [
+    "DROP FUNCTION IF EXISTS booking_append_group(jsonb)",
+    // Before the show came first (#49).
+    "DROP FUNCTION IF EXISTS booking_append_group(jsonb, int[])",
+    "DROP FUNCTION IF EXISTS booking_append(jsonb)",
+];
 
 /// Serializes instances that start at once against one database: two
 /// concurrent `CREATE OR REPLACE` of one function fail with "tuple
@@ -201,21 +208,31 @@ fn unique_refusal(table: &str, constraint: Option<&str>) -> Option<AppendOutcome
         .map(|(_, outcome)| *outcome)
 }
 
-pub(crate) const APPEND: &str = "SELECT booking_append($1::jsonb)";
-const APPEND_GROUP: &str = "SELECT booking_append_group($1::jsonb, $2::int[])";
+/// `$1` the document's show ([`Document::show_id`], NULL for one of many
+/// shows), `$2` the document.
+pub(crate) const APPEND: &str = "SELECT booking_append($1, $2::jsonb)";
+const APPEND_GROUP: &str = "SELECT booking_append_group($1, $2::jsonb, $3::int[])";
 /// Projection-only batches (the projector, replay) need not wait for their
 /// commit to reach the disk: they are derived from the log, and a batch lost
 /// in a crash is lost with its checkpoint move, so it is simply redone.
 const APPEND_ROWS_ONLY: &str =
-    "SELECT set_config('synchronous_commit', 'off', true), booking_append($1::jsonb)";
+    "SELECT set_config('synchronous_commit', 'off', true), booking_append($1, $2::jsonb)";
 
+/// Appends a serialized document of `show` ([`Document::show_id`]) alone.
 pub async fn append(
     pool: &sqlx::PgPool,
+    show: Option<&ShowId>,
     document: &str,
     rows_only: bool,
 ) -> Result<AppendOutcome, StoreError> {
     let sql = if rows_only { APPEND_ROWS_ONLY } else { APPEND };
-    match sqlx::query(sql).bind(document).execute(pool).await {
+    let show = show.map(ShowId::as_str);
+    match sqlx::query(sql)
+        .bind(show)
+        .bind(document)
+        .execute(pool)
+        .await
+    {
         Ok(_) => Ok(AppendOutcome::Appended),
         Err(err) => match refusal(&err) {
             Some(outcome) => Ok(outcome),
@@ -252,6 +269,7 @@ const SETTLE_ATTEMPTS: usize = 3;
 pub async fn settle(
     pool: &sqlx::PgPool,
     primary: &Primary,
+    show: Option<&ShowId>,
     document: &str,
     first: &NewEvent,
     lost: String,
@@ -262,7 +280,7 @@ pub async fn settle(
         if !primary.wait(SETTLE_WITHIN).await {
             break;
         }
-        let settled = match append(pool, document, false).await {
+        let settled = match append(pool, show, document, false).await {
             Ok(AppendOutcome::Appended) => Ok(AppendOutcome::Appended),
             Ok(refusal) => match landed(pool, first).await {
                 Ok(true) => Ok(AppendOutcome::Appended),
@@ -295,13 +313,14 @@ pub async fn settle(
 async fn landed(pool: &sqlx::PgPool, event: &NewEvent) -> Result<bool, StoreError> {
     let found: Option<bool> = sqlx::query_scalar(
         "SELECT event_type = $4 AND payload = $5::jsonb FROM events \
-         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3 AND show_id = $6",
     )
     .bind(event.aggregate_type)
     .bind(&event.aggregate_id)
     .bind(event.sequence)
     .bind(&event.event_type)
     .bind(event.payload.get())
+    .bind(event.show_id.as_str())
     .fetch_optional(pool)
     .await
     .map_err(StoreError::classify)?;
@@ -352,6 +371,11 @@ impl PgJob {
             reply,
         };
         Ok((job, answer))
+    }
+
+    /// Appends this job's document alone, through `booking_append`.
+    async fn append_alone(&self, pool: &sqlx::PgPool) -> Result<AppendOutcome, StoreError> {
+        append(pool, self.show.as_ref(), &self.document, false).await
     }
 }
 
@@ -582,7 +606,8 @@ async fn write_group(pool: &sqlx::PgPool, group: Group) {
     } = group;
     if group.len() == 1 {
         for job in group {
-            let _ = job.reply.send(append(pool, &job.document, false).await);
+            let outcome = job.append_alone(pool).await;
+            let _ = job.reply.send(outcome);
         }
         return;
     }
@@ -598,7 +623,9 @@ async fn write_group(pool: &sqlx::PgPool, group: Group) {
         documents.push_str(&job.document);
     }
     documents.push(']');
+    let show = group.first().and_then(|job| job.show.as_ref());
     let answer: Result<Vec<Option<String>>, sqlx::Error> = sqlx::query_scalar(APPEND_GROUP)
+        .bind(show.map(ShowId::as_str))
         .bind(documents)
         .bind(after)
         .fetch_one(pool)
@@ -620,10 +647,14 @@ async fn write_group(pool: &sqlx::PgPool, group: Group) {
             }
         }
         Err(error) => match StoreError::classify(error) {
-            StoreError::Database(_) => {
+            StoreError::Database(error) => {
                 metrics::counter!("append_groups_retried_total").increment(1);
+                // A deadlock with another group is expected now and then;
+                // anything else failing every group is worth seeing.
+                tracing::debug!(%error, "a group failed: its documents go one by one");
                 for job in group {
-                    let _ = job.reply.send(append(pool, &job.document, false).await);
+                    let outcome = job.append_alone(pool).await;
+                    let _ = job.reply.send(outcome);
                 }
             }
             unavailable => {

@@ -29,7 +29,11 @@ impl DatabasePort for PgBackend {
         sqlx::migrate!("./migrations/postgres")
             .run(&self.pool)
             .await?;
-        super::append::install_functions(&self.pool).await
+        super::append::install_functions(&self.pool).await?;
+        if super::citus::is_citus(&self.pool).await? {
+            super::citus::distribute(&self.pool).await?;
+        }
+        Ok(())
     }
 
     async fn pending_migrations(&self) -> StoreResult<usize> {

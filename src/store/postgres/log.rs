@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use domain::ids::ShowId;
 use sqlx::PgPool;
 
 use super::append::{self, PgAppender};
@@ -110,8 +111,15 @@ impl EventLogPort for PgBackend {
         match self.write_document(document, rows_only).await {
             Err(StoreError::ConnectionLost(why)) => match document.events.first() {
                 Some(first) if !rows_only => {
-                    append::settle(&self.pool, &self.primary, &document.to_json()?, first, why)
-                        .await
+                    append::settle(
+                        &self.pool,
+                        &self.primary,
+                        document.show_id,
+                        &document.to_json()?,
+                        first,
+                        why,
+                    )
+                    .await
                 }
                 _ => Err(StoreError::ConnectionLost(why)),
             },
@@ -125,7 +133,13 @@ impl EventLogPort for PgBackend {
         rows_only: bool,
     ) -> StoreResult<AppendOutcome> {
         if goes_alone(document, rows_only) {
-            append::append(&self.pool, &document.to_json()?, rows_only).await
+            append::append(
+                &self.pool,
+                document.show_id,
+                &document.to_json()?,
+                rows_only,
+            )
+            .await
         } else {
             let appender: &PgAppender = &self.appender;
             appender.append(document).await
@@ -140,6 +154,7 @@ impl EventLogPort for PgBackend {
     ) -> StoreResult<AppendOutcome> {
         let mut tx = self.pool.begin().await.map_err(StoreError::classify)?;
         let written = sqlx::query(append::APPEND)
+            .bind(document.show_id.map(ShowId::as_str))
             .bind(document.to_json()?)
             .execute(&mut *tx)
             .await;
@@ -171,7 +186,9 @@ impl EventLogPort for PgBackend {
             }
             answers.extend(append::append_together(&self.pool, &run).await?);
             run.clear();
-            answers.push(append::append(&self.pool, &document.to_json()?, false).await);
+            answers.push(
+                append::append(&self.pool, document.show_id, &document.to_json()?, false).await,
+            );
         }
         answers.extend(append::append_together(&self.pool, &run).await?);
         Ok(answers)

@@ -4,6 +4,7 @@
 
 pub(crate) mod append;
 mod bulk;
+pub(crate) mod citus;
 mod database;
 mod log;
 pub(crate) mod primary;

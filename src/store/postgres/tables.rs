@@ -4,6 +4,7 @@
 //! EXCLUSIVE mode.
 
 use async_trait::async_trait;
+use domain::ids::ShowId;
 use sqlx::{Postgres, Transaction};
 
 use super::append::{refusal, APPEND};
@@ -56,7 +57,9 @@ impl QuiescedPort for PgQuiesced {
 
     async fn write_document(&mut self, document: &Document<'_>) -> StoreResult<AppendOutcome> {
         let json = document.to_json()?;
-        match sqlx::query(APPEND).bind(json).execute(&mut *self.0).await {
+        let show = document.show_id.map(ShowId::as_str);
+        let written = sqlx::query(APPEND).bind(show).bind(json);
+        match written.execute(&mut *self.0).await {
             Ok(_) => Ok(AppendOutcome::Appended),
             Err(err) => refusal(&err).ok_or_else(|| StoreError::classify(err)),
         }

@@ -705,7 +705,7 @@ async fn write_one_by_one(
 mod tests {
     use std::str::FromStr;
 
-    use domain::ids::{BuyerId, HoldId, IdempotencyKey};
+    use domain::ids::{BuyerId, HoldId, IdempotencyKey, ShowId};
     use serde_json::value::RawValue;
     use uuid::Uuid;
 
@@ -768,7 +768,7 @@ mod tests {
             event_version: "1.0".to_owned(),
             payload: RawValue::from_string("{}".to_owned()).unwrap(),
             metadata: RawValue::from_string("{}".to_owned()).unwrap(),
-            show_id: None,
+            show_id: ShowId::parse("show").unwrap(),
         }
     }
 
