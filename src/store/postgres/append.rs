@@ -594,6 +594,21 @@ fn shared_error(error: &StoreError) -> StoreError {
     }
 }
 
+/// The group's documents as one JSON array.
+fn documents_of(group: &[PgJob]) -> String {
+    let size: usize = group.iter().map(|job| job.document.len() + 1).sum();
+    let mut documents = String::with_capacity(size + 2);
+    documents.push('[');
+    for (i, job) in group.iter().enumerate() {
+        if i > 0 {
+            documents.push(',');
+        }
+        documents.push_str(&job.document);
+    }
+    documents.push(']');
+    documents
+}
+
 /// Writes one group and answers each member. A group of one is an ordinary
 /// `booking_append`. A group the server refused with an error (not a
 /// refusal: those are per document) was rolled back whole; its documents
@@ -613,20 +628,10 @@ async fn write_group(pool: &sqlx::PgPool, group: Group) {
     }
     metrics::counter!("append_groups_total").increment(1);
     metrics::counter!("append_group_members_total").increment(group.len() as u64);
-    let size: usize = group.iter().map(|job| job.document.len() + 1).sum();
-    let mut documents = String::with_capacity(size + 2);
-    documents.push('[');
-    for (i, job) in group.iter().enumerate() {
-        if i > 0 {
-            documents.push(',');
-        }
-        documents.push_str(&job.document);
-    }
-    documents.push(']');
     let show = group.first().and_then(|job| job.show.as_ref());
     let answer: Result<Vec<Option<String>>, sqlx::Error> = sqlx::query_scalar(APPEND_GROUP)
         .bind(show.map(ShowId::as_str))
-        .bind(documents)
+        .bind(documents_of(&group))
         .bind(after)
         .fetch_one(pool)
         .await;
