@@ -654,8 +654,10 @@ async fn write_group(pool: &sqlx::PgPool, group: Group) {
         Err(error) => match StoreError::classify(error) {
             StoreError::Database(error) => {
                 metrics::counter!("append_groups_retried_total").increment(1);
-                // A deadlock with another group is expected now and then;
-                // anything else failing every group is worth seeing.
+                // At debug: a deadlock with another group is expected now
+                // and then. A count of retries that follows the groups' is
+                // the sign to turn it on (as on Citus, before the keys'
+                // lookup was split from the events').
                 tracing::debug!(%error, "a group failed: its documents go one by one");
                 for job in group {
                     let outcome = job.append_alone(pool).await;
