@@ -421,7 +421,7 @@ pub(crate) async fn drain_projector(store: &booking::store::Store) -> anyhow::Re
             .log()
             .checkpoint(booking::rebuild::projector::PROJECTIONS_CHECKPOINT)
             .await?;
-        if store.log().count_after(checkpoint).await? == 0 {
+        if store.log().count_behind(&checkpoint.cursor).await? == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -987,7 +987,7 @@ pub async fn sample_lag(
             .log()
             .checkpoint(booking::rebuild::projector::PROJECTIONS_CHECKPOINT)
             .await?;
-        samples.push(store.log().count_after(checkpoint).await?);
+        samples.push(store.log().count_behind(&checkpoint.cursor).await?);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let max = samples.iter().copied().max().unwrap_or(0);

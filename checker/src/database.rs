@@ -108,7 +108,7 @@ pub enum Reader {
 }
 
 const EVENTS: &str = "SELECT aggregate_type, aggregate_id, sequence, event_type, \
-     CAST(payload AS text) AS payload, CAST(metadata AS text) AS metadata, recorded_at_us, position FROM events ORDER BY position";
+     CAST(payload AS text) AS payload, CAST(metadata AS text) AS metadata, recorded_at_us, position FROM events ORDER BY show_id, position";
 const PAYMENTS: &str = "SELECT payment_id, idempotency_key, hold_id, amount_minor, currency, \
      payment_method, status FROM sim_payments ORDER BY created_at_us, payment_id";
 const REFUNDS: &str = "SELECT refund_id, idempotency_key, payment_id, amount_minor \

@@ -17,10 +17,7 @@ BEGIN
     IF show IS DISTINCT FROM batch ->> 'show_id' THEN
         RAISE EXCEPTION 'booking_append: the document is of show %, not %', batch ->> 'show_id', show;
     END IF;
-    refused := booking_apply(
-        batch,
-        (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16,
-        0);
+    refused := booking_apply(batch);
     IF refused IS NOT NULL THEN
         RAISE EXCEPTION 'append refused' USING ERRCODE = refused;
     END IF;

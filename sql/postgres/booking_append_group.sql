@@ -22,7 +22,6 @@
 --   * every document has events and no checkpoint (those go alone, through
 --     booking_append: a checkpoint's move and an event-less document's
 --     show stamp are booking_apply's);
---   * the group holds at most 65,535 events (positions, below).
 -- A document breaking the second rule, or of another show than `show`, is
 -- an error (the group is retried one by one).
 --
@@ -33,9 +32,16 @@
 -- a join over the group's rows without it would be refused as a join
 -- across shards.
 --
--- Positions: (the transaction's id + the log's xid_offset) * 65,536 plus
--- the event's place among the group's written events (1-based), in
--- document order (booking_apply.sql, "Positions").
+-- Positions: the show's next ones (booking_take_positions), in document
+-- order, taken at the first write, just before the events: the show's head
+-- is locked from there to the commit, and every other writer of the show
+-- waits for it. First, because every writer (booking_apply too, and
+-- replay's write phase, which locks log_heads before the other tables:
+-- src/store/postgres/tables.rs) then takes the head before any other
+-- table's row or lock, and none waits at the head holding what the head's
+-- holder waits for. (Taken last, after the rows, it would be held for less
+-- time, but a group holding seat rows would wait at the head of a replay
+-- that waits for those rows.)
 --
 -- Every part is command-sized (PgJob, src/store/log/postgres.rs): each
 -- statement joins a few rows of the group with a table through the table's
@@ -50,7 +56,8 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
 DECLARE
-    base        bigint := (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16;
+    base        bigint;
+    written     bigint;
     outcomes    text[];
     misfits     boolean;
     has_keys    boolean;
@@ -133,6 +140,11 @@ BEGIN
         RETURN coalesce(outcomes, '{}');
     END IF;
 
+    -- The show's positions, then the events (see "Positions" above).
+    SELECT sum(jsonb_array_length(m.doc -> 'events')) INTO written
+    FROM jsonb_array_elements(batches) WITH ORDINALITY AS m(doc, n)
+    WHERE outcomes[m.n] IS NULL;
+    base := booking_take_positions(show, written) - written;
     INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
                         payload, metadata, recorded_at_us, show_id, position, rows_written)
     SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
@@ -265,6 +277,7 @@ BEGIN
                   jsonb_array_elements(m.doc -> 'checkouts') AS c
              WHERE outcomes[m.n] IS NULL));
     END IF;
+
     RETURN outcomes;
 END
 $$;

@@ -1,4 +1,4 @@
--- booking_apply(document, base, first): everything one document writes, as a
+-- booking_apply(document): everything one document writes, as a
 -- part of the calling transaction; booking_append(document) calls it alone in
 -- a transaction of its own (a command alone, a group's documents one by one
 -- after the group's error, the projector, replay). A group of commands is
@@ -22,36 +22,31 @@
 --          price change must be known to every instance before it takes
 --          effect: src/command/prices.rs); checked first, on the server's
 --          clock, so a late document writes nothing
--- booking_apply checks all three before it writes any row, and undoes what
--- the checks inserted (its own events, its idempotency key: found by their
--- positions and key, both this document's alone), so that a refused
--- document leaves nothing and its neighbours in a group go on, without a
--- subtransaction (more than 64 open in one transaction overflow PostgreSQL's
--- per-backend subxid cache and slow every snapshot on the server).
--- booking_append raises the refusal, which undoes the whole call.
+-- booking_apply checks all of them before it writes anything, so that a
+-- refused document leaves nothing, without a subtransaction (more than 64
+-- open in one transaction overflow PostgreSQL's per-backend subxid cache and
+-- slow every snapshot on the server). booking_append raises the refusal,
+-- which undoes the whole call.
 --
--- Positions: (the writing transaction's id + the log's xid_offset) times
--- 65,536 (`base`) plus the event's place in the transaction (1-based: after
--- the `first` positions taken before it in the transaction, 0 from
--- booking_append; a transaction holds at most 65,535 events). Position order is xid order, without a lock or a
--- subtransaction; a tailing reader that reads below (its snapshot's xmin +
--- xid_offset) * 65,536 never passes a position that commits later
--- (ARCHITECTURE.md, "Positions and the late-commit rule"). xid_offset keeps
--- positions increasing when the database moves to a new cluster, whose
--- transaction ids start low (booking_raise_epoch, below).
+-- Positions are per show (migration 0025): each show's events take the
+-- show's next positions from its head (booking_take_positions), in the
+-- document's order, and hold the head until commit; a document of several
+-- shows (the projector's, replay's) takes each show's in show order.
 --
 -- Command-sized parts (up to row_by_row_max rows: 50 seats per hold, 32
 -- shards per pool; a test holds it at or above both limits) update their rows one by one through the primary key: a set-based join over
 -- the document is planned from a guess of 100 rows and, against a large
 -- table, as a scan of the whole table. Larger parts (the projector, replay,
 -- a large sweep) stay set-based, where a join is the right plan.
-CREATE OR REPLACE FUNCTION booking_apply(batch jsonb, base bigint, first bigint) RETURNS text
+CREATE OR REPLACE FUNCTION booking_apply(batch jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     row_by_row_max CONSTANT int := 64;
     at_us    bigint := (batch ->> 'recorded_at_us')::bigint;
     expected bigint := coalesce(jsonb_array_length(batch -> 'events'), 0);
     done     bigint := 0;
+    heads    jsonb := '{}';
+    stamps   jsonb := '{}';
     r        record;
 BEGIN
     IF (batch ->> 'commit_by_us') IS NOT NULL
@@ -100,12 +95,47 @@ BEGIN
             RETURN 'BK422';
         END IF;
     END IF;
+    IF jsonb_typeof(batch -> 'checkpoint') = 'object' THEN
+        -- Read from the document by field, not joined with jsonb_to_record:
+        -- Citus refuses an UPDATE of a reference table FROM a function.
+        -- Before anything is written: a moved checkpoint writes nothing.
+        UPDATE projector_checkpoints c
+        SET position = (batch -> 'checkpoint' ->> 'to_moves')::bigint,
+            shows = batch -> 'checkpoint' ->> 'shows', updated_at_us = at_us
+        WHERE c.name = batch -> 'checkpoint' ->> 'name'
+          AND c.position = (batch -> 'checkpoint' ->> 'from_moves')::bigint;
+        IF NOT FOUND THEN
+            RETURN 'BK412';
+        END IF;
+    END IF;
+
+    -- Rows that change without an event (a document with none: the
+    -- projector's repairs, a replay's rewrite) stamp their shows with a
+    -- position taken for it (a gap in the show's events' positions), so
+    -- that the availability caches read those shows whole (migration
+    -- 0013). Taken here, before any row, as every writer takes its heads
+    -- first (booking_append_group.sql, "Positions").
+    IF expected = 0 THEN
+        FOR r IN SELECT DISTINCT u.show_id
+                 FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u
+                 ORDER BY u.show_id
+        LOOP
+            stamps := stamps || jsonb_build_object(r.show_id, booking_take_positions(r.show_id, 1));
+        END LOOP;
+    END IF;
     IF expected > 0 THEN
+        FOR r IN SELECT e.show_id, count(*) AS n
+                 FROM jsonb_populate_recordset(NULL::events, batch -> 'events') AS e
+                 GROUP BY e.show_id ORDER BY e.show_id
+        LOOP
+            heads := heads || jsonb_build_object(r.show_id, booking_take_positions(r.show_id, r.n) - r.n);
+        END LOOP;
         INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version,
                             payload, metadata, recorded_at_us, show_id, position, rows_written)
         SELECT e.aggregate_type, e.aggregate_id, e.sequence, e.event_type, e.event_version,
                e.payload, e.metadata, at_us, e.show_id,
-               base + first + d.n, coalesce((batch ->> 'rows_written')::boolean, false)
+               (heads ->> e.show_id)::bigint + row_number() OVER (PARTITION BY e.show_id ORDER BY d.n),
+               coalesce((batch ->> 'rows_written')::boolean, false)
         FROM jsonb_array_elements(batch -> 'events') WITH ORDINALITY AS d(doc, n),
              jsonb_populate_record(NULL::events, d.doc) AS e;
     END IF;
@@ -116,30 +146,8 @@ BEGIN
         FROM jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k;
     END IF;
 
-    IF jsonb_typeof(batch -> 'checkpoint') = 'object' THEN
-        -- Read from the document by field, not joined with jsonb_to_record:
-        -- Citus refuses an UPDATE of a reference table FROM a function.
-        UPDATE projector_checkpoints c
-        SET position = (batch -> 'checkpoint' ->> 'to_position')::bigint, updated_at_us = at_us
-        WHERE c.name = batch -> 'checkpoint' ->> 'name'
-          AND c.position = (batch -> 'checkpoint' ->> 'from_position')::bigint;
-        IF NOT FOUND THEN
-            DELETE FROM events WHERE position > base + first AND position <= base + first + expected;
-            -- A document without a key (the projector's, always) has a JSON
-            -- null there, which jsonb_populate_record refuses as a scalar.
-            IF jsonb_typeof(batch -> 'idempotency_key') = 'object' THEN
-                DELETE FROM idempotency_keys i
-                USING jsonb_populate_record(NULL::idempotency_keys, batch -> 'idempotency_key') AS k
-                WHERE i.buyer = k.buyer AND i.key = k.key;
-            END IF;
-            RETURN 'BK412';
-        END IF;
-    END IF;
-
     -- Seat rows: HOT updates (no indexed column changes). Readers find the
-    -- seats a command changed through its events; rows that change without
-    -- an event (a document with none: the projector's repairs, a replay's
-    -- rewrite) stamp their shows instead (migration 0013).
+    -- seats a command changed through its events, or the stamp (above).
     done := 0;
     IF jsonb_array_length(batch -> 'seat_availability') BETWEEN 1 AND row_by_row_max THEN
         FOR r IN SELECT * FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability')
@@ -163,9 +171,8 @@ BEGIN
         GET DIAGNOSTICS done = ROW_COUNT;
     END IF;
     IF expected = 0 AND done > 0 THEN
-        UPDATE shows SET rows_rewritten_at = base + first
-        WHERE show_id IN (SELECT DISTINCT u.show_id
-                          FROM jsonb_populate_recordset(NULL::seat_availability, batch -> 'seat_availability') AS u);
+        UPDATE shows SET rows_rewritten_at = (stamps ->> show_id)::bigint
+        WHERE stamps ? show_id;
     END IF;
 
     IF jsonb_array_length(batch -> 'pool_shards') BETWEEN 1 AND row_by_row_max THEN

@@ -57,7 +57,7 @@ pub(super) async fn seat_history(
     page_response(&page)
 }
 
-/// The show's events in global order, paged by position (admin).
+/// The show's events in its positions' order (its commit order), paged by position (admin).
 #[utoipa::path(get, path = "/v1/shows/{show_id}/history", tag = "audit",
     params(("show_id" = String, Path, pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64), ("after" = Option<i64>, Query, minimum = 0, description = "a position: 0 or more, default 0"),
         ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "1..=MAX_HISTORY_PAGE, default 100")),

@@ -10,7 +10,7 @@
 //! twice.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
@@ -75,6 +75,9 @@ struct State {
     snapshot: Option<Arc<Snapshot>>,
 }
 
+/// A channel's head before the feed first read it.
+pub(super) const UNREAD_HEAD: i64 = -1;
+
 pub struct ShowChannel {
     pub entry: Arc<CatalogEntry>,
     state: Mutex<Option<State>>,
@@ -83,6 +86,10 @@ pub struct ShowChannel {
     ready: watch::Sender<bool>,
     /// The feed pokes it when the log moved for this show.
     pub(super) dirty: Notify,
+    /// The show's head as the feed last read it (its last position; -1
+    /// until the feed first read it), set before each poke: a state read
+    /// after it includes every event up to it.
+    pub(super) head: AtomicI64,
     pub(super) subscribers: AtomicUsize,
 }
 
@@ -94,6 +101,7 @@ impl ShowChannel {
             frames: broadcast::Sender::new(BROADCAST_FRAMES),
             ready: watch::Sender::new(false),
             dirty: Notify::new(),
+            head: AtomicI64::new(UNREAD_HEAD),
             subscribers: AtomicUsize::new(0),
         }
     }
@@ -112,8 +120,8 @@ impl ShowChannel {
         self.subscribers.load(Ordering::SeqCst)
     }
 
-    /// Takes in availability as computed at `at` with the feed at log
-    /// position `position`: the first state, or a change broadcast to every
+    /// Takes in availability as computed at `at` with the show's head at
+    /// `position`: the first state, or a change broadcast to every
     /// subscriber when it differs from the last one.
     pub fn update(
         &self,
@@ -136,8 +144,8 @@ impl ShowChannel {
             self.ready.send_replace(true);
             return Ok(());
         };
-        // Positions only move forward: the feed's cursor is read after its
-        // poke, and the first state may have started from a fresher head.
+        // Positions only move forward: the head is read after its poke,
+        // and the state before may have started from a fresher one.
         let position = position.max(state.position);
         state.position = position;
         state.at = at;

@@ -1,7 +1,6 @@
-//! The feed: tails the log for the watched shows, and runs each show's
+//! The feed: follows the heads of the watched shows, and runs each show's
 //! channel (recomputation on a poke or at the next expiry).
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,130 +9,82 @@ use chrono::{DateTime, Utc};
 use projections::time::to_micros;
 use tokio::time::Instant;
 
-use super::channel::ShowChannel;
+use super::channel::{ShowChannel, UNREAD_HEAD};
 use super::{LiveHub, CHANNEL_LINGER, EXPIRY_MARGIN, RETRY_AFTER_ERROR};
 use crate::query::availability::Viewer;
 use crate::store::StoreResult;
 
-/// While a show is watched, the feed also reads the log this often on its
-/// own: a wake-up that never came (a notification lost with its
-/// connection, a transaction that drew positions and rolled back, so the
-/// commit that passes it notified before it was readable) costs at most
-/// this much delay, never a change. While none is, it moves its cursor to
-/// the log's head this often (one read of the head), so that a first
-/// watcher finds at most this much of the log left to read.
+/// While a show is watched, the feed also reads the heads this often on
+/// its own: a wake-up that never came (a notification lost with its
+/// connection) costs at most this much delay, never a change.
 pub const FEED_POLL: Duration = Duration::from_millis(250);
-
-/// Events the feed reads per query (positions and show ids only).
-pub const FEED_PAGE: i64 = 10_000;
 
 /// How often an idle channel checks whether it has outlived its linger.
 const LINGER_CHECK: Duration = Duration::from_secs(5);
 
-/// Tails the log until the hub closes. Starts at the log's head: a channel
-/// reads its first state after that, so nothing before it is needed; and
-/// while a channel runs the cursor never skips, so nothing after it is
-/// missed. While none runs, the cursor follows the head (see
-/// `LiveHub::advance_unwatched` for why that skips nothing a channel needs).
+/// Follows the heads of the watched shows until the hub closes: each time
+/// the log may have moved (this process appended, another instance
+/// notified, or `FEED_POLL` passed), it reads every show's head, and pokes
+/// the channel of each watched show whose head moved, after telling it the
+/// new head. A show's positions grow in its commit order, so a state read
+/// after its head includes every event up to it; nothing of another show,
+/// and no transaction of another show, holds a channel back.
 pub async fn run(hub: Arc<LiveHub>) {
     let mut closing = hub.closing();
     let mut appends = hub.log.appends();
-    if !start_at_head(&hub, &mut closing).await {
-        return;
-    }
-    hub.started.send_replace(true);
-    let mut idle_catch_up = Instant::now() + FEED_POLL;
     loop {
-        let (watched, created) = hub.watched();
-        if watched.is_empty() {
-            // Nothing watched: nothing to read, but the cursor follows the
-            // head, so that the first show watched after hours of sales is
-            // not held back while the feed reads every event since the
-            // start (at the busiest time, the onsale's first subscribers).
-            tokio::select! {
-                () = hub.wake.notified() => {}
-                () = tokio::time::sleep_until(idle_catch_up) => {
-                    idle_catch_up = Instant::now() + FEED_POLL;
-                    match hub.log.safe_head().await {
-                        Ok(head) => hub.advance_unwatched(created, head),
-                        Err(error) => {
-                            tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
-                        }
-                    }
+        let watched = hub.watched();
+        let pause = if watched.is_empty() {
+            None
+        } else {
+            match read_once(&hub, &watched).await {
+                Ok(()) => Some(FEED_POLL),
+                Err(error) => {
+                    tracing::warn!(%error, "live feed: cannot read the shows' heads; retrying");
+                    Some(RETRY_AFTER_ERROR)
                 }
-                () = LiveHub::closed(&mut closing) => return,
             }
-            continue;
-        }
-        let pause = match read_once(&hub, &watched).await {
-            Ok(true) => continue,
-            Ok(false) => FEED_POLL,
-            Err(error) => {
-                tracing::warn!(%error, "live feed: cannot read the log; retrying");
-                RETRY_AFTER_ERROR
+        };
+        // Nothing watched: nothing to read until a channel is made (which
+        // wakes the feed).
+        let pause = async {
+            match pause {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => std::future::pending().await,
             }
         };
         tokio::select! {
             changed = appends.changed() => {
                 if changed.is_err() {
-                    tokio::time::sleep(pause).await;
+                    tokio::time::sleep(FEED_POLL).await;
                 }
             }
             () = hub.wake.notified() => {}
-            () = tokio::time::sleep(pause) => {}
+            () = pause => {}
             () = LiveHub::closed(&mut closing) => return,
         }
     }
 }
 
-/// Moves the cursor to the log's head, trying again until it can read it;
-/// false if the hub closed first.
-async fn start_at_head(hub: &LiveHub, closing: &mut tokio::sync::watch::Receiver<bool>) -> bool {
-    loop {
-        match hub.log.safe_head().await {
-            Ok(head) => {
-                hub.move_cursor(head);
-                return true;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "live feed: cannot read the log's head; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(RETRY_AFTER_ERROR) => {}
-                    () = LiveHub::closed(closing) => return false,
-                }
-            }
+/// One read of the heads: tells each watched show's channel its head and
+/// pokes those whose head moved (a new channel's first read among them:
+/// its first state waits for it).
+async fn read_once(hub: &LiveHub, watched: &[Arc<ShowChannel>]) -> StoreResult<()> {
+    let heads = hub.log.heads().await?;
+    metrics::counter!("live_feed_reads_total").increment(1);
+    for channel in watched {
+        let show = channel.entry.show.show_id.as_str();
+        let head = heads
+            .binary_search_by(|(s, _)| s.as_str().cmp(show))
+            .map_or(0, |at| heads[at].1);
+        // The head moves before the poke: a channel labels its change with
+        // a position its state already includes. A first read always
+        // pokes (from UNREAD_HEAD, below every head).
+        if channel.head.fetch_max(head, Ordering::SeqCst) < head {
+            channel.dirty.notify_one();
         }
     }
-}
-
-/// One page of the log after the cursor: pokes the channels of the shows
-/// it touched, then moves the cursor. True when a full page came (more
-/// may be waiting).
-async fn read_once(hub: &LiveHub, watched: &[Arc<ShowChannel>]) -> StoreResult<bool> {
-    let after = hub.head.load(Ordering::SeqCst);
-    let touches = hub.log.log_touches(after, FEED_PAGE).await?;
-    let Some(&(last, _)) = touches.last() else {
-        return Ok(false);
-    };
-    let by_show: HashMap<&str, &Arc<ShowChannel>> = watched
-        .iter()
-        .map(|channel| (channel.entry.show.show_id.as_str(), channel))
-        .collect();
-    let mut poked: Vec<&Arc<ShowChannel>> = Vec::new();
-    for (_, show_id) in &touches {
-        if let Some(channel) = show_id.as_deref().and_then(|id| by_show.get(id)) {
-            if !poked.iter().any(|p| Arc::ptr_eq(p, channel)) {
-                poked.push(channel);
-            }
-        }
-    }
-    // The cursor moves before the pokes: a channel labels its change with
-    // a position its state already includes.
-    hub.move_cursor(last);
-    for channel in poked {
-        channel.dirty.notify_one();
-    }
-    Ok(i64::try_from(touches.len()).is_ok_and(|n| n == FEED_PAGE))
+    Ok(())
 }
 
 /// When `expires_at_us` comes, as an instant of the runtime's timer.
@@ -147,16 +98,18 @@ fn instant_of(expires_at_us: i64, now: DateTime<Utc>) -> Instant {
 /// and ends once the show has had no subscriber for `CHANNEL_LINGER`.
 pub async fn run_show(hub: Arc<LiveHub>, channel: Arc<ShowChannel>) {
     let mut closing = hub.closing();
-    let mut started = hub.started.subscribe();
-    tokio::select! {
-        () = async { let _ = started.wait_for(|s| *s).await.map(|_| ()); } => {}
-        () = LiveHub::closed(&mut closing) => return,
+    // The first state waits for the feed's first read of the show's head.
+    while channel.head.load(Ordering::SeqCst) == UNREAD_HEAD {
+        tokio::select! {
+            () = channel.dirty.notified() => {}
+            () = LiveHub::closed(&mut closing) => return,
+        }
     }
     let mut idle_since: Option<Instant> = None;
     loop {
         // Read before the state: the state then includes every event at or
         // below the position its change is labelled with.
-        let position = hub.head.load(Ordering::SeqCst);
+        let position = channel.head.load(Ordering::SeqCst);
         let now = hub.clock.now();
         let next = match hub
             .availability

@@ -1,9 +1,9 @@
 //! Live availability: availability pushed to subscribers instead of polled
 //! (docs/api.md, "Live availability"; DESIGN §9).
 //!
-//! - [`feed`] tails the log in position order (the late-commit rule holds:
-//!   it never passes a transaction still open) and pokes the channel of each
-//!   watched show an event touched. It is woken by this process's appends,
+//! - [`feed`] follows the heads of the watched shows (a show's positions
+//!   grow in its commit order) and pokes the channel of each watched show
+//!   whose head moved. It is woken by this process's appends,
 //!   by other instances' through PostgreSQL LISTEN/NOTIFY ([`wake`]), and by
 //!   a short poll, so a lost notification only delays a change.
 //! - [`channel`] is one watched show: its task recomputes availability once
@@ -21,7 +21,7 @@ pub mod feed;
 pub mod wake;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,19 +57,11 @@ pub struct LiveHub {
     availability: Arc<AvailabilityCache>,
     clock: Arc<dyn Clock>,
     channels: Mutex<HashMap<ShowId, Arc<ShowChannel>>>,
-    /// Channels created so far (changed under the `shows` lock): the feed,
-    /// idle, moves its cursor only if none was created since it saw none.
-    created: AtomicU64,
     subscribers: AtomicUsize,
     max_subscribers: usize,
-    /// The feed's cursor: every event at or below it has been read.
-    head: AtomicI64,
     /// Woken when a channel is created (the feed may be idle) and by
     /// notifications from other instances.
     wake: Notify,
-    /// Set by the feed once its cursor is at the log's head: channels
-    /// compute their first state only after that.
-    started: watch::Sender<bool>,
     closing: watch::Sender<bool>,
     /// Subscribers that fell behind the broadcast (each sent a snapshot).
     lagged: AtomicU64,
@@ -109,12 +101,9 @@ impl LiveHub {
             availability,
             clock,
             channels: Mutex::new(HashMap::new()),
-            created: AtomicU64::new(0),
             subscribers: AtomicUsize::new(0),
             max_subscribers,
-            head: AtomicI64::new(0),
             wake: Notify::new(),
-            started: watch::Sender::new(false),
             closing: watch::Sender::new(false),
             lagged: AtomicU64::new(0),
         })
@@ -141,7 +130,6 @@ impl LiveHub {
                 }
                 None => {
                     let channel = Arc::new(ShowChannel::new(entry.clone()));
-                    self.created.fetch_add(1, Ordering::SeqCst);
                     channel.subscribers.fetch_add(1, Ordering::SeqCst);
                     shows.insert(entry.show.show_id.clone(), channel.clone());
                     tokio::spawn(feed::run_show(self.clone(), channel.clone()));
@@ -187,33 +175,10 @@ impl LiveHub {
         self.subscribers.load(Ordering::SeqCst)
     }
 
-    /// The channels, and how many were ever created (read together).
-    fn watched(&self) -> (Vec<Arc<ShowChannel>>, u64) {
+    /// The channels.
+    fn watched(&self) -> Vec<Arc<ShowChannel>> {
         let shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        (
-            shows.values().cloned().collect(),
-            self.created.load(Ordering::SeqCst),
-        )
-    }
-
-    /// Moves the idle feed's cursor to `head` (a safe head read after the
-    /// feed saw no channel, `created` channels created until then), unless a
-    /// channel was created meanwhile: that channel may have read its first
-    /// state before `head` was read, and the events committed in between
-    /// must still poke it. Under the `shows` lock, so that a channel created
-    /// after the move reads a cursor at `head` or later.
-    fn advance_unwatched(&self, created: u64, head: i64) {
-        let _shows = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if self.created.load(Ordering::SeqCst) == created {
-            self.move_cursor(head);
-        }
-    }
-
-    /// Moves the feed's cursor forward to `to` (never back), and shows it
-    /// (`live_feed_position`: against the log's head, how far the feed is behind).
-    fn move_cursor(&self, to: i64) {
-        let before = self.head.fetch_max(to, Ordering::SeqCst);
-        metrics::gauge!("live_feed_position").set(before.max(to) as f64);
+        shows.values().cloned().collect()
     }
 
     /// The feed, the channels' tasks and (on PostgreSQL) the notifier and
@@ -237,52 +202,5 @@ impl LiveHub {
             shows.remove(show_id);
         }
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::SystemClock;
-
-    /// The idle feed's cursor follows the head, but not past a channel
-    /// created after the feed saw none (that channel may have read its
-    /// first state before the head was read), and never back.
-    #[tokio::test]
-    async fn an_idle_feed_moves_its_cursor_only_while_no_channel_came() {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let url = format!("sqlite://{}", dir.path().join("live.db").display());
-        let store = crate::store::Store::connect(&url, 1)
-            .await
-            .expect("the store");
-        let hub = LiveHub::new(
-            store.log(),
-            store.shows(),
-            Arc::default(),
-            Arc::new(SystemClock),
-            DEFAULT_MAX_SUBSCRIBERS,
-        );
-        let (watched, created) = hub.watched();
-        assert!(watched.is_empty());
-        hub.advance_unwatched(created, 10);
-        assert_eq!(hub.head.load(Ordering::SeqCst), 10);
-        hub.advance_unwatched(created, 5);
-        assert_eq!(hub.head.load(Ordering::SeqCst), 10, "never back");
-
-        // A channel created meanwhile: a show's first subscriber.
-        let entry = Arc::new(crate::query::availability::tests::entry(3));
-        let first = hub.subscribe(entry.clone()).expect("a subscriber");
-        hub.advance_unwatched(created, 20);
-        assert_eq!(
-            hub.head.load(Ordering::SeqCst),
-            10,
-            "not past a new channel"
-        );
-        // The same show's second subscriber creates no channel.
-        let (_, now) = hub.watched();
-        let second = hub.subscribe(entry).expect("a subscriber");
-        hub.advance_unwatched(now, 20);
-        assert_eq!(hub.head.load(Ordering::SeqCst), 20);
-        drop((first, second));
     }
 }

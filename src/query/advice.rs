@@ -153,7 +153,7 @@ async fn read_hold_facts(
     let mut after = 0;
     loop {
         let events = log
-            .read_log_committed(LogFilter::Show(show_id.as_str()), after, PAGE)
+            .read_log(LogFilter::Show(show_id.as_str()), after, PAGE)
             .await?;
         let Some(last) = events.last() else { break };
         after = last.position;

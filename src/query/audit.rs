@@ -76,7 +76,7 @@ pub async fn seat_history(
 ) -> Result<HistoryPage, StoreError> {
     let stream = domain::ids::seat_stream_id(show_id, seat_id);
     let events = log
-        .read_log_committed(LogFilter::Stream(Seat::TYPE, &stream), 0, MAX_SEAT_HISTORY)
+        .read_log(LogFilter::Stream(Seat::TYPE, &stream), 0, MAX_SEAT_HISTORY)
         .await?;
     let next_after = (events.len() as i64 == MAX_SEAT_HISTORY)
         .then(|| events.last().map(|e| e.position))

@@ -1,8 +1,8 @@
 //! The door as staff and scanners read it: a show's tickets folded from
 //! the log (their events by show, in log order: `LogFilter::Tickets`),
-//! kept per show and read on from where the last read ended, never past a
-//! transaction still open (a tailing read), so what it has read is final
-//! and a revocation list's cursor never passes one that commits late.
+//! kept per show and read on from where the last read ended (a show's
+//! positions grow in its commit order), so what it has read is final and a
+//! revocation list's cursor never passes one that commits late.
 //! Attendance by gate, the conflicts offline scanners left, the codes
 //! revoked so far. As of a past instant, the show's ticket events up to it
 //! are folded afresh.

@@ -37,9 +37,9 @@ pub const BOOK_FRESHNESS: Duration = Duration::from_millis(100);
 
 /// How long a command waits for the log to show the book what it just
 /// appended (its own join, a seed, a rate change) before answering with
-/// what the book has: a tailing read shows a write once every transaction
-/// older than it has ended, in milliseconds but for a long transaction
-/// elsewhere in the cluster.
+/// what the book has: a read of the show shows a write once the show's
+/// writers before it have committed, in milliseconds but for a long
+/// transaction of the same show.
 pub const BOOK_SETTLE_WAIT: Duration = Duration::from_secs(2);
 
 /// The first pause between two reads while waiting; it doubles up to the
@@ -370,7 +370,7 @@ impl WaitingRoomBook {
     }
 
     /// A join this instance appended: known at once, before the log shows
-    /// it to a tailing read (read your writes), with a provisional number.
+    /// it to a read of the show (read your writes), with a provisional number.
     pub async fn joined(&self, show_id: &ShowId, buyer: BuyerId) {
         let queue = self.queue(show_id);
         queue.lock().await.joined_here(buyer);

@@ -17,7 +17,7 @@ use projections::time::from_micros;
 use serde::de::DeserializeOwned;
 
 use crate::catalog::ShowCatalog;
-use crate::store::{AppendBatch, EventLog, LogEvent, StoreError, Tables};
+use crate::store::{AppendBatch, EventLog, LogCursor, LogEvent, StoreError, Tables};
 
 /// Events folded per step by a whole-log fold (replay, verify), out of its
 /// one scan of the log: bounds the events held in memory at once, and the
@@ -226,41 +226,29 @@ impl Folded {
     }
 }
 
-/// How a rebuild reads the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Read {
-    /// Never past a transaction still open (the late-commit rule): a fold
-    /// that will go on from where it stopped.
-    Tailing,
-    /// Every committed event: a fold that ends here, or one made while no
-    /// append can commit (a quiesced store).
-    Committed,
-}
-
 /// A fold of the log in progress: the tables it has built, the aggregates it
-/// has folded, and the position it has read to.
+/// has folded, and where it has read each show to.
 #[derive(Default)]
 pub struct Rebuild {
     pub tables: Tables,
     folded: Folded,
-    /// The position read to.
-    pub after: i64,
+    /// Where each show was read to.
+    pub cursor: LogCursor,
     /// Events folded in all.
     pub events: usize,
 }
 
 impl Rebuild {
-    /// Folds the events after `self.after`, read as `reading` says, in one
-    /// scan of the log, `REBUILD_BATCH` events a step; returns how many it
-    /// folded.
+    /// Folds the events after `self.cursor` in one scan of the log, show by
+    /// show, `REBUILD_BATCH` events a step; returns how many it folded.
+    /// Each show's events are read in its commit order, so a fold goes on
+    /// from where it stopped without passing one that committed late.
     pub async fn advance(
         &mut self,
         log: &EventLog,
         catalog: &ShowCatalog,
-        reading: Read,
     ) -> Result<usize, StoreError> {
-        let scan = log.log_scan(reading == Read::Tailing);
-        let mut pages = log.scan_log(&scan, self.after);
+        let mut pages = log.scan_after(self.cursor.clone());
         let mut folded = 0;
         let mut step = Vec::with_capacity(REBUILD_BATCH);
         loop {
@@ -270,8 +258,8 @@ impl Rebuild {
             if step.len() < REBUILD_BATCH && !end {
                 continue;
             }
-            if let Some(last) = step.last() {
-                self.after = last.position;
+            if !step.is_empty() {
+                step.iter().for_each(|event| self.cursor.pass(event));
                 self.events += step.len();
                 folded += step.len();
                 let mut batch = AppendBatch::projection(chrono::Utc::now());
@@ -291,6 +279,6 @@ impl Rebuild {
 /// events read.
 pub async fn rebuild(log: &EventLog, catalog: &ShowCatalog) -> Result<(Tables, usize), StoreError> {
     let mut rebuild = Rebuild::default();
-    rebuild.advance(log, catalog, Read::Committed).await?;
+    rebuild.advance(log, catalog).await?;
     Ok((rebuild.tables, rebuild.events))
 }

@@ -3,7 +3,7 @@
 //! Commands write their read-model rows in the same transaction as their
 //! events, so in normal operation the rows are never behind. The projector
 //! is what makes that a checked property rather than a hope: it reads the
-//! log in global order from a stored checkpoint and applies every event
+//! log show by show from a stored checkpoint (a position per show) and applies every event
 //! through the same row builders the commands use, idempotently (each seat,
 //! shard and checkout row is guarded by the stream sequence it last
 //! applied; hold rows only move forward), committing each batch together
@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::catalog::ShowCatalog;
 use crate::rebuild::fold::Folded;
-use crate::store::{AppendBatch, AppendOutcome, CheckpointMove, EventLog, LogFilter, StoreError};
+use crate::store::{AppendBatch, AppendOutcome, CheckpointMove, EventLog, LogCursor, StoreError};
 
 /// The checkpoint of the projector that keeps every read model current.
 pub const PROJECTIONS_CHECKPOINT: &str = "projections";
@@ -33,12 +33,12 @@ pub const PROJECTOR_BATCH: i64 = 1_000;
 /// Time between two projector passes when it runs in the background.
 pub const PROJECTOR_INTERVAL: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ProjectorReport {
     pub events: usize,
     pub batches: usize,
     /// The checkpoint after the pass.
-    pub position: i64,
+    pub cursor: LogCursor,
 }
 
 #[derive(Clone)]
@@ -60,17 +60,13 @@ impl Projector {
         let mut folded = Folded::default();
         loop {
             let from = self.log.checkpoint(PROJECTIONS_CHECKPOINT).await?;
-            report.position = from;
-            let events = self
-                .log
-                .read_log(LogFilter::All, from, PROJECTOR_BATCH)
-                .await?;
-            let Some(last) = events.last() else {
-                let behind = self.log.count_after(from).await?;
+            report.cursor = from.cursor.clone();
+            let (events, to) = self.log.read_after(&from.cursor, PROJECTOR_BATCH).await?;
+            if to == from.cursor {
+                let behind = self.log.count_behind(&from.cursor).await?;
                 metrics::gauge!("projector_lag_events").set(behind as f64);
                 return Ok(report);
-            };
-            let to = last.position;
+            }
             let passed = events.len();
             // What the appends that wrote them wrote already, in their own
             // transaction (`LogEvent::rows_written`), is passed over.
@@ -79,16 +75,12 @@ impl Projector {
             folded
                 .project(&self.log, &self.catalog, &events, &mut batch)
                 .await?;
-            batch.checkpoint = Some(CheckpointMove {
-                name: PROJECTIONS_CHECKPOINT.to_owned(),
-                from_position: from,
-                to_position: to,
-            });
+            batch.checkpoint = Some(CheckpointMove::next(PROJECTIONS_CHECKPOINT, &from, &to));
             match self.log.append(&batch).await? {
                 AppendOutcome::Appended => {
                     report.events += passed;
                     report.batches += 1;
-                    report.position = to;
+                    report.cursor = to;
                 }
                 // Another instance applied this batch: start from its checkpoint.
                 AppendOutcome::CheckpointMoved => folded = Folded::default(),
@@ -104,6 +96,6 @@ impl Projector {
     /// How many events of the log the checkpoint is behind.
     pub async fn lag(&self) -> Result<i64, StoreError> {
         let checkpoint = self.log.checkpoint(PROJECTIONS_CHECKPOINT).await?;
-        self.log.count_after(checkpoint).await
+        self.log.count_behind(&checkpoint.cursor).await
     }
 }

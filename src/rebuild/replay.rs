@@ -2,7 +2,7 @@
 //! the service runs.
 
 use crate::catalog::ShowCatalog;
-use crate::rebuild::fold::{Read, Rebuild};
+use crate::rebuild::fold::Rebuild;
 use crate::store::{EventLog, Projection, ProjectionTables, StoreError};
 
 /// Rows per append document, for the tables replay writes without having
@@ -22,7 +22,7 @@ pub struct ReplayReport {
 
 /// Rebuilds projections from the whole log without losing what commands
 /// append meanwhile. It folds the log into tables in memory while commands
-/// go on, reading below any transaction still open so that the fold can
+/// go on, reading each show in its commit order so that the fold can
 /// continue from where it stopped; folds again what committed meanwhile;
 /// then, in one write phase in which no append commits (`ProjectionTables::quiesce`),
 /// folds the rest of the log, resets the named projections and writes each
@@ -41,12 +41,12 @@ pub async fn replay(
     let started = std::time::Instant::now();
     log.analyze_log().await?;
     let mut rebuild = Rebuild::default();
-    rebuild.advance(log, catalog, Read::Tailing).await?;
-    rebuild.advance(log, catalog, Read::Tailing).await?;
+    rebuild.advance(log, catalog).await?;
+    rebuild.advance(log, catalog).await?;
     let online_ms = started.elapsed().as_millis();
     let started = std::time::Instant::now();
     let mut quiesced = tables.quiesce().await?;
-    rebuild.advance(log, catalog, Read::Committed).await?;
+    rebuild.advance(log, catalog).await?;
     quiesced.reset_projections(which).await?;
     let batches = quiesced
         .write_tables(&rebuild.tables, which, REPLAY_BATCH)

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use crate::catalog::ShowCatalog;
-use crate::rebuild::fold::{Read, Rebuild};
+use crate::rebuild::fold::Rebuild;
 
 use crate::store::{EventLog, ProjectionTables, StoreError, Tables};
 
@@ -48,7 +48,7 @@ fn differences<K: Ord + Debug, V: PartialEq + Debug>(
 
 /// Rebuilds every projection from the log and returns the differences with
 /// the live tables (empty: they agree). Correct while the service runs: most
-/// of the log is folded while commands go on (below any open transaction);
+/// of the log is folded while commands go on (each show in commit order);
 /// then, in a phase in which no append commits (`Store::quiesce`; appends
 /// wait meanwhile), the live tables are read and the rest of the log folded,
 /// so both sides stand at the same instant of the log. Nothing is written.
@@ -58,10 +58,10 @@ pub async fn verify(
     catalog: &ShowCatalog,
 ) -> Result<Vec<String>, StoreError> {
     let mut rebuild = Rebuild::default();
-    rebuild.advance(log, catalog, Read::Tailing).await?;
+    rebuild.advance(log, catalog).await?;
     let quiesced = tables.quiesce().await?;
     let live = tables.dump_projections().await?;
-    rebuild.advance(log, catalog, Read::Committed).await?;
+    rebuild.advance(log, catalog).await?;
     drop(quiesced);
     Ok(compare(&live, &rebuild.tables))
 }

@@ -19,8 +19,11 @@ use serde_json::value::RawValue;
 
 use super::StoreError;
 
-/// Positions one transaction owns on PostgreSQL (`xid * 65536 + n`, n from
-/// 1): a batch with more events would run into the next transaction's range.
+/// Events one append may hold. A command writes a few (a hold of 50 seats,
+/// 50); a batch this large is a tool's or a mistake's, and it would hold its
+/// show's head (every other writer of the show) for as long as it takes to
+/// write. (Until migration 0025 it was also the positions a transaction
+/// owned, `xid * 65536 + n`; the bound stays where clients met it.)
 pub const MAX_EVENTS_PER_BATCH: usize = 65_535;
 
 /// One event to insert at the sequence its stream was decided on: a row of
@@ -52,13 +55,30 @@ pub struct IdempotencyKeyRow {
     pub created_at_us: i64,
 }
 
-/// Moves checkpoint `name` from `from_position` to `to_position`, only if it
-/// is still at `from_position` (compare-and-set).
+/// Moves checkpoint `name` to the positions `shows` (a [`LogCursor`]'s JSON)
+/// and its count of moves from `from_moves` to `to_moves`, only if it is
+/// still at `from_moves` (compare-and-set: another reader moved it
+/// otherwise).
+///
+/// [`LogCursor`]: crate::store::LogCursor
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointMove {
     pub name: String,
-    pub from_position: i64,
-    pub to_position: i64,
+    pub from_moves: i64,
+    pub to_moves: i64,
+    pub shows: String,
+}
+
+impl CheckpointMove {
+    /// The next move of `checkpoint` (read as `from`) to `to`.
+    pub fn next(name: &str, from: &crate::store::Checkpoint, to: &crate::store::LogCursor) -> Self {
+        Self {
+            name: name.to_owned(),
+            from_moves: from.moves,
+            to_moves: from.moves + 1,
+            shows: to.to_json(),
+        }
+    }
 }
 
 /// Everything one command writes.

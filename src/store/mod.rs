@@ -12,7 +12,7 @@
 //!
 //! | port | owns | used by |
 //! |---|---|---|
-//! | [`EventLog`] (`log/`) | the events: append (with the rows they produce), streams, the log in global order, checkpoints, notifications | the round, the projector, replay, the live feed, webhooks, audit |
+//! | [`EventLog`] (`log/`) | the events: append (with the rows they produce), streams, the log show by show, checkpoints, notifications | the round, the projector, replay, the live feed, webhooks, audit |
 //! | [`Shows`] (`shows.rs`) | show definitions, seat and shard rows | the catalog, availability |
 //! | [`Holds`] (`holds.rs`) | hold records | holds, checkout, the sweeper |
 //! | [`IdempotencyKeys`] (`idempotency.rs`) | buyers' keys | holds, the sweeper |
@@ -43,7 +43,7 @@
 //! implemented once for every backend's [`sql::Pools`] (which pool reads,
 //! writes and serves public queries); where a dialect differs, the backend
 //! answers the piece that differs from its own folder (`WebhookDialect`'s
-//! claim, `LogDialect`'s late-commit bound, `ShowsDialect`'s changed-seat
+//! claim, `LogDialect`'s columns, `ShowsDialect`'s changed-seat
 //! read, `QuiesceDialect`'s lock) or implements the whole port there (the
 //! log's appends, `EventLogPort`; the connection, `DatabasePort`). A change
 //! for one dialect (Citus, say) lands in that dialect's folder: in a piece
@@ -85,7 +85,7 @@ pub use error::{
 pub use holds::{HoldRecord, Holds, HoldsPort};
 pub use idempotency::{IdempotencyEntry, IdempotencyKeys, IdempotencyPort};
 pub use ledger::{Ledger, LedgerPort};
-pub use log::{EventLog, EventLogPort, LogEvent, LogFilter, LogScan};
+pub use log::{Checkpoint, EventLog, EventLogPort, LogCursor, LogEvent, LogFilter};
 pub use postgres::citus::{table_by_buyer, tables_by_show};
 use postgres::PgBackend;
 pub use projection_tables::{ProjectionTables, ProjectionTablesPort, QuiesceDialect};

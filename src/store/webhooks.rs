@@ -15,6 +15,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::batch::CheckpointMove;
+use super::log::LogCursor;
 use super::sql::{Param, Pools, SqlPool, SqlTx};
 use super::{handle, retry_read, StoreError, StoreResult};
 
@@ -148,14 +150,16 @@ pub struct EndpointRow {
     pub events: Vec<WebhookEventType>,
     /// `whsec_<base64>`, stored as given: signing needs the key itself.
     pub secret: String,
-    /// Events at or below this position are not delivered to it.
-    pub after_position: i64,
+    /// What it is not owed: each show's events up to its head when the
+    /// endpoint was made.
+    pub after: LogCursor,
     pub created_at_us: i64,
 }
 
 impl EndpointRow {
-    pub fn wants(&self, event_type: WebhookEventType, position: i64) -> bool {
-        position > self.after_position && self.events.contains(&event_type)
+    /// Whether it is owed `event_type` from the event at `position` of `show`.
+    pub fn wants(&self, event_type: WebhookEventType, show: &str, position: i64) -> bool {
+        !self.after.has_read(show, position) && self.events.contains(&event_type)
     }
 }
 
@@ -165,11 +169,15 @@ struct EndpointColumns {
     url: String,
     events: String,
     secret: String,
-    after_position: i64,
+    after_shows: String,
     created_at_us: i64,
 }
 
-const ENDPOINT_COLUMNS: &str = "endpoint_id, url, events, secret, after_position, created_at_us";
+/// `after_position` is the one position an endpoint was made at before
+/// positions were per show (migration 0025, which turned it into
+/// `after_shows`); written 0, read by nothing.
+const ENDPOINT_COLUMNS: &str =
+    "endpoint_id, url, events, secret, after_shows, created_at_us, after_position";
 
 impl TryFrom<EndpointColumns> for EndpointRow {
     type Error = StoreError;
@@ -189,7 +197,7 @@ impl TryFrom<EndpointColumns> for EndpointRow {
             url: c.url,
             events,
             secret: c.secret,
-            after_position: c.after_position,
+            after: LogCursor::from_json(&c.after_shows)?,
             created_at_us: c.created_at_us,
         })
     }
@@ -379,9 +387,7 @@ pub trait WebhookOutboxPort: Send + Sync {
     /// See [`WebhookOutbox::record_webhook_deliveries`].
     async fn record_deliveries(
         &self,
-        name: &str,
-        from: i64,
-        to: i64,
+        checkpoint: &CheckpointMove,
         deliveries: &[NewDelivery],
         now_us: i64,
     ) -> StoreResult<bool>;
@@ -458,13 +464,11 @@ impl<B: Pools + WebhookDialect> WebhookOutboxPort for B {
 
     async fn record_deliveries(
         &self,
-        name: &str,
-        from: i64,
-        to: i64,
+        checkpoint: &CheckpointMove,
         deliveries: &[NewDelivery],
         now_us: i64,
     ) -> StoreResult<bool> {
-        record_deliveries(self.writes(), (name, from, to), deliveries, now_us).await
+        record_deliveries(self.writes(), checkpoint, deliveries, now_us).await
     }
 
     async fn endpoints_with_due_deliveries(&self, now_us: i64) -> StoreResult<Vec<EndpointId>> {
@@ -551,21 +555,19 @@ impl WebhookOutbox {
         self.port.delete_endpoint(id).await
     }
 
-    /// Moves checkpoint `name` from `from` to `to` and records `deliveries`
-    /// in one transaction. False (nothing written) if the checkpoint was not
-    /// at `from`: another instance recorded this stretch of the log. A
+    /// Moves the checkpoint as `checkpoint` says and records `deliveries`
+    /// in one transaction. False (nothing written) if the checkpoint had
+    /// moved: another instance recorded this stretch of the log. A
     /// delivery recorded before (same subject and endpoint) is left as it
     /// is, and one for an endpoint deleted meanwhile is not recorded.
     pub async fn record_webhook_deliveries(
         &self,
-        name: &str,
-        from: i64,
-        to: i64,
+        checkpoint: &CheckpointMove,
         deliveries: &[NewDelivery],
         now_us: i64,
     ) -> StoreResult<bool> {
         self.port
-            .record_deliveries(name, from, to, deliveries, now_us)
+            .record_deliveries(checkpoint, deliveries, now_us)
             .await
     }
 
@@ -648,14 +650,14 @@ async fn insert_endpoint(pool: &impl SqlPool, row: &EndpointRow) -> StoreResult<
     let id = row.endpoint_id.to_string();
     pool.execute(
         &format!(
-            "INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
+            "INSERT INTO webhook_endpoints ({ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, 0)"
         ),
         &[
             Param::Text(&id),
             Param::Text(&row.url),
             Param::Text(&events),
             Param::Text(&row.secret),
-            Param::Int(row.after_position),
+            Param::Text(&row.after.to_json()),
             Param::Int(row.created_at_us),
         ],
     )
@@ -714,20 +716,21 @@ async fn delete_endpoint(pool: &impl SqlPool, id: EndpointId) -> StoreResult<boo
 
 async fn record_deliveries(
     pool: &impl SqlPool,
-    (name, from, to): (&str, i64, i64),
+    checkpoint: &CheckpointMove,
     deliveries: &[NewDelivery],
     now_us: i64,
 ) -> StoreResult<bool> {
     let mut tx = pool.begin_tx().await?;
     let moved = tx
         .execute(
-            "UPDATE projector_checkpoints SET position = $1, updated_at_us = $2 \
-             WHERE name = $3 AND position = $4",
+            "UPDATE projector_checkpoints SET position = $1, shows = $2, updated_at_us = $3 \
+             WHERE name = $4 AND position = $5",
             &[
-                Param::Int(to),
+                Param::Int(checkpoint.to_moves),
+                Param::Text(&checkpoint.shows),
                 Param::Int(now_us),
-                Param::Text(name),
-                Param::Int(from),
+                Param::Text(&checkpoint.name),
+                Param::Int(checkpoint.from_moves),
             ],
         )
         .await?;

@@ -1,8 +1,8 @@
 //! The dispatcher: from the log to recorded deliveries.
 //!
-//! It reads the log in global order after its checkpoint with the tailing
-//! read (on PostgreSQL never past a transaction still open: the late-commit
-//! rule), turns each event into the webhook events the endpoints asked for,
+//! It reads the log after its checkpoint, show by show (a position per
+//! show: each show's events in commit order, so it never passes one that
+//! commits late), turns each event into the webhook events the endpoints asked for,
 //! and records one delivery per event and endpoint **in the transaction
 //! that moves the checkpoint**, by compare-and-set. Nothing is sent here:
 //! a crash before the commit reads the same events again; after it, the
@@ -20,8 +20,8 @@ use projections::time::to_micros;
 use super::payload::{types_of, Occurrence, Payloads};
 use crate::clock::Clock;
 use crate::store::{
-    DeliveryId, EndpointId, EndpointRow, EventLog, LogEvent, LogFilter, NewDelivery, StoreError,
-    WebhookEventType, WebhookOutbox,
+    CheckpointMove, DeliveryId, EndpointId, EndpointRow, EventLog, LogCursor, LogEvent,
+    NewDelivery, StoreError, WebhookEventType, WebhookOutbox,
 };
 
 /// The dispatcher's checkpoint in `projector_checkpoints`.
@@ -36,18 +36,26 @@ pub const DISPATCH_BATCH: i64 = 500;
 pub const PAYLOAD_READS_IN_FLIGHT: usize = 8;
 
 /// The Standard Webhooks message id of `event_type` from the event at
-/// `position` to `endpoint`: the same on every attempt and on every
-/// instance, different for every other event, type or endpoint.
-pub fn message_id(position: i64, endpoint: EndpointId, event_type: WebhookEventType) -> String {
-    format!("msg_{position}_{}_{event_type}", endpoint.0.simple())
+/// `position` of `show` to `endpoint`: the same on every attempt and on
+/// every instance, different for every other event, type or endpoint.
+/// (Positions are per show, so the show is part of it; before migration
+/// 0025 a position was the log's and the id named it alone, as deliveries
+/// recorded then still do.)
+pub fn message_id(
+    show: &str,
+    position: i64,
+    endpoint: EndpointId,
+    event_type: WebhookEventType,
+) -> String {
+    format!("msg_{show}_{position}_{}_{event_type}", endpoint.0.simple())
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DispatchReport {
     pub events: usize,
     pub deliveries: usize,
     /// The checkpoint after the pass.
-    pub position: i64,
+    pub cursor: LogCursor,
 }
 
 #[derive(Clone)]
@@ -59,8 +67,17 @@ pub struct Dispatcher {
 }
 
 /// The delivery of `occurrence` of `event` to `endpoint`.
-fn delivery(event: &LogEvent, endpoint: &EndpointRow, occurrence: &Occurrence) -> NewDelivery {
-    let webhook_id = message_id(event.position, endpoint.endpoint_id, occurrence.event_type);
+fn delivery(
+    (show, event): (&str, &LogEvent),
+    endpoint: &EndpointRow,
+    occurrence: &Occurrence,
+) -> NewDelivery {
+    let webhook_id = message_id(
+        show,
+        event.position,
+        endpoint.endpoint_id,
+        occurrence.event_type,
+    );
     NewDelivery {
         delivery_id: DeliveryId::of_message(&webhook_id),
         endpoint_id: endpoint.endpoint_id,
@@ -88,53 +105,45 @@ impl Dispatcher {
     }
 
     /// Records the deliveries of every event after the checkpoint, batch by
-    /// batch, up to what a tailing reader can see now.
+    /// batch, up to what is committed now.
     pub async fn run_once(&self) -> Result<DispatchReport, StoreError> {
         let mut report = DispatchReport::default();
         loop {
             let from = self.log.checkpoint(WEBHOOKS_CHECKPOINT).await?;
-            report.position = from;
-            // With no endpoint, nothing after the head so far can be owed to
-            // anyone: an endpoint registered after the read below starts at
-            // a head at or above this one.
-            let safe_head = self.log.safe_head().await?;
+            report.cursor = from.cursor.clone();
             let mut endpoints = self.outbox.webhook_endpoints().await?;
             if endpoints.is_empty() {
-                if safe_head > from {
+                // With no endpoint, nothing up to the heads so far can be
+                // owed to anyone: an endpoint registered after the read
+                // above starts at heads at or above these.
+                let to = self.log.head_cursor().await?;
+                if to != from.cursor {
                     let now_us = to_micros(self.clock.now());
+                    let moved = CheckpointMove::next(WEBHOOKS_CHECKPOINT, &from, &to);
                     self.outbox
-                        .record_webhook_deliveries(
-                            WEBHOOKS_CHECKPOINT,
-                            from,
-                            safe_head,
-                            &[],
-                            now_us,
-                        )
+                        .record_webhook_deliveries(&moved, &[], now_us)
                         .await?;
                 }
                 return Ok(report);
             }
-            let events = self
-                .log
-                .read_log(LogFilter::All, from, DISPATCH_BATCH)
-                .await?;
-            let Some(last) = events.last() else {
+            let (events, to) = self.log.read_after(&from.cursor, DISPATCH_BATCH).await?;
+            if to == from.cursor {
                 return Ok(report);
-            };
-            let to = last.position;
+            }
             // Read again after the events: an endpoint registered meanwhile
             // is either in this list or starts above every event read.
             endpoints = self.outbox.webhook_endpoints().await?;
             let deliveries = self.deliveries_of(&events, &endpoints).await?;
             let now_us = to_micros(self.clock.now());
+            let moved = CheckpointMove::next(WEBHOOKS_CHECKPOINT, &from, &to);
             if self
                 .outbox
-                .record_webhook_deliveries(WEBHOOKS_CHECKPOINT, from, to, &deliveries, now_us)
+                .record_webhook_deliveries(&moved, &deliveries, now_us)
                 .await?
             {
                 report.events += events.len();
                 report.deliveries += deliveries.len();
-                report.position = to;
+                report.cursor = to;
             }
         }
     }
@@ -165,12 +174,13 @@ impl Dispatcher {
             .await?;
         let mut deliveries = Vec::new();
         for (event, found) in occurrences {
+            let show = event.show_id.as_deref().unwrap_or_default();
             for occurrence in found {
                 for endpoint in endpoints
                     .iter()
-                    .filter(|e| e.wants(occurrence.event_type, event.position))
+                    .filter(|e| e.wants(occurrence.event_type, show, event.position))
                 {
-                    deliveries.push(delivery(event, endpoint, &occurrence));
+                    deliveries.push(delivery((show, event), endpoint, &occurrence));
                 }
             }
         }
@@ -183,14 +193,16 @@ impl Dispatcher {
         event: &'e LogEvent,
         endpoints: &[EndpointRow],
     ) -> Result<(&'e LogEvent, Vec<Occurrence>), StoreError> {
-        let wanted = |t: WebhookEventType| endpoints.iter().any(|e| e.wants(t, event.position));
+        let show = event.show_id.as_deref().unwrap_or_default();
+        let wanted =
+            |t: WebhookEventType| endpoints.iter().any(|e| e.wants(t, show, event.position));
         Ok((event, self.payloads.occurrences(event, wanted).await?))
     }
 
     /// How many events of the log the checkpoint is behind.
     pub async fn lag(&self) -> Result<i64, StoreError> {
         let checkpoint = self.log.checkpoint(WEBHOOKS_CHECKPOINT).await?;
-        self.log.count_after(checkpoint).await
+        self.log.count_behind(&checkpoint.cursor).await
     }
 }
 
@@ -199,26 +211,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_message_id_names_the_position_the_endpoint_and_the_type() {
+    fn a_message_id_names_the_show_the_position_the_endpoint_and_the_type() {
         let endpoint = EndpointId(uuid::Uuid::from_u128(0xabc));
-        let id = message_id(42, endpoint, WebhookEventType::BookingConfirmed);
+        let confirmed = WebhookEventType::BookingConfirmed;
+        let id = message_id("gig", 42, endpoint, confirmed);
         assert_eq!(
             id,
-            "msg_42_00000000000000000000000000000abc_booking.confirmed"
+            "msg_gig_42_00000000000000000000000000000abc_booking.confirmed"
         );
-        assert_eq!(
-            id,
-            message_id(42, endpoint, WebhookEventType::BookingConfirmed)
-        );
+        assert_eq!(id, message_id("gig", 42, endpoint, confirmed));
+        assert_ne!(id, message_id("gig", 43, endpoint, confirmed));
+        // Two shows' positions are numbered apart.
+        assert_ne!(id, message_id("other", 42, endpoint, confirmed));
         assert_ne!(
             id,
-            message_id(43, endpoint, WebhookEventType::BookingConfirmed)
+            message_id("gig", 42, endpoint, WebhookEventType::RefundIssued)
         );
-        assert_ne!(id, message_id(42, endpoint, WebhookEventType::RefundIssued));
         let other = EndpointId(uuid::Uuid::from_u128(0xabd));
-        assert_ne!(
-            id,
-            message_id(42, other, WebhookEventType::BookingConfirmed)
-        );
+        assert_ne!(id, message_id("gig", 42, other, confirmed));
     }
 }

@@ -157,7 +157,7 @@ impl WebhookEndpoints {
             url: url.to_owned(),
             events,
             secret: new_secret(),
-            after_position: self.log.head_position().await?,
+            after: self.log.head_cursor().await?,
             created_at_us: to_micros(self.clock.now()),
         };
         self.outbox.insert_webhook_endpoint(&row).await?;

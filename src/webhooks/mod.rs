@@ -4,9 +4,9 @@
 //!
 //! - [`endpoints`]: registering, listing and deleting endpoints (admin), a
 //!   `whsec_` secret each, and the deliveries list and manual retry.
-//! - [`dispatch`]: the dispatcher. It reads the log in global order from its
-//!   own checkpoint (`webhooks`, honouring the late-commit rule through the
-//!   tailing read), turns events into deliveries for each endpoint that asked
+//! - [`dispatch`]: the dispatcher. It reads the log show by show from its
+//!   own checkpoint (`webhooks`, a position per show: each show in its
+//!   commit order), turns events into deliveries for each endpoint that asked
 //!   for them ([`payload`]) and records them **in the transaction that moves
 //!   its checkpoint**, before any is sent: a crash anywhere sends again
 //!   rather than never.

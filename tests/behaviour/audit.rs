@@ -77,12 +77,9 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
         app.hold(&alice, "repair", &["S1"], None).await.status,
         StatusCode::CREATED
     );
-    // Transaction ids are the server's: another test's transaction, ending
-    // as the reader looks, may hold the tailing reader back for a moment.
-    app.settle().await;
     assert_eq!(
-        app.projector.run_once().await.unwrap().position,
-        app.store.log().head_position().await.unwrap()
+        app.projector.run_once().await.unwrap().cursor,
+        app.store.log().head_cursor().await.unwrap()
     );
     let (code, _) = verify_exit_code(&app);
     assert_eq!(code, 0, "consistent to begin with");
@@ -106,7 +103,6 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
     assert_eq!(code, 1, "verify sees the difference: {report}");
     assert!(report.contains("seat_availability"), "{report}");
 
-    app.settle().await;
     let pass = app.projector.run_once().await.unwrap();
     assert_eq!(pass.events, 1);
     assert_eq!(app.seat_statuses("repair").await["S2"], "held");
@@ -117,11 +113,15 @@ async fn the_projector_repairs_rows_a_crash_or_another_writer_left_behind(env: T
     app.stop().await;
 }
 
+/// A show's appends commit in the order of its positions: a writer of
+/// the show waits for the one before it, so the projector never passes a
+/// transaction still open; and a writer of another show does not wait, nor
+/// does the projector's progress on that show.
 async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
     let app = env.spawn().await;
     app.create_show("late", 2, 480).await;
-    app.settle().await;
-    let before = app.projector.run_once().await.unwrap().position;
+    app.create_show("beside", 2, 480).await;
+    let before = app.projector.run_once().await.unwrap().cursor;
     let until = app.clock_now() + chrono::Duration::minutes(5);
 
     // Writer A opens a transaction and appends, and does not commit yet.
@@ -140,50 +140,42 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
         .await
         .unwrap();
 
-    // Writer B appends and commits.
-    let mut batch = AppendBatch::new(Utc::now());
-    batch.events.push(bare_hold_event(
-        "late",
-        "S2",
-        1,
-        &uuid::Uuid::new_v4().to_string(),
-        until,
-    ));
+    // Writer B appends to the same show: it waits for A.
+    let hold_event = |show: &str| {
+        let mut batch = AppendBatch::new(Utc::now());
+        let hold = uuid::Uuid::new_v4().to_string();
+        batch
+            .events
+            .push(bare_hold_event(show, "S2", 1, &hold, until));
+        batch
+    };
+    let log = app.store.log();
+    let b_batch = hold_event("late");
+    let writer_b = tokio::spawn(async move { log.append(&b_batch).await });
+    // Writer C appends to another show, and commits at once.
     assert_eq!(
-        app.store.log().append(&batch).await.unwrap(),
+        app.store.log().append(&hold_event("beside")).await.unwrap(),
         AppendOutcome::Appended
     );
-    let b_position = app.store.log().head_position().await.unwrap();
 
-    // The projector runs while A is open: it must not pass A.
+    // The projector runs while A is open: it must not pass A, and it reads
+    // the other show.
     let pass = app.projector.run_once().await.unwrap();
-    assert!(
-        pass.position < b_position,
-        "checkpoint {} passed an open transaction",
-        pass.position
-    );
-    assert_eq!(pass.position, before);
+    assert_eq!(pass.cursor.of("late"), before.of("late"), "{pass:?}");
+    assert_eq!(pass.cursor.of("beside"), app.head_of("beside").await);
     assert_eq!(app.seat_statuses("late").await["S2"], "available");
+    assert_eq!(app.seat_statuses("beside").await["S2"], "held");
+    assert!(
+        !writer_b.is_finished(),
+        "B waits for A, the show's writer before it"
+    );
 
     sqlx::query("COMMIT").execute(&mut writer_a).await.unwrap();
-    // Transaction ids are the server's: another test's transaction, ending
-    // as the reader looks, may hold it back a moment longer. Await the
-    // condition, with a deadline.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut applied = 0;
-    let mut pass = app.projector.run_once().await.unwrap();
-    applied += pass.events;
-    while pass.position < b_position {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the projector never got past A"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        pass = app.projector.run_once().await.unwrap();
-        applied += pass.events;
-    }
-    assert_eq!(applied, 2, "A's event is applied, not skipped");
-    assert_eq!(pass.position, b_position);
+    let b = writer_b.await.expect("writer B").expect("B's append");
+    assert_eq!(b, AppendOutcome::Appended);
+    let pass = app.projector.run_once().await.unwrap();
+    assert_eq!(pass.events, 2, "A's event is applied, not skipped, and B's");
+    assert_eq!(pass.cursor.of("late"), app.head_of("late").await);
     let statuses = app.seat_statuses("late").await;
     assert_eq!(
         (statuses["S1"].as_str(), statuses["S2"].as_str()),
@@ -194,8 +186,9 @@ async fn a_late_commit_is_never_skipped_by_the_projector(env: TestEnv) {
             .log()
             .checkpoint(PROJECTIONS_CHECKPOINT)
             .await
-            .unwrap(),
-        b_position
+            .unwrap()
+            .cursor,
+        pass.cursor
     );
     app.stop().await;
 }
@@ -556,7 +549,6 @@ async fn history_lists_a_seats_events_and_pages_a_shows_log(env: TestEnv) {
 
     // The whole show, two events a page (paging never passes an open
     // transaction, so first let other tests' transactions end).
-    app.settle().await;
     let mut after = 0;
     let mut all: Vec<Value> = Vec::new();
     loop {

@@ -13,7 +13,6 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::cluster::quiet_app;
 use crate::support::{seat_id, Answer, TestApp, TestEnv};
 use crate::tests;
 use crate::venues::{show_on, venue_body};
@@ -183,9 +182,7 @@ async fn open_map(client: &Client, app: &TestApp, show: &str, token: &str) {
 async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
     // Two browsers at once: one such test at a time on the machine.
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     let show = format!("map-{}", uuid::Uuid::new_v4().simple());
     let mut body = crate::support::show_body(20, 120);
     body["channels"] = json!([{"channel_id": "boxoffice", "label": "Box office"}]);
@@ -367,9 +364,7 @@ async fn two_buyers_see_each_other_on_the_seat_map(env: TestEnv) {
 /// a second, is let in, and the map appears and holds a seat.
 async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     let show = format!("queue-{}", uuid::Uuid::new_v4().simple());
     let starts = app.clock_now() + chrono::Duration::hours(1);
     let mut body = crate::support::show_body(20, 600);
@@ -481,9 +476,7 @@ async fn a_buyer_waits_in_the_queue_on_the_page_then_holds(env: TestEnv) {
 /// The booking the page says it made, read through the API: confirmed.
 async fn a_buyer_joins_the_waiting_list_on_the_page_and_is_offered_a_seat(env: TestEnv) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     let show = format!("line-{}", uuid::Uuid::new_v4().simple());
     let mut body = crate::support::show_body(2, 600);
     body["waitlist"] = json!({"offer_seconds": 300});
@@ -1095,9 +1088,7 @@ async fn a_buyer_joins_a_sold_out_pools_waiting_list_on_the_page_and_is_offered_
     env: TestEnv,
 ) {
     let _heavy = crate::HEAVY.acquire().await.expect("semaphore");
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     let show = format!("ga-line-{}", uuid::Uuid::new_v4().simple());
     let body = json!({
         "name": "Festival", "starts_at": "2026-12-31T20:00:00Z", "hold_ttl_seconds": 600,

@@ -89,7 +89,6 @@ async fn cached_reads(app: &TestApp, show: &str) -> Vec<(String, Option<String>)
     // The show history tails the log: on PostgreSQL another test's open
     // transaction can hold it back for a moment, and an empty page is too
     // small to be compressed.
-    app.settle().await;
     let admin = app.admin();
     let earlier = (app.clock_now() - chrono::Duration::milliseconds(1))
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)

@@ -7,8 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{Backend, TestApp, TestEnv};
-
 /// Where Debian puts PostgreSQL 15's server binaries.
 pub(crate) const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 
@@ -180,30 +178,5 @@ impl Drop for OwnCluster {
             .arg(self.data())
             .args(["-m", "immediate", "stop"])
             .output();
-    }
-}
-
-/// The service for a test that reads what follows the log (the live feed,
-/// the door's book): on SQLite as usual; on PostgreSQL in a cluster of its
-/// own, which the caller keeps. Such a read never passes a transaction
-/// still open anywhere on its server (the late-commit rule), so on the
-/// shared server another test's long transaction could hold back what the
-/// test has just written. `None` if no cluster can be started here (the
-/// test is then reported unavailable).
-pub(crate) async fn quiet_app(env: &TestEnv) -> Option<(TestApp, Option<OwnCluster>)> {
-    match env.backend {
-        Backend::Sqlite => Some((env.spawn().await, None)),
-        Backend::Postgres => {
-            let cluster = match OwnCluster::start() {
-                Ok(cluster) => cluster,
-                Err(reason) => {
-                    unavailable(&reason);
-                    return None;
-                }
-            };
-            cluster.create_database("quiet").expect("database");
-            let app = env.spawn_at(cluster.url("quiet")).await;
-            Some((app, Some(cluster)))
-        }
     }
 }

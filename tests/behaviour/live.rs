@@ -10,7 +10,6 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::cluster::{unavailable, OwnCluster};
 use crate::support::{seat_entries, seat_id, TestApp, TestEnv};
 use crate::tests;
 
@@ -370,12 +369,15 @@ async fn last_event_id_resumes_with_the_changes_missed(env: TestEnv) {
     assert_eq!(missed[&seat_id(2)], "held");
     assert_eq!(missed[&seat_id(3)], "held");
 
-    // A position from before the instance watched a show: a new snapshot.
+    // A position of the show's from before the instance watched it: a new
+    // snapshot. (Positions are each show's own.)
     let later = opened_show(&app, 2, 600).await;
-    let mut too_old = EventStream::open(&app, &later, Some(&last)).await;
+    let held = app.hold(&buyer, &later, &[&seat_id(1)], None).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.body);
+    let mut too_old = EventStream::open(&app, &later, Some("0")).await;
     let first = too_old.next().await;
     assert_eq!(first.event, "snapshot");
-    assert!(first.position() > last.parse::<i64>().unwrap());
+    assert!(first.position() > 0);
     // A Last-Event-ID that is no position the stream could have sent (not
     // a number, negative, past i64): 422, as the document declares.
     for garbage in ["not-a-position", "-1", "9223372036854775808", ""] {
@@ -658,28 +660,8 @@ async fn bad_stream_requests_are_problems(env: TestEnv) {
     app.stop().await;
 }
 
-/// Two instances on a cluster of the test's own: the feed never passes a
-/// transaction still open anywhere in its cluster (the late-commit rule),
-/// so on the shared server another test's long transaction (a 100,000-seat
-/// show created in one) could hold a change back past the second these
-/// tests allow. `None` (skipped, or failed under CI) without the binaries.
-async fn quiet_pair(env: &TestEnv) -> Option<(OwnCluster, TestApp, TestApp)> {
-    let cluster = match OwnCluster::start() {
-        Ok(cluster) => cluster,
-        Err(reason) => {
-            unavailable(&reason);
-            return None;
-        }
-    };
-    cluster.create_database("live").expect("database");
-    let (a, b) = env.spawn_pair_at(cluster.url("live")).await;
-    Some((cluster, a, b))
-}
-
 async fn a_hold_on_one_instance_reaches_a_subscriber_on_another(env: TestEnv) {
-    let Some((_cluster, a, b)) = quiet_pair(&env).await else {
-        return;
-    };
+    let (a, b) = env.spawn_pair().await;
     let show = opened_show(&a, 20, 600).await;
     let buyer = a.buyer("live-pair");
     let mut on_b = EventStream::open(&b, &show, None).await;
@@ -700,9 +682,7 @@ async fn a_hold_on_one_instance_reaches_a_subscriber_on_another(env: TestEnv) {
 }
 
 async fn a_lost_listener_connection_loses_no_change(env: TestEnv) {
-    let Some((_cluster, a, b)) = quiet_pair(&env).await else {
-        return;
-    };
+    let (a, b) = env.spawn_pair().await;
     let show = opened_show(&a, 20, 600).await;
     let buyer = a.buyer("live-listener");
     let mut on_b = EventStream::open(&b, &show, None).await;

@@ -148,7 +148,6 @@ async fn replay_during_holds_and_purchases_loses_no_acknowledged_work(env: TestE
             }
         }
     }
-    app.settle().await;
     let (code, report) = verify_exit_code(&app);
     assert_eq!(code, 0, "verify after replays under load: {report}");
 }

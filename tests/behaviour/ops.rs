@@ -146,7 +146,6 @@ async fn metrics_and_readiness_report_what_happened(env: TestEnv) {
         .expect_problem(409, "seat_taken");
     app.purchase(&alice, &hold.str("hold_id"), "pm_sim_ok")
         .await;
-    app.settle().await;
     app.projector.run_once().await.unwrap();
 
     let metrics = app

@@ -201,7 +201,6 @@ async fn an_order_of_seats_and_places_is_paid_once_and_cancelled_line_by_line(en
 
     // The order's story is in the show's history, and a replay of the log
     // gives the same tables (`booking verify`).
-    app.settle().await;
     let history = app
         .call(
             Method::GET,

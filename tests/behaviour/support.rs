@@ -715,23 +715,14 @@ impl TestApp {
         assert_eq!(released.status, StatusCode::NO_CONTENT, "{}", released.body);
     }
 
-    /// Awaits (with a deadline) the moment a tailing reader of the log can
-    /// see every committed event: on PostgreSQL transaction ids are the
-    /// server's, so another test's transaction, ending as the reader looks,
-    /// can hold it back for a moment (`pg_log_bound!`).
-    pub async fn settle(&self) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let head = self.store.log().head_position().await.expect("head");
-            if self.store.log().safe_head().await.expect("safe head") >= head {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the log did not settle"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+    /// The show's head: its last position (0: no event yet).
+    pub async fn head_of(&self, show: &str) -> i64 {
+        self.store
+            .log()
+            .head_cursor()
+            .await
+            .expect("the heads")
+            .of(show)
     }
 
     pub async fn event_count(&self) -> i64 {

@@ -11,7 +11,6 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::checkout::hold_for;
-use crate::cluster::quiet_app;
 use crate::support::{fire_at_once, Answer, TestApp, TestEnv};
 use crate::tests;
 
@@ -206,10 +205,7 @@ async fn every_sale_has_tickets_whose_codes_verify_with_the_public_key_alone(env
 }
 
 async fn a_transfer_hands_the_ticket_on_with_a_new_code_and_revokes_the_old(env: TestEnv) {
-    // It reads the door's book: see `quiet_app`.
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     door_show(&app, "gift", 2).await;
     let alice = app.buyer("alice");
     let booking = bought(&app, &alice, "gift", &["S1"]).await;
@@ -345,10 +341,7 @@ async fn a_transfer_racing_a_check_in_has_one_winner_and_the_loser_is_told(env: 
 }
 
 async fn the_door_admits_once_lets_out_and_refuses_what_the_state_forbids(env: TestEnv) {
-    // It reads the door's book: see `quiet_app`.
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     let mut body = crate::support::show_body(2, 480);
     body["checkin"] = json!({"gates": [{"gate_id": "north", "label": "North"}], "reentry": false});
     app.create_show_from("once", &body).await;
@@ -422,10 +415,7 @@ fn urlencoding(value: &str) -> String {
 }
 
 async fn a_cancelled_lines_ticket_is_refused_at_the_door(env: TestEnv) {
-    // It reads the door's book: see `quiet_app`.
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     door_show(&app, "undo", 3).await;
     let alice = app.buyer("alice");
     let hold = hold_for(&app, &alice, "undo", &["S1", "S2"]).await;
@@ -474,10 +464,7 @@ async fn a_cancelled_lines_ticket_is_refused_at_the_door(env: TestEnv) {
 }
 
 async fn two_offline_scanners_end_alike_whichever_uploads_first(env: TestEnv) {
-    // It reads the door's book: see `quiet_app`.
-    let Some((app, _cluster)) = quiet_app(&env).await else {
-        return;
-    };
+    let app = env.spawn().await;
     door_show(&app, "offline", 2).await;
     let alice = app.buyer("alice");
     let booking = bought(&app, &alice, "offline", &["S1"]).await;

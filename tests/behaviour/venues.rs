@@ -364,7 +364,6 @@ async fn replay_rebuilds_the_priced_holds(env: TestEnv) {
     )
     .await;
     assert_eq!(pool.status, StatusCode::CREATED, "{}", pool.body);
-    app.settle().await;
     let replay = Command::new(env!("CARGO_BIN_EXE_booking"))
         .arg("replay")
         .env("DATABASE_URL", &app.database_url)
@@ -484,9 +483,7 @@ async fn a_price_change_prices_holds_from_its_instant_and_earlier_holds_keep_the
         "{ledger:?}"
     );
 
-    // The change is in the show's history (read below the late-commit
-    // bound: another test's open transaction may hold it back a moment).
-    app.settle().await;
+    // The change is in the show's history.
     let history = app
         .call(
             Method::GET,

@@ -371,7 +371,6 @@ async fn the_waitlist_and_its_offers_are_the_same_after_replay(env: TestEnv) {
         release(&app, token, hold_id).await;
     }
     app.waitlists.run_once().await.expect("judged");
-    app.settle().await;
     let before = waitlist(&app, "again").await;
     assert_eq!(before["counts"]["offered"], json!(2), "{before}");
     let catalog = ShowCatalog::new(domain::money::Currency::EUR, app.store.shows());

@@ -3,10 +3,12 @@
 //! appender and our SQL functions, `postgres/append.rs`; `sqlite/log.rs`
 //! beside its group-commit appender, `sqlite/append.rs`). The port appends a
 //! command's batch (its events with the rows they produce), loads streams,
-//! reads the log in global order (`read.rs`: the statements both dialects
+//! reads the log show by show, each show in its positions' order, which is
+//! its commit order (`cursor.rs`; `read.rs`: the statements both dialects
 //! share), and says when this process appended (`appends`) or, across
 //! processes, notifies.
 
+pub(crate) mod cursor;
 pub(crate) mod read;
 
 use std::time::Duration;
@@ -14,10 +16,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cqrs_es::persist::SerializedEvent;
 use cqrs_es::Aggregate;
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, StreamExt};
 use sqlx::PgPool;
 
-pub use read::{LogEvent, LogFilter, LogScan};
+pub use cursor::{Checkpoint, LogCursor};
+pub use read::{LogEvent, LogFilter};
 pub use read::{LogRead, LogSql};
 
 use super::batch::{AppendBatch, AppendOutcome, MAX_EVENTS_PER_BATCH};
@@ -87,7 +90,7 @@ pub trait LogReadPort: Send + Sync {
         after: usize,
     ) -> StoreResult<Vec<SerializedEvent>>;
 
-    /// `(position, recorded_at_us)` of every event in global order.
+    /// `(position, recorded_at_us)` of every event, each show's in order.
     async fn positions(&self) -> StoreResult<Vec<(i64, i64)>>;
 
     /// Number of events in the log.
@@ -96,17 +99,8 @@ pub trait LogReadPort: Send + Sync {
     /// Events of the log a [`LogRead`] asks for.
     async fn read_log(&self, read: &LogRead<'_>) -> StoreResult<Vec<LogEvent>>;
 
-    /// See [`EventLog::log_touches`].
-    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>>;
-
-    /// See [`EventLog::safe_head`].
-    async fn safe_head(&self) -> StoreResult<i64>;
-
-    /// See [`EventLog::log_scan`].
-    fn log_scan(&self, tailing: bool) -> LogScan;
-
-    /// One page of a scan: up to [`read::SCAN_PAGE`] events after `after`.
-    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>>;
+    /// See [`EventLog::heads`].
+    async fn heads(&self) -> StoreResult<Vec<(String, i64)>>;
 
     /// See [`EventLog::ticket_streams_of`].
     async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>>;
@@ -114,19 +108,16 @@ pub trait LogReadPort: Send + Sync {
     /// See [`EventLog::show_log_until`].
     async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>>;
 
-    /// The checkpoint's position, if there is one of that name.
-    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>>;
+    /// The checkpoint, if there is one of that name.
+    async fn checkpoint(&self, name: &str) -> StoreResult<Option<Checkpoint>>;
 
-    /// See [`EventLog::count_after`].
-    async fn count_after(&self, position: i64) -> StoreResult<i64>;
-
-    /// See [`EventLog::head_position`].
-    async fn head_position(&self) -> StoreResult<i64>;
+    /// Events of `show` after `position`, counted up to `limit`.
+    async fn count_after(&self, show: &str, position: i64, limit: i64) -> StoreResult<i64>;
 }
 
 /// What a dialect reads the log with (`postgres/log.rs`, `sqlite/log.rs`).
 pub trait LogDialect {
-    /// The columns and the late-commit bound.
+    /// The columns.
     const LOG_SQL: LogSql;
     /// The ticket streams that ever named `$1` as their holder (the index
     /// `events_ticket_holders`): JSON is each dialect's own.
@@ -156,20 +147,8 @@ impl<B: Pools + LogDialect> LogReadPort for B {
         read::read_log(self.reads(), &Self::LOG_SQL, read).await
     }
 
-    async fn log_touches(&self, after: i64, limit: i64) -> StoreResult<Vec<(i64, Option<String>)>> {
-        read::log_touches(self.queries(), &Self::LOG_SQL, after, limit).await
-    }
-
-    async fn safe_head(&self) -> StoreResult<i64> {
-        read::safe_head(self.reads(), &Self::LOG_SQL).await
-    }
-
-    fn log_scan(&self, tailing: bool) -> LogScan {
-        LogScan::new(&Self::LOG_SQL, tailing)
-    }
-
-    async fn scan_page(&self, scan: &LogScan, after: i64) -> StoreResult<Vec<LogEvent>> {
-        read::scan_page(self.reads(), scan, after).await
+    async fn heads(&self) -> StoreResult<Vec<(String, i64)>> {
+        read::read_heads(self.queries()).await
     }
 
     async fn ticket_streams_of(&self, holder: &str) -> StoreResult<Vec<String>> {
@@ -180,16 +159,19 @@ impl<B: Pools + LogDialect> LogReadPort for B {
         read::show_log_until(self.reads(), &Self::LOG_SQL, show_id, at_us).await
     }
 
-    async fn checkpoint(&self, name: &str) -> StoreResult<Option<i64>> {
-        read::read_checkpoint(self.reads(), name).await
+    async fn checkpoint(&self, name: &str) -> StoreResult<Option<Checkpoint>> {
+        let row = read::read_checkpoint(self.reads(), name).await?;
+        row.map(|(moves, shows)| {
+            Ok(Checkpoint {
+                moves,
+                cursor: LogCursor::from_json(&shows)?,
+            })
+        })
+        .transpose()
     }
 
-    async fn count_after(&self, position: i64) -> StoreResult<i64> {
-        read::count_after(self.reads(), position).await
-    }
-
-    async fn head_position(&self) -> StoreResult<i64> {
-        read::head_position(self.reads()).await
+    async fn count_after(&self, show: &str, position: i64, limit: i64) -> StoreResult<i64> {
+        read::count_after(self.reads(), show, position, limit).await
     }
 }
 
@@ -236,7 +218,8 @@ impl EventLog {
         retry_read(move || self.port.stream(A::TYPE, aggregate_id, after)).await
     }
 
-    /// `(position, recorded_at_us)` of every event in global order (diagnostics).
+    /// `(position, recorded_at_us)` of every event, each show's in order
+    /// (diagnostics).
     pub async fn positions(&self) -> StoreResult<Vec<(i64, i64)>> {
         self.port.positions().await
     }
@@ -325,85 +308,114 @@ impl EventLog {
         self.port.write_document(document, rows_only).await
     }
 
-    /// Up to `limit` events after `after` in global order, never past a
-    /// transaction still open (see `LogSql::tail_bound`): what a tailing
-    /// reader needs.
+    /// Up to `limit` events after `after` that `filter` takes, in position
+    /// order: for a filter of one show (every filter but `All`), that
+    /// show's commit order, so a reader that goes on from the last one it
+    /// read never passes an event that commits later.
     pub async fn read_log(
         &self,
         filter: LogFilter<'_>,
         after: i64,
         limit: i64,
     ) -> StoreResult<Vec<LogEvent>> {
-        self.read_log_from(filter, after, limit, true).await
-    }
-
-    /// Every committed event after `after`, even above an open transaction:
-    /// for a whole-log fold (replay, verify, a report) that keeps no cursor.
-    /// An event that commits later below the cursor is not in the fold; its
-    /// rows come with its own transaction, and the projector applies it.
-    pub async fn read_log_committed(
-        &self,
-        filter: LogFilter<'_>,
-        after: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<LogEvent>> {
-        self.read_log_from(filter, after, limit, false).await
-    }
-
-    async fn read_log_from(
-        &self,
-        filter: LogFilter<'_>,
-        after: i64,
-        limit: i64,
-        tailing: bool,
-    ) -> StoreResult<Vec<LogEvent>> {
         let read = LogRead {
             filter,
             after,
             limit,
-            tailing,
         };
         self.port.read_log(&read).await
     }
 
-    /// Positions and shows of up to `limit` events after `after`, in global
-    /// order, never past a transaction still open: what a reader needs that
-    /// only asks which shows changed (the live feed).
-    pub async fn log_touches(
+    /// Every show's head: its last position (a show with no event has none).
+    pub async fn heads(&self) -> StoreResult<Vec<(String, i64)>> {
+        self.port.heads().await
+    }
+
+    /// Where a reader that starts now, and wants only what comes next,
+    /// starts: every show's head.
+    pub async fn head_cursor(&self) -> StoreResult<LogCursor> {
+        let mut cursor = LogCursor::default();
+        for (show, head) in self.heads().await? {
+            cursor.move_to(&show, head);
+        }
+        Ok(cursor)
+    }
+
+    /// Up to `limit` events after `cursor`, show by show (each show's in
+    /// its order; the shows in the order of their ids), and the cursor to
+    /// read on from: what a reader of every show (the projector, the
+    /// webhooks dispatcher) reads next.
+    ///
+    /// A show read to its end moves to its head, read before its events:
+    /// every position up to that head had committed, so one without an
+    /// event is a gap (a position taken for rows rewritten without events),
+    /// not one still to come. The cursor may so move with no event read.
+    pub async fn read_after(
         &self,
-        after: i64,
+        cursor: &LogCursor,
         limit: i64,
-    ) -> StoreResult<Vec<(i64, Option<String>)>> {
-        self.port.log_touches(after, limit).await
+    ) -> StoreResult<(Vec<LogEvent>, LogCursor)> {
+        let heads = self.heads().await?;
+        let (mut events, mut next) = (Vec::new(), cursor.clone());
+        for (show, after, head) in cursor.behind(&heads) {
+            let left = limit - events.len() as i64;
+            if left <= 0 {
+                break;
+            }
+            let page = self.read_log(LogFilter::Show(show), after, left).await?;
+            page.iter().for_each(|event| next.pass(event));
+            if (page.len() as i64) < left {
+                next.move_to(show, head);
+            }
+            events.extend(page);
+        }
+        Ok((events, next))
     }
 
-    /// The highest position a tailing reader can reach now.
-    pub async fn safe_head(&self) -> StoreResult<i64> {
-        self.port.safe_head().await
-    }
-
-    /// The statement that reads every event after a position in one scan:
-    /// never past a transaction still open if `tailing`, else every
-    /// committed event (see [`EventLog::read_log_committed`]).
-    pub fn log_scan(&self, tailing: bool) -> LogScan {
-        self.port.log_scan(tailing)
-    }
-
-    /// Every event after `after` that `scan` reads, in position order, as a
-    /// stream of pages of [`read::SCAN_PAGE`] events: each page one statement,
-    /// one walk of the position index from where the last page ended (no
-    /// sort), decoded as the fold consumes it. Not one statement for the
-    /// whole log: a statement holds its snapshot until its last row is
-    /// read, and the cluster's every tailing reader (the projector, the
-    /// live feed, the webhook dispatcher, in every database of the
-    /// cluster) waits below the oldest snapshot; a replay's scan of a
-    /// million events held them back for as long as its fold took.
-    pub fn scan_log<'a>(
-        &'a self,
-        scan: &'a LogScan,
-        after: i64,
-    ) -> BoxStream<'a, StoreResult<LogEvent>> {
-        read::pages(after, move |after| self.port.scan_page(scan, after))
+    /// Every event after `cursor`, show by show as [`EventLog::read_after`]
+    /// reads them, as a stream of pages of [`read::SCAN_PAGE`] events: each
+    /// page one statement, one walk of a show's position index from where
+    /// the last page ended (no sort), decoded as the fold consumes it. Not
+    /// one statement for the whole log: a statement holds its snapshot
+    /// until its last row is read, and with it the cluster's oldest xmin,
+    /// which vacuum waits for; a replay's scan of a million events held it
+    /// for as long as its fold took. The shows are those with a head when
+    /// the scan starts: a show whose first event commits later is read by
+    /// the next scan from the cursor it leaves.
+    pub fn scan_after(&self, cursor: LogCursor) -> BoxStream<'_, StoreResult<LogEvent>> {
+        enum Scan {
+            Start(LogCursor),
+            Shows(std::collections::VecDeque<(String, i64)>),
+        }
+        futures::stream::unfold(Some(Scan::Start(cursor)), move |scan| async move {
+            let mut shows = match scan? {
+                Scan::Start(cursor) => match self.heads().await {
+                    Ok(heads) => cursor
+                        .behind(&heads)
+                        .into_iter()
+                        .map(|(show, after, _)| (show.to_owned(), after))
+                        .collect(),
+                    Err(error) => return Some((vec![Err(error)], None)),
+                },
+                Scan::Shows(shows) => shows,
+            };
+            let (show, after) = shows.pop_front()?;
+            let page = match self
+                .read_log(LogFilter::Show(&show), after, read::SCAN_PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(error) => return Some((vec![Err(error)], None)),
+            };
+            if page.len() as i64 == read::SCAN_PAGE {
+                if let Some(last) = page.last() {
+                    shows.push_front((show, last.position));
+                }
+            }
+            Some((page.into_iter().map(Ok).collect(), Some(Scan::Shows(shows))))
+        })
+        .flat_map(futures::stream::iter)
+        .boxed()
     }
 
     /// The ticket streams that ever named `holder` as their holder (the
@@ -413,7 +425,7 @@ impl EventLog {
         self.port.ticket_streams_of(holder).await
     }
 
-    /// Events of a show recorded at or before `at_us`, in global order.
+    /// Events of a show recorded at or before `at_us`, in the show's order.
     pub async fn show_log_until(&self, show_id: &str, at_us: i64) -> StoreResult<Vec<LogEvent>> {
         self.port.show_log_until(show_id, at_us).await
     }
@@ -424,22 +436,27 @@ impl EventLog {
         self.port.analyze_log().await
     }
 
-    pub async fn checkpoint(&self, name: &str) -> StoreResult<i64> {
+    /// The reader's checkpoint of that name.
+    pub async fn checkpoint(&self, name: &str) -> StoreResult<Checkpoint> {
         self.port
             .checkpoint(name)
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("no checkpoint {name}")))
     }
 
-    /// Events in the log after `position` (how far a reader there is
-    /// behind), counted up to `MAX_COUNTED_LAG`: the count walks the
+    /// Events in the log after `cursor` (how far a reader there is behind),
+    /// counted up to [`read::MAX_COUNTED_LAG`]: each show's count walks its
     /// position index, so a reader far behind costs a bounded read.
-    pub async fn count_after(&self, position: i64) -> StoreResult<i64> {
-        self.port.count_after(position).await
-    }
-
-    /// The highest position in the log (0 when empty).
-    pub async fn head_position(&self) -> StoreResult<i64> {
-        self.port.head_position().await
+    pub async fn count_behind(&self, cursor: &LogCursor) -> StoreResult<i64> {
+        let heads = self.heads().await?;
+        let mut behind = 0;
+        for (show, after, _) in cursor.behind(&heads) {
+            let left = read::MAX_COUNTED_LAG - behind;
+            if left <= 0 {
+                break;
+            }
+            behind += self.port.count_after(show, after, left).await?;
+        }
+        Ok(behind)
     }
 }

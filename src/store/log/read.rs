@@ -1,9 +1,9 @@
-//! Reading the event log in global order, for the projector, replay,
-//! verify and the audit API: the statements both dialects share, each run
-//! on the pool a backend passes, with its dialect's pieces ([`LogSql`]).
+//! Reading the event log, show by show in each show's order (`cursor.rs`),
+//! for the projector, the webhooks, replay, verify and the audit API: the
+//! statements both dialects share, each run on the pool a backend passes,
+//! with its dialect's pieces ([`LogSql`]).
 
 use cqrs_es::persist::SerializedEvent;
-use futures::stream::{BoxStream, StreamExt};
 
 use crate::store::sql::{Param, SqlPool};
 use crate::store::StoreResult;
@@ -25,10 +25,11 @@ pub struct LogEvent {
     pub rows_written: bool,
 }
 
-/// Events one statement of a whole-log scan reads ([`super::EventLog::scan_log`]):
+/// Events one statement of a whole-log scan reads ([`super::EventLog::scan_after`]):
 /// a page ends in tens of milliseconds, so the scan never holds a snapshot
-/// (and with it every tailing reader of the cluster) for longer; and the
-/// behavioural suite's replays of about ten thousand events read several.
+/// (and with it the cluster's oldest xmin, which vacuum waits for) for
+/// longer; and the behavioural suite's replays of about ten thousand events
+/// read several.
 pub const SCAN_PAGE: i64 = 4_000;
 
 /// Lag is counted up to this many events (readiness allows far fewer).
@@ -39,38 +40,12 @@ pub struct LogSql {
     /// The columns of a [`LogEvent`], as text where the dialect stores
     /// JSON otherwise.
     pub columns: &'static str,
-    /// The condition a tailing reader must not pass (` AND ...`): on
-    /// PostgreSQL, a transaction that has drawn positions but not
-    /// committed (`postgres/log.rs`). `None` where commit order is position
-    /// order (SQLite: one writer).
-    pub tail_bound: Option<&'static str>,
 }
 
-impl LogSql {
-    fn bound(&self, tailing: bool) -> &'static str {
-        match self.tail_bound {
-            Some(bound) if tailing => bound,
-            _ => "",
-        }
-    }
-}
-
-/// The statement of one scan of the whole log in position order (see
-/// [`super::EventLog::scan_log`]); the scan borrows it.
-pub struct LogScan(String);
-
-impl LogScan {
-    /// Every event after a position (`$1`), up to `$2`: never past a
-    /// transaction still open if `tailing`.
-    pub(super) fn new(sql: &LogSql, tailing: bool) -> Self {
-        LogScan(format!(
-            "SELECT {} FROM events WHERE position > $1{} ORDER BY position LIMIT $2",
-            sql.columns,
-            sql.bound(tailing)
-        ))
-    }
-}
-
+/// Which events a read takes. Every filter but `All` is of one show, whose
+/// positions grow in commit order: a reader of it never passes an event
+/// that commits later. `All` (a whole read of a small log, for tests and
+/// tools) orders shows' positions among each other, which says nothing.
 pub enum LogFilter<'a> {
     All,
     Show(&'a str),
@@ -84,12 +59,11 @@ pub enum LogFilter<'a> {
 }
 
 /// A read of the log: up to `limit` events after `after` that `filter`
-/// takes, never past a transaction still open if `tailing`.
+/// takes.
 pub struct LogRead<'a> {
     pub filter: LogFilter<'a>,
     pub after: i64,
     pub limit: i64,
-    pub tailing: bool,
 }
 
 /// Events of one stream with a sequence above `after`, in order, read on
@@ -133,10 +107,11 @@ pub(super) async fn read_stream(
         .collect())
 }
 
-/// `(position, recorded_at_us)` of every event, read on `pool`.
+/// `(position, recorded_at_us)` of every event, each show's in order, read
+/// on `pool`.
 pub(super) async fn read_positions(pool: &impl SqlPool) -> StoreResult<Vec<(i64, i64)>> {
     pool.fetch_all(
-        "SELECT position, recorded_at_us FROM events ORDER BY position",
+        "SELECT position, recorded_at_us FROM events ORDER BY show_id, position",
         &[],
     )
     .await
@@ -169,89 +144,24 @@ pub(super) async fn read_log(
         LogFilter::Tickets(show) => ("show_id = $3 AND aggregate_type = 'Ticket'", vec![show]),
     };
     let statement = format!(
-        "SELECT {} FROM events WHERE position > $1 AND {condition}{} ORDER BY position LIMIT $2",
-        sql.columns,
-        sql.bound(read.tailing)
+        "SELECT {} FROM events WHERE position > $1 AND {condition} ORDER BY position LIMIT $2",
+        sql.columns
     );
     let mut params = vec![Param::Int(read.after), Param::Int(read.limit)];
     params.extend(binds.into_iter().map(Param::Text));
     pool.fetch_all(&statement, &params).await
 }
 
-/// Positions and shows of up to `limit` events after `after`, never past a
-/// transaction still open, read on `pool`.
-pub(super) async fn log_touches(
-    pool: &impl SqlPool,
-    sql: &LogSql,
-    after: i64,
-    limit: i64,
-) -> StoreResult<Vec<(i64, Option<String>)>> {
-    let statement = format!(
-        "SELECT position, show_id FROM events WHERE position > $1{} ORDER BY position LIMIT $2",
-        sql.bound(true)
-    );
-    pool.fetch_all(&statement, &[Param::Int(after), Param::Int(limit)])
-        .await
+/// Every show's head (its last position), read on `pool`.
+pub(super) async fn read_heads(pool: &impl SqlPool) -> StoreResult<Vec<(String, i64)>> {
+    pool.fetch_all(
+        "SELECT show_id, position FROM log_heads ORDER BY show_id",
+        &[],
+    )
+    .await
 }
 
-/// The highest position a tailing reader can reach now, read on `pool`.
-pub(super) async fn safe_head(pool: &impl SqlPool, sql: &LogSql) -> StoreResult<i64> {
-    let statement = format!(
-        "SELECT MAX(position) FROM events WHERE TRUE{}",
-        sql.bound(true)
-    );
-    max_position(pool, &statement).await
-}
-
-/// The highest position in the log (0 when empty), read on `pool`.
-pub(super) async fn head_position(pool: &impl SqlPool) -> StoreResult<i64> {
-    max_position(pool, "SELECT MAX(position) FROM events").await
-}
-
-async fn max_position(pool: &impl SqlPool, statement: &str) -> StoreResult<i64> {
-    let head: Option<(Option<i64>,)> = pool.fetch_optional(statement, &[]).await?;
-    Ok(head.and_then(|(head,)| head).unwrap_or(0))
-}
-
-/// One page of `scan` after `after`, read on `pool`.
-pub(super) async fn scan_page(
-    pool: &impl SqlPool,
-    scan: &LogScan,
-    after: i64,
-) -> StoreResult<Vec<LogEvent>> {
-    pool.fetch_all(&scan.0, &[Param::Int(after), Param::Int(SCAN_PAGE)])
-        .await
-}
-
-/// The events of pages read one after another from `after` (each by
-/// `page`, from where the last ended) as one stream: the last page is the
-/// one shorter than [`SCAN_PAGE`]; an error ends the stream.
-pub(super) fn pages<'a, F, Fut>(after: i64, page: F) -> BoxStream<'a, StoreResult<LogEvent>>
-where
-    F: Fn(i64) -> Fut + Send + 'a,
-    Fut: std::future::Future<Output = StoreResult<Vec<LogEvent>>> + Send + 'a,
-{
-    futures::stream::unfold(Some(after), move |cursor| {
-        let read = cursor.map(&page);
-        async move {
-            match read?.await {
-                Err(error) => Some((futures::stream::iter(vec![Err(error)]), None)),
-                Ok(events) if events.is_empty() => None,
-                Ok(events) => {
-                    let next = (events.len() as i64 == SCAN_PAGE)
-                        .then(|| events.last().map(|e| e.position))
-                        .flatten();
-                    let page: Vec<StoreResult<LogEvent>> = events.into_iter().map(Ok).collect();
-                    Some((futures::stream::iter(page), next))
-                }
-            }
-        }
-    })
-    .flatten()
-    .boxed()
-}
-
-/// Events of a show recorded at or before `at_us`, in global order, read
+/// Events of a show recorded at or before `at_us`, in the show's order, read
 /// on `pool`.
 pub(super) async fn show_log_until(
     pool: &impl SqlPool,
@@ -278,25 +188,31 @@ pub(super) async fn ticket_streams_of(
     Ok(ids.into_iter().map(|(id,)| id).collect())
 }
 
-/// A checkpoint's position, read on `pool`.
-pub(super) async fn read_checkpoint(pool: &impl SqlPool, name: &str) -> StoreResult<Option<i64>> {
-    let row: Option<(i64,)> = pool
-        .fetch_optional(
-            "SELECT position FROM projector_checkpoints WHERE name = $1",
-            &[Param::Text(name)],
-        )
-        .await?;
-    Ok(row.map(|(position,)| position))
+/// A checkpoint's count of moves and positions (a `LogCursor`'s JSON),
+/// read on `pool`.
+pub(super) async fn read_checkpoint(
+    pool: &impl SqlPool,
+    name: &str,
+) -> StoreResult<Option<(i64, String)>> {
+    pool.fetch_optional(
+        "SELECT position, shows FROM projector_checkpoints WHERE name = $1",
+        &[Param::Text(name)],
+    )
+    .await
 }
 
-/// Events in the log after `position`, counted up to [`MAX_COUNTED_LAG`],
-/// on `pool`.
-pub(super) async fn count_after(pool: &impl SqlPool, position: i64) -> StoreResult<i64> {
+/// Events of `show` after `position`, counted up to `limit`, on `pool`.
+pub(super) async fn count_after(
+    pool: &impl SqlPool,
+    show: &str,
+    position: i64,
+    limit: i64,
+) -> StoreResult<i64> {
     let count: Option<(i64,)> = pool
         .fetch_optional(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE position > $1 \
-             ORDER BY position LIMIT $2) behind",
-            &[Param::Int(position), Param::Int(MAX_COUNTED_LAG)],
+            "SELECT COUNT(*) FROM (SELECT 1 FROM events WHERE show_id = $1 AND position > $2 \
+             ORDER BY position LIMIT $3) behind",
+            &[Param::Text(show), Param::Int(position), Param::Int(limit)],
         )
         .await?;
     Ok(count.map_or(0, |(n,)| n))

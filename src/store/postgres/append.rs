@@ -27,10 +27,10 @@ use crate::store::StoreError;
 const FUNCTIONS: [&str; 6] = [
     include_str!("../../../sql/postgres/booking_json_union.sql"),
     include_str!("../../../sql/postgres/booking_upsert_checkouts.sql"),
+    include_str!("../../../sql/postgres/booking_take_positions.sql"),
     include_str!("../../../sql/postgres/booking_apply.sql"),
     include_str!("../../../sql/postgres/booking_append.sql"),
     include_str!("../../../sql/postgres/booking_append_group.sql"),
-    include_str!("../../../sql/postgres/booking_raise_epoch.sql"),
 ];
 
 /// Functions of earlier versions that no file defines any more, dropped at
@@ -38,11 +38,14 @@ const FUNCTIONS: [&str; 6] = [
 /// version still running beside this one, mid-upgrade, finds its group
 /// function gone: its group fails as an error, and it appends the group's
 /// documents one by one (`write_group`), slower but right.
-const RETIRED: [&str; 3] = [
+const RETIRED: [&str; 5] = [
     "DROP FUNCTION IF EXISTS booking_append_group(jsonb)",
     // Before the show came first (#49).
     "DROP FUNCTION IF EXISTS booking_append_group(jsonb, int[])",
     "DROP FUNCTION IF EXISTS booking_append(jsonb)",
+    // Before positions were per show (#49, migration 0025).
+    "DROP FUNCTION IF EXISTS booking_apply(jsonb, bigint, bigint)",
+    "DROP FUNCTION IF EXISTS booking_raise_epoch()",
 ];
 
 /// Serializes instances that start at once against one database: two
@@ -50,10 +53,9 @@ const RETIRED: [&str; 3] = [
 /// concurrently updated".
 const INSTALL_LOCK_KEY: i64 = 0x626f_6f6b_696e_6701;
 
-/// Applies the functions' current bodies (after the migrations), then
-/// raises the log's epoch if the database has moved to a new cluster (see
-/// `booking_raise_epoch.sql`). All of it before the service serves, under
-/// one lock, so that instances starting together do it one after another.
+/// Applies the functions' current bodies (after the migrations), before the
+/// service serves, under one lock, so that instances starting together do
+/// it one after another.
 pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
     let mut tx = pool.begin().await.map_err(StoreError::classify)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -67,18 +69,7 @@ pub async fn install_functions(pool: &sqlx::PgPool) -> Result<(), StoreError> {
             .await
             .map_err(StoreError::classify)?;
     }
-    let offset: i64 = sqlx::query_scalar("SELECT booking_raise_epoch()")
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(StoreError::classify)?;
-    tx.commit().await.map_err(StoreError::classify)?;
-    if offset != 0 {
-        tracing::info!(
-            xid_offset = offset,
-            "log positions continue above the log's head (epoch)"
-        );
-    }
-    Ok(())
+    tx.commit().await.map_err(StoreError::classify)
 }
 
 /// The SQLSTATEs `booking_apply` answers for refusals (not errors), and

@@ -28,7 +28,8 @@ const LOG: &str = "events";
 /// `show_id` and co-located with [`LOG`]. Every unique key among them
 /// names the show (migrations 0023, 0024; a test reads them from the
 /// catalog).
-const WITH_LOG: [&str; 5] = [
+const WITH_LOG: [&str; 6] = [
+    "log_heads",
     "seat_availability",
     "pool_shards",
     "holds",
@@ -38,10 +39,9 @@ const WITH_LOG: [&str; 5] = [
 
 /// Tables of no show, or of every show: a copy on every node, read where a
 /// statement runs, each write a transaction on every node (two-phase).
-const REFERENCE: [&str; 10] = [
+const REFERENCE: [&str; 9] = [
     "shows",
     "venues",
-    "log_epoch",
     "projector_checkpoints",
     "webhook_endpoints",
     "webhook_deliveries",

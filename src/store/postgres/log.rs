@@ -1,6 +1,6 @@
 //! The event log on PostgreSQL: appends through the group-commit appender
-//! (`append.rs`), settled after a lost connection; reads with the
-//! late-commit bound (`pg_log_bound!`), on the pools of this backend.
+//! (`append.rs`), settled after a lost connection; reads on the pools of
+//! this backend.
 
 use std::time::Duration;
 
@@ -21,55 +21,9 @@ use crate::store::{StoreError, StoreResult};
 const PG_COLUMNS: &str = "position, aggregate_type, aggregate_id, sequence, event_type, \
      payload::text AS payload, metadata::text AS metadata, recorded_at_us, show_id, rows_written";
 
-/// The position below which the log is final for the statement's snapshot,
-/// `(oldest + xid_offset) * 65536` (see `PG_SAFE`), as a SQL expression: the
-/// tailing readers' bound and the availability cache's watermark.
-///
-/// `oldest` is the oldest transaction the snapshot sees running that may be
-/// this database's: the snapshot's xmin, but passing over the running
-/// transactions (`pg_snapshot_xip`) that `pg_stat_get_activity` shows in
-/// another database. Transaction ids are the server's, so with plain xmin
-/// a long transaction in any database of the server (another tenant's
-/// migration, a bulk load) froze every reader of this one: the projector,
-/// the webhooks and the live feed. Only a transaction positively seen in
-/// another database is passed: one the activity no longer shows (it ended
-/// after the snapshot), a prepared one, or one of a role whose activity
-/// this role may not read (without `pg_read_all_stats`) still holds the
-/// bound, as before. Within one statement the snapshot comes first and the
-/// activity is read after it, so a transaction of this database running at
-/// the snapshot is either shown there with this database or has ended, and
-/// is never passed. (`backend_xid` is 32 bits: compared with the low 32
-/// bits of the snapshot's full ids, which are within 2^31 of each other.)
-macro_rules! pg_log_bound {
-    () => {
-        "(((SELECT COALESCE(\
-              (SELECT min(x::text::bigint) FROM pg_snapshot_xip(s) x \
-               WHERE x::text::bigint % 4294967296 NOT IN (SELECT backend_xid::text::bigint \
-                 FROM pg_stat_get_activity(NULL) WHERE backend_xid IS NOT NULL \
-                 AND datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))), \
-              pg_snapshot_xmax(s)::text::bigint) \
-            FROM pg_current_snapshot() s) \
-         + (SELECT xid_offset FROM log_epoch)) << 16)"
-    };
-}
-pub(crate) use pg_log_bound;
-
-/// On PostgreSQL a reader of the log in position order must not pass a
-/// transaction that has drawn positions but not committed: its events would
-/// appear later *below* the reader's position. A transaction's positions are
-/// `(xid + xid_offset) * 65536 + n` (see `booking_append`), and every
-/// transaction of this database still running has an xid at or above the
-/// oldest one running here (see `pg_log_bound!`), so every position below
-/// `(oldest + xid_offset) * 65536` is final. (Stated on positions rather
-/// than on the events' `txid` column, which after a move to another cluster
-/// holds the old cluster's ids.) SQLite has one writer: commit order is
-/// position order.
-const PG_SAFE: &str = concat!(" AND position < ", pg_log_bound!());
-
 impl LogDialect for PgBackend {
     const LOG_SQL: LogSql = LogSql {
         columns: PG_COLUMNS,
-        tail_bound: Some(PG_SAFE),
     };
 
     /// The ticket streams that ever named `$1` as their holder (the index

@@ -5,7 +5,6 @@
 use async_trait::async_trait;
 use domain::ids::ShowId;
 
-use super::log::pg_log_bound;
 use super::PgBackend;
 use crate::store::shows::{
     insert_shards, insert_show_row, NewShowRows, SeatRow, ShowsDialect, INSERT_SHARD, INSERT_SHOW,
@@ -19,13 +18,14 @@ const PG_INSERT_SEATS: &str = "INSERT INTO seat_availability (show_id, seat_id, 
 /// Seat rows of a show changed since a watermark, and the watermark to pass
 /// next time, in one statement (one snapshot).
 ///
-/// PostgreSQL (migration 0013): the watermark is a log position, the
-/// late-commit bound of the previous read's snapshot (`pg_log_bound!`),
-/// (oldest + xid_offset) times 65,536: every transaction that read could not see writes its events
-/// at or above it. The seats that changed are those the show's seat events
-/// since then name (a command writes its rows with its events), unless the
-/// show's rows were rewritten without events since then (`-2`): then the
-/// show is read whole.
+/// PostgreSQL (migrations 0013, 0025): the watermark is a position of the
+/// show's, the one after its head as the previous read's snapshot saw it
+/// (`PG_NEXT_POSITION`): a show's positions grow in its commit order, so
+/// every transaction that read could not see writes its events at or above
+/// it. The seats that changed are those the show's seat events since then
+/// name (a command writes its rows with its events), unless the show's rows
+/// were rewritten without events since then (`-2`, at a position taken for
+/// it): then the show is read whole.
 ///
 /// The seat rows are found one by one through the primary key (the LIMIT
 /// keeps the lateral subquery from being flattened into a join the planner
@@ -40,6 +40,14 @@ const PG_INSERT_SEATS: &str = "INSERT INTO seat_availability (show_id, seat_id, 
 /// 8-12 ms a read with 20,000 seat events in the log and nothing new, up to
 /// 40 ms under writers, against 0.1 ms (measured by `auto_explain` during
 /// `bench --only availability`, and with `EXPLAIN ANALYZE` on 40,000 events).
+/// The show's next position, as the watermark's text: after its head (the
+/// head's row is the show's own, so on Citus it is read on the show's worker).
+macro_rules! pg_next_position {
+    () => {
+        "(SELECT coalesce((SELECT position FROM log_heads WHERE show_id = $1), 0) + 1)::text"
+    };
+}
+
 const PG_SEAT_CHANGES: &str = concat!(
     "SELECT a.ordinal, a.status, a.expires_at_us, a.channel, a.ticket_type, a.price_cents, NULL::text \
      FROM (SELECT DISTINCT aggregate_id \
@@ -52,8 +60,7 @@ const PG_SEAT_CHANGES: &str = concat!(
      UNION ALL SELECT -2, NULL, NULL, NULL, NULL, NULL, NULL FROM shows \
        WHERE show_id = $1 AND rows_rewritten_at >= $2::bigint \
      UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, ",
-    pg_log_bound!(),
-    "::text"
+    pg_next_position!()
 );
 
 /// The whole show, and the watermark to pass next time.
@@ -61,8 +68,7 @@ const PG_SEATS: &str = concat!(
     "SELECT ordinal, status, expires_at_us, channel, ticket_type, price_cents, NULL::text \
      FROM seat_availability WHERE show_id = $1 \
      UNION ALL SELECT -1, NULL, NULL, NULL, NULL, NULL, ",
-    pg_log_bound!(),
-    "::text"
+    pg_next_position!()
 );
 
 const PG_OWED_SEATS: &str = "SELECT seat_id FROM seat_availability \

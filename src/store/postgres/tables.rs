@@ -17,14 +17,19 @@ use crate::store::sql::SqlTx;
 use crate::store::tables::{Table, Tables};
 use crate::store::{StoreError, StoreResult};
 
-const PG_LOCK: &str = "LOCK TABLE events, seat_availability, pool_shards, holds, \
+/// `log_heads` first: every append takes its show's head before any other
+/// table's row (`booking_append_group.sql`, "Positions"), so one waiting
+/// here holds nothing the write phase will wait for.
+const PG_LOCK: &str = "LOCK TABLE log_heads, events, seat_availability, pool_shards, holds, \
      pool_holds, checkouts IN SHARE ROW EXCLUSIVE MODE";
 
-/// Every show stamped with a position of this transaction: the availability
-/// caches find changes through the log, and a show whose seat rows were
-/// rewritten without events is read whole next time (migration 0013).
+/// Every show stamped with a position taken for it (a gap in its events'):
+/// the availability caches find changes through the log, and a show whose
+/// seat rows were rewritten without events is read whole next time
+/// (migrations 0013, 0025). The write phase holds `log_heads`' lock, so no
+/// append holds a head meanwhile.
 const PG_STAMP_SHOWS: &str = "UPDATE shows SET rows_rewritten_at = \
-     (pg_current_xact_id()::text::bigint + (SELECT xid_offset FROM log_epoch)) << 16";
+     booking_take_positions(show_id, 1)";
 
 #[async_trait]
 impl QuiesceDialect for PgBackend {

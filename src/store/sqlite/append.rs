@@ -23,8 +23,8 @@ const IDEMPOTENCY_KEY: &str = "INSERT INTO idempotency_keys (buyer, key, request
      SELECT $1 ->> 'buyer', $1 ->> 'key', $1 ->> 'request_hash', $1 ->> 'hold_id', $1 ->> 'created_at_us' \
      WHERE true ON CONFLICT DO NOTHING";
 const CHECKPOINT: &str = "UPDATE projector_checkpoints \
-     SET position = $1 ->> 'to_position', updated_at_us = $2 \
-     WHERE name = $1 ->> 'name' AND position = $1 ->> 'from_position'";
+     SET position = $1 ->> 'to_moves', shows = $1 ->> 'shows', updated_at_us = $2 \
+     WHERE name = $1 ->> 'name' AND position = $1 ->> 'from_moves'";
 /// Seat and shard rows: the latest of each row a part names (a group may
 /// name one twice), guarded by the row's sequence.
 const SEAT_AVAILABILITY: &str = "UPDATE seat_availability AS a SET \

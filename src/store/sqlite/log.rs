@@ -1,6 +1,6 @@
 //! The event log on SQLite: appends through the one writer's group-commit
-//! task (`append.rs`); reads with no late-commit bound, since one writer
-//! commits in position order.
+//! task (`append.rs`); one writer commits in position order, over the whole
+//! log and so within each show.
 
 use std::time::Duration;
 
@@ -19,7 +19,6 @@ impl LogDialect for SqliteBackend {
     const LOG_SQL: LogSql = LogSql {
         columns: "position, aggregate_type, aggregate_id, sequence, event_type, \
                   payload, metadata, recorded_at_us, show_id, rows_written",
-        tail_bound: None,
     };
 
     /// The ticket streams that ever named `$1` as their holder (the index
