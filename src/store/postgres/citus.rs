@@ -142,11 +142,9 @@ async fn distribute_on(conn: &mut PgConnection) -> Result<(), StoreError> {
         let sql = "SELECT create_distributed_function($1::regprocedure, '$1', colocate_with => $2)";
         run(conn, sql, &[function, LOG], None).await?;
     }
-    tracing::warn!(
-        "sharded by show (Citus): sales are written on each show's worker, but the log's \
-         positions are still each server's transaction ids, so what follows the log (the \
-         availability cache, the projector, webhooks, the live feed) can miss or lag events \
-         until positions are per show (#49)"
+    tracing::info!(
+        "sharded by show (Citus): each show's sales, log and positions on its worker; a hold \
+         with an idempotency key also writes the buyer's worker (two-phase when it is another)"
     );
     Ok(())
 }
