@@ -350,6 +350,9 @@ impl EventLog {
     /// every position up to that head had committed, so one without an
     /// event is a gap (a position taken for rows rewritten without events),
     /// not one still to come. The cursor may so move with no event read.
+    /// (Heads and events are both read on the primary, the heads first: a
+    /// read of a server behind the heads' would pass events it had not yet
+    /// replayed.)
     pub async fn read_after(
         &self,
         cursor: &LogCursor,
