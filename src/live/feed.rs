@@ -1,6 +1,7 @@
 //! The feed: follows the heads of the watched shows, and runs each show's
 //! channel (recomputation on a poke or at the next expiry).
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,13 +71,13 @@ pub async fn run(hub: Arc<LiveHub>) {
 /// pokes those whose head moved (a new channel's first read among them:
 /// its first state waits for it).
 async fn read_once(hub: &LiveHub, watched: &[Arc<ShowChannel>]) -> StoreResult<()> {
-    let heads = hub.log.heads().await?;
+    // By show id, not by a search of the list: the database orders it by
+    // its collation, which need not be Rust's order of strings.
+    let heads: HashMap<String, i64> = hub.log.heads().await?.into_iter().collect();
     metrics::counter!("live_feed_reads_total").increment(1);
     for channel in watched {
         let show = channel.entry.show.show_id.as_str();
-        let head = heads
-            .binary_search_by(|(s, _)| s.as_str().cmp(show))
-            .map_or(0, |at| heads[at].1);
+        let head = heads.get(show).copied().unwrap_or(0);
         // The head moves before the poke: a channel labels its change with
         // a position its state already includes. A first read always
         // pokes (from UNREAD_HEAD, below every head).
