@@ -111,12 +111,14 @@ impl Dispatcher {
         loop {
             let from = self.log.checkpoint(WEBHOOKS_CHECKPOINT).await?;
             report.cursor = from.cursor.clone();
+            // The heads before the endpoints: with no endpoint, nothing up
+            // to these heads can be owed to anyone, since an endpoint
+            // registered after the endpoints' read starts at heads at or
+            // above them.
+            let heads = self.log.head_cursor().await?;
             let mut endpoints = self.outbox.webhook_endpoints().await?;
             if endpoints.is_empty() {
-                // With no endpoint, nothing up to the heads so far can be
-                // owed to anyone: an endpoint registered after the read
-                // above starts at heads at or above these.
-                let to = self.log.head_cursor().await?;
+                let to = heads;
                 if to != from.cursor {
                     let now_us = to_micros(self.clock.now());
                     let moved = CheckpointMove::next(WEBHOOKS_CHECKPOINT, &from, &to);
