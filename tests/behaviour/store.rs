@@ -666,23 +666,7 @@ async fn every_unique_key_of_a_distributed_table_names_its_distribution_column(e
 /// leaves the log as it was.
 async fn a_log_of_events_without_a_show_takes_each_streams_show_as_it_migrates(env: TestEnv) {
     const BEFORE_SHOWS_IN_LOG_KEYS: i64 = 23;
-    let migrator = sqlx::migrate!("./migrations/postgres");
-    let mut earlier = sqlx::migrate!("./migrations/postgres");
-    earlier.migrations = std::borrow::Cow::Owned(
-        (migrator.migrations.iter())
-            .filter(|m| m.version <= BEFORE_SHOWS_IN_LOG_KEYS)
-            .cloned()
-            .collect(),
-    );
-    let (url, _dir) = env.database_url().await;
-    // One connection: a migration that fails keeps its advisory lock on the
-    // connection it ran on (sqlx), which the next run must be.
-    let conn = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .unwrap();
-    earlier.run(&conn).await.unwrap();
+    let (migrator, conn, _url, _dir) = migrated_to(&env, BEFORE_SHOWS_IN_LOG_KEYS).await;
     let hold = uuid::Uuid::new_v4().to_string();
     let insert = "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, \
                   event_version, payload, metadata, show_id) VALUES ($1, $2, $3, 'E', '1', '{}', '{}', $4)";
@@ -760,21 +744,7 @@ async fn a_log_from_before_positions_per_show_keeps_each_readers_place_as_it_mig
     env: TestEnv,
 ) {
     const BEFORE_POSITIONS_PER_SHOW: i64 = 24;
-    let migrator = sqlx::migrate!("./migrations/postgres");
-    let mut earlier = sqlx::migrate!("./migrations/postgres");
-    earlier.migrations = std::borrow::Cow::Owned(
-        (migrator.migrations.iter())
-            .filter(|m| m.version <= BEFORE_POSITIONS_PER_SHOW)
-            .cloned()
-            .collect(),
-    );
-    let (url, _dir) = env.database_url().await;
-    let conn = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .unwrap();
-    earlier.run(&conn).await.unwrap();
+    let (migrator, conn, url, _dir) = migrated_to(&env, BEFORE_POSITIONS_PER_SHOW).await;
     // Two shows' events, interleaved in the log's one order.
     for (show, seat, position) in [("a", 1, 100), ("b", 1, 200), ("a", 2, 300), ("b", 2, 400)] {
         sqlx::query(
@@ -863,4 +833,35 @@ async fn a_log_from_before_positions_per_show_keeps_each_readers_place_as_it_mig
         "show a goes on from its last position: {positions:?}"
     );
     app.stop().await;
+}
+
+/// A test's database migrated up to `version` (PostgreSQL), on a pool of
+/// one connection: a migration that fails keeps its advisory lock on the
+/// connection it ran on (sqlx), which the next run must be. With the
+/// migrator of every migration, for the test to run the rest.
+async fn migrated_to(
+    env: &TestEnv,
+    version: i64,
+) -> (
+    sqlx::migrate::Migrator,
+    sqlx::PgPool,
+    String,
+    Option<tempfile::TempDir>,
+) {
+    let migrator = sqlx::migrate!("./migrations/postgres");
+    let mut earlier = sqlx::migrate!("./migrations/postgres");
+    earlier.migrations = std::borrow::Cow::Owned(
+        (migrator.migrations.iter())
+            .filter(|m| m.version <= version)
+            .cloned()
+            .collect(),
+    );
+    let (url, dir) = env.database_url().await;
+    let conn = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    earlier.run(&conn).await.unwrap();
+    (migrator, conn, url, dir)
 }
